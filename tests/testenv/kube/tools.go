@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools pins the Kubernetes control-plane commands that certgen's
+// test environment builds. Nothing here is compiled into certgen.
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
