@@ -1,0 +1,142 @@
+//! Command-line definitions (clap derive) and nothing else: no IO, no defaults resolved here
+//! beyond what clap shows in `--help`.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+/// Where `--local` writes when given without a directory (Envoy Gateway's certgen default).
+pub const DEFAULT_LOCAL_DIR: &str = "/tmp/envoy-gateway/certs";
+
+const AFTER_HELP: &str = "\
+Examples:
+  certgen --local ./certs              create the envoy-gateway Secrets as files under ./certs
+  certgen --dry-run                    show what a run would do in the cluster
+  certgen --overwrite                  rotate the CA, keeping the prior CA trusted
+  certgen profile show > my.yaml       start a config for another control plane
+
+";
+
+/// Generates and rotates the mutual-TLS certificates of a Kubernetes control plane.
+///
+/// Without a subcommand, certgen ensures the profile's Secrets: it creates what is missing,
+/// renews what is due and leaves the rest alone. A run with nothing to do writes nothing.
+#[derive(Debug, Parser)]
+#[command(name = "certgen", version, after_help = format!("{AFTER_HELP}{}", crate::exit::TABLE))]
+#[command(args_conflicts_with_subcommands = true, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub global: GlobalArgs,
+}
+
+/// Options of every command.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Log format on standard error.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// More log output (-v debug, -vv trace of certgen's own decisions).
+    #[arg(short, long, action = ArgAction::Count, global = true, conflicts_with = "quiet")]
+    pub verbose: u8,
+    /// Only warnings and errors on standard error.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// Options of the main job.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Built-in profile to use [default: envoy-gateway].
+    #[arg(long, value_name = "NAME", conflicts_with = "config")]
+    pub profile: Option<String>,
+    /// YAML config file (start from `certgen profile show`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile's].
+    #[arg(short, long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
+    #[arg(long, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+    /// Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}.
+    #[arg(short, long, value_name = "DIR", num_args = 0..=1, default_missing_value = DEFAULT_LOCAL_DIR)]
+    pub local: Option<PathBuf>,
+    /// Rotate now: a new CA, bundled with at most one prior CA, and new leaves.
+    #[arg(short, long)]
+    pub overwrite: bool,
+    /// Also replace HMAC Secrets (they are left alone otherwise).
+    #[arg(long)]
+    pub rotate_hmac: bool,
+    /// Take over Secrets owned by another manager and replace unusable contents.
+    #[arg(long)]
+    pub force: bool,
+    /// Print the plan; generate and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Format of the run's report on standard output.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Built-in profiles.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// Print shell completions.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
+}
+
+/// `certgen profile ...`
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// Print a built-in profile as YAML, a starting point for --config.
+    Show {
+        /// Profile name.
+        #[arg(default_value = crate::config::DEFAULT_PROFILE)]
+        name: String,
+    },
+    /// List the built-in profiles.
+    List,
+}
+
+/// Report formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+/// Log formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

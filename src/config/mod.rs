@@ -1,0 +1,256 @@
+//! Profiles and configuration: the YAML schema, built-in profiles, validation, and the one place
+//! where flags, environment and file are merged (`flag > env > file > default`).
+//!
+//! The result, [`Config`], holds only validated values: rendered SANs, parsed durations, known
+//! algorithms. The engine never sees clap or raw YAML.
+
+mod duration;
+mod schema;
+mod validate;
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use duration::HumanDuration;
+pub use schema::{CaFile, ConfigFile, SecretFile, SecretType, Usage};
+
+use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
+
+/// Names of the built-in profiles, in the order `profile show` lists them.
+pub const BUILTIN_PROFILES: &[&str] = &["envoy-gateway"];
+
+/// The default profile.
+pub const DEFAULT_PROFILE: &str = "envoy-gateway";
+
+/// The label every Secret certgen writes carries.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Its value.
+pub const MANAGED_BY: &str = "certgen";
+
+/// The YAML text of a built-in profile.
+pub fn builtin_profile(name: &str) -> Option<&'static str> {
+    match name {
+        "envoy-gateway" => Some(include_str!("../../profiles/envoy-gateway.yaml")),
+        _ => None,
+    }
+}
+
+/// A configuration error: names the field (and line where known) and how to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{source_name}: {message}")]
+pub struct ConfigError {
+    pub source_name: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(source_name: &str, message: impl Into<String>) -> Self {
+        Self {
+            source_name: source_name.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Where the configuration comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Profile(String),
+    File(PathBuf),
+}
+
+/// The environment variables certgen reads, captured once so resolution stays testable.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub certgen_namespace: Option<String>,
+    pub envoy_gateway_namespace: Option<String>,
+    pub cluster_domain: Option<String>,
+}
+
+impl Env {
+    /// Reads the process environment; empty values count as unset.
+    pub fn from_process() -> Self {
+        let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        Self {
+            certgen_namespace: var("CERTGEN_NAMESPACE"),
+            envoy_gateway_namespace: var("ENVOY_GATEWAY_NAMESPACE"),
+            cluster_domain: var("KUBERNETES_CLUSTER_DOMAIN"),
+        }
+    }
+}
+
+/// Values given on the command line that override the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub namespace: Option<String>,
+    pub cluster_domain: Option<String>,
+}
+
+/// A validated TLS Secret to manage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsSecret {
+    pub name: String,
+    pub leaf: LeafSpec,
+    pub renew_before: Duration,
+}
+
+/// A validated HMAC Secret to manage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HmacSecret {
+    pub name: String,
+    pub key: String,
+    pub bytes: usize,
+}
+
+/// The CA, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ca {
+    pub secret_name: String,
+    pub spec: CaSpec,
+    pub renew_before: Duration,
+}
+
+/// The resolved, validated configuration the engine runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub profile: String,
+    pub namespace: String,
+    pub cluster_domain: String,
+    pub ca: Ca,
+    pub tls: Vec<TlsSecret>,
+    pub hmac: Vec<HmacSecret>,
+}
+
+impl Config {
+    /// Loads the source, applies `flag > env > file > default`, validates and renders templates.
+    pub fn resolve(source: &Source, overrides: &Overrides, env: &Env) -> Result<Self, ConfigError> {
+        let (name, text) = match source {
+            Source::Profile(p) => {
+                let text = builtin_profile(p).ok_or_else(|| {
+                    ConfigError::new(
+                        "--profile",
+                        format!(
+                            "unknown profile {p:?}; built-in profiles: {} (or pass --config FILE)",
+                            BUILTIN_PROFILES.join(", ")
+                        ),
+                    )
+                })?;
+                (format!("profile {p}"), text.to_string())
+            }
+            Source::File(path) => (path.display().to_string(), read_config_file(path)?),
+        };
+        let file = ConfigFile::parse(&text).map_err(|m| ConfigError::new(&name, m))?;
+        Self::from_file(file, overrides, env).map_err(|m| ConfigError::new(&name, m))
+    }
+
+    fn from_file(file: ConfigFile, overrides: &Overrides, env: &Env) -> Result<Self, String> {
+        let namespace = overrides
+            .namespace
+            .clone()
+            .or_else(|| env.certgen_namespace.clone())
+            .or_else(|| env.envoy_gateway_namespace.clone())
+            .unwrap_or(file.namespace.clone());
+        validate::dns1123_label(&namespace).map_err(|e| format!("namespace {namespace:?}: {e}"))?;
+        let cluster_domain = overrides
+            .cluster_domain
+            .clone()
+            .or_else(|| env.cluster_domain.clone())
+            .or(file.cluster_domain.clone())
+            .unwrap_or_else(|| "cluster.local".to_string());
+        validate::dns_name(&cluster_domain, false)
+            .map_err(|e| format!("clusterDomain {cluster_domain:?}: {e}"))?;
+        validate::dns1123_subdomain(&file.name)
+            .map_err(|e| format!("name {:?}: {e}", file.name))?;
+
+        let ca = validate::ca(&file)?;
+        let mut tls = Vec::new();
+        let mut hmac = Vec::new();
+        let mut seen = vec![ca.secret_name.clone()];
+        for (i, s) in file.secrets.iter().enumerate() {
+            let field = format!("secrets[{i}]");
+            validate::dns1123_subdomain(&s.name)
+                .map_err(|e| format!("{field}.name {:?}: {e}", s.name))?;
+            if seen.contains(&s.name) {
+                return Err(format!(
+                    "{field}.name {:?} is used twice (the CA Secret counts too); give each Secret its own name",
+                    s.name
+                ));
+            }
+            seen.push(s.name.clone());
+            match s.r#type {
+                SecretType::Tls => {
+                    tls.push(validate::tls(&field, s, &namespace, &cluster_domain, &ca)?)
+                }
+                SecretType::Hmac => hmac.push(validate::hmac(&field, s)?),
+            }
+        }
+        if tls.is_empty() && hmac.is_empty() {
+            return Err("secrets: the list is empty; declare at least one Secret".into());
+        }
+        Ok(Self {
+            profile: file.name,
+            namespace,
+            cluster_domain,
+            ca,
+            tls,
+            hmac,
+        })
+    }
+}
+
+fn read_config_file(path: &Path) -> Result<String, ConfigError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|e| {
+        ConfigError::new(
+            &name,
+            format!("cannot read the config file: {e}; check the path given to --config"),
+        )
+    })?;
+    if bytes.len() > 4 << 20 {
+        return Err(ConfigError::new(
+            &name,
+            "the config file is larger than 4 MiB; is this the right file?",
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| ConfigError::new(&name, "the config file is not UTF-8 text"))
+}
+
+/// Renders `{namespace}` and `{clusterDomain}` in a SAN template.
+pub fn render(template: &str, namespace: &str, cluster_domain: &str) -> Result<String, String> {
+    let out = template
+        .replace("{namespace}", namespace)
+        .replace("{clusterDomain}", cluster_domain);
+    if let Some(start) = out.find('{') {
+        let rest = &out[start..];
+        let end = rest.find('}').map_or(rest.len(), |e| e + 1);
+        return Err(format!(
+            "unknown placeholder {}; the placeholders are {{namespace}} and {{clusterDomain}}",
+            &rest[..end]
+        ));
+    }
+    Ok(out)
+}
+
+/// Parses an IP address SAN.
+pub(crate) fn parse_ip(s: &str) -> Result<IpAddr, String> {
+    s.parse()
+        .map_err(|_| format!("{s:?} is not an IPv4 or IPv6 address"))
+}
+
+/// The key algorithm a Secret uses when it does not name one: the CA's.
+pub(crate) fn default_key(ca: &Ca, given: Option<KeyAlgorithm>) -> KeyAlgorithm {
+    given.unwrap_or(ca.spec.key_algorithm)
+}
+
+/// Leaf usages from the config list.
+pub(crate) fn usages(list: &[Usage]) -> Usages {
+    Usages {
+        server: list.contains(&Usage::Server),
+        client: list.contains(&Usage::Client),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,87 @@
+//! The YAML schema of a profile or `--config` file. Unknown fields are errors.
+
+use serde::{Deserialize, Serialize};
+
+use super::HumanDuration;
+use crate::pki::KeyAlgorithm;
+
+/// A profile or config file as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigFile {
+    /// The profile's name; the CA Secret defaults to `<name>-ca`.
+    pub name: String,
+    /// The namespace of every Secret.
+    pub namespace: String,
+    /// The cluster DNS domain used in `{clusterDomain}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_domain: Option<String>,
+    /// The CA.
+    pub ca: CaFile,
+    /// The Secrets to manage.
+    pub secrets: Vec<SecretFile>,
+}
+
+/// The CA section.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CaFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    pub common_name: String,
+    #[serde(default)]
+    pub key_algorithm: KeyAlgorithm,
+    pub validity: HumanDuration,
+    pub renew_before: HumanDuration,
+}
+
+/// The kind of a managed Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretType {
+    /// `kubernetes.io/tls` with `ca.crt`, `tls.crt`, `tls.key`.
+    Tls,
+    /// `Opaque` with one key of random bytes.
+    Hmac,
+}
+
+/// Extended key usages of a leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Usage {
+    Server,
+    Client,
+}
+
+/// One managed Secret. Fields that do not apply to its `type` are rejected by validation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretFile {
+    pub name: String,
+    pub r#type: SecretType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dns_names: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ip_addresses: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usages: Option<Vec<Usage>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_algorithm: Option<KeyAlgorithm>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validity: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_before: Option<HumanDuration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<usize>,
+}
+
+impl ConfigFile {
+    /// Parses YAML; the error names the field and the line where the parser knows them.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,159 @@
+use super::*;
+
+fn resolve_text(text: &str, overrides: &Overrides, env: &Env) -> Result<Config, String> {
+    let file = ConfigFile::parse(text)?;
+    Config::from_file(file, overrides, env)
+}
+
+fn eg() -> &'static str {
+    builtin_profile("envoy-gateway").unwrap()
+}
+
+#[test]
+fn envoy_gateway_profile_matches_envoy_gateway_certgen() {
+    let c = Config::resolve(
+        &Source::Profile("envoy-gateway".into()),
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap();
+    assert_eq!(c.namespace, "envoy-gateway-system");
+    assert_eq!(c.ca.secret_name, "envoy-gateway-ca");
+    let names: Vec<_> = c.tls.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["envoy-gateway", "envoy", "envoy-rate-limit"]);
+    assert_eq!(
+        c.tls[0].leaf.dns_names,
+        [
+            "envoy-gateway",
+            "envoy-gateway.envoy-gateway-system",
+            "envoy-gateway.envoy-gateway-system.svc",
+            "envoy-gateway.envoy-gateway-system.svc.cluster.local"
+        ]
+    );
+    assert_eq!(c.tls[1].leaf.dns_names, ["*.envoy-gateway-system"]);
+    assert_eq!(c.tls[2].leaf.dns_names, ["*.envoy-gateway-system"]);
+    assert_eq!(
+        c.hmac,
+        [HmacSecret {
+            name: "envoy-oidc-hmac".into(),
+            key: "hmac-secret".into(),
+            bytes: 32
+        }]
+    );
+    assert_eq!(c.ca.spec.key_algorithm, KeyAlgorithm::EcdsaP256);
+}
+
+#[test]
+fn namespace_precedence_is_flag_then_certgen_env_then_envoy_env_then_file() {
+    let env = Env {
+        certgen_namespace: Some("from-certgen-env".into()),
+        envoy_gateway_namespace: Some("from-eg-env".into()),
+        cluster_domain: Some("corp.example".into()),
+    };
+    let flag = Overrides {
+        namespace: Some("from-flag".into()),
+        cluster_domain: Some("flag.example".into()),
+    };
+    let c = resolve_text(eg(), &flag, &env).unwrap();
+    assert_eq!(
+        (c.namespace.as_str(), c.cluster_domain.as_str()),
+        ("from-flag", "flag.example")
+    );
+    let c = resolve_text(eg(), &Overrides::default(), &env).unwrap();
+    assert_eq!(
+        (c.namespace.as_str(), c.cluster_domain.as_str()),
+        ("from-certgen-env", "corp.example")
+    );
+    assert!(
+        c.tls[0]
+            .leaf
+            .dns_names
+            .contains(&"envoy-gateway.from-certgen-env.svc.corp.example".to_string())
+    );
+    let env = Env {
+        envoy_gateway_namespace: Some("from-eg-env".into()),
+        ..Env::default()
+    };
+    let c = resolve_text(eg(), &Overrides::default(), &env).unwrap();
+    assert_eq!(c.namespace, "from-eg-env");
+    assert_eq!(c.cluster_domain, "cluster.local");
+}
+
+#[test]
+fn unknown_fields_are_rejected_with_their_name() {
+    let text = eg().replace("renewBefore: 90d", "renewBefore: 90d\n  pathLen: 3");
+    let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
+    assert!(err.contains("pathLen"), "{err}");
+}
+
+#[test]
+fn validation_names_the_field() {
+    let cases = [
+        (
+            "validity: 365d\n    renewBefore: 30d",
+            "validity: 365d\n    renewBefore: 400d",
+            "secrets[0].renewBefore",
+        ),
+        (
+            "keyAlgorithm: ecdsa-p256\n  validity",
+            "keyAlgorithm: dsa-512\n  validity",
+            "dsa-512",
+        ),
+        (
+            "- envoy-gateway.{namespace}.svc\n",
+            "- envoy-gateway.{nmspace}.svc\n",
+            "{nmspace}",
+        ),
+        (
+            "name: envoy-rate-limit",
+            "name: Envoy_Rate",
+            "secrets[2].name",
+        ),
+        ("name: envoy-rate-limit", "name: envoy", "used twice"),
+        ("validity: 1825d", "validity: forever", "forever"),
+        ("bytes: 32", "bytes: 4", "secrets[3].bytes"),
+        (
+            "- \"*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 365d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
+            "- \"a.*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 365d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
+            "secrets[1].dnsNames[0]",
+        ),
+    ];
+    for (from, to, expect) in cases {
+        let text = eg().replacen(from, to, 1);
+        assert_ne!(text, eg(), "case {expect} did not change the profile");
+        let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
+        assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+    let bad_ns = Overrides {
+        namespace: Some("Not_A_Namespace".into()),
+        ..Overrides::default()
+    };
+    let err = resolve_text(eg(), &bad_ns, &Env::default()).unwrap_err();
+    assert!(err.contains("namespace \"Not_A_Namespace\""), "{err}");
+}
+
+#[test]
+fn yaml_errors_carry_a_line_number() {
+    let err = resolve_text(
+        "name: x\nnamespace: [unclosed\n",
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap_err();
+    assert!(err.contains("line") || err.contains(':'), "{err}");
+}
+
+#[test]
+fn durations_round_trip_in_whole_units() {
+    for (text, shown) in [
+        ("90s", "90s"),
+        ("15m", "15m"),
+        ("720h", "30d"),
+        ("365d", "365d"),
+        ("25h", "25h"),
+    ] {
+        let d: HumanDuration = text.parse().unwrap();
+        assert_eq!(d.to_string(), shown);
+    }
+    assert!("ten days".parse::<HumanDuration>().is_err());
+}

@@ -1,0 +1,352 @@
+//! Orchestration: observe every Secret, plan, apply. A write that loses a race (the Secret
+//! changed since it was read) makes the run re-read and re-plan, a bounded number of times; it
+//! never overwrites blindly. Keys are generated only after every read succeeded.
+
+use std::collections::BTreeMap;
+
+use time::OffsetDateTime;
+
+use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
+use crate::exit::Error;
+use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes, rotation_bundle};
+use crate::plan::{self, Action, Kind, ObservedState, Options, Plan};
+use crate::report::{Entry, Report, rfc3339};
+use crate::store::{Expect, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS};
+
+/// How many times a run re-reads and re-plans after losing a race.
+pub const MAX_ATTEMPTS: u32 = 5;
+
+/// The annotation holding the SHA-256 of the CA that signed a Secret's certificate.
+pub const CA_ANNOTATION: &str = "certgen.dev/ca-sha256";
+
+/// How a run behaves.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    pub plan: Options,
+    pub dry_run: bool,
+}
+
+/// Reads every Secret the config names. Any error other than "not found" stops the run here,
+/// before a key is generated.
+pub async fn observe<S: SecretStore>(
+    store: &S,
+    config: &Config,
+) -> Result<ObservedState, StoreError> {
+    let mut state = ObservedState {
+        ca: Some(store.get(&config.ca.secret_name).await?),
+        ..Default::default()
+    };
+    let names = config
+        .tls
+        .iter()
+        .map(|t| &t.name)
+        .chain(config.hmac.iter().map(|h| &h.name));
+    for name in names {
+        state.secrets.insert(name.clone(), store.get(name).await?);
+    }
+    Ok(state)
+}
+
+/// Runs certgen's main job against a store. `clock` is read once per attempt.
+pub async fn run<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    options: RunOptions,
+    clock: impl Fn() -> OffsetDateTime,
+) -> Result<Report, Error> {
+    let mut plan_options = options.plan;
+    let mut done: Vec<Entry> = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let observed = observe(store, config).await?;
+        let now = clock();
+        let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
+        if options.dry_run {
+            return Ok(Report::from_plan(&config.profile, store.describe(), &plan));
+        }
+        let mut progress = Progress::default();
+        match apply(store, config, plan, now, &mut progress).await {
+            Ok(()) => {
+                merge(&mut done, progress.entries);
+                return Ok(Report::new(
+                    &config.profile,
+                    store.describe(),
+                    false,
+                    attempt,
+                    done,
+                ));
+            }
+            Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {
+                tracing::warn!(object = %what, attempt, "{detail}; re-reading and re-planning");
+                if progress.ca_written {
+                    // The new CA is stored; re-planning continues that rotation instead of
+                    // starting another one (never a third CA).
+                    plan_options.overwrite = false;
+                }
+                merge(&mut done, progress.entries);
+                if attempt >= MAX_ATTEMPTS {
+                    return Err(Error::Contended {
+                        attempts: attempt,
+                        last: StoreError::Conflict { what, detail },
+                    });
+                }
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt))).await;
+            }
+            Err(ApplyError::Store(e)) => return Err(e.into()),
+            Err(ApplyError::Issue(e)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Later entries replace earlier ones for the same Secret; Keep never hides a write.
+fn merge(done: &mut Vec<Entry>, new: Vec<Entry>) {
+    for entry in new {
+        match done.iter_mut().find(|e| e.secret == entry.secret) {
+            Some(old) if entry.action.writes() || !old.action.writes() => *old = entry,
+            Some(_) => {}
+            None => done.push(entry),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Progress {
+    entries: Vec<Entry>,
+    ca_written: bool,
+}
+
+enum ApplyError {
+    Store(StoreError),
+    Issue(crate::pki::IssueError),
+}
+
+impl From<StoreError> for ApplyError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+impl From<crate::pki::IssueError> for ApplyError {
+    fn from(e: crate::pki::IssueError) -> Self {
+        Self::Issue(e)
+    }
+}
+
+fn expect(version: &Option<String>) -> Expect {
+    match version {
+        None => Expect::Absent,
+        Some(v) => Expect::Version(v.clone()),
+    }
+}
+
+fn labels() -> BTreeMap<String, String> {
+    BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())])
+}
+
+fn ca_annotations(ca: &Cert) -> BTreeMap<String, String> {
+    BTreeMap::from([(CA_ANNOTATION.to_string(), ca.fingerprint_hex())])
+}
+
+async fn apply<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    plan: Plan,
+    now: OffsetDateTime,
+    progress: &mut Progress,
+) -> Result<(), ApplyError> {
+    let Plan {
+        ca: ca_plan,
+        secrets,
+    } = plan;
+    let ca_entry = |action: Action, reason: String, cert: &Cert| Entry {
+        secret: ca_plan.name.clone(),
+        kind: Kind::Ca,
+        action,
+        reason,
+        ca_sha256: Some(cert.fingerprint_hex()),
+        not_after: Some(rfc3339(cert.not_after)),
+    };
+
+    // The CA first: its key is stored before anything it signs.
+    let (signer, bundle): (Option<CaKey>, Vec<Cert>) = match ca_plan.action {
+        Action::Create | Action::Rotate => {
+            let (ca, issued) = issue_ca(&config.ca.spec, now)?;
+            let bundle = rotation_bundle(&ca.cert, ca_plan.prior.as_ref());
+            let write = SecretWrite {
+                name: ca_plan.name.clone(),
+                type_: TYPE_TLS,
+                data: BTreeMap::from([
+                    ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
+                    ("tls.crt".to_string(), issued.cert.pem().into_bytes()),
+                    (
+                        "tls.key".to_string(),
+                        issued.key.expose().as_bytes().to_vec(),
+                    ),
+                ]),
+                secret_keys: vec!["tls.key".into()],
+                labels: labels(),
+                annotations: ca_annotations(&ca.cert),
+                expect: expect(&ca_plan.version),
+            };
+            store.put(&write).await?;
+            progress.ca_written = true;
+            let reason = match &ca_plan.prior {
+                Some(p) => format!(
+                    "{}; prior CA {} stays trusted",
+                    ca_plan.reason,
+                    p.short_fingerprint()
+                ),
+                None => ca_plan.reason.clone(),
+            };
+            tracing::info!(
+                secret = %ca_plan.name,
+                action = action_name(ca_plan.action),
+                fingerprint = %ca.cert.short_fingerprint(),
+                "{} {}: {reason}",
+                action_name(ca_plan.action),
+                store.object(&ca_plan.name),
+            );
+            progress
+                .entries
+                .push(ca_entry(ca_plan.action, reason, &ca.cert));
+            (Some(ca), bundle)
+        }
+        Action::UpdateBundle => {
+            let ca = ca_plan
+                .active
+                .expect("UpdateBundle is planned only with an active CA");
+            let write = SecretWrite {
+                name: ca_plan.name.clone(),
+                type_: TYPE_TLS,
+                data: BTreeMap::from([(
+                    "ca.crt".to_string(),
+                    bundle_pem(&ca_plan.bundle).into_bytes(),
+                )]),
+                secret_keys: vec![],
+                labels: labels(),
+                annotations: ca_annotations(&ca.cert),
+                expect: expect(&ca_plan.version),
+            };
+            store.put(&write).await?;
+            tracing::info!(
+                secret = %ca_plan.name,
+                action = "update-bundle",
+                "update-bundle {}: {}",
+                store.object(&ca_plan.name),
+                ca_plan.reason
+            );
+            progress.entries.push(ca_entry(
+                Action::UpdateBundle,
+                ca_plan.reason.clone(),
+                &ca.cert,
+            ));
+            (Some(ca), ca_plan.bundle)
+        }
+        Action::Keep | Action::Renew => {
+            if let Some(ca) = &ca_plan.active {
+                progress
+                    .entries
+                    .push(ca_entry(Action::Keep, ca_plan.reason.clone(), &ca.cert));
+            } else {
+                progress.entries.push(Entry {
+                    secret: ca_plan.name.clone(),
+                    kind: Kind::Ca,
+                    action: Action::Keep,
+                    reason: ca_plan.reason.clone(),
+                    ca_sha256: None,
+                    not_after: None,
+                });
+            }
+            (ca_plan.active, ca_plan.bundle)
+        }
+    };
+
+    for s in secrets {
+        let mut entry = Entry {
+            secret: s.name.clone(),
+            kind: s.kind,
+            action: s.action,
+            reason: s.reason.clone(),
+            ca_sha256: None,
+            not_after: s.not_after.map(rfc3339),
+        };
+        let mut data = BTreeMap::new();
+        let mut secret_keys = Vec::new();
+        let mut annotations = BTreeMap::new();
+        let type_ = match s.kind {
+            Kind::Hmac => TYPE_OPAQUE,
+            _ => TYPE_TLS,
+        };
+        match (s.kind, s.action) {
+            (_, Action::Keep) => {}
+            (Kind::Hmac, _) => {
+                let h = config
+                    .hmac
+                    .iter()
+                    .find(|h| h.name == s.name)
+                    .expect("planned from config");
+                data.insert(h.key.clone(), random_bytes(h.bytes));
+                secret_keys.push(h.key.clone());
+            }
+            (_, Action::UpdateBundle) => {
+                let ca = signer.as_ref().expect("a bundle update has a CA");
+                data.insert("ca.crt".to_string(), bundle_pem(&bundle).into_bytes());
+                annotations = ca_annotations(&ca.cert);
+            }
+            (_, _) => {
+                let t = config
+                    .tls
+                    .iter()
+                    .find(|t| t.name == s.name)
+                    .expect("planned from config");
+                let ca = signer.as_ref().expect("a leaf is issued only with a CA");
+                let issued = issue_leaf(&t.leaf, ca, now)?;
+                data.insert("ca.crt".to_string(), bundle_pem(&bundle).into_bytes());
+                data.insert("tls.crt".to_string(), issued.cert.pem().into_bytes());
+                data.insert(
+                    "tls.key".to_string(),
+                    issued.key.expose().as_bytes().to_vec(),
+                );
+                secret_keys.push("tls.key".to_string());
+                annotations = ca_annotations(&ca.cert);
+                entry.not_after = Some(rfc3339(issued.cert.not_after));
+            }
+        }
+        if let (Kind::Tls, Some(ca)) = (s.kind, &signer) {
+            entry.ca_sha256 = Some(ca.cert.fingerprint_hex());
+        }
+        if s.action.writes() {
+            store
+                .put(&SecretWrite {
+                    name: s.name.clone(),
+                    type_,
+                    data,
+                    secret_keys,
+                    labels: labels(),
+                    annotations,
+                    expect: expect(&s.version),
+                })
+                .await?;
+            tracing::info!(
+                secret = %s.name,
+                action = action_name(s.action),
+                "{} {}: {}",
+                action_name(s.action),
+                store.object(&s.name),
+                s.reason
+            );
+        }
+        progress.entries.push(entry);
+    }
+    Ok(())
+}
+
+fn action_name(action: Action) -> &'static str {
+    match action {
+        Action::Keep => "keep",
+        Action::Create => "create",
+        Action::Renew => "renew",
+        Action::UpdateBundle => "update-bundle",
+        Action::Rotate => "rotate",
+    }
+}

@@ -1,0 +1,75 @@
+//! Exit codes, written once: the table shown in `--help`, the man page and the README, and the
+//! one error type that maps onto it.
+
+use std::process::ExitCode;
+
+use crate::config::ConfigError;
+use crate::plan::Invalid;
+use crate::store::StoreError;
+
+/// Done, including nothing to do.
+pub const OK: u8 = 0;
+/// A check or a verification failed.
+pub const FAILED: u8 = 1;
+/// Bad usage, configuration or stored input; nothing was written.
+pub const USAGE: u8 = 2;
+/// Timed out; the cluster is left in the widest-trust state and a re-run resumes.
+pub const TIMEOUT: u8 = 3;
+/// Another run holds the lock, or a write lost a race too many times.
+pub const CONTENDED: u8 = 4;
+/// The Kubernetes API refused or failed.
+pub const API: u8 = 5;
+
+/// The exit-code table for `--help` and the man page.
+pub const TABLE: &str = "\
+Exit status:
+  0  done, including nothing to do
+  1  a check or verification failed
+  2  bad usage, configuration or stored input; nothing was written
+  3  timed out; the cluster is left in the widest-trust state and a re-run resumes
+  4  another run holds the lock, or a write lost a race too many times
+  5  the Kubernetes API refused or failed (the message names the verb, resource and namespace)";
+
+/// Everything that ends a run early.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error(
+        "gave up after {attempts} attempts, each lost a race with another writer: {last}; re-run certgen"
+    )]
+    Contended { attempts: u32, last: StoreError },
+    #[error("cannot connect to Kubernetes: {0}")]
+    Connect(String),
+    #[error("{0}")]
+    Issue(#[from] crate::pki::IssueError),
+    #[error("{0}")]
+    Output(String),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn code(&self) -> u8 {
+        match self {
+            Self::Config(_) | Self::Invalid(_) | Self::Issue(_) | Self::Output(_) => USAGE,
+            Self::Store(StoreError::Local { .. }) => USAGE,
+            Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
+            Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
+        }
+    }
+
+    /// As a process exit code.
+    pub fn exit_code(&self) -> ExitCode {
+        ExitCode::from(self.code())
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}

@@ -1,0 +1,201 @@
+//! certgen: generates and rotates the mutual-TLS certificates of a Kubernetes control plane.
+//!
+//! The layers, each forgetting the one before: [`cli`] (clap, no IO) → [`config`] (one
+//! resolution of flags, environment and file into validated values) → [`plan`] (pure decisions)
+//! → [`engine`] (reads, applies, retries on lost races) over a [`store`] (Kubernetes or local
+//! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
+//! into exit codes.
+
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod exit;
+pub mod pki;
+pub mod plan;
+pub mod report;
+pub mod store;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+use time::OffsetDateTime;
+
+use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
+use crate::config::{Config, Env, Overrides, Source};
+use crate::engine::RunOptions;
+use crate::exit::Error;
+use crate::store::{KubeStore, LocalStore};
+
+/// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli);
+    match dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::debug!(error = ?e, "run failed");
+            eprintln!("certgen: error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn init_logging(cli: &Cli) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (cli.global.quiet, cli.global.verbose) {
+        (true, _) => "warn",
+        (_, 0) => "info",
+        (_, 1) => "debug",
+        _ => "trace",
+    };
+    // Only certgen's own events: client libraries may log request bodies at debug level, and
+    // request bodies carry private keys.
+    let filter = EnvFilter::new(format!("warn,certgen={level}"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match cli.global.log_format {
+        LogFormat::Text => builder.with_target(false).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<(), Error> {
+    match cli.command {
+        Some(Command::Profile(ProfileCommand::Show { name })) => {
+            let text = config::builtin_profile(&name).ok_or_else(|| {
+                Error::Config(config::ConfigError {
+                    source_name: "profile show".into(),
+                    message: format!(
+                        "unknown profile {name:?}; built-in profiles: {}",
+                        config::BUILTIN_PROFILES.join(", ")
+                    ),
+                })
+            })?;
+            print(text)
+        }
+        Some(Command::Profile(ProfileCommand::List)) => {
+            print(&(config::BUILTIN_PROFILES.join("\n") + "\n"))
+        }
+        Some(Command::Completions { shell }) => print(&completions(shell)),
+        Some(Command::Man) => print(&man_page()),
+        None => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(run(cli.run))
+        }
+    }
+}
+
+fn print(text: &str) -> Result<(), Error> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        // A closed pipe (`certgen man | head`) is not an error worth reporting.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Output(format!(
+            "cannot write to standard output: {e}"
+        ))),
+    }
+}
+
+/// The configuration source the arguments select.
+pub fn source(args: &RunArgs) -> Source {
+    match (&args.config, &args.profile) {
+        (Some(path), _) => Source::File(path.clone()),
+        (None, Some(p)) => Source::Profile(p.clone()),
+        (None, None) => Source::Profile(config::DEFAULT_PROFILE.to_string()),
+    }
+}
+
+async fn run(args: RunArgs) -> Result<(), Error> {
+    let overrides = Overrides {
+        namespace: args.namespace.clone(),
+        cluster_domain: args.cluster_domain.clone(),
+    };
+    let config = Config::resolve(&source(&args), &overrides, &Env::from_process())?;
+    let options = RunOptions {
+        plan: plan::Options {
+            overwrite: args.overwrite,
+            rotate_hmac: args.rotate_hmac,
+            force: args.force,
+        },
+        dry_run: args.dry_run,
+    };
+    let clock = OffsetDateTime::now_utc;
+    let report = match &args.local {
+        Some(dir) => engine::run(&LocalStore::new(dir), &config, options, clock).await?,
+        None => {
+            let client = kube_client(&args).await?;
+            engine::run(
+                &KubeStore::new(client, &config.namespace),
+                &config,
+                options,
+                clock,
+            )
+            .await?
+        }
+    };
+    match args.output {
+        OutputFormat::Text => print(&report.to_text()),
+        OutputFormat::Json => print(&report.to_json()),
+    }
+}
+
+async fn kube_client(args: &RunArgs) -> Result<kube::Client, Error> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+                Error::Config(config::ConfigError {
+                    source_name: path.display().to_string(),
+                    message: format!("cannot read the kubeconfig: {e}"),
+                })
+            })?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
+        None => kube::Config::infer().await.map_err(|e| {
+            kube::config::KubeconfigError::ReadConfig(
+                std::io::Error::other(e.to_string()),
+                "the default kubeconfig or in-cluster configuration".into(),
+            )
+        }),
+    };
+    let config = config.map_err(|e| {
+        Error::Config(config::ConfigError {
+            source_name: "kubeconfig".into(),
+            message: format!("{e}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
+        })
+    })?;
+    kube::Client::try_from(config).map_err(|e| Error::Connect(e.to_string()))
+}
+
+/// Shell completions for `shell`, as checked in under `completions/`.
+pub fn completions(shell: clap_complete::Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "certgen", &mut out);
+    String::from_utf8(out).expect("completions are UTF-8")
+}
+
+/// The man page, as checked in under `man/certgen.1`.
+pub fn man_page() -> String {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command())
+        .render(&mut out)
+        .expect("rendering the man page into memory cannot fail");
+    String::from_utf8(out).expect("the man page is UTF-8")
+}

@@ -1,0 +1,232 @@
+//! Parsing certificates and keys from PEM into owned, inspectable values.
+
+use std::net::IpAddr;
+
+use rcgen::{
+    KeyPair, PKCS_ECDSA_P256_SHA256, PKCS_ECDSA_P384_SHA384, PKCS_ED25519, PKCS_RSA_SHA256,
+};
+use rustls_pki_types::PrivateKeyDer;
+use rustls_pki_types::pem::{PemObject, SectionKind};
+use sha2::{Digest, Sha256};
+use time::OffsetDateTime;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+use super::hex;
+
+/// Why certificate PEM could not be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CertError {
+    #[error("no PEM certificate found")]
+    Empty,
+    #[error("malformed PEM: {0}")]
+    Pem(String),
+    #[error("certificate {index} is not valid X.509: {reason}")]
+    Der { index: usize, reason: String },
+    #[error("expected exactly one certificate, found {0}")]
+    NotSingle(usize),
+}
+
+/// Why a private key could not be used with its certificate.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KeyError {
+    #[error("no PEM private key found (expected PKCS#8, PKCS#1 or SEC1)")]
+    Unreadable,
+    #[error("the private key does not match the certificate's public key")]
+    Mismatch,
+}
+
+/// An X.509 certificate with the fields certgen decides on, parsed once.
+#[derive(Clone)]
+pub struct Cert {
+    der: Vec<u8>,
+    fingerprint: [u8; 32],
+    pub subject: String,
+    pub issuer: String,
+    pub serial: String,
+    pub not_before: OffsetDateTime,
+    pub not_after: OffsetDateTime,
+    pub is_ca: bool,
+    pub dns_names: Vec<String>,
+    pub ip_addresses: Vec<IpAddr>,
+    public_key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Cert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cert")
+            .field("subject", &self.subject)
+            .field("sha256", &self.fingerprint_hex())
+            .field("not_after", &self.not_after)
+            .finish()
+    }
+}
+
+impl PartialEq for Cert {
+    fn eq(&self, other: &Self) -> bool {
+        self.fingerprint == other.fingerprint
+    }
+}
+impl Eq for Cert {}
+
+impl Cert {
+    /// Parses one DER certificate.
+    pub fn from_der(der: &[u8]) -> Result<Self, String> {
+        let (rest, x509) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+        if !rest.is_empty() {
+            return Err("trailing bytes after the certificate".into());
+        }
+        let mut dns_names = Vec::new();
+        let mut ip_addresses = Vec::new();
+        if let Ok(Some(san)) = x509.subject_alternative_name() {
+            for name in &san.value.general_names {
+                match name {
+                    GeneralName::DNSName(d) => dns_names.push((*d).to_string()),
+                    GeneralName::IPAddress(b) => match b.len() {
+                        4 => ip_addresses.push(IpAddr::from(<[u8; 4]>::try_from(*b).unwrap())),
+                        16 => ip_addresses.push(IpAddr::from(<[u8; 16]>::try_from(*b).unwrap())),
+                        _ => {}
+                    },
+                    _ => {}
+                }
+            }
+        }
+        let is_ca = matches!(x509.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        Ok(Self {
+            fingerprint: Sha256::digest(der).into(),
+            subject: x509.subject().to_string(),
+            issuer: x509.issuer().to_string(),
+            serial: hex(x509.raw_serial()),
+            not_before: x509.validity().not_before.to_datetime(),
+            not_after: x509.validity().not_after.to_datetime(),
+            is_ca,
+            dns_names,
+            ip_addresses,
+            public_key: x509.public_key().subject_public_key.data.to_vec(),
+            der: der.to_vec(),
+        })
+    }
+
+    /// The DER encoding.
+    pub fn der(&self) -> &[u8] {
+        &self.der
+    }
+
+    /// SHA-256 of the DER encoding: the identity used for deduplication and reports.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        self.fingerprint
+    }
+
+    /// The fingerprint as lower-case hex.
+    pub fn fingerprint_hex(&self) -> String {
+        hex(&self.fingerprint)
+    }
+
+    /// A short fingerprint for people: the first 16 hex digits.
+    pub fn short_fingerprint(&self) -> String {
+        self.fingerprint_hex()[..16].to_string()
+    }
+
+    /// PEM encoding with a trailing newline.
+    pub fn pem(&self) -> String {
+        pem_encode("CERTIFICATE", &self.der)
+    }
+
+    /// Whether the certificate is inside its validity window at `now`.
+    pub fn is_valid_at(&self, now: OffsetDateTime) -> bool {
+        self.not_before <= now && now < self.not_after
+    }
+
+    /// Whether the certificate has expired at `now`.
+    pub fn is_expired_at(&self, now: OffsetDateTime) -> bool {
+        now >= self.not_after
+    }
+
+    /// Whether `self` (as an issuer) signed `child`: decided by verifying the signature with
+    /// this certificate's public key, never by comparing names.
+    pub fn signed(&self, child: &Cert) -> bool {
+        let Ok((_, issuer)) = X509Certificate::from_der(&self.der) else {
+            return false;
+        };
+        let Ok((_, child)) = X509Certificate::from_der(&child.der) else {
+            return false;
+        };
+        child.verify_signature(Some(issuer.public_key())).is_ok()
+    }
+
+    /// The raw public key bits (the SubjectPublicKeyInfo's BIT STRING).
+    pub(crate) fn public_key_raw(&self) -> &[u8] {
+        &self.public_key
+    }
+}
+
+/// Encodes DER as PEM with the given label, LF line endings.
+pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
+    let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+    pem::encode_config(&pem::Pem::new(label, der), config)
+}
+
+/// Parses every certificate in a PEM document, in order. Sections of other kinds are an error,
+/// since a trust bundle or `tls.crt` holding a key is a mistake worth reporting.
+pub fn parse_cert_chain(pem: &[u8]) -> Result<Vec<Cert>, CertError> {
+    let mut certs = Vec::new();
+    for (index, item) in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem).enumerate() {
+        match item {
+            Ok((SectionKind::Certificate, der)) => {
+                let cert =
+                    Cert::from_der(&der).map_err(|reason| CertError::Der { index, reason })?;
+                certs.push(cert);
+            }
+            Ok((kind, _)) => {
+                return Err(CertError::Pem(format!(
+                    "section {index} is a {kind:?}, not a CERTIFICATE"
+                )));
+            }
+            Err(e) => return Err(CertError::Pem(pem_error(e))),
+        }
+    }
+    if certs.is_empty() {
+        return Err(CertError::Empty);
+    }
+    Ok(certs)
+}
+
+/// Parses a PEM document that must hold exactly one certificate.
+pub fn parse_single_cert(pem: &[u8]) -> Result<Cert, CertError> {
+    let mut certs = parse_cert_chain(pem)?;
+    if certs.len() != 1 {
+        return Err(CertError::NotSingle(certs.len()));
+    }
+    Ok(certs.remove(0))
+}
+
+fn pem_error(e: rustls_pki_types::pem::Error) -> String {
+    // The pki-types error's Display never includes the section's contents.
+    e.to_string()
+}
+
+/// Loads a private key (PKCS#8, PKCS#1 or SEC1 PEM) and checks that it belongs to `cert`.
+/// Returns a signing key usable by rcgen, whatever the key's algorithm.
+pub fn load_signing_key(cert: &Cert, key_pem: &[u8]) -> Result<KeyPair, KeyError> {
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| KeyError::Unreadable)?;
+    for alg in [
+        &PKCS_ECDSA_P256_SHA256,
+        &PKCS_ECDSA_P384_SHA384,
+        &PKCS_ED25519,
+        &PKCS_RSA_SHA256,
+    ] {
+        if let Ok(pair) = KeyPair::from_der_and_sign_algo(&key, alg)
+            && pair.public_key_raw() == cert.public_key_raw()
+        {
+            return Ok(pair);
+        }
+    }
+    if matches!(
+        key,
+        PrivateKeyDer::Pkcs8(_) | PrivateKeyDer::Pkcs1(_) | PrivateKeyDer::Sec1(_)
+    ) {
+        Err(KeyError::Mismatch)
+    } else {
+        Err(KeyError::Unreadable)
+    }
+}

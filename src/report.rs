@@ -1,0 +1,138 @@
+//! The run's report: what was planned or done to each Secret and why, as text for people or as a
+//! stable JSON document for tools. Never contains key material.
+
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::plan::{Action, Kind, Plan};
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub secret: String,
+    pub kind: Kind,
+    pub action: Action,
+    pub reason: String,
+    /// SHA-256 of the CA certificate that signed (or is) this Secret's certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_sha256: Option<String>,
+    /// Expiry of the certificate this Secret holds after the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub profile: String,
+    pub store: String,
+    pub dry_run: bool,
+    pub attempts: u32,
+    pub writes: usize,
+    pub secrets: Vec<Entry>,
+}
+
+/// RFC 3339 in UTC, for reports.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
+
+impl Report {
+    /// A report of a plan that was not applied (`--dry-run`).
+    pub fn from_plan(profile: &str, store: String, plan: &Plan) -> Self {
+        let mut secrets = vec![Entry {
+            secret: plan.ca.name.clone(),
+            kind: Kind::Ca,
+            action: plan.ca.action,
+            reason: plan.ca.reason.clone(),
+            ca_sha256: plan.ca.active.as_ref().map(|c| c.cert.fingerprint_hex()),
+            not_after: plan.ca.active.as_ref().map(|c| rfc3339(c.cert.not_after)),
+        }];
+        secrets.extend(plan.secrets.iter().map(|s| Entry {
+            secret: s.name.clone(),
+            kind: s.kind,
+            action: s.action,
+            reason: s.reason.clone(),
+            ca_sha256: None,
+            not_after: s.not_after.map(rfc3339),
+        }));
+        Self::new(profile, store, true, 1, secrets)
+    }
+
+    /// A report of what a run did.
+    pub fn new(
+        profile: &str,
+        store: String,
+        dry_run: bool,
+        attempts: u32,
+        secrets: Vec<Entry>,
+    ) -> Self {
+        let writes = if dry_run {
+            0
+        } else {
+            secrets.iter().filter(|e| e.action.writes()).count()
+        };
+        Self {
+            api_version: "certgen/v1",
+            kind: "RunReport",
+            profile: profile.to_string(),
+            store,
+            dry_run,
+            attempts,
+            writes,
+            secrets,
+        }
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serializes") + "\n"
+    }
+
+    /// The text table.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "certgen: profile {}, {}{}\n",
+            self.profile,
+            self.store,
+            if self.dry_run {
+                " (dry run: nothing is written)"
+            } else {
+                ""
+            }
+        );
+        let width = self
+            .secrets
+            .iter()
+            .map(|e| e.secret.len())
+            .max()
+            .unwrap_or(0);
+        for e in &self.secrets {
+            let action = serde_json::to_value(e.action).unwrap();
+            let kind = serde_json::to_value(e.kind).unwrap();
+            out.push_str(&format!(
+                "  {:<width$}  {:<4}  {:<13}  {}\n",
+                e.secret,
+                kind.as_str().unwrap_or(""),
+                action.as_str().unwrap_or(""),
+                e.reason
+            ));
+        }
+        let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
+        out.push_str(&match (self.dry_run, changes) {
+            (_, 0) => "Nothing to do: every Secret is valid.\n".to_string(),
+            (true, n) => {
+                format!("{n} Secret(s) would be written. Run without --dry-run to apply.\n")
+            }
+            (false, n) => format!("{n} Secret(s) written.\n"),
+        });
+        out
+    }
+}

@@ -1,0 +1,137 @@
+//! Where Secrets live: the Kubernetes API or a local directory, behind one small trait.
+//!
+//! A store reads a Secret (absent is data, not an error) and writes one with a precondition:
+//! "must not exist yet" or "must still be at the version I planned from". A failed
+//! precondition is [`StoreError::Conflict`]; the engine re-reads and re-plans, never overwrites.
+
+mod kube;
+mod local;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use self::kube::KubeStore;
+pub use self::local::LocalStore;
+
+/// The Secret type certgen writes for TLS Secrets (and the CA Secret).
+pub const TYPE_TLS: &str = "kubernetes.io/tls";
+/// The Secret type for HMAC Secrets.
+pub const TYPE_OPAQUE: &str = "Opaque";
+
+/// A Secret as read from a store. `Debug` lists data keys, never values.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoredSecret {
+    pub name: String,
+    pub type_: String,
+    pub data: BTreeMap<String, Vec<u8>>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// `Kind/name` of each ownerReference.
+    pub owners: Vec<String>,
+    /// The version a write must match: a resourceVersion, or a digest of the files.
+    pub version: String,
+}
+
+impl fmt::Debug for StoredSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredSecret")
+            .field("name", &self.name)
+            .field("type", &self.type_)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a read found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observed {
+    Absent,
+    Present(StoredSecret),
+}
+
+impl Observed {
+    /// The Secret, when present.
+    pub fn present(&self) -> Option<&StoredSecret> {
+        match self {
+            Self::Absent => None,
+            Self::Present(s) => Some(s),
+        }
+    }
+}
+
+/// The precondition of a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// Create: the Secret must not exist.
+    Absent,
+    /// Update: the Secret must still be at this version.
+    Version(String),
+}
+
+/// A write of some keys of one Secret. Keys not listed are kept. `Debug` never shows values.
+#[derive(Clone)]
+pub struct SecretWrite {
+    pub name: String,
+    pub type_: &'static str,
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// Keys holding private material (written 0600 locally).
+    pub secret_keys: Vec<String>,
+    /// Labels and annotations to set; others on the object are kept.
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub expect: Expect,
+}
+
+impl fmt::Debug for SecretWrite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SecretWrite")
+            .field("name", &self.name)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .field("expect", &self.expect)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The precondition failed: someone else changed, created or deleted the Secret.
+    #[error("{what} changed since it was read ({detail})")]
+    Conflict { what: String, detail: String },
+    /// The Kubernetes API refused or failed.
+    #[error(transparent)]
+    Api(Box<ApiFailure>),
+    /// A local file could not be read or written.
+    #[error("{path}: {message}")]
+    Local { path: String, message: String },
+}
+
+/// Where Secrets are read from and written to.
+#[allow(async_fn_in_trait)]
+pub trait SecretStore {
+    /// For messages: `namespace envoy-gateway-system` or `directory ./certs`.
+    fn describe(&self) -> String;
+    /// Describes one Secret for messages: `Secret envoy-gateway-system/envoy` or a path.
+    fn object(&self, name: &str) -> String;
+    /// Reads a Secret; `Absent` only when it does not exist.
+    async fn get(&self, name: &str) -> Result<Observed, StoreError>;
+    /// Writes a Secret under the write's precondition.
+    async fn put(&self, write: &SecretWrite) -> Result<(), StoreError>;
+}
+
+/// A refused or failed Kubernetes API call, naming the verb, resource and namespace.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "kubernetes API: {verb} {resource} {name:?} in namespace {namespace:?} failed: {message}{hint}"
+)]
+pub struct ApiFailure {
+    pub verb: &'static str,
+    pub resource: &'static str,
+    pub namespace: String,
+    pub name: String,
+    /// The HTTP status code, when the server answered.
+    pub status: Option<u16>,
+    pub message: String,
+    pub hint: String,
+}
