@@ -1,0 +1,141 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[certgen] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'certgen'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'certgen'= {
+            cand --profile 'Built-in profile to use [default: envoy-gateway]'
+            cand --config 'YAML config file (start from `certgen profile show`)'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
+            cand -l 'Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}'
+            cand --local 'Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}'
+            cand --output 'Format of the run''s report on standard output'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --context 'Kubeconfig context to use'
+            cand --log-format 'Log format on standard error'
+            cand -o 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
+            cand --overwrite 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
+            cand --rotate-hmac 'Also replace HMAC Secrets (they are left alone otherwise)'
+            cand --force 'Take over Secrets owned by another manager and replace unusable contents'
+            cand --dry-run 'Print the plan; generate and write nothing'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand profile 'Built-in profiles'
+            cand completions 'Print shell completions'
+            cand man 'Print the man page (roff)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;profile'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand show 'Print a built-in profile as YAML, a starting point for --config'
+            cand list 'List the built-in profiles'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;profile;show'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;profile;list'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;profile;help'= {
+            cand show 'Print a built-in profile as YAML, a starting point for --config'
+            cand list 'List the built-in profiles'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;profile;help;show'= {
+        }
+        &'certgen;profile;help;list'= {
+        }
+        &'certgen;profile;help;help'= {
+        }
+        &'certgen;completions'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;man'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;help'= {
+            cand profile 'Built-in profiles'
+            cand completions 'Print shell completions'
+            cand man 'Print the man page (roff)'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;help;profile'= {
+            cand show 'Print a built-in profile as YAML, a starting point for --config'
+            cand list 'List the built-in profiles'
+        }
+        &'certgen;help;profile;show'= {
+        }
+        &'certgen;help;profile;list'= {
+        }
+        &'certgen;help;completions'= {
+        }
+        &'certgen;help;man'= {
+        }
+        &'certgen;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

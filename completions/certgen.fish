@@ -1,0 +1,91 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_certgen_global_optspecs
+    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
+end
+
+function __fish_certgen_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_certgen_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_certgen_using_subcommand
+    set -l cmd (__fish_certgen_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the run\'s report on standard output' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
+complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
+complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
+complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
+complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_needs_command" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c certgen -n "__fish_certgen_needs_command" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "list" -d 'List the built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand completions" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand completions" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand completions" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand man" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand man" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand man" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles'

@@ -1,0 +1,1 @@
+//! The Kubernetes store against a real control plane (`tests/testenv/up`).

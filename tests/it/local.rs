@@ -1,0 +1,443 @@
+//! The binary end to end in `--local` mode: what a newcomer runs first.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::util::{fingerprints, openssl, openssl_verify, run, tempdir, tree, write};
+
+const LEAVES: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
+
+fn local(dir: &Path, extra: &[&str]) -> crate::util::Run {
+    let mut args = vec!["--local", dir.to_str().unwrap(), "--output", "json", "-q"];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+fn sans(cert: &Path) -> String {
+    let (ok, text) = openssl(&[
+        "x509",
+        "-noout",
+        "-ext",
+        "subjectAltName",
+        "-in",
+        cert.to_str().unwrap(),
+    ]);
+    assert!(ok, "{text}");
+    text
+}
+
+#[test]
+fn a_newcomers_run_produces_secrets_openssl_verifies() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    let report = local(&dir, &[]).ok().json();
+    assert_eq!(report["writes"], 5);
+    for leaf in LEAVES {
+        for purpose in ["sslserver", "sslclient"] {
+            let (ok, text) = openssl_verify(
+                &dir.join(leaf).join("ca.crt"),
+                &dir.join(leaf).join("tls.crt"),
+                purpose,
+            );
+            assert!(ok, "{leaf} {purpose}: {text}");
+        }
+        let mode = |f: &str| {
+            std::fs::metadata(dir.join(leaf).join(f))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("tls.key"), 0o600, "{leaf}/tls.key");
+        assert_eq!(
+            std::fs::metadata(dir.join(leaf))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o700
+        );
+    }
+    let eg = sans(&dir.join("envoy-gateway/tls.crt"));
+    for name in [
+        "DNS:envoy-gateway,",
+        "DNS:envoy-gateway.envoy-gateway-system,",
+        "DNS:envoy-gateway.envoy-gateway-system.svc,",
+        "DNS:envoy-gateway.envoy-gateway-system.svc.cluster.local",
+    ] {
+        assert!(eg.contains(name), "{name} missing from {eg}");
+    }
+    assert!(sans(&dir.join("envoy/tls.crt")).contains("DNS:*.envoy-gateway-system"));
+    assert!(sans(&dir.join("envoy-rate-limit/tls.crt")).contains("DNS:*.envoy-gateway-system"));
+    let hmac = std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap();
+    assert_eq!(hmac.len(), 32);
+    assert_eq!(
+        std::fs::metadata(dir.join("envoy-oidc-hmac/hmac-secret"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("envoy-gateway-ca/tls.key"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+}
+
+#[test]
+fn repeated_runs_are_byte_for_byte_no_ops() {
+    let tmp = tempdir();
+    local(tmp.path(), &[]).ok();
+    let before = tree(tmp.path());
+    for _ in 0..3 {
+        let report = local(tmp.path(), &[]).ok().json();
+        assert_eq!(report["writes"], 0, "{report}");
+        assert_eq!(tree(tmp.path()), before);
+    }
+}
+
+#[test]
+fn two_overwrites_keep_two_cas_and_drop_the_oldest() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    local(dir, &[]).ok();
+    let ca = |d: &Path| {
+        fingerprints(&std::fs::read(d.join("envoy-gateway-ca/tls.crt")).unwrap())[0].clone()
+    };
+    let hmac_before = std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap();
+    let ca0 = ca(dir);
+    let old_leaf = std::fs::read(dir.join("envoy/tls.crt")).unwrap();
+    local(dir, &["--overwrite"]).ok();
+    let ca1 = ca(dir);
+    assert_ne!(ca0, ca1);
+    for leaf in LEAVES {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(
+            fingerprints(&bundle),
+            [ca1.clone(), ca0.clone()],
+            "{leaf}: new CA first, then the prior"
+        );
+        let (ok, text) = openssl_verify(
+            &dir.join(leaf).join("ca.crt"),
+            &dir.join(leaf).join("tls.crt"),
+            "sslserver",
+        );
+        assert!(ok, "{text}");
+        // A peer still presenting the old leaf is trusted by the new bundle.
+        let old = write(
+            tmp.path(),
+            "old.crt",
+            &String::from_utf8(old_leaf.clone()).unwrap(),
+        );
+        let (ok, text) = openssl_verify(&dir.join(leaf).join("ca.crt"), &old, "sslserver");
+        assert!(ok, "old leaf against new bundle of {leaf}: {text}");
+    }
+    local(dir, &["--overwrite"]).ok();
+    let ca2 = ca(dir);
+    for leaf in LEAVES.iter().chain(&["envoy-gateway-ca"]) {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(
+            fingerprints(&bundle),
+            [ca2.clone(), ca1.clone()],
+            "{leaf}: the oldest CA is dropped"
+        );
+    }
+    assert_eq!(
+        std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap(),
+        hmac_before,
+        "HMAC left alone"
+    );
+    local(dir, &["--overwrite", "--rotate-hmac"]).ok();
+    assert_ne!(
+        std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap(),
+        hmac_before
+    );
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_writes_nothing() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    let report = local(&dir, &["--dry-run"]).ok().json();
+    assert!(!dir.exists(), "dry run created {}", dir.display());
+    assert_eq!(report["dryRun"], true);
+    let actions: Vec<&str> = report["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["create"; 5]);
+    local(&dir, &[]).ok();
+    let before = tree(&dir);
+    let text = run(&["--local", dir.to_str().unwrap(), "--dry-run", "--overwrite"])
+        .ok()
+        .stdout;
+    assert!(
+        text.contains("rotate") && text.contains("would be written"),
+        "{text}"
+    );
+    assert_eq!(tree(&dir), before);
+}
+
+#[test]
+fn garbage_in_a_secret_is_refused_naming_it_and_force_repairs_it() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    local(dir, &[]).ok();
+    std::fs::write(
+        dir.join("envoy/tls.crt"),
+        "-----BEGIN CERTIFICATE-----\ngarbage\n",
+    )
+    .unwrap();
+    let before = tree(dir);
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let r = local(dir, extra);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("{}", dir.join("envoy").display())),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("tls.crt") && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(tree(dir), before, "nothing written");
+    }
+    local(dir, &["--force"]).ok();
+    let (ok, text) = openssl_verify(
+        &dir.join("envoy/ca.crt"),
+        &dir.join("envoy/tls.crt"),
+        "sslserver",
+    );
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn a_bad_config_exits_2_and_writes_nothing() {
+    let tmp = tempdir();
+    let cfg = write(
+        tmp.path(),
+        "bad.yaml",
+        &run(&["profile", "show"])
+            .ok()
+            .stdout
+            .replace("bytes: 32", "bytes: 32\n    color: blue"),
+    );
+    let dir = tmp.path().join("certs");
+    let r = run(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--local",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("bad.yaml") && r.stderr.contains("color"),
+        "{}",
+        r.stderr
+    );
+    assert!(!dir.exists());
+}
+
+#[test]
+fn profile_show_is_a_valid_config_that_reproduces_the_profile() {
+    let tmp = tempdir();
+    let cfg = write(
+        tmp.path(),
+        "eg.yaml",
+        &run(&["profile", "show", "envoy-gateway"]).ok().stdout,
+    );
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    let ra = local(&a, &["--dry-run"]).ok().json();
+    let rb = run(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--local",
+        b.to_str().unwrap(),
+        "--dry-run",
+        "--output",
+        "json",
+    ])
+    .ok()
+    .json();
+    assert_eq!(ra["secrets"], rb["secrets"]);
+    let r = run(&["profile", "show", "nope"]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("envoy-gateway"),
+        "lists the built-in profiles: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn namespace_comes_from_the_environment_like_envoy_gateways_certgen() {
+    let tmp = tempdir();
+    let out = crate::util::certgen()
+        .args(["--local", tmp.path().to_str().unwrap(), "-q"])
+        .env("ENVOY_GATEWAY_NAMESPACE", "eg")
+        .env("KUBERNETES_CLUSTER_DOMAIN", "corp.example")
+        .output()
+        .unwrap();
+    crate::util::Run::from(out).ok();
+    let s = sans(&tmp.path().join("envoy-gateway/tls.crt"));
+    assert!(s.contains("DNS:envoy-gateway.eg.svc.corp.example"), "{s}");
+    assert!(sans(&tmp.path().join("envoy/tls.crt")).contains("DNS:*.eg"));
+}
+
+#[test]
+fn symlinked_secret_directories_are_refused() {
+    let tmp = tempdir();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let dir = tmp.path().join("certs");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("envoy")).unwrap();
+    let r = local(&dir, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert!(tree(&real).is_empty(), "nothing written through the link");
+}
+
+/// Writes what Envoy Gateway's own certgen writes: RSA-2048 PKCS#1 keys, one CA, no CA
+/// directory, no EKUs, the envoy leaf reused for the rate limiter.
+fn envoy_gateway_certgen_output(dir: &Path) {
+    let work = dir.join(".eg");
+    std::fs::create_dir_all(&work).unwrap();
+    let p = |f: &str| work.join(f).to_str().unwrap().to_string();
+    let sh = |args: &[&str]| {
+        let (ok, text) = openssl(args);
+        assert!(ok, "openssl {args:?}: {text}");
+    };
+    sh(&["genrsa", "-traditional", "-out", &p("ca.key"), "2048"]);
+    sh(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        &p("ca.key"),
+        "-subj",
+        "/CN=envoy-gateway",
+        "-days",
+        "365",
+        "-out",
+        &p("ca.crt"),
+    ]);
+    for (name, cn, sans) in [
+        (
+            "envoy-gateway",
+            "envoy-gateway",
+            "DNS:envoy-gateway,DNS:envoy-gateway.envoy-gateway-system,DNS:envoy-gateway.envoy-gateway-system.svc,DNS:envoy-gateway.envoy-gateway-system.svc.cluster.local",
+        ),
+        ("envoy", "*", "DNS:*.envoy-gateway-system"),
+    ] {
+        sh(&[
+            "genrsa",
+            "-traditional",
+            "-out",
+            &p(&format!("{name}.key")),
+            "2048",
+        ]);
+        sh(&[
+            "req",
+            "-new",
+            "-key",
+            &p(&format!("{name}.key")),
+            "-subj",
+            &format!("/CN={cn}"),
+            "-out",
+            &p(&format!("{name}.csr")),
+        ]);
+        write(
+            &work,
+            &format!("{name}.ext"),
+            &format!("subjectAltName={sans}\nkeyUsage=digitalSignature,keyEncipherment\n"),
+        );
+        sh(&[
+            "x509",
+            "-req",
+            "-in",
+            &p(&format!("{name}.csr")),
+            "-CA",
+            &p("ca.crt"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "365",
+            "-extfile",
+            &p(&format!("{name}.ext")),
+            "-out",
+            &p(&format!("{name}.crt")),
+        ]);
+    }
+    for (secret, leaf) in [
+        ("envoy-gateway", "envoy-gateway"),
+        ("envoy", "envoy"),
+        ("envoy-rate-limit", "envoy"),
+    ] {
+        let d = dir.join(secret);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::copy(work.join("ca.crt"), d.join("ca.crt")).unwrap();
+        std::fs::copy(work.join(format!("{leaf}.crt")), d.join("tls.crt")).unwrap();
+        std::fs::copy(work.join(format!("{leaf}.key")), d.join("tls.key")).unwrap();
+    }
+    std::fs::create_dir_all(dir.join("envoy-oidc-hmac")).unwrap();
+    std::fs::write(dir.join("envoy-oidc-hmac/hmac-secret"), [9u8; 32]).unwrap();
+    std::fs::rename(work.join("ca.crt"), dir.join("eg-ca.crt")).unwrap();
+    std::fs::remove_dir_all(&work).unwrap();
+}
+
+#[test]
+fn envoy_gateway_certgen_output_is_adopted_without_breaking_it() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    envoy_gateway_certgen_output(&dir);
+    let eg_ca = dir.join("eg-ca.crt");
+    let keep_aside = tmp.path().join("eg-ca.crt");
+    std::fs::rename(&eg_ca, &keep_aside).unwrap();
+    let before = tree(&dir);
+    let old_leaf = tmp.path().join("old-envoy.crt");
+    std::fs::copy(dir.join("envoy/tls.crt"), &old_leaf).unwrap();
+
+    let report = local(&dir, &[]).ok().json();
+    assert_eq!(
+        report["writes"], 0,
+        "valid leaves from Envoy Gateway's certgen are kept: {report}"
+    );
+    assert_eq!(tree(&dir), before);
+
+    local(&dir, &["--overwrite"]).ok();
+    let eg_fp = fingerprints(&std::fs::read(&keep_aside).unwrap())[0].clone();
+    for leaf in LEAVES {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        let fps = fingerprints(&bundle);
+        assert_eq!(fps.len(), 2, "{leaf}");
+        assert_eq!(
+            fps[1], eg_fp,
+            "{leaf}: Envoy Gateway's CA stays trusted during the move"
+        );
+        let (ok, text) = openssl_verify(
+            &dir.join(leaf).join("ca.crt"),
+            &dir.join(leaf).join("tls.crt"),
+            "sslserver",
+        );
+        assert!(ok, "{leaf}: {text}");
+        let (ok, text) = openssl_verify(&dir.join(leaf).join("ca.crt"), &old_leaf, "any");
+        assert!(
+            ok,
+            "{leaf}: a peer still on the old leaf is trusted: {text}"
+        );
+    }
+    assert!(dir.join("envoy-gateway-ca/tls.key").exists());
+}

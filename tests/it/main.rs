@@ -1,0 +1,10 @@
+//! certgen's integration tests, one binary: PKI checked by verifiers we did not write, the
+//! binary end to end in local mode, docs that must not go stale, and (with `KUBECONFIG` set by
+//! `tests/testenv/up`) the Kubernetes store against a real control plane.
+
+mod cluster;
+mod docs;
+mod local;
+mod pki_verify;
+mod smoke;
+mod util;

@@ -1,0 +1,1 @@
+//! Smoke test of the test control plane itself.

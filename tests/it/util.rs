@@ -1,0 +1,135 @@
+//! Shared helpers: running the binary, reading trees of files, openssl, and the cluster.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The binary under test.
+pub fn certgen() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_certgen"));
+    // A clean environment for the variables certgen reads.
+    for var in [
+        "CERTGEN_NAMESPACE",
+        "ENVOY_GATEWAY_NAMESPACE",
+        "KUBERNETES_CLUSTER_DOMAIN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The result of one run.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn from(out: Output) -> Self {
+        let run = Self {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert_no_key_material(&run.stdout);
+        assert_no_key_material(&run.stderr);
+        run
+    }
+
+    pub fn ok(self) -> Self {
+        assert_eq!(
+            self.code, 0,
+            "certgen failed:\nstdout:\n{}\nstderr:\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("bad JSON ({e}):\n{}", self.stdout))
+    }
+}
+
+/// Runs certgen with `args`.
+pub fn run(args: &[&str]) -> Run {
+    Run::from(certgen().args(args).output().expect("run certgen"))
+}
+
+/// Fails if `text` contains a PEM private key.
+pub fn assert_no_key_material(text: &str) {
+    assert!(
+        !text.contains("PRIVATE KEY"),
+        "output contains key material:\n{text}"
+    );
+}
+
+/// Every regular file under `dir`, by relative path.
+pub fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(
+                    p.strip_prefix(root).unwrap().display().to_string(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Runs openssl with `args`; returns (success, stdout+stderr).
+pub fn openssl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl is installed (apt-get install openssl)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `openssl verify` of `leaf` against the bundle `ca` for a purpose (sslserver/sslclient).
+pub fn openssl_verify(ca: &Path, leaf: &Path, purpose: &str) -> (bool, String) {
+    openssl(&[
+        "verify",
+        "-CAfile",
+        ca.to_str().unwrap(),
+        "-purpose",
+        purpose,
+        leaf.to_str().unwrap(),
+    ])
+}
+
+/// The SHA-256 fingerprints of the certificates in a PEM bundle, in order.
+pub fn fingerprints(pem: &[u8]) -> Vec<String> {
+    certgen::pki::parse_cert_chain(pem)
+        .unwrap()
+        .iter()
+        .map(|c| c.fingerprint_hex())
+        .collect()
+}
+
+/// A temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+/// Writes `text` to `dir/name`, returning the path.
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
