@@ -282,7 +282,7 @@ fn an_expired_prior_is_dropped_from_every_bundle() {
     }
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(plan.ca.action, Action::UpdateBundle);
-    assert_eq!(plan.ca.bundle, [ca.0.cert.clone()]);
+    assert_eq!(plan.ca.bundle, std::slice::from_ref(&ca.0.cert));
     for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
         assert_eq!(action_of(&plan, name), Action::UpdateBundle);
     }
