@@ -1,1 +1,0 @@
-//! The Kubernetes store against a real control plane (`tests/testenv/up`).

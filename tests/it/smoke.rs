@@ -1,1 +1,0 @@
-//! Smoke test of the test control plane itself.
