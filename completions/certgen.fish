@@ -28,7 +28,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in pr
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the run\'s report on standard output' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F

@@ -62,7 +62,7 @@ pub struct RunArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
-    /// Write files instead of Secrets: DIR/<secret>/{ca.crt,tls.crt,tls.key}.
+    /// Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`.
     #[arg(short, long, value_name = "DIR", num_args = 0..=1, default_missing_value = DEFAULT_LOCAL_DIR)]
     pub local: Option<PathBuf>,
     /// Rotate now: a new CA, bundled with at most one prior CA, and new leaves.

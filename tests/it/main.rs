@@ -6,5 +6,4 @@ mod cluster;
 mod docs;
 mod local;
 mod pki_verify;
-mod smoke;
 mod util;
