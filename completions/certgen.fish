@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force wait probe timeout= dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -29,6 +29,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config 
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the run\'s report on standard output' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
@@ -38,6 +39,8 @@ json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
+complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting'
+complete -c certgen -n "__fish_certgen_needs_command" -l probe -d 'Verify over TLS that probed consumers serve the new certificates before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
 complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_needs_command" -s q -l quiet -d 'Only warnings and errors on standard error'

@@ -74,6 +74,15 @@ pub struct RunArgs {
     /// Take over Secrets owned by another manager and replace unusable contents.
     #[arg(long)]
     pub force: bool,
+    /// Wait for the rollouts of restarted Deployments before exiting.
+    #[arg(long)]
+    pub wait: bool,
+    /// Verify over TLS that probed consumers serve the new certificates before exiting.
+    #[arg(long)]
+    pub probe: bool,
+    /// Bound on all waiting and probing (e.g. 90s, 5m).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
     /// Print the plan; generate and write nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -86,6 +95,10 @@ pub struct RunArgs {
     /// Kubeconfig context to use.
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    s.parse::<crate::config::HumanDuration>().map(|d| d.0)
 }
 
 /// Subcommands.

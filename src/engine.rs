@@ -2,7 +2,7 @@
 //! changed since it was read) makes the run re-read and re-plan, a bounded number of times; it
 //! never overwrites blindly. Keys are generated only after every read succeeded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
@@ -11,7 +11,9 @@ use crate::exit::Error;
 use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes, rotation_bundle};
 use crate::plan::{self, Action, Kind, ObservedState, Options, Plan};
 use crate::report::{Entry, Report, rfc3339};
-use crate::store::{Expect, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS};
+use crate::store::{
+    Expect, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS, data_digest,
+};
 
 /// How many times a run re-reads and re-plans after losing a race.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -24,6 +26,20 @@ pub const CA_ANNOTATION: &str = "certgen.dev/ca-sha256";
 pub struct RunOptions {
     pub plan: Options,
     pub dry_run: bool,
+}
+
+/// What a run leaves behind, for the steps after it (restarts, waits, probes).
+#[derive(Debug)]
+pub struct Outcome {
+    pub report: Report,
+    /// Digest of each managed Secret's data after the run (empty for a dry run).
+    pub digests: BTreeMap<String, String>,
+    /// The Secrets written in this run (planned to be written, for a dry run).
+    pub written: BTreeSet<String>,
+    /// The leaf each TLS Secret holds after the run.
+    pub leaves: BTreeMap<String, Cert>,
+    /// The CA that signs leaves now, when certgen holds its key.
+    pub signer: Option<CaKey>,
 }
 
 /// Reads every Secret the config names. Any error other than "not found" stops the run here,
@@ -53,7 +69,7 @@ pub async fn run<S: SecretStore>(
     config: &Config,
     options: RunOptions,
     clock: impl Fn() -> OffsetDateTime,
-) -> Result<Report, Error> {
+) -> Result<Outcome, Error> {
     let mut plan_options = options.plan;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
@@ -62,19 +78,36 @@ pub async fn run<S: SecretStore>(
         let now = clock();
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         if options.dry_run {
-            return Ok(Report::from_plan(&config.profile, store.describe(), &plan));
+            let written = plan
+                .secrets
+                .iter()
+                .filter(|s| s.action.writes())
+                .map(|s| s.name.clone())
+                .collect();
+            return Ok(Outcome {
+                report: Report::from_plan(&config.profile, store.describe(), &plan),
+                digests: BTreeMap::new(),
+                written,
+                leaves: BTreeMap::new(),
+                signer: None,
+            });
         }
         let mut progress = Progress::default();
-        match apply(store, config, plan, now, &mut progress).await {
-            Ok(()) => {
+        match apply(store, config, plan, &observed, now, &mut progress).await {
+            Ok(signer) => {
                 merge(&mut done, progress.entries);
-                return Ok(Report::new(
-                    &config.profile,
-                    store.describe(),
-                    false,
-                    attempt,
-                    done,
-                ));
+                let written = done
+                    .iter()
+                    .filter(|e| e.action.writes())
+                    .map(|e| e.secret.clone())
+                    .collect();
+                return Ok(Outcome {
+                    report: Report::new(&config.profile, store.describe(), false, attempt, done),
+                    digests: progress.digests,
+                    written,
+                    leaves: progress.leaves,
+                    signer,
+                });
             }
             Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {
                 tracing::warn!(object = %what, attempt, "{detail}; re-reading and re-planning");
@@ -114,6 +147,37 @@ fn merge(done: &mut Vec<Entry>, new: Vec<Entry>) {
 struct Progress {
     entries: Vec<Entry>,
     ca_written: bool,
+    digests: BTreeMap<String, String>,
+    leaves: BTreeMap<String, Cert>,
+}
+
+impl Progress {
+    /// Records a Secret's data after the run: what was read, overlaid with what was written.
+    fn record(
+        &mut self,
+        name: &str,
+        observed: &ObservedState,
+        is_ca: bool,
+        written: &BTreeMap<String, Vec<u8>>,
+    ) {
+        let base = if is_ca {
+            observed.ca.as_ref()
+        } else {
+            observed.secrets.get(name)
+        };
+        let mut data = base
+            .and_then(|o| o.present())
+            .map(|s| s.data.clone())
+            .unwrap_or_default();
+        data.extend(written.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if !is_ca
+            && let Some(crt) = data.get("tls.crt")
+            && let Ok(mut chain) = crate::pki::parse_cert_chain(crt)
+        {
+            self.leaves.insert(name.to_string(), chain.remove(0));
+        }
+        self.digests.insert(name.to_string(), data_digest(&data));
+    }
 }
 
 enum ApplyError {
@@ -151,9 +215,10 @@ async fn apply<S: SecretStore>(
     store: &S,
     config: &Config,
     plan: Plan,
+    observed: &ObservedState,
     now: OffsetDateTime,
     progress: &mut Progress,
-) -> Result<(), ApplyError> {
+) -> Result<Option<CaKey>, ApplyError> {
     let Plan {
         ca: ca_plan,
         secrets,
@@ -315,6 +380,7 @@ async fn apply<S: SecretStore>(
         if let (Kind::Tls, Some(ca)) = (s.kind, &signer) {
             entry.ca_sha256 = Some(ca.cert.fingerprint_hex());
         }
+        progress.record(&s.name, observed, false, &data);
         if s.action.writes() {
             store
                 .put(&SecretWrite {
@@ -338,7 +404,7 @@ async fn apply<S: SecretStore>(
         }
         progress.entries.push(entry);
     }
-    Ok(())
+    Ok(signer)
 }
 
 fn action_name(action: Action) -> &'static str {

@@ -49,6 +49,10 @@ pub enum Error {
     Issue(#[from] crate::pki::IssueError),
     #[error("{0}")]
     Output(String),
+    #[error("{0}")]
+    Verification(String),
+    #[error("timed out: {0}")]
+    Timeout(String),
 }
 
 impl Error {
@@ -59,6 +63,8 @@ impl Error {
             Self::Store(StoreError::Local { .. }) => USAGE,
             Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
+            Self::Verification(_) => FAILED,
+            Self::Timeout(_) => TIMEOUT,
         }
     }
 

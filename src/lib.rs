@@ -8,11 +8,14 @@
 
 pub mod cli;
 pub mod config;
+pub mod consumers;
 pub mod engine;
 pub mod exit;
 pub mod pki;
 pub mod plan;
+pub mod probe;
 pub mod report;
+pub mod rollout;
 pub mod store;
 
 use std::io::Write;
@@ -131,23 +134,47 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         },
         dry_run: args.dry_run,
     };
+    let deadline = tokio::time::Instant::now() + args.timeout;
     let clock = OffsetDateTime::now_utc;
-    let report = match &args.local {
-        Some(dir) => engine::run(&LocalStore::new(dir), &config, options, clock).await?,
+    let consumer_options = consumers::Options {
+        wait: args.wait,
+        probe: args.probe,
+        dry_run: args.dry_run,
+        deadline,
+    };
+    let (mut outcome, reports, verdict) = match &args.local {
+        Some(dir) => {
+            let outcome = engine::run(&LocalStore::new(dir), &config, options, clock).await?;
+            let (reports, verdict) =
+                consumers::run(&config, &outcome, None, None, consumer_options, clock()).await?;
+            (outcome, reports, verdict)
+        }
         None => {
             let client = kube_client(&args).await?;
-            engine::run(
-                &KubeStore::new(client, &config.namespace),
+            let store = KubeStore::new(client.clone(), &config.namespace);
+            let outcome = engine::run(&store, &config, options, clock).await?;
+            let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
+            let (reports, verdict) = consumers::run(
                 &config,
-                options,
-                clock,
+                &outcome,
+                Some(&deployments),
+                Some(&client),
+                consumer_options,
+                clock(),
             )
-            .await?
+            .await?;
+            (outcome, reports, verdict)
         }
     };
+    outcome.report.consumers = reports;
+    let report = &outcome.report;
     match args.output {
-        OutputFormat::Text => print(&report.to_text()),
-        OutputFormat::Json => print(&report.to_json()),
+        OutputFormat::Text => print(&report.to_text())?,
+        OutputFormat::Json => print(&report.to_json())?,
+    }
+    match verdict.into_error() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
 }
 

@@ -35,6 +35,9 @@ pub struct Report {
     pub attempts: u32,
     pub writes: usize,
     pub secrets: Vec<Entry>,
+    /// Restarts, rollouts and probes of the consumers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<crate::consumers::ConsumerReport>,
 }
 
 /// RFC 3339 in UTC, for reports.
@@ -88,6 +91,7 @@ impl Report {
             attempts,
             writes,
             secrets,
+            consumers: Vec::new(),
         }
     }
 
@@ -124,6 +128,40 @@ impl Report {
                 action.as_str().unwrap_or(""),
                 e.reason
             ));
+        }
+        if !self.consumers.is_empty() {
+            out.push_str("Consumers:\n");
+        }
+        for c in &self.consumers {
+            let reload = match c.reload {
+                crate::config::Reload::Hot => "hot",
+                crate::config::Reload::Restart => "restart",
+            };
+            out.push_str(&format!("  {} ({reload})", c.name));
+            if let Some(note) = &c.note {
+                out.push_str(&format!(": {note}"));
+            }
+            out.push('\n');
+            for d in &c.deployments {
+                out.push_str(&format!("    deployment {}: {}", d.name, d.action));
+                if let Some(r) = &d.rollout {
+                    out.push_str(&format!(", rollout {r}"));
+                }
+                if let Some(s) = d.rollout_seconds {
+                    out.push_str(&format!(" in {s}s"));
+                }
+                if let Some(detail) = &d.detail {
+                    out.push_str(&format!(" ({detail})"));
+                }
+                out.push('\n');
+            }
+            for p in &c.probes {
+                let verdict = if p.ok { "ok" } else { "FAILED" };
+                out.push_str(&format!(
+                    "    probe {}: {verdict}: {}\n",
+                    p.endpoint, p.detail
+                ));
+            }
         }
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         out.push_str(&match (self.dry_run, changes) {

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use duration::HumanDuration;
-pub use schema::{CaFile, ConfigFile, SecretFile, SecretType, Usage};
+pub use schema::{
+    CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
+};
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
 
@@ -111,6 +113,37 @@ pub struct Ca {
     pub renew_before: Duration,
 }
 
+/// Which Deployments a consumer is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Workload {
+    /// One Deployment by name.
+    Name(String),
+    /// Every Deployment matching a label selector.
+    Selector(String),
+}
+
+/// A validated TLS probe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub service: Option<String>,
+    pub port: u16,
+    pub addresses: Vec<String>,
+    pub server_name: String,
+    /// The managed TLS Secret the server presents.
+    pub secret: String,
+}
+
+/// A validated consumer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Consumer {
+    pub name: String,
+    pub workload: Option<Workload>,
+    pub reload: Reload,
+    pub mounts: Vec<String>,
+    pub required: bool,
+    pub probe: Option<Probe>,
+}
+
 /// The resolved, validated configuration the engine runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -120,6 +153,7 @@ pub struct Config {
     pub ca: Ca,
     pub tls: Vec<TlsSecret>,
     pub hmac: Vec<HmacSecret>,
+    pub consumers: Vec<Consumer>,
 }
 
 impl Config {
@@ -188,6 +222,14 @@ impl Config {
         if tls.is_empty() && hmac.is_empty() {
             return Err("secrets: the list is empty; declare at least one Secret".into());
         }
+        let mut consumers: Vec<Consumer> = Vec::new();
+        for (i, c) in file.consumers.iter().enumerate() {
+            let field = format!("consumers[{i}]");
+            if consumers.iter().any(|k| k.name == c.name) {
+                return Err(format!("{field}.name {:?} is used twice", c.name));
+            }
+            consumers.push(validate::consumer(&field, c, &namespace, &tls, &hmac)?);
+        }
         Ok(Self {
             profile: file.name,
             namespace,
@@ -195,6 +237,7 @@ impl Config {
             ca,
             tls,
             hmac,
+            consumers,
         })
     }
 }

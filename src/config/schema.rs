@@ -20,6 +20,62 @@ pub struct ConfigFile {
     pub ca: CaFile,
     /// The Secrets to manage.
     pub secrets: Vec<SecretFile>,
+    /// The workloads that mount those Secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<ConsumerFile>,
+}
+
+/// How a consumer picks up new certificates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reload {
+    /// It watches its files and reloads them by itself.
+    Hot,
+    /// It reads certificates only at start: certgen restarts its Deployment.
+    Restart,
+}
+
+/// A workload that mounts managed Secrets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConsumerFile {
+    /// A name for reports.
+    pub name: String,
+    /// The Deployment, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// Or the Deployments matching a label selector (`key=value,key2=value2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+    pub reload: Reload,
+    /// The managed Secrets it mounts.
+    pub mounts: Vec<String>,
+    /// A missing Deployment is an error instead of being reported and skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub required: bool,
+    /// A TLS endpoint that proves the consumer serves the new certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeFile>,
+}
+
+/// Where and how to probe a consumer over TLS.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProbeFile {
+    /// The Service whose ready endpoints are dialled (in a cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+    /// The Service port (number) to dial.
+    pub port: u16,
+    /// Static `host:port` addresses to dial instead (local mode).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+    /// The name the server certificate must be valid for (default: `<service>.{namespace}.svc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// The managed Secret whose certificate the server presents (default: the first mount).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 /// The CA section.

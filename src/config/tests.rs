@@ -157,3 +157,55 @@ fn durations_round_trip_in_whole_units() {
     }
     assert!("ten days".parse::<HumanDuration>().is_err());
 }
+
+#[test]
+fn consumers_are_validated_against_the_secrets() {
+    let c = resolve_text(eg(), &Overrides::default(), &Env::default()).unwrap();
+    let names: Vec<_> = c.consumers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["envoy-gateway", "envoy-ratelimit", "envoy-proxies"]);
+    let probe = c.consumers[0].probe.as_ref().unwrap();
+    assert_eq!(
+        (probe.port, probe.server_name.as_str()),
+        (18000, "envoy-gateway.envoy-gateway-system.svc")
+    );
+    assert_eq!(c.consumers[1].reload, Reload::Restart);
+    assert_eq!(
+        c.consumers[2].workload,
+        Some(Workload::Selector(
+            "app.kubernetes.io/managed-by=envoy-gateway,app.kubernetes.io/component=proxy".into()
+        ))
+    );
+    let cases = [
+        (
+            "mounts: [envoy-rate-limit]",
+            "mounts: [rate-limit]",
+            "consumers[1].mounts[0]",
+        ),
+        (
+            "    deployment: envoy-ratelimit\n",
+            "",
+            "restart needs a deployment",
+        ),
+        (
+            "selector: app.kubernetes.io/managed-by=envoy-gateway,",
+            "selector: oops,",
+            "consumers[2].selector",
+        ),
+        (
+            "      port: 18000",
+            "      port: 0",
+            "consumers[0].probe.port",
+        ),
+        (
+            "    reload: hot\n    mounts: [envoy]",
+            "    reload: sometimes\n    mounts: [envoy]",
+            "sometimes",
+        ),
+    ];
+    for (from, to, expect) in cases {
+        let text = eg().replacen(from, to, 1);
+        assert_ne!(text, eg(), "case {expect} did not change the profile");
+        let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
+        assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+}

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    Ca, ConfigFile, HmacSecret, SecretFile, TlsSecret, default_key, parse_ip, render, usages,
+    Ca, ConfigFile, Consumer, ConsumerFile, HmacSecret, Probe, SecretFile, TlsSecret, Workload,
+    default_key, parse_ip, render, usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
 
@@ -200,5 +201,124 @@ pub fn hmac(field: &str, s: &SecretFile) -> Result<HmacSecret, String> {
         name: s.name.clone(),
         key,
         bytes,
+    })
+}
+
+/// A label selector in `key=value[,key=value]` form (equality only).
+pub fn selector(s: &str) -> Result<(), String> {
+    for term in s.split(',') {
+        let Some((k, v)) = term.split_once('=') else {
+            return Err(format!("term {term:?} is not key=value"));
+        };
+        let k = k.trim();
+        let name = k.rsplit('/').next().unwrap_or(k);
+        let ok = |x: &str| {
+            x.len() <= 63
+                && x.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        };
+        if k.is_empty() || !ok(name) || !ok(v.trim()) {
+            return Err(format!("term {term:?} is not a valid label key=value"));
+        }
+    }
+    Ok(())
+}
+
+pub fn consumer(
+    field: &str,
+    c: &ConsumerFile,
+    namespace: &str,
+    tls: &[TlsSecret],
+    hmac: &[HmacSecret],
+) -> Result<Consumer, String> {
+    let workload = match (&c.deployment, &c.selector) {
+        (Some(_), Some(_)) => {
+            return Err(format!(
+                "{field}: give either deployment or selector, not both"
+            ));
+        }
+        (Some(d), None) => {
+            dns1123_subdomain(d).map_err(|e| format!("{field}.deployment {d:?}: {e}"))?;
+            Some(Workload::Name(d.clone()))
+        }
+        (None, Some(s)) => {
+            selector(s).map_err(|e| format!("{field}.selector: {e}"))?;
+            Some(Workload::Selector(s.clone()))
+        }
+        (None, None) => None,
+    };
+    if workload.is_none() && c.reload == super::Reload::Restart {
+        return Err(format!(
+            "{field}: reload: restart needs a deployment or selector to restart"
+        ));
+    }
+    if c.mounts.is_empty() {
+        return Err(format!(
+            "{field}.mounts is empty; list the managed Secrets it mounts"
+        ));
+    }
+    for (j, m) in c.mounts.iter().enumerate() {
+        if !tls.iter().any(|t| &t.name == m) && !hmac.iter().any(|h| &h.name == m) {
+            return Err(format!(
+                "{field}.mounts[{j}] {m:?} is not one of the Secrets in this config"
+            ));
+        }
+    }
+    let probe = match &c.probe {
+        None => None,
+        Some(p) => {
+            if p.service.is_none() && p.addresses.is_empty() {
+                return Err(format!(
+                    "{field}.probe: give a service (cluster) or addresses (local mode)"
+                ));
+            }
+            if let Some(s) = &p.service {
+                dns1123_label(s).map_err(|e| format!("{field}.probe.service {s:?}: {e}"))?;
+            }
+            if p.port == 0 {
+                return Err(format!("{field}.probe.port must be 1 to 65535"));
+            }
+            for (j, a) in p.addresses.iter().enumerate() {
+                let ok = a.rsplit_once(':').is_some_and(|(h, port)| {
+                    !h.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
+                });
+                if !ok {
+                    return Err(format!(
+                        "{field}.probe.addresses[{j}] {a:?} is not host:port"
+                    ));
+                }
+            }
+            let secret = p.secret.clone().unwrap_or_else(|| c.mounts[0].clone());
+            if !tls.iter().any(|t| t.name == secret) {
+                return Err(format!(
+                    "{field}.probe.secret {secret:?} is not a TLS Secret of this config"
+                ));
+            }
+            let server_name = match (&p.server_name, &p.service) {
+                (Some(n), _) => render(n, namespace, "")
+                    .map_err(|e| format!("{field}.probe.serverName: {e}"))?,
+                (None, Some(s)) => format!("{s}.{namespace}.svc"),
+                (None, None) => {
+                    return Err(format!(
+                        "{field}.probe.serverName is required with static addresses"
+                    ));
+                }
+            };
+            Some(Probe {
+                service: p.service.clone(),
+                port: p.port,
+                addresses: p.addresses.clone(),
+                server_name,
+                secret,
+            })
+        }
+    };
+    Ok(Consumer {
+        name: c.name.clone(),
+        workload,
+        reload: c.reload,
+        mounts: c.mounts.clone(),
+        required: c.required,
+        probe,
     })
 }

@@ -11,10 +11,9 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
 use super::{
     Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret, TYPE_OPAQUE, TYPE_TLS,
+    data_digest as digest,
 };
 use crate::pki::hex;
 
@@ -95,17 +94,6 @@ impl LocalStore {
         }
         Ok(if data.is_empty() { None } else { Some(data) })
     }
-}
-
-fn digest(data: &BTreeMap<String, Vec<u8>>) -> String {
-    let mut h = Sha256::new();
-    for (k, v) in data {
-        h.update((k.len() as u64).to_be_bytes());
-        h.update(k.as_bytes());
-        h.update((v.len() as u64).to_be_bytes());
-        h.update(v);
-    }
-    hex(&h.finalize())
 }
 
 impl SecretStore for LocalStore {

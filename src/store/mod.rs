@@ -107,6 +107,19 @@ pub enum StoreError {
     Local { path: String, message: String },
 }
 
+/// A SHA-256 digest of a Secret's data (keys and values), as lower-case hex.
+pub fn data_digest(data: &BTreeMap<String, Vec<u8>>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (k, v) in data {
+        h.update((k.len() as u64).to_be_bytes());
+        h.update(k.as_bytes());
+        h.update((v.len() as u64).to_be_bytes());
+        h.update(v);
+    }
+    crate::pki::hex(&h.finalize())
+}
+
 /// Where Secrets are read from and written to.
 #[allow(async_fn_in_trait)]
 pub trait SecretStore {

@@ -441,3 +441,53 @@ fn envoy_gateway_certgen_output_is_adopted_without_breaking_it() {
     }
     assert!(dir.join("envoy-gateway-ca/tls.key").exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_mode_probes_static_addresses() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    local(&dir, &[]).ok();
+    let (port, server) = crate::util::tls_server(dir.join("envoy-gateway"), true).await;
+    let profile = run(&["profile", "show"]).ok().stdout;
+    let probe = format!(
+        "consumers:\n  - name: eg\n    reload: hot\n    mounts: [envoy-gateway]\n    probe:\n      port: {port}\n      addresses: [\"127.0.0.1:{port}\"]\n      serverName: envoy-gateway.envoy-gateway-system.svc\n"
+    );
+    let text = profile[..profile.find("consumers:").unwrap()].to_string() + &probe;
+    let cfg = write(tmp.path(), "probe.yaml", &text);
+    let args = |extra: &[&str]| {
+        let mut a = vec![
+            "--config".to_string(),
+            cfg.to_str().unwrap().into(),
+            "--local".into(),
+            dir.to_str().unwrap().into(),
+            "--probe".into(),
+            "--output".into(),
+            "json".into(),
+        ];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let ok = tokio::task::spawn_blocking({
+        let a = args(&[]);
+        move || crate::util::Run::from(crate::util::certgen().args(a).output().unwrap())
+    })
+    .await
+    .unwrap()
+    .ok()
+    .json();
+    assert_eq!(ok["consumers"][0]["probes"][0]["ok"], true, "{ok}");
+    server.abort();
+    // Nothing listens any more: the probe fails within the timeout and names the address.
+    let failed = tokio::task::spawn_blocking({
+        let a = args(&["--timeout", "2s"]);
+        move || crate::util::Run::from(crate::util::certgen().args(a).output().unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        failed.stderr
+    );
+}

@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
 use std::process::{Command, Output};
+use tokio::net::TcpListener;
 
 /// The binary under test.
 pub fn certgen() -> Command {
@@ -132,4 +135,60 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
+}
+
+pub fn server_config(dir: &Path) -> Option<Arc<rustls::ServerConfig>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("tls.crt"))
+        .ok()?
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let key = PrivateKeyDer::from_pem_file(dir.join("tls.key")).ok()?;
+    let mut roots = rustls::RootCertStore::empty();
+    for ca in CertificateDer::pem_file_iter(dir.join("ca.crt")).ok()? {
+        roots.add(ca.ok()?).ok()?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .ok()?;
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .ok()?;
+    Some(Arc::new(config))
+}
+
+/// A mutual-TLS server on 127.0.0.1: `hot` reloads its files for every connection, otherwise it
+/// keeps what it loaded at start.
+pub async fn tls_server(dir: PathBuf, hot: bool) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let fixed = server_config(&dir).expect("server files present at start");
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let config = if hot {
+                server_config(&dir).unwrap_or_else(|| fixed.clone())
+            } else {
+                fixed.clone()
+            };
+            tokio::spawn(async move {
+                if let Ok(mut tls) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = tls.write_all(b"ok").await;
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, task)
 }

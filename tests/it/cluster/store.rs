@@ -301,6 +301,7 @@ where
     run(&store, &config(ns), options, time::OffsetDateTime::now_utc)
         .await
         .expect("the run re-plans and succeeds")
+        .report
 }
 
 async fn assert_consistent(c: &Cluster, ns: &str, cas_before: &[String]) {

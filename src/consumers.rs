@@ -1,0 +1,400 @@
+//! After the Secrets are written: restart the consumers that do not hot-reload, wait for their
+//! rollouts (`--wait`), and prove over TLS that peers serve the new certificates (`--probe`).
+//!
+//! Everything here is reported per consumer; failures become exit 1 (a rollout or probe failed)
+//! or exit 3 (the deadline passed first), after the report is printed.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::config::{Config, Consumer, Reload, Workload};
+use crate::engine::Outcome;
+use crate::exit::Error;
+use crate::probe::{self, ClientIdentity, EndpointResult, Expected};
+use crate::rollout::{
+    Deployments, RestartAction, RolloutError, Target, fingerprint, restart_needed,
+};
+
+/// What to do after the Secrets.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub wait: bool,
+    pub probe: bool,
+    pub dry_run: bool,
+    pub deadline: Instant,
+}
+
+/// One Deployment of a consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentReport {
+    pub name: String,
+    /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
+    pub action: String,
+    /// done, failed, pending (with `--wait`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// One consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerReport {
+    pub name: String,
+    pub reload: Reload,
+    pub deployments: Vec<DeploymentReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<EndpointResult>,
+}
+
+/// How the consumer steps ended, beyond the report.
+#[derive(Debug, Default)]
+pub struct Verdict {
+    /// Failed rollouts, probes, paused or recreated Deployments, missing required consumers.
+    pub failed: Vec<String>,
+    /// What was still pending when the deadline came.
+    pub pending: Vec<String>,
+}
+
+impl Verdict {
+    /// The error to exit with, if any: a timeout (3) outranks nothing; a failure (1) wins.
+    pub fn into_error(self) -> Option<Error> {
+        if !self.failed.is_empty() {
+            Some(Error::Verification(self.failed.join("; ")))
+        } else if !self.pending.is_empty() {
+            Some(Error::Timeout(format!(
+                "still pending at the deadline: {}; the Secrets are written and trusted, re-run certgen (or raise --timeout) to finish",
+                self.pending.join("; ")
+            )))
+        } else {
+            None
+        }
+    }
+}
+
+fn deployment_report(name: &str, action: &str) -> DeploymentReport {
+    DeploymentReport {
+        name: name.into(),
+        action: action.into(),
+        rollout: None,
+        rollout_seconds: None,
+        detail: None,
+    }
+}
+
+/// Restarts, waits and probes as asked. `deployments` is `None` in local mode.
+pub async fn run(
+    config: &Config,
+    outcome: &Outcome,
+    deployments: Option<&Deployments>,
+    client: Option<&kube::Client>,
+    options: Options,
+    now: OffsetDateTime,
+) -> Result<(Vec<ConsumerReport>, Verdict), Error> {
+    let mut reports = Vec::new();
+    let mut verdict = Verdict::default();
+    let mut targets: Vec<(usize, usize, Target)> = Vec::new();
+
+    for consumer in &config.consumers {
+        let mut report = ConsumerReport {
+            name: consumer.name.clone(),
+            reload: consumer.reload,
+            deployments: vec![],
+            note: None,
+            probes: vec![],
+        };
+        match (deployments, &consumer.workload) {
+            (_, None) => {}
+            (None, Some(_)) => report.note = Some("local mode: no Deployments to restart".into()),
+            (Some(api), Some(workload)) => {
+                let found = match workload {
+                    Workload::Name(n) => api.get(n).await?.into_iter().collect::<Vec<_>>(),
+                    Workload::Selector(s) => api.select(s).await?,
+                };
+                if found.is_empty() {
+                    let what = match workload {
+                        Workload::Name(n) => {
+                            format!("deployment {}/{n} does not exist", api.namespace())
+                        }
+                        Workload::Selector(s) => {
+                            format!("no deployment in {} matches {s}", api.namespace())
+                        }
+                    };
+                    if consumer.required {
+                        verdict.failed.push(format!(
+                            "consumer {}: {what} (it is marked required)",
+                            consumer.name
+                        ));
+                    }
+                    report.note = Some(format!("missing: {what}; skipped"));
+                }
+                for d in found {
+                    let name = d.metadata.name.clone().unwrap_or_default();
+                    if consumer.reload == Reload::Hot {
+                        report.deployments.push(deployment_report(&name, "hot"));
+                        continue;
+                    }
+                    let (fp, written) = content(consumer, outcome);
+                    let decision = if options.dry_run {
+                        if written {
+                            RestartAction::Restarted
+                        } else {
+                            RestartAction::UpToDate
+                        }
+                    } else {
+                        restart_needed(&d, &fp, written)
+                    };
+                    let mut entry = match decision {
+                        RestartAction::AlreadyRestarted => {
+                            deployment_report(&name, "already-restarted")
+                        }
+                        RestartAction::UpToDate => deployment_report(&name, "up-to-date"),
+                        RestartAction::Restarted if options.dry_run => {
+                            deployment_report(&name, "would-restart")
+                        }
+                        RestartAction::Restarted => match api.restart(&d, &fp, now).await? {
+                            Ok(target) => {
+                                tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
+                                targets.push((reports.len(), report.deployments.len(), target));
+                                deployment_report(&name, "restarted")
+                            }
+                            Err(e) => {
+                                let action = match e {
+                                    RolloutError::Paused { .. } => "paused",
+                                    RolloutError::Deleted { .. } => "deleted",
+                                    _ => "recreated",
+                                };
+                                verdict.failed.push(e.to_string());
+                                let mut r = deployment_report(&name, action);
+                                r.detail = Some(e.to_string());
+                                r
+                            }
+                        },
+                    };
+                    if options.wait && entry.action == "already-restarted" {
+                        // A repeated run still waits for the rollout it (or an earlier run) began.
+                        let target = Target {
+                            name: name.clone(),
+                            uid: d.metadata.uid.clone().unwrap_or_default(),
+                            generation: d.metadata.generation.unwrap_or(0),
+                        };
+                        targets.push((reports.len(), report.deployments.len(), target));
+                        entry.detail = Some("restarted earlier for these certificates".into());
+                    }
+                    report.deployments.push(entry);
+                }
+            }
+        }
+        reports.push(report);
+    }
+
+    if options.wait
+        && !options.dry_run
+        && let Some(api) = deployments
+    {
+        wait_all(api, &mut reports, &mut verdict, targets, options.deadline).await;
+    }
+    if options.probe && !options.dry_run {
+        probe_all(
+            config,
+            outcome,
+            client,
+            &mut reports,
+            &mut verdict,
+            options.deadline,
+            now,
+        )
+        .await?;
+    }
+    Ok((reports, verdict))
+}
+
+/// The restart fingerprint of a consumer and whether this run wrote anything it mounts.
+fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool) {
+    let fp = fingerprint(consumer.mounts.iter().map(|m| {
+        (
+            m.as_str(),
+            outcome.digests.get(m).map(String::as_str).unwrap_or(""),
+        )
+    }));
+    (
+        fp,
+        consumer.mounts.iter().any(|m| outcome.written.contains(m)),
+    )
+}
+
+async fn wait_all(
+    api: &Deployments,
+    reports: &mut [ConsumerReport],
+    verdict: &mut Verdict,
+    targets: Vec<(usize, usize, Target)>,
+    deadline: Instant,
+) {
+    if targets.is_empty() {
+        return;
+    }
+    let last = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
+    let ticker = spawn_progress(
+        targets.iter().map(|(_, _, t)| t.name.clone()).collect(),
+        last.clone(),
+    );
+    let waits = targets.iter().map(|(_, _, t)| api.wait(t, deadline, &last));
+    let results = futures::future::join_all(waits).await;
+    ticker.abort();
+    for ((ci, di, target), result) in targets.iter().zip(results) {
+        let entry = &mut reports[*ci].deployments[*di];
+        match result {
+            Ok(Some(took)) => {
+                entry.rollout = Some("done".into());
+                entry.rollout_seconds = Some((took.as_secs_f64() * 10.0).round() / 10.0);
+            }
+            Ok(None) => {
+                let state = last
+                    .lock()
+                    .unwrap()
+                    .get(&target.name)
+                    .cloned()
+                    .unwrap_or_default();
+                entry.rollout = Some("pending".into());
+                entry.detail = Some(state.clone());
+                verdict.pending.push(format!(
+                    "deployment {}/{}: {state}",
+                    api.namespace(),
+                    target.name
+                ));
+            }
+            Err(e) => {
+                entry.rollout = Some("failed".into());
+                entry.detail = Some(e.to_string());
+                verdict.failed.push(e.to_string());
+            }
+        }
+    }
+}
+
+/// Shows waiting progress: a live line per Deployment on a terminal, a log line every 10 s
+/// otherwise.
+fn spawn_progress(
+    names: Vec<String>,
+    last: Arc<Mutex<BTreeMap<String, String>>>,
+) -> tokio::task::JoinHandle<()> {
+    let tty = std::io::stderr().is_terminal();
+    tokio::spawn(async move {
+        if tty {
+            let multi = indicatif::MultiProgress::new();
+            let style =
+                indicatif::ProgressStyle::with_template("{spinner} {prefix}: {msg} ({elapsed})")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+            let bars: Vec<_> = names
+                .iter()
+                .map(|n| {
+                    let bar = multi.add(indicatif::ProgressBar::new_spinner());
+                    bar.set_style(style.clone());
+                    bar.set_prefix(format!("deployment {n}"));
+                    bar
+                })
+                .collect();
+            loop {
+                {
+                    let state = last.lock().unwrap();
+                    for (bar, n) in bars.iter().zip(&names) {
+                        bar.set_message(state.get(n).cloned().unwrap_or_else(|| "waiting".into()));
+                        bar.tick();
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(120)).await;
+            }
+        } else {
+            let mut interval = tokio::time::interval(Duration::from_secs(10));
+            interval.tick().await;
+            loop {
+                interval.tick().await;
+                let state = last.lock().unwrap().clone();
+                for n in &names {
+                    let s = state.get(n).cloned().unwrap_or_else(|| "waiting".into());
+                    tracing::info!(deployment = %n, "waiting for rollout of {n}: {s}");
+                }
+            }
+        }
+    })
+}
+
+async fn probe_all(
+    config: &Config,
+    outcome: &Outcome,
+    client: Option<&kube::Client>,
+    reports: &mut [ConsumerReport],
+    verdict: &mut Verdict,
+    deadline: Instant,
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let Some(signer) = &outcome.signer else {
+        for r in reports.iter_mut() {
+            r.note
+                .get_or_insert_with(|| "not probed: certgen does not hold the CA key yet".into());
+        }
+        return Ok(());
+    };
+    let identity = ClientIdentity::issue(signer, now)?;
+    for (consumer, report) in config.consumers.iter().zip(reports.iter_mut()) {
+        let Some(p) = &consumer.probe else { continue };
+        let Some(leaf) = outcome.leaves.get(&p.secret) else {
+            continue;
+        };
+        let endpoints = match (client, &p.service) {
+            (Some(client), Some(service)) => {
+                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                    Ok(e) => e,
+                    Err(e) => {
+                        verdict
+                            .failed
+                            .push(format!("consumer {}: {e}", consumer.name));
+                        report.note = Some(e);
+                        continue;
+                    }
+                }
+            }
+            _ => p.addresses.clone(),
+        };
+        if endpoints.is_empty() {
+            let msg = format!("consumer {}: no ready endpoints to probe", consumer.name);
+            verdict.failed.push(msg.clone());
+            report.note = Some(msg);
+            continue;
+        }
+        let expected = Expected {
+            secret: p.secret.clone(),
+            leaf: leaf.clone(),
+            issuer: signer.cert.clone(),
+        };
+        let roots = [signer.cert.clone()];
+        let probes = endpoints
+            .iter()
+            .map(|e| probe::probe_until(e, &p.server_name, &roots, &expected, &identity, deadline));
+        let results = futures::future::join_all(probes).await;
+        for r in &results {
+            if r.ok {
+                tracing::info!(consumer = %consumer.name, endpoint = %r.endpoint, "probe ok: {}", r.detail);
+            } else {
+                verdict.failed.push(format!(
+                    "probe of {} ({}) failed: {}",
+                    r.endpoint, consumer.name, r.detail
+                ));
+            }
+        }
+        report.probes = results;
+    }
+    Ok(())
+}

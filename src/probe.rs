@@ -1,0 +1,424 @@
+//! TLS probes of peers: proof that a consumer serves the new certificates and trusts the CA.
+//!
+//! The dial is thin: a real TLS handshake with rustls, verifying the server's chain against the
+//! bundle certgen wrote and its name, presenting a short-lived client certificate from the
+//! active CA (so a server that requires client certificates shows it trusts that CA). There is
+//! no way to skip verification. What the server presented is then judged by [`verdict`], a pure
+//! function: it must be exactly the leaf now stored in the Secret.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, ListParams};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls_pki_types::pem::PemObject;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::pki::{CaKey, Cert, KeyAlgorithm, LeafSpec, Usages, issue_leaf};
+
+/// Test-only: `ADDR=ADDR[,...]` rewrites dial addresses (the API server refuses loopback
+/// addresses in EndpointSlices, so tests point EndpointSlices at TEST-NET addresses and map them
+/// to loopback listeners here). Not for production use.
+pub const DIAL_OVERRIDE_ENV: &str = "CERTGEN_TEST_DIAL_OVERRIDE";
+
+/// What a server is expected to present.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// The Secret the server mounts, for messages.
+    pub secret: String,
+    /// The leaf now stored in that Secret.
+    pub leaf: Cert,
+    /// The CA that signs current leaves.
+    pub issuer: Cert,
+}
+
+/// The verdict on one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Ok,
+    Fail(String),
+}
+
+/// Judges the chain a server presented (its leaf first).
+pub fn verdict(presented: &[Cert], expected: &Expected, now: OffsetDateTime) -> Verdict {
+    let Some(leaf) = presented.first() else {
+        return Verdict::Fail("the server presented no certificate".into());
+    };
+    if *leaf == expected.leaf {
+        return Verdict::Ok;
+    }
+    if leaf.is_expired_at(now) {
+        return Verdict::Fail(format!(
+            "it presents a certificate that expired at {}",
+            leaf.not_after
+        ));
+    }
+    if !expected.issuer.signed(leaf) {
+        return Verdict::Fail(format!(
+            "it presents a certificate from another CA (issuer {}), not from the active CA {}: it has not reloaded Secret {}",
+            leaf.issuer,
+            expected.issuer.short_fingerprint(),
+            expected.secret
+        ));
+    }
+    Verdict::Fail(format!(
+        "it presents an older certificate (serial {}) than the one in Secret {}: it has not reloaded",
+        leaf.serial, expected.secret
+    ))
+}
+
+/// A short-lived client certificate from the active CA, for probing servers that require one.
+pub struct ClientIdentity {
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+}
+
+impl ClientIdentity {
+    /// Issues a 15-minute clientAuth leaf `certgen-probe` from `ca`.
+    pub fn issue(ca: &CaKey, now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
+        let spec = LeafSpec {
+            common_name: "certgen-probe".into(),
+            dns_names: vec!["certgen-probe".into()],
+            ip_addresses: vec![],
+            usages: Usages {
+                server: false,
+                client: true,
+            },
+            validity: Duration::from_secs(15 * 60),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        let issued = issue_leaf(&spec, ca, now)?;
+        let key = PrivateKeyDer::from_pem_slice(issued.key.expose().as_bytes())
+            .map_err(|e| crate::pki::IssueError::Sign(format!("probe key: {e}")))?;
+        Ok(Self {
+            chain: vec![CertificateDer::from(issued.cert.der().to_vec())],
+            key,
+        })
+    }
+}
+
+/// Verifies like rustls' WebPKI verifier (it decides), and remembers what the server presented
+/// so a rejection can be explained ("from another CA") rather than only reported.
+#[derive(Debug)]
+struct Capturing {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    seen: std::sync::Mutex<Vec<CertificateDer<'static>>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for Capturing {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        let mut seen = vec![end_entity.clone().into_owned()];
+        seen.extend(intermediates.iter().map(|c| c.clone().into_owned()));
+        *self.seen.lock().unwrap() = seen;
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// How one handshake went.
+#[derive(Debug)]
+pub enum Dial {
+    /// Verified; the chain the server presented.
+    Verified(Vec<Cert>),
+    /// Refused or failed; the reason, and what the server presented if it got that far.
+    Failed(String, Vec<Cert>),
+}
+
+/// One TLS handshake to `addr`, verifying chain and `server_name` against `roots`.
+pub async fn dial(
+    addr: &str,
+    server_name: &str,
+    roots: &[Cert],
+    client: &ClientIdentity,
+    timeout: Duration,
+) -> Dial {
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        if let Err(e) = store.add(CertificateDer::from(root.der().to_vec())) {
+            return Dial::Failed(format!("bad trust anchor: {e}"), vec![]);
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let inner = match rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(store),
+        provider.clone(),
+    )
+    .build()
+    {
+        Ok(v) => v,
+        Err(e) => return Dial::Failed(format!("verifier: {e}"), vec![]),
+    };
+    let verifier = Arc::new(Capturing {
+        inner,
+        seen: std::sync::Mutex::new(vec![]),
+    });
+    let config = match rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map(|b| {
+            b.dangerous()
+                .with_custom_certificate_verifier(verifier.clone())
+        })
+        .and_then(|b| b.with_client_auth_cert(client.chain.clone(), client.key.clone_key()))
+    {
+        Ok(c) => c,
+        Err(e) => return Dial::Failed(format!("client configuration: {e}"), vec![]),
+    };
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = match ServerName::try_from(server_name.to_string()) {
+        Ok(n) => n,
+        Err(e) => return Dial::Failed(format!("server name {server_name:?}: {e}"), vec![]),
+    };
+    let attempt = async {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let mut tls = connector
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))?;
+        // TLS 1.3 servers report a rejected client certificate after the handshake: read once.
+        let mut buf = [0u8; 1];
+        use tokio::io::AsyncReadExt;
+        let read = tokio::time::timeout(Duration::from_millis(100), tls.read(&mut buf)).await;
+        if let Ok(Err(e)) = read {
+            return Err(format!(
+                "the server refused certgen's client certificate from the active CA: {e}"
+            ));
+        }
+        Ok(())
+    };
+    let result = tokio::time::timeout(timeout, attempt)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {timeout:?}")));
+    let seen: Vec<Cert> = verifier
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|c| Cert::from_der(c.as_ref()).ok())
+        .collect();
+    match result {
+        Ok(()) => Dial::Verified(seen),
+        Err(e) => Dial::Failed(e, seen),
+    }
+}
+
+/// The result for one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointResult {
+    pub endpoint: String,
+    pub ok: bool,
+    pub detail: String,
+    pub attempts: u32,
+}
+
+/// Probes one endpoint until it passes or the deadline comes, backing off between attempts.
+pub async fn probe_until(
+    endpoint: &str,
+    server_name: &str,
+    roots: &[Cert],
+    expected: &Expected,
+    client: &ClientIdentity,
+    deadline: Instant,
+) -> EndpointResult {
+    let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
+    let mut backoff = Duration::from_millis(200);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let now = OffsetDateTime::now_utc();
+        let detail = match dial(
+            &dial_addr,
+            server_name,
+            roots,
+            client,
+            Duration::from_secs(5),
+        )
+        .await
+        {
+            Dial::Verified(chain) => match verdict(&chain, expected, now) {
+                Verdict::Ok => {
+                    return EndpointResult {
+                        endpoint: endpoint.into(),
+                        ok: true,
+                        detail: format!("serves the certificate in Secret {}", expected.secret),
+                        attempts,
+                    };
+                }
+                Verdict::Fail(why) => why,
+            },
+            // Verification refused it; explain with what the server presented, if anything.
+            Dial::Failed(why, chain) => match verdict(&chain, expected, now) {
+                Verdict::Fail(explained) if !chain.is_empty() => format!("{explained} ({why})"),
+                _ => why,
+            },
+        };
+        tracing::debug!(endpoint, attempts, "probe failed: {detail}");
+        if Instant::now() + backoff >= deadline {
+            return EndpointResult {
+                endpoint: endpoint.into(),
+                ok: false,
+                detail,
+                attempts,
+            };
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+fn dial_override(endpoint: &str) -> Option<String> {
+    let map = std::env::var(DIAL_OVERRIDE_ENV).ok()?;
+    map.split(',').find_map(|pair| {
+        let (from, to) = pair.split_once('=')?;
+        (from.trim() == endpoint).then(|| to.trim().to_string())
+    })
+}
+
+/// The ready endpoints (`ip:port`) behind a Service port, from its EndpointSlices.
+pub async fn service_endpoints(
+    client: &kube::Client,
+    namespace: &str,
+    service: &str,
+    port: u16,
+) -> Result<Vec<String>, String> {
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    let svc = services
+        .get_opt(service)
+        .await
+        .map_err(|e| format!("get services {service:?} in namespace {namespace:?}: {e}"))?
+        .ok_or_else(|| format!("Service {namespace}/{service} does not exist"))?;
+    let port_name = svc
+        .spec
+        .and_then(|s| s.ports)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| p.port == i32::from(port))
+        .ok_or_else(|| format!("Service {namespace}/{service} has no port {port}"))?
+        .name;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+    let list = slices
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
+        .await
+        .map_err(|e| format!("list endpointslices in namespace {namespace:?}: {e}"))?;
+    let mut out = Vec::new();
+    for slice in list.items {
+        let Some(target) = slice
+            .ports
+            .unwrap_or_default()
+            .into_iter()
+            .find(|p| p.name == port_name)
+            .and_then(|p| p.port)
+        else {
+            continue;
+        };
+        for ep in slice.endpoints {
+            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
+                continue;
+            }
+            for address in ep.addresses {
+                let addr = match address.parse::<std::net::IpAddr>() {
+                    Ok(ip) => SocketAddr::new(ip, target as u16).to_string(),
+                    Err(_) => format!("{address}:{target}"),
+                };
+                if !out.contains(&addr) {
+                    out.push(addr);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::pki::{CaSpec, issue_ca};
+
+    const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
+
+    fn leaf(ca: &CaKey, at: OffsetDateTime) -> Cert {
+        let spec = LeafSpec {
+            common_name: "s".into(),
+            dns_names: vec!["s.ns.svc".into()],
+            ip_addresses: vec![],
+            usages: Usages {
+                server: true,
+                client: true,
+            },
+            validity: Duration::from_secs(86_400 * 30),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        issue_leaf(&spec, ca, at).unwrap().cert
+    }
+
+    #[test]
+    fn only_the_leaf_in_the_secret_passes() {
+        let spec = CaSpec {
+            common_name: "ca".into(),
+            validity: Duration::from_secs(86_400 * 365),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        let (old_ca, _) = issue_ca(&spec, NOW).unwrap();
+        let (ca, _) = issue_ca(&spec, NOW).unwrap();
+        let current = leaf(&ca, NOW);
+        let expected = Expected {
+            secret: "envoy".into(),
+            leaf: current.clone(),
+            issuer: ca.cert.clone(),
+        };
+        assert_eq!(
+            verdict(std::slice::from_ref(&current), &expected, NOW),
+            Verdict::Ok
+        );
+        let stale_same_ca = leaf(&ca, NOW);
+        assert!(
+            matches!(verdict(&[stale_same_ca], &expected, NOW), Verdict::Fail(m) if m.contains("older certificate"))
+        );
+        let from_old_ca = leaf(&old_ca, NOW);
+        assert!(
+            matches!(verdict(&[from_old_ca], &expected, NOW), Verdict::Fail(m) if m.contains("another CA"))
+        );
+        let expired = leaf(&ca, NOW - time::Duration::days(40));
+        assert!(
+            matches!(verdict(&[expired], &expected, NOW), Verdict::Fail(m) if m.contains("expired"))
+        );
+        assert!(matches!(verdict(&[], &expected, NOW), Verdict::Fail(_)));
+    }
+}

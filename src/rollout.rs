@@ -1,0 +1,462 @@
+//! Restarting Deployments that do not hot-reload, and waiting for their rollouts.
+//!
+//! The restart is what `kubectl rollout restart` does (a `restartedAt` pod-template annotation),
+//! plus a certgen annotation with the fingerprint of the Secrets' contents, so repeating a run
+//! never rolls a Deployment twice for the same certificates. The patch carries the UID certgen
+//! saw, and the wait is bound to that UID and to the generation the patch produced: a
+//! Deployment deleted and recreated under the same name is an error, never followed.
+//!
+//! [`rollout_state`] is the pure predicate (kubectl's rollout-status rules); [`wait`] wraps it
+//! in a watch with a deadline.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use crate::pki::hex;
+use crate::store::{ApiFailure, StoreError};
+
+/// The pod-template annotation `kubectl rollout restart` sets.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+/// The pod-template annotation recording which Secret contents a restart was for.
+pub const FINGERPRINT: &str = "certgen.dev/restart-fingerprint";
+
+/// The fingerprint of the contents of the Secrets a consumer mounts: `(name, digest)` pairs.
+pub fn fingerprint<'a>(mounts: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut pairs: Vec<(&str, &str)> = mounts.into_iter().collect();
+    pairs.sort();
+    let mut h = Sha256::new();
+    for (name, digest) in pairs {
+        h.update(name.as_bytes());
+        h.update([0]);
+        h.update(digest.as_bytes());
+        h.update([0]);
+    }
+    hex(&h.finalize())[..16].to_string()
+}
+
+/// Where a rollout stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RolloutState {
+    Done,
+    Progressing(String),
+    Failed(String),
+}
+
+/// kubectl's rollout-status rules, judged no earlier than `generation` (the one our patch
+/// produced): the controller must have observed it, the progress deadline must not be exceeded,
+/// and every replica must be updated and available with no old replica left.
+pub fn rollout_state(d: &Deployment, generation: i64) -> RolloutState {
+    let observed = d
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        .unwrap_or(0);
+    let want_generation = generation.max(d.metadata.generation.unwrap_or(0));
+    if observed < want_generation {
+        return RolloutState::Progressing(format!(
+            "waiting for the controller to observe generation {want_generation}"
+        ));
+    }
+    let Some(status) = &d.status else {
+        return RolloutState::Progressing("no status yet".into());
+    };
+    let deadline = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Progressing");
+    if let Some(c) = deadline
+        && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
+    {
+        return RolloutState::Failed(format!(
+            "progress deadline exceeded: {}",
+            c.message.as_deref().unwrap_or("no message")
+        ));
+    }
+    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let updated = status.updated_replicas.unwrap_or(0);
+    let current = status.replicas.unwrap_or(0);
+    let available = status.available_replicas.unwrap_or(0);
+    if updated < replicas {
+        return RolloutState::Progressing(format!("{updated} of {replicas} updated replicas"));
+    }
+    if current > updated {
+        return RolloutState::Progressing(format!(
+            "{} old replicas pending termination",
+            current - updated
+        ));
+    }
+    if available < updated {
+        return RolloutState::Progressing(format!(
+            "{available} of {updated} updated replicas available"
+        ));
+    }
+    RolloutState::Done
+}
+
+/// A Deployment to restart or that was restarted, as the wait needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+}
+
+/// What happened to one Deployment.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartAction {
+    /// Patched now.
+    Restarted,
+    /// Its pod template already carries this fingerprint.
+    AlreadyRestarted,
+    /// Nothing it mounts changed.
+    UpToDate,
+}
+
+/// Decides whether a Deployment needs a restart for content fingerprint `fp`.
+pub fn restart_needed(d: &Deployment, fp: &str, mounts_written: bool) -> RestartAction {
+    let recorded = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .and_then(|a| a.get(FINGERPRINT));
+    match recorded {
+        Some(r) if r == fp => RestartAction::AlreadyRestarted,
+        // A previous run changed the Secrets but did not get to restart it.
+        Some(_) => RestartAction::Restarted,
+        None if mounts_written => RestartAction::Restarted,
+        None => RestartAction::UpToDate,
+    }
+}
+
+fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
+    let (status, message) = match &err {
+        kube::Error::Api(s) => (Some(s.code), format!("{} ({})", s.message, s.code)),
+        e => (None, e.to_string()),
+    };
+    let hint = if status == Some(403) {
+        format!("; grant the {verb} verb on deployments (group apps) in namespace {namespace}")
+    } else {
+        String::new()
+    };
+    StoreError::Api(Box::new(ApiFailure {
+        verb,
+        resource: "deployments",
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        status,
+        message,
+        hint,
+    }))
+}
+
+/// Deployments in one namespace.
+pub struct Deployments {
+    api: Api<Deployment>,
+    namespace: String,
+}
+
+/// A problem with one Deployment that the report names.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RolloutError {
+    #[error(
+        "deployment {namespace}/{name} is paused; resume it (kubectl rollout resume) or remove it from the consumers"
+    )]
+    Paused { namespace: String, name: String },
+    #[error(
+        "deployment {namespace}/{name} was deleted and recreated (uid {old} -> {new}); not following the new object"
+    )]
+    Recreated {
+        namespace: String,
+        name: String,
+        old: String,
+        new: String,
+    },
+    #[error("deployment {namespace}/{name} was deleted while certgen waited for its rollout")]
+    Deleted { namespace: String, name: String },
+    #[error("deployment {namespace}/{name}: {message}")]
+    Failed {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+    #[error("the watch on deployment {namespace}/{name} failed: {message}")]
+    Watch {
+        namespace: String,
+        name: String,
+        message: String,
+    },
+}
+
+impl Deployments {
+    /// Deployments in `namespace`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
+        }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// One Deployment by name; `None` when it does not exist.
+    pub async fn get(&self, name: &str) -> Result<Option<Deployment>, StoreError> {
+        self.api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_failure("get", &self.namespace, name, e))
+    }
+
+    /// The Deployments matching a label selector.
+    pub async fn select(&self, selector: &str) -> Result<Vec<Deployment>, StoreError> {
+        let list = self
+            .api
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| api_failure("list", &self.namespace, selector, e))?;
+        Ok(list.items)
+    }
+
+    /// Patches the pod template like `kubectl rollout restart`, recording `fp`. The patch is
+    /// conditional on the UID certgen saw. Returns the wait target (the new generation).
+    pub async fn restart(
+        &self,
+        d: &Deployment,
+        fp: &str,
+        now: time::OffsetDateTime,
+    ) -> Result<Result<Target, RolloutError>, StoreError> {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false) {
+            return Ok(Err(RolloutError::Paused {
+                namespace: self.namespace.clone(),
+                name,
+            }));
+        }
+        let uid = d.metadata.uid.clone().unwrap_or_default();
+        let patch = json!({
+            "metadata": {"uid": uid},
+            "spec": {"template": {"metadata": {"annotations": {
+                RESTARTED_AT: crate::report::rfc3339(now),
+                FINGERPRINT: fp,
+            }}}}
+        });
+        let pp = PatchParams {
+            field_manager: Some("certgen".into()),
+            ..PatchParams::default()
+        };
+        match self.api.patch(&name, &pp, &Patch::Strategic(&patch)).await {
+            Ok(patched) => Ok(Ok(Target {
+                name,
+                uid,
+                generation: patched.metadata.generation.unwrap_or(0),
+            })),
+            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => {
+                let new = self
+                    .get(&name)
+                    .await?
+                    .and_then(|d| d.metadata.uid)
+                    .unwrap_or_default();
+                Ok(Err(if new.is_empty() {
+                    RolloutError::Deleted {
+                        namespace: self.namespace.clone(),
+                        name,
+                    }
+                } else {
+                    RolloutError::Recreated {
+                        namespace: self.namespace.clone(),
+                        name,
+                        old: uid,
+                        new,
+                    }
+                }))
+            }
+            Err(e) => Err(api_failure("patch", &self.namespace, &name, e)),
+        }
+    }
+
+    /// Watches one Deployment until its rollout is done, fails, or the deadline passes
+    /// (`Ok(None)`: still progressing, with the last state in `last`).
+    pub async fn wait(
+        &self,
+        target: &Target,
+        deadline: Instant,
+        last: &std::sync::Mutex<BTreeMap<String, String>>,
+    ) -> Result<Option<Duration>, RolloutError> {
+        let started = Instant::now();
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
+        let mut stream = watcher(self.api.clone(), config).default_backoff().boxed();
+        let err = |message: String| RolloutError::Watch {
+            namespace: self.namespace.clone(),
+            name: target.name.clone(),
+            message,
+        };
+        loop {
+            let event = match tokio::time::timeout_at(deadline, stream.next()).await {
+                Err(_) => return Ok(None),
+                Ok(None) => return Err(err("the watch ended".into())),
+                Ok(Some(Err(e))) => {
+                    // default_backoff retries; a persistent error ends up here repeatedly.
+                    tracing::debug!(deployment = %target.name, "watch error, retrying: {e}");
+                    continue;
+                }
+                Ok(Some(Ok(event))) => event,
+            };
+            let (obj, deleted) = match event {
+                watcher::Event::Apply(d) | watcher::Event::InitApply(d) => (d, false),
+                watcher::Event::Delete(d) => (d, true),
+                watcher::Event::Init | watcher::Event::InitDone => continue,
+            };
+            let uid = obj.metadata.uid.clone().unwrap_or_default();
+            if uid != target.uid {
+                return Err(RolloutError::Recreated {
+                    namespace: self.namespace.clone(),
+                    name: target.name.clone(),
+                    old: target.uid.clone(),
+                    new: uid,
+                });
+            }
+            if deleted {
+                return Err(RolloutError::Deleted {
+                    namespace: self.namespace.clone(),
+                    name: target.name.clone(),
+                });
+            }
+            match rollout_state(&obj, target.generation) {
+                RolloutState::Done => {
+                    last.lock()
+                        .unwrap()
+                        .insert(target.name.clone(), "rolled out".into());
+                    return Ok(Some(started.elapsed()));
+                }
+                RolloutState::Failed(message) => {
+                    return Err(RolloutError::Failed {
+                        namespace: self.namespace.clone(),
+                        name: target.name.clone(),
+                        message,
+                    });
+                }
+                RolloutState::Progressing(message) => {
+                    last.lock().unwrap().insert(target.name.clone(), message);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment(value: serde_json::Value) -> Deployment {
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn d(
+        generation: i64,
+        observed: i64,
+        replicas: i32,
+        updated: i32,
+        current: i32,
+        available: i32,
+    ) -> Deployment {
+        deployment(json!({
+            "metadata": {"name": "d", "generation": generation, "uid": "u"},
+            "spec": {"replicas": replicas, "selector": {}, "template": {}},
+            "status": {
+                "observedGeneration": observed,
+                "updatedReplicas": updated,
+                "replicas": current,
+                "availableReplicas": available,
+            }
+        }))
+    }
+
+    #[test]
+    fn rollout_state_follows_kubectls_rules() {
+        use RolloutState::*;
+        let cases = [
+            (d(2, 1, 2, 2, 2, 2), 2, "observe generation 2"),
+            (d(2, 2, 2, 1, 3, 2), 2, "1 of 2 updated"),
+            (d(2, 2, 2, 2, 3, 2), 2, "1 old replicas pending"),
+            (d(2, 2, 2, 2, 2, 1), 2, "1 of 2 updated replicas available"),
+        ];
+        for (dep, generation, want) in cases {
+            match rollout_state(&dep, generation) {
+                Progressing(msg) => assert!(msg.contains(want), "{msg} vs {want}"),
+                other => panic!("expected progressing ({want}), got {other:?}"),
+            }
+        }
+        assert_eq!(rollout_state(&d(2, 2, 2, 2, 2, 2), 2), Done);
+        // Right after a restart the old status still looks complete: the generation our patch
+        // produced decides (is_deployment_completed alone would be wrong here).
+        assert!(matches!(
+            rollout_state(&d(2, 2, 2, 2, 2, 2), 3),
+            Progressing(_)
+        ));
+        assert_eq!(
+            rollout_state(&d(1, 1, 0, 0, 0, 0), 1),
+            Done,
+            "zero replicas is done"
+        );
+    }
+
+    #[test]
+    fn a_progress_deadline_fails_fast() {
+        let mut dep = d(2, 2, 2, 1, 2, 1);
+        dep.status.as_mut().unwrap().conditions = Some(vec![
+            serde_json::from_value(json!({
+                "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+                "message": "ReplicaSet \"d-1\" has timed out progressing."
+            }))
+            .unwrap(),
+        ]);
+        assert!(
+            matches!(rollout_state(&dep, 2), RolloutState::Failed(m) if m.contains("timed out"))
+        );
+    }
+
+    #[test]
+    fn restarts_are_keyed_by_fingerprint() {
+        let with = |fp: Option<&str>| {
+            let annotations = fp.map(|f| json!({FINGERPRINT: f})).unwrap_or(json!({}));
+            deployment(json!({
+                "metadata": {"name": "d"},
+                "spec": {"selector": {}, "template": {"metadata": {"annotations": annotations}}}
+            }))
+        };
+        assert_eq!(
+            restart_needed(&with(Some("abc")), "abc", true),
+            RestartAction::AlreadyRestarted
+        );
+        assert_eq!(
+            restart_needed(&with(Some("old")), "abc", false),
+            RestartAction::Restarted
+        );
+        assert_eq!(
+            restart_needed(&with(None), "abc", true),
+            RestartAction::Restarted
+        );
+        assert_eq!(
+            restart_needed(&with(None), "abc", false),
+            RestartAction::UpToDate
+        );
+        assert_eq!(
+            fingerprint([("a", "1"), ("b", "2")]),
+            fingerprint([("b", "2"), ("a", "1")])
+        );
+        assert_ne!(fingerprint([("a", "1")]), fingerprint([("a", "2")]));
+    }
+}
