@@ -6,7 +6,7 @@
 //! saw, and the wait is bound to that UID and to the generation the patch produced: a
 //! Deployment deleted and recreated under the same name is an error, never followed.
 //!
-//! [`rollout_state`] is the pure predicate (kubectl's rollout-status rules); [`wait`] wraps it
+//! [`rollout_state`] is the pure predicate (kubectl's rollout-status rules); [`Deployments::wait`] wraps it
 //! in a watch with a deadline.
 
 use std::collections::BTreeMap;

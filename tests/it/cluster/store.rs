@@ -413,13 +413,20 @@ async fn a_forbidden_read_stops_the_run_before_anything_is_written() {
         "nothing was created"
     );
 
-    // With get/create/patch on Secrets the same identity succeeds: this is the whole Role the
-    // core needs.
+    // With get/create/patch on Secrets and read/patch on Deployments (the consumers) the run
+    // succeeds: this is the whole Role a run without --probe needs.
     let ok = c
         .service_account_kubeconfig(
             &ns.name,
             "enough",
-            vec![rule(&[""], &["secrets"], &["get", "create", "patch"])],
+            vec![
+                rule(&[""], &["secrets"], &["get", "create", "patch"]),
+                rule(
+                    &["apps"],
+                    &["deployments"],
+                    &["get", "list", "watch", "patch"],
+                ),
+            ],
         )
         .await;
     let r = Run::from(
