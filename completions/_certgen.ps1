@@ -28,6 +28,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
             [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('--strategy', '--strategy', [CompletionResultType]::ParameterName, 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)')
+            [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Bound on all waiting and probing (e.g. 90s, 5m)')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the run''s report on standard output')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')

@@ -71,7 +71,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --overwrite --rotate-hmac --force --wait --probe --timeout --dry-run --output --kubeconfig --context --log-format --verbose --quiet --help --version profile completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --output --kubeconfig --context --log-format --verbose --quiet --help --version profile completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -102,6 +102,14 @@ _certgen() {
                     return 0
                     ;;
                 -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --strategy)
+                    COMPREPLY=($(compgen -W "staged immediate" -- "${cur}"))
+                    return 0
+                    ;;
+                --propagation-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -25,6 +25,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
             cand -l 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
             cand --local 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand --strategy 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)'
+            cand --propagation-delay 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]'
             cand --timeout 'Bound on all waiting and probing (e.g. 90s, 5m)'
             cand --output 'Format of the run''s report on standard output'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force wait probe timeout= dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -29,6 +29,9 @@ complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config 
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
+immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
+complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the run\'s report on standard output' -r -f -a "text\t''
 json\t''"

@@ -74,6 +74,13 @@ pub struct RunArgs {
     /// Take over Secrets owned by another manager and replace unusable contents.
     #[arg(long)]
     pub force: bool,
+    /// How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write).
+    #[arg(long, value_enum, default_value_t = StrategyArg::Staged)]
+    pub strategy: StrategyArg,
+    /// How long hot-reloading consumers get to load a change before the next rotation phase
+    /// relies on it [default: 90s in a cluster, 0s with --local].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub propagation_delay: Option<std::time::Duration>,
     /// Wait for the rollouts of restarted Deployments before exiting.
     #[arg(long)]
     pub wait: bool,
@@ -128,6 +135,16 @@ pub enum ProfileCommand {
     },
     /// List the built-in profiles.
     List,
+}
+
+/// Rotation strategies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StrategyArg {
+    /// Trust first: every bundle gets the new CA beside the current one; leaves follow once
+    /// consumers have it.
+    Staged,
+    /// Bundle and leaves in one write, for setups where every consumer restarts.
+    Immediate,
 }
 
 /// Report formats.

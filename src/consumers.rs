@@ -117,7 +117,9 @@ pub async fn run(
         };
         match (deployments, &consumer.workload) {
             (_, None) => {}
-            (None, Some(_)) => report.note = Some("local mode: no Deployments to restart".into()),
+            // Local mode has no Deployments: such consumers matter only for their probes.
+            (None, Some(_)) if consumer.probe.is_none() => continue,
+            (None, Some(_)) => {}
             (Some(api), Some(workload)) => {
                 let found = match workload {
                     Workload::Name(n) => api.get(n).await?.into_iter().collect::<Vec<_>>(),

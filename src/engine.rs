@@ -9,7 +9,9 @@ use time::OffsetDateTime;
 use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::exit::Error;
 use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes, rotation_bundle};
-use crate::plan::{self, Action, Kind, ObservedState, Options, Plan};
+use crate::plan::{
+    self, Action, Kind, LEAVES_WRITTEN_AT, ObservedState, Options, Phase, Plan, TRUST_WRITTEN_AT,
+};
 use crate::report::{Entry, Report, rfc3339};
 use crate::store::{
     Expect, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS, data_digest,
@@ -40,6 +42,10 @@ pub struct Outcome {
     pub leaves: BTreeMap<String, Cert>,
     /// The CA that signs leaves now, when certgen holds its key.
     pub signer: Option<CaKey>,
+    /// Where a staged rotation stands after this step.
+    pub phase: Phase,
+    /// Whether this step stored a new CA (so `--overwrite` has been acted on).
+    pub rotation_started: bool,
 }
 
 /// Reads every Secret the config names. Any error other than "not found" stops the run here,
@@ -77,6 +83,7 @@ pub async fn run<S: SecretStore>(
         let observed = observe(store, config).await?;
         let now = clock();
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
+        let phase = plan.phase.clone();
         if options.dry_run {
             let written = plan
                 .secrets
@@ -90,6 +97,8 @@ pub async fn run<S: SecretStore>(
                 written,
                 leaves: BTreeMap::new(),
                 signer: None,
+                phase,
+                rotation_started: false,
             });
         }
         let mut progress = Progress::default();
@@ -107,6 +116,9 @@ pub async fn run<S: SecretStore>(
                     written,
                     leaves: progress.leaves,
                     signer,
+                    phase,
+                    rotation_started: progress.ca_written
+                        || options.plan.overwrite != plan_options.overwrite,
                 });
             }
             Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {
@@ -222,6 +234,7 @@ async fn apply<S: SecretStore>(
     let Plan {
         ca: ca_plan,
         secrets,
+        phase: _,
     } = plan;
     let ca_entry = |action: Action, reason: String, cert: &Cert| Entry {
         secret: ca_plan.name.clone(),
@@ -231,29 +244,44 @@ async fn apply<S: SecretStore>(
         ca_sha256: Some(cert.fingerprint_hex()),
         not_after: Some(rfc3339(cert.not_after)),
     };
+    let ca_write = |data: BTreeMap<String, Vec<u8>>,
+                    remove: Vec<String>,
+                    annotations: BTreeMap<String, String>| {
+        let secret_keys = data
+            .keys()
+            .filter(|k| k.ends_with(".key"))
+            .cloned()
+            .collect();
+        SecretWrite {
+            name: ca_plan.name.clone(),
+            type_: TYPE_TLS,
+            data,
+            secret_keys,
+            remove,
+            labels: labels(),
+            annotations,
+            expect: expect(&ca_plan.version),
+        }
+    };
+    let pem = |c: &Cert| c.pem().into_bytes();
+    let now_text = rfc3339(now);
 
     // The CA first: its key is stored before anything it signs.
     let (signer, bundle): (Option<CaKey>, Vec<Cert>) = match ca_plan.action {
         Action::Create | Action::Rotate => {
             let (ca, issued) = issue_ca(&config.ca.spec, now)?;
             let bundle = rotation_bundle(&ca.cert, ca_plan.prior.as_ref());
-            let write = SecretWrite {
-                name: ca_plan.name.clone(),
-                type_: TYPE_TLS,
-                data: BTreeMap::from([
-                    ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
-                    ("tls.crt".to_string(), issued.cert.pem().into_bytes()),
-                    (
-                        "tls.key".to_string(),
-                        issued.key.expose().as_bytes().to_vec(),
-                    ),
-                ]),
-                secret_keys: vec!["tls.key".into()],
-                labels: labels(),
-                annotations: ca_annotations(&ca.cert),
-                expect: expect(&ca_plan.version),
-            };
-            store.put(&write).await?;
+            let data = BTreeMap::from([
+                ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
+                ("tls.crt".to_string(), pem(&issued.cert)),
+                (
+                    "tls.key".to_string(),
+                    issued.key.expose().as_bytes().to_vec(),
+                ),
+            ]);
+            let mut annotations = ca_annotations(&ca.cert);
+            annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
+            store.put(&ca_write(data, vec![], annotations)).await?;
             progress.ca_written = true;
             let reason = match &ca_plan.prior {
                 Some(p) => format!(
@@ -263,43 +291,80 @@ async fn apply<S: SecretStore>(
                 ),
                 None => ca_plan.reason.clone(),
             };
-            tracing::info!(
-                secret = %ca_plan.name,
-                action = action_name(ca_plan.action),
-                fingerprint = %ca.cert.short_fingerprint(),
-                "{} {}: {reason}",
-                action_name(ca_plan.action),
-                store.object(&ca_plan.name),
-            );
+            log_write(store, &ca_plan.name, ca_plan.action, &reason);
             progress
                 .entries
                 .push(ca_entry(ca_plan.action, reason, &ca.cert));
             (Some(ca), bundle)
         }
+        Action::Trust => {
+            let active = ca_plan
+                .active
+                .expect("a trust phase starts from an active CA");
+            let (pending, issued) = issue_ca(&config.ca.spec, now)?;
+            let bundle = rotation_bundle(&pending.cert, Some(&active.cert));
+            let data = BTreeMap::from([
+                ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
+                ("next.crt".to_string(), pem(&issued.cert)),
+                (
+                    "next.key".to_string(),
+                    issued.key.expose().as_bytes().to_vec(),
+                ),
+            ]);
+            let annotations = BTreeMap::from([(TRUST_WRITTEN_AT.to_string(), now_text.clone())]);
+            store.put(&ca_write(data, vec![], annotations)).await?;
+            progress.ca_written = true;
+            let reason = format!(
+                "{}; pending CA {}",
+                ca_plan.reason,
+                pending.cert.short_fingerprint()
+            );
+            log_write(store, &ca_plan.name, Action::Trust, &reason);
+            progress
+                .entries
+                .push(ca_entry(Action::Trust, reason, &pending.cert));
+            (Some(active), bundle)
+        }
+        Action::Promote => {
+            let pending = ca_plan.pending.expect("a promotion has a pending CA");
+            let data = BTreeMap::from([
+                (
+                    "ca.crt".to_string(),
+                    bundle_pem(&ca_plan.bundle).into_bytes(),
+                ),
+                ("tls.crt".to_string(), pem(&pending.cert)),
+                (
+                    "tls.key".to_string(),
+                    pending.key_pem().expose().as_bytes().to_vec(),
+                ),
+            ]);
+            let mut annotations = ca_annotations(&pending.cert);
+            annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
+            let remove = vec!["next.crt".to_string(), "next.key".to_string()];
+            store.put(&ca_write(data, remove, annotations)).await?;
+            progress.ca_written = true;
+            log_write(store, &ca_plan.name, Action::Promote, &ca_plan.reason);
+            progress.entries.push(ca_entry(
+                Action::Promote,
+                ca_plan.reason.clone(),
+                &pending.cert,
+            ));
+            (Some(pending), ca_plan.bundle)
+        }
         Action::UpdateBundle => {
             let ca = ca_plan
                 .active
                 .expect("UpdateBundle is planned only with an active CA");
-            let write = SecretWrite {
-                name: ca_plan.name.clone(),
-                type_: TYPE_TLS,
-                data: BTreeMap::from([(
-                    "ca.crt".to_string(),
-                    bundle_pem(&ca_plan.bundle).into_bytes(),
-                )]),
-                secret_keys: vec![],
-                labels: labels(),
-                annotations: ca_annotations(&ca.cert),
-                expect: expect(&ca_plan.version),
-            };
-            store.put(&write).await?;
-            tracing::info!(
-                secret = %ca_plan.name,
-                action = "update-bundle",
-                "update-bundle {}: {}",
-                store.object(&ca_plan.name),
-                ca_plan.reason
-            );
+            let data = BTreeMap::from([(
+                "ca.crt".to_string(),
+                bundle_pem(&ca_plan.bundle).into_bytes(),
+            )]);
+            let mut annotations = ca_annotations(&ca.cert);
+            if ca_plan.pending.is_some() {
+                annotations.insert(TRUST_WRITTEN_AT.into(), now_text.clone());
+            }
+            store.put(&ca_write(data, vec![], annotations)).await?;
+            log_write(store, &ca_plan.name, Action::UpdateBundle, &ca_plan.reason);
             progress.entries.push(ca_entry(
                 Action::UpdateBundle,
                 ca_plan.reason.clone(),
@@ -308,20 +373,14 @@ async fn apply<S: SecretStore>(
             (Some(ca), ca_plan.bundle)
         }
         Action::Keep | Action::Renew => {
-            if let Some(ca) = &ca_plan.active {
-                progress
-                    .entries
-                    .push(ca_entry(Action::Keep, ca_plan.reason.clone(), &ca.cert));
-            } else {
-                progress.entries.push(Entry {
-                    secret: ca_plan.name.clone(),
-                    kind: Kind::Ca,
-                    action: Action::Keep,
-                    reason: ca_plan.reason.clone(),
-                    ca_sha256: None,
-                    not_after: None,
-                });
-            }
+            progress.entries.push(Entry {
+                secret: ca_plan.name.clone(),
+                kind: Kind::Ca,
+                action: Action::Keep,
+                reason: ca_plan.reason.clone(),
+                ca_sha256: ca_plan.active.as_ref().map(|c| c.cert.fingerprint_hex()),
+                not_after: ca_plan.active.as_ref().map(|c| rfc3339(c.cert.not_after)),
+            });
             (ca_plan.active, ca_plan.bundle)
         }
     };
@@ -388,23 +447,22 @@ async fn apply<S: SecretStore>(
                     type_,
                     data,
                     secret_keys,
+                    remove: vec![],
                     labels: labels(),
                     annotations,
                     expect: expect(&s.version),
                 })
                 .await?;
-            tracing::info!(
-                secret = %s.name,
-                action = action_name(s.action),
-                "{} {}: {}",
-                action_name(s.action),
-                store.object(&s.name),
-                s.reason
-            );
+            log_write(store, &s.name, s.action, &s.reason);
         }
         progress.entries.push(entry);
     }
     Ok(signer)
+}
+
+fn log_write<S: SecretStore>(store: &S, name: &str, action: Action, reason: &str) {
+    let action = action_name(action);
+    tracing::info!(secret = %name, action, "{action} {}: {reason}", store.object(name));
 }
 
 fn action_name(action: Action) -> &'static str {
@@ -414,5 +472,7 @@ fn action_name(action: Action) -> &'static str {
         Action::Renew => "renew",
         Action::UpdateBundle => "update-bundle",
         Action::Rotate => "rotate",
+        Action::Trust => "trust",
+        Action::Promote => "promote",
     }
 }

@@ -53,6 +53,8 @@ pub enum Error {
     Verification(String),
     #[error("timed out: {0}")]
     Timeout(String),
+    #[error("{0}")]
+    Locked(String),
 }
 
 impl Error {
@@ -65,6 +67,7 @@ impl Error {
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
             Self::Verification(_) => FAILED,
             Self::Timeout(_) => TIMEOUT,
+            Self::Locked(_) => CONTENDED,
         }
     }
 

@@ -9,8 +9,10 @@
 pub mod cli;
 pub mod config;
 pub mod consumers;
+pub mod driver;
 pub mod engine;
 pub mod exit;
+pub mod lock;
 pub mod pki;
 pub mod plan;
 pub mod probe;
@@ -22,11 +24,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use time::OffsetDateTime;
 
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
 use crate::config::{Config, Env, Overrides, Source};
-use crate::engine::RunOptions;
 use crate::exit::Error;
 use crate::store::{KubeStore, LocalStore};
 
@@ -126,53 +126,53 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         cluster_domain: args.cluster_domain.clone(),
     };
     let config = Config::resolve(&source(&args), &overrides, &Env::from_process())?;
-    let options = RunOptions {
-        plan: plan::Options {
-            overwrite: args.overwrite,
-            rotate_hmac: args.rotate_hmac,
-            force: args.force,
+    let default_delay = if args.local.is_some() { 0 } else { 90 };
+    let plan = plan::Options {
+        overwrite: args.overwrite,
+        rotate_hmac: args.rotate_hmac,
+        force: args.force,
+        strategy: match args.strategy {
+            cli::StrategyArg::Staged => plan::Strategy::Staged,
+            cli::StrategyArg::Immediate => plan::Strategy::Immediate,
         },
-        dry_run: args.dry_run,
+        propagation_delay: args
+            .propagation_delay
+            .unwrap_or(std::time::Duration::from_secs(default_delay)),
     };
     let deadline = tokio::time::Instant::now() + args.timeout;
-    let clock = OffsetDateTime::now_utc;
-    let consumer_options = consumers::Options {
+    let context = |deployments, client, lock| driver::Context {
+        config: &config,
+        plan,
+        dry_run: args.dry_run,
         wait: args.wait,
         probe: args.probe,
-        dry_run: args.dry_run,
         deadline,
+        deployments,
+        client,
+        lock,
     };
-    let (mut outcome, reports, verdict) = match &args.local {
+    let (report, failure) = match &args.local {
         Some(dir) => {
-            let outcome = engine::run(&LocalStore::new(dir), &config, options, clock).await?;
-            let (reports, verdict) =
-                consumers::run(&config, &outcome, None, None, consumer_options, clock()).await?;
-            (outcome, reports, verdict)
+            let lock = driver::LockTarget::File(dir.clone());
+            driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
         }
         None => {
             let client = kube_client(&args).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
-            let outcome = engine::run(&store, &config, options, clock).await?;
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
-            let (reports, verdict) = consumers::run(
-                &config,
-                &outcome,
-                Some(&deployments),
-                Some(&client),
-                consumer_options,
-                clock(),
-            )
-            .await?;
-            (outcome, reports, verdict)
+            let lock = driver::LockTarget::Lease {
+                client: client.clone(),
+                namespace: config.namespace.clone(),
+                name: format!("{}-certgen-lock", config.profile),
+            };
+            driver::drive(&store, context(Some(&deployments), Some(&client), lock)).await?
         }
     };
-    outcome.report.consumers = reports;
-    let report = &outcome.report;
     match args.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
     }
-    match verdict.into_error() {
+    match failure {
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -7,6 +7,10 @@
 //! that name the object and the fix; `--force` turns the repairable ones into renewals.
 
 use std::collections::BTreeMap;
+
+mod staged;
+
+pub use staged::{LEAVES_WRITTEN_AT, TRUST_WRITTEN_AT};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -26,6 +30,38 @@ pub struct Options {
     pub rotate_hmac: bool,
     /// Take over Secrets owned by another manager and replace unusable contents.
     pub force: bool,
+    /// How a rotation reaches consumers.
+    pub strategy: Strategy,
+    /// How long hot-reloading consumers get to load a change before the next phase relies on it.
+    pub propagation_delay: Duration,
+}
+
+/// How a CA rotation is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Trust first (every bundle gets the new CA beside the current one), then, once consumers
+    /// have it, the leaves.
+    #[default]
+    Staged,
+    /// Bundle and leaf in one write, for setups where every consumer restarts.
+    Immediate,
+}
+
+/// Where a rotation stands after this plan's writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// No rotation in progress (or a one-write rotation).
+    Steady,
+    /// Staged step 1: a pending CA is being made trusted everywhere; leaves are unchanged.
+    Trust,
+    /// Nothing may be written before `ready_at`: consumers may not have loaded the last change.
+    Gate {
+        ready_at: OffsetDateTime,
+        reason: String,
+    },
+    /// Staged step 3: the pending CA becomes active and signs every leaf.
+    Leaves,
 }
 
 /// Everything read from the store, by Secret name.
@@ -64,6 +100,10 @@ pub enum Action {
     UpdateBundle,
     /// A new CA (the CA Secret only).
     Rotate,
+    /// Staged rotation: a new CA stored as pending and added to every bundle (CA Secret only).
+    Trust,
+    /// Staged rotation: the pending CA becomes the active one (CA Secret only).
+    Promote,
 }
 
 impl Action {
@@ -85,8 +125,10 @@ pub struct CaPlan {
     pub version: Option<String>,
     /// For Rotate: the prior CA that stays trusted beside the new one.
     pub prior: Option<Cert>,
-    /// For Keep/UpdateBundle: the trust bundle every Secret should hold.
+    /// For Keep/UpdateBundle/Promote: the trust bundle every Secret should hold.
     pub bundle: Vec<Cert>,
+    /// A staged rotation's pending CA (for Promote, and while its trust phase is resumed).
+    pub pending: Option<CaKey>,
 }
 
 /// The plan for one Secret.
@@ -115,6 +157,7 @@ pub enum Kind {
 pub struct Plan {
     pub ca: CaPlan,
     pub secrets: Vec<SecretPlan>,
+    pub phase: Phase,
 }
 
 impl Plan {
@@ -381,6 +424,47 @@ pub fn plan(
         .map(|(t, p)| leaf_reason(t, p))
         .collect();
 
+    let versions: Vec<Option<String>> = config
+        .tls
+        .iter()
+        .map(|t| observed.get(&t.name).present().map(|s| s.version.clone()))
+        .collect();
+    let no_annotations = BTreeMap::new();
+    let ca_annotations = ca_observed
+        .present()
+        .map_or(&no_annotations, |s| &s.annotations);
+    let ca_version = ca_observed.present().map(|s| s.version.clone());
+    let staged_inputs = |reasons| staged::Inputs {
+        config,
+        now,
+        delay: options.propagation_delay,
+        ca_name,
+        ca_version: ca_version.clone(),
+        ca_annotations,
+        ca_bundle: &ca_bundle,
+        parsed: &parsed,
+        reasons,
+        versions: versions.clone(),
+    };
+
+    // A staged rotation in progress is finished first, whatever the flags: never a third CA.
+    let pending = match ca_observed.present() {
+        Some(s) if ca_problem.is_none() => parse_pending(&ctx, ca_name, s)?,
+        _ => None,
+    };
+    if let Some(pending) = pending
+        && let Some(active_ca) = active.take()
+    {
+        let (ca_plan, mut secrets, phase) =
+            staged::resume(staged_inputs(reasons), active_ca, pending);
+        secrets.extend(hmac_plans(&ctx, config, observed, options)?);
+        return Ok(Plan {
+            ca: ca_plan,
+            secrets,
+            phase,
+        });
+    }
+
     // Decide the CA.
     let ca_due = active
         .as_ref()
@@ -407,6 +491,21 @@ pub fn plan(
         }
     }
 
+    if let Some(reason) = &rotate_reason
+        && options.strategy == Strategy::Staged
+        && ca_problem.is_none()
+        && let Some(active_ca) = active.take()
+    {
+        let (ca_plan, mut secrets, phase) =
+            staged::start(staged_inputs(reasons), active_ca, reason.clone());
+        secrets.extend(hmac_plans(&ctx, config, observed, options)?);
+        return Ok(Plan {
+            ca: ca_plan,
+            secrets,
+            phase,
+        });
+    }
+
     let mut candidates: Vec<Cert> = Vec::new();
     if let Some(ca) = &active {
         candidates.push(ca.cert.clone());
@@ -418,7 +517,6 @@ pub fn plan(
         }
     }
 
-    let ca_version = ca_observed.present().map(|s| s.version.clone());
     let (ca_plan, rotating) = if let Some(reason) = rotate_reason {
         let prior = choose_prior_ca(&candidates, &leaves, now);
         let action = if ca_observed.present().is_some() {
@@ -435,6 +533,7 @@ pub fn plan(
                 version: ca_version,
                 prior,
                 bundle: vec![],
+                pending: None,
             },
             true,
         )
@@ -448,6 +547,7 @@ pub fn plan(
                 version: ca_version,
                 prior: None,
                 bundle: vec![],
+                pending: None,
             },
             true,
         )
@@ -478,6 +578,7 @@ pub fn plan(
                 version: ca_version,
                 prior: None,
                 bundle,
+                pending: None,
             },
             false,
         )
@@ -496,6 +597,7 @@ pub fn plan(
                 version: None,
                 prior: None,
                 bundle: vec![],
+                pending: None,
             },
             false,
         )
@@ -537,13 +639,52 @@ pub fn plan(
             not_after,
         });
     }
-    for h in &config.hmac {
-        secrets.push(plan_hmac(&ctx, h, observed.get(&h.name), options)?);
-    }
+    secrets.extend(hmac_plans(&ctx, config, observed, options)?);
     Ok(Plan {
         ca: ca_plan,
         secrets,
+        phase: Phase::Steady,
     })
+}
+
+fn hmac_plans(
+    ctx: &Ctx<'_>,
+    config: &Config,
+    observed: &ObservedState,
+    options: Options,
+) -> Result<Vec<SecretPlan>, Invalid> {
+    config
+        .hmac
+        .iter()
+        .map(|h| plan_hmac(ctx, h, observed.get(&h.name), options))
+        .collect()
+}
+
+/// The pending CA of a staged rotation (`next.crt`/`next.key` in the CA Secret), if any.
+fn parse_pending(ctx: &Ctx<'_>, ca_name: &str, s: &StoredSecret) -> Result<Option<CaKey>, Invalid> {
+    let (crt, key) = (s.data.get("next.crt"), s.data.get("next.key"));
+    if crt.is_none() && key.is_none() {
+        return Ok(None);
+    }
+    let loaded = (|| -> Result<CaKey, String> {
+        let crt = crt.ok_or("next.key is present but next.crt is missing")?;
+        let key = key.ok_or("next.crt is present but next.key is missing")?;
+        let cert = parse_single_cert(crt).map_err(|e| format!("next.crt: {e}"))?;
+        if !cert.is_ca {
+            return Err(format!(
+                "next.crt ({}) is not a CA certificate",
+                cert.subject
+            ));
+        }
+        CaKey::from_pem(cert, key).map_err(|e| format!("next.key: {e}"))
+    })();
+    match loaded {
+        Ok(ca) => Ok(Some(ca)),
+        // With --force an unusable pending CA is dropped and a rotation starts afresh.
+        Err(problem) => ctx
+            .broken(ca_name, format!("pending CA: {problem}"))
+            .map(|_| None),
+    }
 }
 
 fn plan_hmac(

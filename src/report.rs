@@ -167,9 +167,9 @@ impl Report {
         out.push_str(&match (self.dry_run, changes) {
             (_, 0) => "Nothing to do: every Secret is valid.\n".to_string(),
             (true, n) => {
-                format!("{n} Secret(s) would be written. Run without --dry-run to apply.\n")
+                format!("{n} write(s) planned. Run without --dry-run to apply.\n")
             }
-            (false, n) => format!("{n} Secret(s) written.\n"),
+            (false, n) => format!("{n} write(s) done.\n"),
         });
         out
     }

@@ -138,6 +138,11 @@ impl std::fmt::Debug for CaKey {
 }
 
 impl CaKey {
+    /// The private key as PKCS#8 PEM, for storing in the CA Secret.
+    pub fn key_pem(&self) -> SecretPem {
+        SecretPem::new(self.key.serialize_pem())
+    }
+
     /// Loads a CA from its certificate and private key PEM, checking that they match.
     pub fn from_pem(cert: Cert, key_pem: &[u8]) -> Result<Self, super::KeyError> {
         let key = load_signing_key(&cert, key_pem)?;

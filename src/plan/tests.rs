@@ -11,6 +11,13 @@ use crate::store::StoredSecret;
 const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
 
+fn immediate() -> Options {
+    Options {
+        strategy: Strategy::Immediate,
+        ..Options::default()
+    }
+}
+
 fn config() -> Config {
     Config::resolve(
         &Source::Profile("envoy-gateway".into()),
@@ -208,7 +215,7 @@ fn overwrite_rotates_the_ca_keeps_the_prior_and_leaves_hmac_alone() {
             NOW,
             Options {
                 overwrite: true,
-                ..Options::default()
+                ..immediate()
             },
         )
         .unwrap();
@@ -224,7 +231,7 @@ fn overwrite_rotates_the_ca_keeps_the_prior_and_leaves_hmac_alone() {
             Options {
                 overwrite: true,
                 rotate_hmac: true,
-                ..Options::default()
+                ..immediate()
             },
         )
         .unwrap();
@@ -236,8 +243,10 @@ fn a_ca_near_expiry_rotates_by_itself() {
     let ca = new_ca(NOW - DAY * 1800);
     let world = World::installed(&ca, NOW - DAY);
     let plan = world.plan(NOW, Options::default()).unwrap();
-    assert_eq!(plan.ca.action, Action::Rotate);
+    assert_eq!(plan.ca.action, Action::Trust, "staged by default");
     assert!(plan.ca.reason.contains("expires in"), "{}", plan.ca.reason);
+    let plan = world.plan(NOW, immediate()).unwrap();
+    assert_eq!(plan.ca.action, Action::Rotate);
 }
 
 #[test]
@@ -309,7 +318,7 @@ fn foreign_owned_secrets_are_refused_unless_forced() {
                 NOW,
                 Options {
                     overwrite: true,
-                    ..Options::default()
+                    ..immediate()
                 },
             )
             .unwrap_err();
@@ -321,7 +330,7 @@ fn foreign_owned_secrets_are_refused_unless_forced() {
             Options {
                 overwrite: true,
                 force: true,
-                ..Options::default()
+                ..immediate()
             },
         );
         assert_eq!(action_of(&forced.unwrap(), "envoy"), Action::Renew);
@@ -339,7 +348,7 @@ fn a_secret_of_the_wrong_type_is_refused_even_when_forced() {
                 NOW,
                 Options {
                     force,
-                    ..Options::default()
+                    ..immediate()
                 },
             )
             .unwrap_err();
@@ -411,7 +420,7 @@ fn unusable_contents_are_errors_naming_the_key_and_force_replaces_them() {
                 NOW,
                 Options {
                     force: true,
-                    ..Options::default()
+                    ..immediate()
                 },
             )
             .unwrap();
@@ -439,7 +448,7 @@ fn an_hmac_secret_without_its_key_is_refused_unless_forced() {
             NOW,
             Options {
                 force: true,
-                ..Options::default()
+                ..immediate()
             },
         )
         .unwrap();
@@ -474,4 +483,215 @@ fn leaves_from_another_tool_are_kept_until_due_then_moved_to_a_certgen_ca() {
             .filter(|s| s.kind == Kind::Tls)
             .all(|s| s.action == Action::Renew)
     );
+}
+
+mod staged {
+    use super::*;
+    use crate::pki::rotation_bundle;
+
+    fn staged(delay_secs: u64) -> Options {
+        Options {
+            propagation_delay: Duration::from_secs(delay_secs),
+            ..Options::default()
+        }
+    }
+
+    /// An installation in the middle of a staged rotation: `pending` stored, the trust bundle
+    /// written to the Secrets named in `trusted`, at `trust_at`.
+    fn mid_rotation(trusted: &[&str], trust_at: OffsetDateTime) -> (World, CaKey, CaKey) {
+        let active = new_ca(NOW - DAY * 100);
+        let pending = new_ca(NOW - DAY);
+        let mut world = World::installed(&active, NOW - DAY * 100);
+        let bundle =
+            bundle_pem(&rotation_bundle(&pending.0.cert, Some(&active.0.cert))).into_bytes();
+        world.edit("envoy-gateway-ca", |s| {
+            s.data
+                .insert("next.crt".into(), pending.1.cert.pem().into_bytes());
+            s.data.insert(
+                "next.key".into(),
+                pending.1.key.expose().as_bytes().to_vec(),
+            );
+            s.annotations
+                .insert(TRUST_WRITTEN_AT.into(), crate::report::rfc3339(trust_at));
+        });
+        for name in trusted {
+            world.edit(name, |s| {
+                s.data.insert("ca.crt".into(), bundle.clone());
+            });
+        }
+        (world, active.0, pending.0)
+    }
+
+    #[test]
+    fn an_overwrite_starts_with_trust_and_leaves_leaves_alone() {
+        let ca = new_ca(NOW - DAY);
+        let world = World::installed(&ca, NOW - DAY);
+        let plan = world
+            .plan(
+                NOW,
+                Options {
+                    overwrite: true,
+                    ..staged(90)
+                },
+            )
+            .unwrap();
+        assert_eq!(plan.phase, Phase::Trust);
+        assert_eq!(plan.ca.action, Action::Trust);
+        for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+            assert_eq!(
+                action_of(&plan, name),
+                Action::UpdateBundle,
+                "{name}: bundle only"
+            );
+        }
+        assert_eq!(action_of(&plan, "envoy-oidc-hmac"), Action::Keep);
+    }
+
+    #[test]
+    fn an_interrupted_trust_phase_is_resumed_without_a_new_ca_even_with_overwrite() {
+        let all = [
+            "envoy-gateway-ca",
+            "envoy-gateway",
+            "envoy",
+            "envoy-rate-limit",
+        ];
+        for n in 0..all.len() {
+            let (world, _, pending) = mid_rotation(&all[..n], NOW);
+            let plan = world
+                .plan(
+                    NOW,
+                    Options {
+                        overwrite: true,
+                        ..staged(90)
+                    },
+                )
+                .unwrap();
+            assert_eq!(plan.phase, Phase::Trust, "{n} trusted");
+            assert_ne!(plan.ca.action, Action::Trust, "never a third CA");
+            assert_eq!(
+                plan.ca.pending.as_ref().map(|p| &p.cert),
+                Some(&pending.cert)
+            );
+            for (i, name) in all.iter().enumerate().skip(1) {
+                let want = if i < n {
+                    Action::Keep
+                } else {
+                    Action::UpdateBundle
+                };
+                assert_eq!(action_of(&plan, name), want, "{name} with {n} trusted");
+            }
+        }
+    }
+
+    #[test]
+    fn leaves_wait_for_the_propagation_delay_then_the_pending_ca_is_promoted() {
+        let all = [
+            "envoy-gateway-ca",
+            "envoy-gateway",
+            "envoy",
+            "envoy-rate-limit",
+        ];
+        let trust_at = NOW - time::Duration::seconds(30);
+        let (world, active, pending) = mid_rotation(&all, trust_at);
+        let plan = world.plan(NOW, staged(90)).unwrap();
+        assert!(!plan.writes(), "nothing is written before the gate opens");
+        assert_eq!(
+            plan.phase,
+            Phase::Gate {
+                ready_at: trust_at + time::Duration::seconds(90),
+                reason: plan.ca.reason.clone()
+            }
+        );
+        let later = trust_at + time::Duration::seconds(91);
+        let plan = world.plan(later, staged(90)).unwrap();
+        assert_eq!(plan.phase, Phase::Leaves);
+        assert_eq!(plan.ca.action, Action::Promote);
+        assert_eq!(
+            plan.ca.bundle,
+            [pending.cert.clone(), active.cert.clone()],
+            "the bundle stays [new, old]"
+        );
+        for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+            assert_eq!(action_of(&plan, name), Action::Renew);
+        }
+    }
+
+    #[test]
+    fn the_next_rotation_waits_for_the_previous_leaves_before_dropping_their_ca() {
+        let old = new_ca(NOW - DAY * 200);
+        let ca = new_ca(NOW - DAY * 100);
+        let mut world = World::installed(&ca, NOW - time::Duration::seconds(10));
+        let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
+        for name in [
+            "envoy-gateway-ca",
+            "envoy-gateway",
+            "envoy",
+            "envoy-rate-limit",
+        ] {
+            world.edit(name, |s| {
+                s.data.insert("ca.crt".into(), two.clone());
+            });
+        }
+        let leaves_at = NOW - time::Duration::seconds(10);
+        world.edit("envoy-gateway-ca", |s| {
+            s.annotations
+                .insert(LEAVES_WRITTEN_AT.into(), crate::report::rfc3339(leaves_at));
+        });
+        let plan = world
+            .plan(
+                NOW,
+                Options {
+                    overwrite: true,
+                    ..staged(90)
+                },
+            )
+            .unwrap();
+        assert!(
+            matches!(plan.phase, Phase::Gate { ready_at, .. } if ready_at == leaves_at + time::Duration::seconds(90))
+        );
+        assert!(!plan.writes());
+        let plan = world
+            .plan(
+                leaves_at + time::Duration::seconds(90),
+                Options {
+                    overwrite: true,
+                    ..staged(90)
+                },
+            )
+            .unwrap();
+        assert_eq!(plan.ca.action, Action::Trust);
+    }
+
+    #[test]
+    fn a_leaf_due_during_the_trust_phase_is_still_signed_by_the_current_ca() {
+        let (mut world, active, _) =
+            mid_rotation(&["envoy-gateway-ca", "envoy-gateway", "envoy"], NOW);
+        let t = world.config.tls[2].clone();
+        let old_leaf = {
+            let ca = CaKey::from_pem(
+                active.cert.clone(),
+                world.state.ca.as_ref().unwrap().present().unwrap().data["tls.key"].as_slice(),
+            )
+            .unwrap();
+            issue_leaf(&t.leaf, &ca, NOW - DAY * 340).unwrap()
+        };
+        let bundle = bundle_pem(std::slice::from_ref(&active.cert)).into_bytes();
+        world
+            .state
+            .secrets
+            .insert(t.name.clone(), tls_secret(&t.name, &bundle, &old_leaf));
+        let plan = world.plan(NOW, staged(90)).unwrap();
+        assert_eq!(plan.phase, Phase::Trust);
+        assert_eq!(action_of(&plan, "envoy-rate-limit"), Action::Renew);
+        assert!(
+            plan.secrets[2].reason.contains("current CA"),
+            "{}",
+            plan.secrets[2].reason
+        );
+        assert_eq!(
+            plan.ca.active.as_ref().map(|a| &a.cert),
+            Some(&active.cert),
+            "signed by the active CA"
+        );
+    }
 }

@@ -121,11 +121,13 @@ impl SecretStore for KubeStore {
                 }
             }
             Expect::Version(rv) => {
-                let data: BTreeMap<&String, ByteString> = write
+                let mut data: BTreeMap<&String, Option<ByteString>> = write
                     .data
                     .iter()
-                    .map(|(k, v)| (k, ByteString(v.clone())))
+                    .map(|(k, v)| (k, Some(ByteString(v.clone()))))
                     .collect();
+                // null deletes a key in a JSON merge patch.
+                data.extend(write.remove.iter().map(|k| (k, None)));
                 let patch = json!({
                     "metadata": {
                         "resourceVersion": rv,

@@ -96,6 +96,26 @@ impl LocalStore {
     }
 }
 
+/// Where a Secret directory keeps certgen's annotations (rotation phase and times); hidden, so it
+/// is not a data key.
+const ANNOTATIONS: &str = ".certgen-annotations.json";
+
+impl LocalStore {
+    fn read_annotations(&self, name: &str) -> Result<BTreeMap<String, String>, StoreError> {
+        let path = self.dir(name).join(ANNOTATIONS);
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                Self::err(
+                    &path,
+                    format!("is not valid JSON ({e}); delete it to reset certgen's records"),
+                )
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(Self::err(&path, format!("cannot read: {e}"))),
+        }
+    }
+}
+
 impl SecretStore for LocalStore {
     fn describe(&self) -> String {
         format!("directory {}", self.root.display())
@@ -120,7 +140,7 @@ impl SecretStore for LocalStore {
             version: digest(&data),
             data,
             labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
+            annotations: self.read_annotations(name)?,
             owners: Vec::new(),
         }))
     }
@@ -158,6 +178,19 @@ impl SecretStore for LocalStore {
                 0o644
             };
             write_atomic(&dir, key, value, mode)?;
+        }
+        for key in &write.remove {
+            match fs::remove_file(dir.join(key)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Self::err(&dir.join(key), format!("cannot remove: {e}"))),
+            }
+        }
+        if !write.annotations.is_empty() {
+            let mut annotations = self.read_annotations(&write.name)?;
+            annotations.extend(write.annotations.clone());
+            let json = serde_json::to_vec_pretty(&annotations).expect("annotations serialize");
+            write_atomic(&dir, ANNOTATIONS, &json, 0o600)?;
         }
         fs::File::open(&dir)
             .and_then(|d| d.sync_all())

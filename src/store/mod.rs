@@ -77,6 +77,8 @@ pub struct SecretWrite {
     pub data: BTreeMap<String, Vec<u8>>,
     /// Keys holding private material (written 0600 locally).
     pub secret_keys: Vec<String>,
+    /// Data keys to delete.
+    pub remove: Vec<String>,
     /// Labels and annotations to set; others on the object are kept.
     pub labels: BTreeMap<String, String>,
     pub annotations: BTreeMap<String, String>,

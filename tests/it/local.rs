@@ -179,7 +179,7 @@ fn dry_run_prints_the_plan_and_writes_nothing() {
         .ok()
         .stdout;
     assert!(
-        text.contains("rotate") && text.contains("would be written"),
+        text.contains("trust") && text.contains("write(s) planned"),
         "{text}"
     );
     assert_eq!(tree(&dir), before);

@@ -70,6 +70,9 @@ fn certgen_args(c: &Cluster, ns: &str, extra: &[&str]) -> std::process::Command 
         ns,
         "--output",
         "json",
+        // Staged rotations run through every phase without waiting 90 s per gate.
+        "--propagation-delay",
+        "0s",
     ]);
     cmd.args(extra);
     cmd
@@ -153,20 +156,62 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         Some(2)
     );
 
-    // A rotation changes what it mounts: one more roll, with a new fingerprint.
+    // A staged rotation changes what it mounts twice: the trust bundle (the restart-only
+    // consumer must load the new CA before any peer presents a leaf from it), then its leaf.
+    // Two rolls, each waited for, each with its own fingerprint.
     let report = run_async(certgen_args(&c, &ns.name, &["--overwrite", "--wait"]))
         .await
         .ok()
         .json();
-    assert_eq!(
-        consumer(&report, "envoy-ratelimit")["deployments"][0]["action"],
-        "restarted"
+    let rolls = &consumer(&report, "envoy-ratelimit")["deployments"];
+    let actions: Vec<&str> = rolls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["restarted", "restarted"], "{report}");
+    assert!(
+        rolls
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["rollout"] == "done"),
+        "{report}"
     );
     let d = api.get("envoy-ratelimit").await.unwrap();
-    assert_eq!(d.metadata.generation, Some(3));
-    assert_ne!(
-        template_annotations(&d)["certgen.dev/restart-fingerprint"],
-        fp
+    assert_eq!(d.metadata.generation, Some(4));
+    let fp2 = template_annotations(&d)["certgen.dev/restart-fingerprint"].clone();
+    assert_ne!(fp2, fp);
+
+    // And repeating the run rolls nothing.
+    run_async(certgen_args(&c, &ns.name, &["--wait"]))
+        .await
+        .ok();
+    assert_eq!(
+        api.get("envoy-ratelimit")
+            .await
+            .unwrap()
+            .metadata
+            .generation,
+        Some(4)
+    );
+
+    // The one-write strategy rolls once.
+    run_async(certgen_args(
+        &c,
+        &ns.name,
+        &["--overwrite", "--strategy", "immediate", "--wait"],
+    ))
+    .await
+    .ok();
+    assert_eq!(
+        api.get("envoy-ratelimit")
+            .await
+            .unwrap()
+            .metadata
+            .generation,
+        Some(5)
     );
 }
 

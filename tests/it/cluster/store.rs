@@ -35,6 +35,9 @@ fn certgen_in(c: &Cluster, ns: &str, extra: &[&str]) -> Run {
         "--output",
         "json",
         "-q",
+        // Staged rotations run through every phase without waiting 90 s per gate.
+        "--propagation-delay",
+        "0s",
     ]);
     cmd.args(extra);
     Run::from(cmd.output().unwrap())
@@ -294,6 +297,7 @@ where
     let options = RunOptions {
         plan: certgen::plan::Options {
             overwrite: true,
+            strategy: certgen::plan::Strategy::Immediate,
             ..Default::default()
         },
         dry_run: false,
@@ -425,6 +429,11 @@ async fn a_forbidden_read_stops_the_run_before_anything_is_written() {
                     &["apps"],
                     &["deployments"],
                     &["get", "list", "watch", "patch"],
+                ),
+                rule(
+                    &["coordination.k8s.io"],
+                    &["leases"],
+                    &["get", "create", "update", "delete"],
                 ),
             ],
         )

@@ -1,0 +1,292 @@
+//! The run lock: one mutating run at a time.
+//!
+//! In a cluster, a `coordination.k8s.io/v1` Lease (`<profile>-certgen-lock` in the Secrets'
+//! namespace), held by `<host or pod>-<random>`, renewed while held and deleted at exit. An
+//! expired Lease (a crashed run) is taken over. Locally, an exclusive `flock` on
+//! `DIR/.certgen.lock`. A Lease does not fence: every write still carries its own version
+//! precondition.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use tokio::time::Instant;
+
+use crate::store::{ApiFailure, StoreError};
+
+/// Test-only: the Lease duration in seconds (default 15), so crash tests need not wait long.
+pub const LEASE_SECONDS_ENV: &str = "CERTGEN_TEST_LEASE_SECONDS";
+
+/// Why the lock could not be taken.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error(
+        "another certgen run holds the lock {what} (holder {holder}); gave up waiting at the deadline"
+    )]
+    Contended { what: String, holder: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn lease_seconds() -> i32 {
+    std::env::var(LEASE_SECONDS_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(15)
+}
+
+/// `<pod or host>-<random>`: unique per run, recognisable by people.
+pub fn holder_identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|s| s.trim().to_string())
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "certgen".into());
+    format!("{host}-{}", crate::pki::hex(&crate::pki::random_bytes(4)))
+}
+
+/// A held lock; released by [`Held::release`] (or, for a crash, by expiry).
+pub enum Held {
+    Lease {
+        api: Box<Api<Lease>>,
+        name: String,
+        renewer: tokio::task::JoinHandle<()>,
+        lost: Arc<AtomicBool>,
+    },
+    File {
+        _file: std::fs::File,
+        path: PathBuf,
+    },
+}
+
+impl Held {
+    /// Whether the Lease was lost to another run while held (renewal found another holder).
+    pub fn lost(&self) -> bool {
+        match self {
+            Self::Lease { lost, .. } => lost.load(Ordering::SeqCst),
+            Self::File { .. } => false,
+        }
+    }
+
+    /// Releases the lock.
+    pub async fn release(self) {
+        match self {
+            Self::Lease {
+                api, name, renewer, ..
+            } => {
+                renewer.abort();
+                // Delete only our own Lease: precondition on its current resourceVersion.
+                if let Ok(Some(lease)) = api.get_opt(&name).await {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            resource_version: lease.metadata.resource_version,
+                            uid: None,
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    if let Err(e) = api.delete(&name, &dp).await {
+                        tracing::debug!("releasing lease {name}: {e}");
+                    }
+                }
+            }
+            Self::File { path, .. } => tracing::debug!("released lock {}", path.display()),
+        }
+    }
+}
+
+fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
+    let (status, message) = match &err {
+        kube::Error::Api(s) => (Some(s.code), format!("{} ({})", s.message, s.code)),
+        e => (None, e.to_string()),
+    };
+    let hint = if status == Some(403) {
+        format!(
+            "; grant get, create, update and delete on leases (group coordination.k8s.io) in namespace {namespace}"
+        )
+    } else {
+        String::new()
+    };
+    StoreError::Api(Box::new(ApiFailure {
+        verb,
+        resource: "leases",
+        namespace: namespace.into(),
+        name: name.into(),
+        status,
+        message,
+        hint,
+    }))
+}
+
+fn now_micro() -> MicroTime {
+    MicroTime(Timestamp::now())
+}
+
+fn expired(spec: &LeaseSpec) -> bool {
+    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+    match spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) {
+        None => true,
+        Some(t) => Timestamp::now().as_second() > t.0.as_second() + duration,
+    }
+}
+
+/// Takes the Lease `name` in `namespace`, waiting until `deadline` while another live run holds
+/// it.
+pub async fn acquire_lease(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    deadline: Instant,
+) -> Result<Held, LockError> {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let holder = holder_identity();
+    let seconds = lease_seconds();
+    let mut logged = false;
+    loop {
+        let current = api
+            .get_opt(name)
+            .await
+            .map_err(|e| api_failure("get", namespace, name, e))?;
+        let attempt = match current {
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(name.into()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(holder.clone()),
+                        lease_duration_seconds: Some(seconds),
+                        acquire_time: Some(now_micro()),
+                        renew_time: Some(now_micro()),
+                        ..LeaseSpec::default()
+                    }),
+                };
+                api.create(&PostParams::default(), &lease).await.map(|_| ())
+            }
+            Some(mut lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                let held_by = spec.holder_identity.clone().unwrap_or_default();
+                if !held_by.is_empty() && !expired(&spec) {
+                    if Instant::now() >= deadline {
+                        return Err(LockError::Contended {
+                            what: format!("Lease {namespace}/{name}"),
+                            holder: held_by,
+                        });
+                    }
+                    if !logged {
+                        tracing::info!(lease = %name, holder = %held_by, "waiting for another certgen run to finish (Lease {namespace}/{name})");
+                        logged = true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                }
+                // Free or expired: take it over, fenced by its resourceVersion.
+                lease.spec = Some(LeaseSpec {
+                    holder_identity: Some(holder.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(now_micro()),
+                    renew_time: Some(now_micro()),
+                    lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + 1),
+                    ..LeaseSpec::default()
+                });
+                api.replace(name, &PostParams::default(), &lease)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        match attempt {
+            Ok(()) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 => continue, // someone else moved first
+            Err(e) => return Err(api_failure("create", namespace, name, e).into()),
+        }
+    }
+    tracing::debug!(lease = %name, holder = %holder, "lock taken");
+    let lost = Arc::new(AtomicBool::new(false));
+    let renewer = {
+        let api = api.clone();
+        let name = name.to_string();
+        let lost = lost.clone();
+        tokio::spawn(async move {
+            let period = Duration::from_secs((seconds as u64 / 3).max(1));
+            loop {
+                tokio::time::sleep(period).await;
+                match api.get_opt(&name).await {
+                    Ok(Some(mut lease)) => {
+                        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                        if spec.holder_identity.as_deref() != Some(holder.as_str()) {
+                            tracing::warn!(lease = %name, "the run lock was taken over by another run");
+                            lost.store(true, Ordering::SeqCst);
+                            return;
+                        }
+                        spec.renew_time = Some(now_micro());
+                        if let Err(e) = api.replace(&name, &PostParams::default(), &lease).await {
+                            tracing::warn!(lease = %name, "renewing the run lock: {e}");
+                        }
+                    }
+                    Ok(None) => {
+                        lost.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(lease = %name, "renewing the run lock: {e}"),
+                }
+            }
+        })
+    };
+    Ok(Held::Lease {
+        api: Box::new(api),
+        name: name.to_string(),
+        renewer,
+        lost,
+    })
+}
+
+/// Takes an exclusive lock on `dir/.certgen.lock`, waiting until `deadline`.
+pub async fn acquire_file(dir: &Path, deadline: Instant) -> Result<Held, LockError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let local = |message: String| {
+        LockError::Store(StoreError::Local {
+            path: dir.display().to_string(),
+            message,
+        })
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| local(format!("cannot create directory: {e}")))?;
+    let path = dir.join(".certgen.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| local(format!("cannot open the lock file: {e}")))?;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(Held::File { _file: file, path }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if Instant::now() >= deadline {
+                    return Err(LockError::Contended {
+                        what: path.display().to_string(),
+                        holder: "another process".into(),
+                    });
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(local(format!("cannot lock {}: {e}", path.display())));
+            }
+        }
+    }
+}
