@@ -54,7 +54,7 @@ pub async fn drive<S: SecretStore>(
 ) -> Result<(Report, Option<Error>), Error> {
     let config = ctx.config;
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
-    let look = engine::run(
+    let look = match engine::run(
         store,
         config,
         RunOptions {
@@ -63,7 +63,22 @@ pub async fn drive<S: SecretStore>(
         },
         clock,
     )
-    .await?;
+    .await
+    {
+        // Without the lock, another run may be between two writes: judge again under the lock,
+        // where a real problem still stops the run before anything is written.
+        Err(Error::Invalid(e)) if !ctx.dry_run => {
+            tracing::debug!("unusable state without the lock, re-checking under it: {e}");
+            None
+        }
+        other => Some(other?),
+    };
+    let Some(look) = look else {
+        let held = take_lock(&ctx).await?;
+        let result = steps(store, &ctx).await;
+        held.release().await;
+        return result;
+    };
     if ctx.dry_run {
         let options = consumers::Options {
             wait: false,
@@ -79,18 +94,7 @@ pub async fn drive<S: SecretStore>(
     }
     let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady;
     let held = if needs_lock {
-        let taken = match &ctx.lock {
-            LockTarget::Lease {
-                client,
-                namespace,
-                name,
-            } => lock::acquire_lease(client, namespace, name, ctx.deadline).await,
-            LockTarget::File(dir) => lock::acquire_file(dir, ctx.deadline).await,
-        };
-        Some(taken.map_err(|e| match e {
-            LockError::Contended { .. } => Error::Locked(e.to_string()),
-            LockError::Store(s) => Error::Store(s),
-        })?)
+        Some(take_lock(&ctx).await?)
     } else {
         None
     };
@@ -104,6 +108,21 @@ pub async fn drive<S: SecretStore>(
         held.release().await;
     }
     result
+}
+
+async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
+    let taken = match &ctx.lock {
+        LockTarget::Lease {
+            client,
+            namespace,
+            name,
+        } => lock::acquire_lease(client, namespace, name, ctx.deadline).await,
+        LockTarget::File(dir) => lock::acquire_file(dir, ctx.deadline).await,
+    };
+    taken.map_err(|e| match e {
+        LockError::Contended { .. } => Error::Locked(e.to_string()),
+        LockError::Store(s) => Error::Store(s),
+    })
 }
 
 async fn steps<S: SecretStore>(

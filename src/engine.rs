@@ -281,7 +281,7 @@ async fn apply<S: SecretStore>(
             ]);
             let mut annotations = ca_annotations(&ca.cert);
             annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
-            store.put(&ca_write(data, vec![], annotations)).await?;
+            put(store, &ca_write(data, vec![], annotations)).await?;
             progress.ca_written = true;
             let reason = match &ca_plan.prior {
                 Some(p) => format!(
@@ -312,7 +312,7 @@ async fn apply<S: SecretStore>(
                 ),
             ]);
             let annotations = BTreeMap::from([(TRUST_WRITTEN_AT.to_string(), now_text.clone())]);
-            store.put(&ca_write(data, vec![], annotations)).await?;
+            put(store, &ca_write(data, vec![], annotations)).await?;
             progress.ca_written = true;
             let reason = format!(
                 "{}; pending CA {}",
@@ -341,7 +341,7 @@ async fn apply<S: SecretStore>(
             let mut annotations = ca_annotations(&pending.cert);
             annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
             let remove = vec!["next.crt".to_string(), "next.key".to_string()];
-            store.put(&ca_write(data, remove, annotations)).await?;
+            put(store, &ca_write(data, remove, annotations)).await?;
             progress.ca_written = true;
             log_write(store, &ca_plan.name, Action::Promote, &ca_plan.reason);
             progress.entries.push(ca_entry(
@@ -363,7 +363,7 @@ async fn apply<S: SecretStore>(
             if ca_plan.pending.is_some() {
                 annotations.insert(TRUST_WRITTEN_AT.into(), now_text.clone());
             }
-            store.put(&ca_write(data, vec![], annotations)).await?;
+            put(store, &ca_write(data, vec![], annotations)).await?;
             log_write(store, &ca_plan.name, Action::UpdateBundle, &ca_plan.reason);
             progress.entries.push(ca_entry(
                 Action::UpdateBundle,
@@ -441,8 +441,9 @@ async fn apply<S: SecretStore>(
         }
         progress.record(&s.name, observed, false, &data);
         if s.action.writes() {
-            store
-                .put(&SecretWrite {
+            put(
+                store,
+                &SecretWrite {
                     name: s.name.clone(),
                     type_,
                     data,
@@ -451,13 +452,39 @@ async fn apply<S: SecretStore>(
                     labels: labels(),
                     annotations,
                     expect: expect(&s.version),
-                })
-                .await?;
+                },
+            )
+            .await?;
             log_write(store, &s.name, s.action, &s.reason);
         }
         progress.entries.push(entry);
     }
     Ok(signer)
+}
+
+/// Test-only fault injection: with `CERTGEN_TEST_CRASH_AFTER_WRITES=N` the process ends (exit
+/// 86, no cleanup, as if killed) right after the N-th successful write of the run, so tests can
+/// stop a run at every step boundary and check what a re-run makes of it.
+pub const CRASH_ENV: &str = "CERTGEN_TEST_CRASH_AFTER_WRITES";
+
+/// The exit status of an injected crash.
+pub const CRASH_EXIT: i32 = 86;
+
+static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Writes through the store, counting writes for fault injection.
+async fn put<S: SecretStore>(store: &S, write: &SecretWrite) -> Result<(), StoreError> {
+    store.put(write).await?;
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    if std::env::var(CRASH_ENV)
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        == Some(n)
+    {
+        eprintln!("certgen: test fault injection ({CRASH_ENV}={n}): stopping after write {n}");
+        std::process::exit(CRASH_EXIT);
+    }
+    Ok(())
 }
 
 fn log_write<S: SecretStore>(store: &S, name: &str, action: Action, reason: &str) {

@@ -6,4 +6,5 @@ mod cluster;
 mod docs;
 mod local;
 mod pki_verify;
+mod rotation;
 mod util;

@@ -192,3 +192,102 @@ pub async fn tls_server(dir: PathBuf, hot: bool) -> (u16, tokio::task::JoinHandl
     });
     (port, task)
 }
+
+/// The TLS Secrets of the envoy-gateway profile.
+pub const LEAF_SECRETS: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
+
+/// What a pairwise check sees: each Secret's `ca.crt` and `tls.crt` (and the CA Secret's).
+pub type Snapshot = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+/// Reads the profile's Secrets from a local directory.
+pub fn local_snapshot(dir: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
+    for name in LEAF_SECRETS.iter().chain(&["envoy-gateway-ca"]) {
+        let mut data = BTreeMap::new();
+        for key in ["ca.crt", "tls.crt", "next.crt"] {
+            if let Ok(bytes) = std::fs::read(dir.join(name).join(key)) {
+                data.insert(key.to_string(), bytes);
+            }
+        }
+        out.insert(name.to_string(), data);
+    }
+    out
+}
+
+/// Does `leaf` chain to one of `bundle`'s CAs for TLS client and server use? Decided by
+/// rustls-webpki at the current time.
+pub fn webpki_trusts(bundle: &[u8], leaf: &[u8]) -> bool {
+    use rustls_pki_types::{CertificateDer, UnixTime};
+    let Ok(cas) = certgen::pki::parse_cert_chain(bundle) else {
+        return false;
+    };
+    let Ok(leaf) = certgen::pki::parse_cert_chain(leaf) else {
+        return false;
+    };
+    let ders: Vec<CertificateDer> = cas
+        .iter()
+        .map(|c| CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let anchors: Vec<_> = ders
+        .iter()
+        .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
+        .collect();
+    let leaf_der = CertificateDer::from(leaf[0].der().to_vec());
+    let Ok(ee) = webpki::EndEntityCert::try_from(&leaf_der) else {
+        return false;
+    };
+    let now = UnixTime::now();
+    [
+        webpki::KeyUsage::server_auth(),
+        webpki::KeyUsage::client_auth(),
+    ]
+    .into_iter()
+    .all(|usage| {
+        ee.verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &anchors,
+            &[],
+            now,
+            usage,
+            None,
+            None,
+        )
+        .is_ok()
+    })
+}
+
+/// The guarantees at any instant: every peer's leaf verifies against every peer's bundle, and
+/// every bundle holds at most two distinct, unexpired CAs. Returns the failures, if any, and
+/// the fingerprints of every CA anywhere in the snapshot.
+pub fn check_snapshot(s: &Snapshot) -> (Vec<String>, std::collections::BTreeSet<String>) {
+    let mut failures = Vec::new();
+    let mut cas = std::collections::BTreeSet::new();
+    for (name, data) in s {
+        for key in ["ca.crt", "next.crt"] {
+            if let Some(b) = data.get(key) {
+                cas.extend(fingerprints(b));
+            }
+        }
+        if name.ends_with("-ca") {
+            if let Some(b) = data.get("tls.crt") {
+                cas.extend(fingerprints(b));
+            }
+            continue;
+        }
+        let bundle = fingerprints(&data["ca.crt"]);
+        let distinct: std::collections::BTreeSet<_> = bundle.iter().collect();
+        if distinct.len() != bundle.len() || bundle.len() > 2 {
+            failures.push(format!("{name}: bundle {bundle:?}"));
+        }
+    }
+    for leaf_name in LEAF_SECRETS {
+        for bundle_name in LEAF_SECRETS {
+            if !webpki_trusts(&s[bundle_name]["ca.crt"], &s[leaf_name]["tls.crt"]) {
+                failures.push(format!(
+                    "{leaf_name}'s leaf is not trusted by {bundle_name}'s bundle"
+                ));
+            }
+        }
+    }
+    (failures, cas)
+}
