@@ -188,7 +188,7 @@ pub async fn acquire_lease(
                         tracing::info!(lease = %name, holder = %held_by, "waiting for another certgen run to finish (Lease {namespace}/{name})");
                         logged = true;
                     }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     continue;
                 }
                 // Free or expired: take it over, fenced by its resourceVersion.
