@@ -5,6 +5,7 @@
 //! note, except under `CI`, where an unreachable control plane fails the run.
 
 mod consumers;
+mod harness;
 mod rotation;
 mod smoke;
 mod store;
