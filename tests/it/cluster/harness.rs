@@ -553,7 +553,7 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
                 while !stop.load(Ordering::SeqCst) {
                     n += 1;
                     let result = if from.spec.openssl {
-                        if n % 10 != 0 {
+                        if !n.is_multiple_of(10) {
                             tokio::time::sleep(Duration::from_millis(20)).await;
                             continue;
                         }
