@@ -4,6 +4,7 @@
 
 mod cluster;
 mod docs;
+mod fuzz_regressions;
 mod local;
 mod pki_verify;
 mod rotation;

@@ -4,6 +4,7 @@
 //! found, and deleted when the test ends. Without `KUBECONFIG` these tests are skipped with a
 //! note, except under `CI`, where an unreachable control plane fails the run.
 
+mod chart;
 mod consumers;
 mod harness;
 mod rotation;

@@ -1,0 +1,1 @@
+//! The Helm chart and plain manifests: rendered, applied with real RBAC, and run against.

@@ -1,0 +1,1 @@
+//! Regression tests for inputs the fuzzers found (see fuzz/README.md).
