@@ -26,14 +26,14 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
             [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
-            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
-            [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the report on standard output')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
             [CompletionResult]::new('--strategy', '--strategy', [CompletionResultType]::ParameterName, 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)')
             [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Bound on all waiting and probing (e.g. 90s, 5m)')
-            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the run''s report on standard output')
-            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
-            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves')
             [CompletionResult]::new('--overwrite', '--overwrite', [CompletionResultType]::ParameterName, 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves')
@@ -50,10 +50,33 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'certgen;check' {
+            [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the report on standard output')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
         'certgen;profile' {
@@ -135,10 +158,14 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             break
         }
         'certgen;help' {
+            [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff)')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'certgen;help;check' {
             break
         }
         'certgen;help;profile' {

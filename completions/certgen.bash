@@ -16,6 +16,9 @@ _certgen() {
             ",$1")
                 cmd="certgen"
                 ;;
+            certgen,check)
+                cmd="certgen__subcmd__check"
+                ;;
             certgen,completions)
                 cmd="certgen__subcmd__completions"
                 ;;
@@ -27,6 +30,9 @@ _certgen() {
                 ;;
             certgen,profile)
                 cmd="certgen__subcmd__profile"
+                ;;
+            certgen__subcmd__help,check)
+                cmd="certgen__subcmd__help__subcmd__check"
                 ;;
             certgen__subcmd__help,completions)
                 cmd="certgen__subcmd__help__subcmd__completions"
@@ -71,7 +77,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --output --kubeconfig --context --log-format --verbose --quiet --help --version profile completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --log-format --verbose --quiet --help --version check profile completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -105,6 +111,18 @@ _certgen() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --output)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --strategy)
                     COMPREPLY=($(compgen -W "staged immediate" -- "${cur}"))
                     return 0
@@ -114,6 +132,52 @@ _certgen() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__check)
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --local)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -159,8 +223,22 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__help)
-            opts="profile completions man help"
+            opts="check profile completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__help__subcmd__check)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -23,14 +23,14 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
             cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
-            cand -l 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
-            cand --local 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand --output 'Format of the report on standard output'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --context 'Kubeconfig context to use'
             cand --strategy 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)'
             cand --propagation-delay 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]'
             cand --timeout 'Bound on all waiting and probing (e.g. 90s, 5m)'
-            cand --output 'Format of the run''s report on standard output'
-            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
-            cand --context 'Kubeconfig context to use'
             cand --log-format 'Log format on standard error'
             cand -o 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
             cand --overwrite 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
@@ -47,10 +47,32 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
+            cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
             cand completions 'Print shell completions'
             cand man 'Print the man page (roff)'
             cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;check'= {
+            cand --profile 'Built-in profile to use [default: envoy-gateway]'
+            cand --config 'YAML config file (start from `certgen profile show`)'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
+            cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`'
+            cand --output 'Format of the report on standard output'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --context 'Kubeconfig context to use'
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
         }
         &'certgen;profile'= {
             cand --log-format 'Log format on standard error'
@@ -122,10 +144,13 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --version 'Print version'
         }
         &'certgen;help'= {
+            cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
             cand completions 'Print shell completions'
             cand man 'Print the man page (roff)'
             cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;help;check'= {
         }
         &'certgen;help;profile'= {
             cand show 'Print a built-in profile as YAML, a starting point for --config'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run output= kubeconfig= context= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -28,15 +28,15 @@ complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in pr
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
 complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
-complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the run\'s report on standard output' -r -f -a "text\t''
-json\t''"
-complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
@@ -49,10 +49,26 @@ complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More l
 complete -c certgen -n "__fish_certgen_needs_command" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c certgen -n "__fish_certgen_needs_command" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-in profiles'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page (roff)'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
@@ -89,9 +105,10 @@ complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 'Print version'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "profile" -d 'Built-in profiles'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "man" -d 'Print the man page (roff)'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from profile completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles'

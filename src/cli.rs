@@ -47,9 +47,9 @@ pub struct GlobalArgs {
     pub quiet: bool,
 }
 
-/// Options of the main job.
+/// Where the Secrets are and which profile describes them (the main job and `check`).
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct TargetArgs {
     /// Built-in profile to use [default: envoy-gateway].
     #[arg(long, value_name = "NAME", conflicts_with = "config")]
     pub profile: Option<String>,
@@ -62,9 +62,25 @@ pub struct RunArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
-    /// Write files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`.
+    /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`.
     #[arg(short, long, value_name = "DIR", num_args = 0..=1, default_missing_value = DEFAULT_LOCAL_DIR)]
     pub local: Option<PathBuf>,
+    /// Format of the report on standard output.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+/// Options of the main job.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Rotate now: a new CA, bundled with at most one prior CA, and new leaves.
     #[arg(short, long)]
     pub overwrite: bool,
@@ -93,15 +109,6 @@ pub struct RunArgs {
     /// Print the plan; generate and write nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Format of the run's report on standard output.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
-    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use.
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -111,6 +118,8 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Report expiry, trust and consistency of every Secret; exit 1 when action is due.
+    Check(CheckArgs),
     /// Built-in profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -122,6 +131,13 @@ pub enum Command {
     },
     /// Print the man page (roff).
     Man,
+}
+
+/// `certgen check`
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
 }
 
 /// `certgen profile ...`

@@ -55,6 +55,9 @@ pub enum Error {
     Timeout(String),
     #[error("{0}")]
     Locked(String),
+    /// An outcome already reported on standard output (a failed check): exit 1, print nothing.
+    #[error("action is due")]
+    CheckFailed,
 }
 
 impl Error {
@@ -65,7 +68,7 @@ impl Error {
             Self::Store(StoreError::Local { .. }) => USAGE,
             Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
-            Self::Verification(_) => FAILED,
+            Self::Verification(_) | Self::CheckFailed => FAILED,
             Self::Timeout(_) => TIMEOUT,
             Self::Locked(_) => CONTENDED,
         }

@@ -6,6 +6,7 @@
 //! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
 //! into exit codes.
 
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod consumers;
@@ -28,7 +29,7 @@ use clap::{CommandFactory, Parser};
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
 use crate::config::{Config, Env, Overrides, Source};
 use crate::exit::Error;
-use crate::store::{KubeStore, LocalStore};
+use crate::store::{KubeStore, LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -36,6 +37,7 @@ pub fn main() -> ExitCode {
     init_logging(&cli);
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Error::CheckFailed) => Error::CheckFailed.exit_code(),
         Err(e) => {
             tracing::debug!(error = ?e, "run failed");
             eprintln!("certgen: error: {e}");
@@ -88,6 +90,14 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         }
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man) => print(&man_page()),
+        Some(Command::Check(args)) => {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))?;
+            runtime.block_on(check(args.target))
+        }
         None => {
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -112,8 +122,8 @@ fn print(text: &str) -> Result<(), Error> {
 }
 
 /// The configuration source the arguments select.
-pub fn source(args: &RunArgs) -> Source {
-    match (&args.config, &args.profile) {
+pub fn target_source(target: &cli::TargetArgs) -> Source {
+    match (&target.config, &target.profile) {
         (Some(path), _) => Source::File(path.clone()),
         (None, Some(p)) => Source::Profile(p.clone()),
         (None, None) => Source::Profile(config::DEFAULT_PROFILE.to_string()),
@@ -122,11 +132,15 @@ pub fn source(args: &RunArgs) -> Source {
 
 async fn run(args: RunArgs) -> Result<(), Error> {
     let overrides = Overrides {
-        namespace: args.namespace.clone(),
-        cluster_domain: args.cluster_domain.clone(),
+        namespace: args.target.namespace.clone(),
+        cluster_domain: args.target.cluster_domain.clone(),
     };
-    let config = Config::resolve(&source(&args), &overrides, &Env::from_process())?;
-    let default_delay = if args.local.is_some() { 0 } else { 90 };
+    let config = Config::resolve(
+        &target_source(&args.target),
+        &overrides,
+        &Env::from_process(),
+    )?;
+    let default_delay = if args.target.local.is_some() { 0 } else { 90 };
     let plan = plan::Options {
         overwrite: args.overwrite,
         rotate_hmac: args.rotate_hmac,
@@ -151,13 +165,13 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         client,
         lock,
     };
-    let (report, failure) = match &args.local {
+    let (report, failure) = match &args.target.local {
         Some(dir) => {
             let lock = driver::LockTarget::File(dir.clone());
             driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
         }
         None => {
-            let client = kube_client(&args).await?;
+            let client = kube_client(&args.target).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
@@ -168,7 +182,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             driver::drive(&store, context(Some(&deployments), Some(&client), lock)).await?
         }
     };
-    match args.output {
+    match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
     }
@@ -178,7 +192,38 @@ async fn run(args: RunArgs) -> Result<(), Error> {
     }
 }
 
-async fn kube_client(args: &RunArgs) -> Result<kube::Client, Error> {
+async fn check(target: cli::TargetArgs) -> Result<(), Error> {
+    let overrides = Overrides {
+        namespace: target.namespace.clone(),
+        cluster_domain: target.cluster_domain.clone(),
+    };
+    let config = Config::resolve(&target_source(&target), &overrides, &Env::from_process())?;
+    let now = time::OffsetDateTime::now_utc();
+    let report = match &target.local {
+        Some(dir) => {
+            let store = LocalStore::new(dir);
+            let observed = engine::observe(&store, &config).await?;
+            check::check(&config, &observed, now, store.describe())
+        }
+        None => {
+            let client = kube_client(&target).await?;
+            let store = KubeStore::new(client, &config.namespace);
+            let observed = engine::observe(&store, &config).await?;
+            check::check(&config, &observed, now, store.describe())
+        }
+    };
+    match target.output {
+        OutputFormat::Text => print(&report.to_text())?,
+        OutputFormat::Json => print(&report.to_json())?,
+    }
+    if report.healthy {
+        Ok(())
+    } else {
+        Err(Error::CheckFailed)
+    }
+}
+
+async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let options = KubeConfigOptions {
         context: args.context.clone(),

@@ -283,7 +283,7 @@ fn days(d: time::Duration) -> String {
     }
 }
 
-fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
+pub(crate) fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
     let left = cert.not_after - now;
     if left <= time::Duration::ZERO {
         Some(format!("expired {} ago", days(-left)))
@@ -294,7 +294,7 @@ fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<Strin
     }
 }
 
-fn san_drift(cert: &Cert, t: &TlsSecret) -> Option<String> {
+pub(crate) fn san_drift(cert: &Cert, t: &TlsSecret) -> Option<String> {
     let mut have: Vec<String> = cert.dns_names.clone();
     have.extend(cert.ip_addresses.iter().map(|i| i.to_string()));
     let mut want: Vec<String> = t.leaf.dns_names.clone();

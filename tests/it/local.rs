@@ -491,3 +491,149 @@ async fn local_mode_probes_static_addresses() {
         failed.stderr
     );
 }
+
+fn check(dir: &Path, extra: &[&str]) -> crate::util::Run {
+    let mut args = vec!["check", "--local", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn check_reports_a_healthy_installation_and_exits_0() {
+    let tmp = tempdir();
+    local(tmp.path(), &[]).ok();
+    let r = check(tmp.path(), &[]).ok();
+    assert!(
+        r.stdout.contains("SECRET")
+            && r.stdout.contains("RESIDUAL")
+            && r.stdout.contains("Healthy"),
+        "{}",
+        r.stdout
+    );
+    let report = check(tmp.path(), &["--output", "json"]).ok().json();
+    assert_eq!(report["healthy"], true);
+    let rows = report["secrets"].as_array().unwrap();
+    assert_eq!(rows.len(), 5);
+    assert!(rows.iter().all(|r| r["status"] == "ok"), "{report}");
+    assert_eq!(
+        rows[1]["issuer"], rows[0]["issuer"],
+        "leaves issued by the active CA"
+    );
+}
+
+#[test]
+fn check_exits_1_naming_what_is_due() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    // Leaves that expire in 2 hours, checked against a config that renews 5 days ahead.
+    let profile = run(&["profile", "show"]).ok().stdout;
+    let short = write(
+        dir,
+        "short.yaml",
+        &profile
+            .replace("validity: 365d", "validity: 2h")
+            .replace("renewBefore: 30d", "renewBefore: 1h"),
+    );
+    let long = write(
+        dir,
+        "long.yaml",
+        &profile
+            .replace("validity: 365d", "validity: 10d")
+            .replace("renewBefore: 30d", "renewBefore: 5d"),
+    );
+    let certs = dir.join("certs");
+    run(&[
+        "--config",
+        short.to_str().unwrap(),
+        "--local",
+        certs.to_str().unwrap(),
+        "-q",
+    ])
+    .ok();
+    let r = run(&[
+        "check",
+        "--config",
+        long.to_str().unwrap(),
+        "--local",
+        certs.to_str().unwrap(),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.is_empty(),
+        "a failed check is an outcome, not an error: {}",
+        r.stderr
+    );
+    let report = r.json();
+    assert_eq!(report["healthy"], false);
+    let envoy = report["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["secret"] == "envoy")
+        .unwrap()
+        .clone();
+    assert_eq!(envoy["status"], "due");
+    assert!(
+        envoy["problems"][0]
+            .as_str()
+            .unwrap()
+            .contains("within renewBefore"),
+        "{envoy}"
+    );
+
+    // Garbage is reported as invalid, with the other Secrets still checked.
+    std::fs::write(certs.join("envoy/..data/tls.crt"), "garbage").unwrap();
+    let r = check(&certs, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout.contains("envoy: tls.crt: no PEM certificate"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("invalid"), "{}", r.stdout);
+}
+
+#[test]
+fn check_shows_a_half_done_rotation_and_missing_trust() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    local(dir, &[]).ok();
+    // Stop a staged rotation after its first write: the pending CA is stored, bundles not yet.
+    let out = crate::util::certgen()
+        .args(["--local", dir.to_str().unwrap(), "--overwrite", "-q"])
+        .env(certgen::engine::CRASH_ENV, "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(certgen::engine::CRASH_EXIT));
+    let r = check(dir, &["--output", "json"]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.json()["rotation"]
+            .as_str()
+            .unwrap()
+            .contains("pending CA"),
+        "{}",
+        r.stdout
+    );
+    // A leaf from a CA the other peers do not trust.
+    local(dir, &[]).ok();
+    let other = tempdir();
+    local(other.path(), &[]).ok();
+    for f in ["tls.crt", "tls.key"] {
+        std::fs::copy(
+            other.path().join("envoy").join(f),
+            dir.join("envoy/..data").join(f),
+        )
+        .unwrap();
+    }
+    let r = check(dir, &[]);
+    assert_eq!(r.code, 1);
+    assert!(
+        r.stdout
+            .contains("not trusted by the bundle of envoy-gateway, envoy, envoy-rate-limit"),
+        "{}",
+        r.stdout
+    );
+}

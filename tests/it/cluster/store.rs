@@ -447,3 +447,48 @@ async fn a_forbidden_read_stops_the_run_before_anything_is_written() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let _ = Path::new(&ok);
 }
+
+#[tokio::test]
+async fn check_reads_the_cluster_and_exits_1_when_action_is_due() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("check").await;
+    let check = |ns: &str| {
+        Run::from(
+            certgen()
+                .args([
+                    "check",
+                    "--kubeconfig",
+                    c.kubeconfig.to_str().unwrap(),
+                    "-n",
+                    ns,
+                    "--output",
+                    "json",
+                ])
+                .output()
+                .unwrap(),
+        )
+    };
+    let r = check(&ns.name);
+    assert_eq!(r.code, 1, "nothing installed yet: {}", r.stdout);
+    certgen_in(&c, &ns.name, &[]).ok();
+    let before = versions(&c, &ns.name).await;
+    let report = check(&ns.name).ok().json();
+    assert_eq!(report["healthy"], true, "{report}");
+    assert_eq!(versions(&c, &ns.name).await, before, "check writes nothing");
+    let patch = json!({"data": {"tls.crt": "Z2FyYmFnZQ=="}});
+    c.secrets(&ns.name)
+        .patch("envoy", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let r = check(&ns.name);
+    assert_eq!(r.code, 1);
+    let rows = r.json()["secrets"].clone();
+    let envoy = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["secret"] == "envoy")
+        .unwrap()
+        .clone();
+    assert_eq!(envoy["status"], "invalid", "{envoy}");
+}
