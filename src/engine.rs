@@ -234,7 +234,7 @@ async fn apply<S: SecretStore>(
     let Plan {
         ca: ca_plan,
         secrets,
-        phase: _,
+        phase,
     } = plan;
     let ca_entry = |action: Action, reason: String, cert: &Cert| Entry {
         secret: ca_plan.name.clone(),
@@ -264,6 +264,12 @@ async fn apply<S: SecretStore>(
         }
     };
     let pem = |c: &Cert| c.pem().into_bytes();
+    let phase = match phase {
+        Phase::Steady => "steady",
+        Phase::Trust => "trust",
+        Phase::Gate { .. } => "gate",
+        Phase::Leaves => "leaves",
+    };
     let now_text = rfc3339(now);
 
     // The CA first: its key is stored before anything it signs.
@@ -291,7 +297,7 @@ async fn apply<S: SecretStore>(
                 ),
                 None => ca_plan.reason.clone(),
             };
-            log_write(store, &ca_plan.name, ca_plan.action, &reason);
+            log_write(store, phase, &ca_plan.name, ca_plan.action, &reason);
             progress
                 .entries
                 .push(ca_entry(ca_plan.action, reason, &ca.cert));
@@ -319,7 +325,7 @@ async fn apply<S: SecretStore>(
                 ca_plan.reason,
                 pending.cert.short_fingerprint()
             );
-            log_write(store, &ca_plan.name, Action::Trust, &reason);
+            log_write(store, phase, &ca_plan.name, Action::Trust, &reason);
             progress
                 .entries
                 .push(ca_entry(Action::Trust, reason, &pending.cert));
@@ -343,7 +349,13 @@ async fn apply<S: SecretStore>(
             let remove = vec!["next.crt".to_string(), "next.key".to_string()];
             put(store, &ca_write(data, remove, annotations)).await?;
             progress.ca_written = true;
-            log_write(store, &ca_plan.name, Action::Promote, &ca_plan.reason);
+            log_write(
+                store,
+                phase,
+                &ca_plan.name,
+                Action::Promote,
+                &ca_plan.reason,
+            );
             progress.entries.push(ca_entry(
                 Action::Promote,
                 ca_plan.reason.clone(),
@@ -364,7 +376,13 @@ async fn apply<S: SecretStore>(
                 annotations.insert(TRUST_WRITTEN_AT.into(), now_text.clone());
             }
             put(store, &ca_write(data, vec![], annotations)).await?;
-            log_write(store, &ca_plan.name, Action::UpdateBundle, &ca_plan.reason);
+            log_write(
+                store,
+                phase,
+                &ca_plan.name,
+                Action::UpdateBundle,
+                &ca_plan.reason,
+            );
             progress.entries.push(ca_entry(
                 Action::UpdateBundle,
                 ca_plan.reason.clone(),
@@ -455,7 +473,7 @@ async fn apply<S: SecretStore>(
                 },
             )
             .await?;
-            log_write(store, &s.name, s.action, &s.reason);
+            log_write(store, phase, &s.name, s.action, &s.reason);
         }
         progress.entries.push(entry);
     }
@@ -487,9 +505,11 @@ async fn put<S: SecretStore>(store: &S, write: &SecretWrite) -> Result<(), Store
     Ok(())
 }
 
-fn log_write<S: SecretStore>(store: &S, name: &str, action: Action, reason: &str) {
+/// One log event per write, with stable fields: secret, namespace (in a cluster), action, phase.
+fn log_write<S: SecretStore>(store: &S, phase: &str, name: &str, action: Action, reason: &str) {
     let action = action_name(action);
-    tracing::info!(secret = %name, action, "{action} {}: {reason}", store.object(name));
+    let namespace = store.namespace().unwrap_or("");
+    tracing::info!(secret = %name, namespace, action, phase, "{action} {}: {reason}", store.object(name));
 }
 
 fn action_name(action: Action) -> &'static str {

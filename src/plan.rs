@@ -491,9 +491,12 @@ pub fn plan(
         }
     }
 
+    // Staging protects peers that trust the active CA; an expired one protects nobody.
+    let active_usable = active.as_ref().is_some_and(|a| !a.cert.is_expired_at(now));
     if let Some(reason) = &rotate_reason
         && options.strategy == Strategy::Staged
         && ca_problem.is_none()
+        && active_usable
         && let Some(active_ca) = active.take()
     {
         let (ca_plan, mut secrets, phase) =

@@ -72,6 +72,10 @@ impl SecretStore for KubeStore {
         format!("namespace {}", self.namespace)
     }
 
+    fn namespace(&self) -> Option<&str> {
+        Some(&self.namespace)
+    }
+
     fn object(&self, name: &str) -> String {
         format!("Secret {}/{name}", self.namespace)
     }

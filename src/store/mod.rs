@@ -127,6 +127,10 @@ pub fn data_digest(data: &BTreeMap<String, Vec<u8>>) -> String {
 pub trait SecretStore {
     /// For messages: `namespace envoy-gateway-system` or `directory ./certs`.
     fn describe(&self) -> String;
+    /// The namespace, for a store in a cluster.
+    fn namespace(&self) -> Option<&str> {
+        None
+    }
     /// Describes one Secret for messages: `Secret envoy-gateway-system/envoy` or a path.
     fn object(&self, name: &str) -> String;
     /// Reads a Secret; `Absent` only when it does not exist.

@@ -2,9 +2,11 @@
 //! binary end to end in local mode, docs that must not go stale, and (with `KUBECONFIG` set by
 //! `tests/testenv/up`) the Kubernetes store against a real control plane.
 
+mod bad_input;
 mod cluster;
 mod docs;
 mod fuzz_regressions;
+mod hygiene;
 mod local;
 mod pki_verify;
 mod rotation;

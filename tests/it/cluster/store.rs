@@ -492,3 +492,96 @@ async fn check_reads_the_cluster_and_exits_1_when_action_is_due() {
         .clone();
     assert_eq!(envoy["status"], "invalid", "{envoy}");
 }
+
+#[tokio::test]
+async fn bad_stored_input_in_the_cluster_is_refused_with_nothing_written() {
+    let Some(c) = cluster().await else { return };
+    let other = c.namespace("bad-src").await;
+    certgen_in(&c, &other.name, &[]).ok();
+    let foreign_key = data(
+        &c.secrets(&other.name).get("envoy").await.unwrap(),
+        "tls.key",
+    );
+    let cases: Vec<(&str, &str, serde_json::Value, &str)> = vec![
+        (
+            "garbage",
+            "envoy",
+            json!({"data": {"tls.crt": "Z2FyYmFnZQ=="}}),
+            "tls.crt: no PEM certificate",
+        ),
+        (
+            "mismatch",
+            "envoy",
+            json!({"data": {"tls.key": base64(&foreign_key)}}),
+            "does not match",
+        ),
+        (
+            "no-key",
+            "envoy-oidc-hmac",
+            json!({"data": {"hmac-secret": null, "x": "eA=="}}),
+            "\"hmac-secret\" is missing",
+        ),
+        (
+            "helm",
+            "envoy-rate-limit",
+            json!({"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"}}}),
+            "managed by \"Helm\"",
+        ),
+    ];
+    for (label, secret, patch, expect) in cases {
+        let ns = c.namespace(&format!("bad-{label}")).await;
+        certgen_in(&c, &ns.name, &[]).ok();
+        c.secrets(&ns.name)
+            .patch(secret, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        let before = versions(&c, &ns.name).await;
+        for extra in [&[][..], &["--overwrite"][..]] {
+            let r = certgen_in(&c, &ns.name, extra);
+            assert_eq!(r.code, 2, "{label}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(&format!("Secret {}/{secret}", ns.name)),
+                "{label}: {}",
+                r.stderr
+            );
+            assert!(r.stderr.contains(expect), "{label}: {}", r.stderr);
+            assert_eq!(
+                versions(&c, &ns.name).await,
+                before,
+                "{label}: nothing written"
+            );
+        }
+    }
+
+    // A Secret of the wrong type cannot be fixed in place, even with --force.
+    let ns = c.namespace("bad-type").await;
+    let s: Secret = serde_json::from_value(
+        json!({"metadata": {"name": "envoy"}, "type": "Opaque", "data": {"x": "eA=="}}),
+    )
+    .unwrap();
+    c.secrets(&ns.name)
+        .create(&PostParams::default(), &s)
+        .await
+        .unwrap();
+    let r = certgen_in(&c, &ns.name, &["--force"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("has type \"Opaque\"") && r.stderr.contains("delete it"),
+        "{}",
+        r.stderr
+    );
+
+    // A namespace that does not exist: the API's answer names verb, resource and namespace.
+    let r = certgen_in(&c, "no-such-namespace-certgen", &[]);
+    assert_eq!(r.code, 5, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no-such-namespace-certgen"),
+        "{}",
+        r.stderr
+    );
+}
+
+fn base64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
