@@ -120,6 +120,10 @@ pub async fn run(
             // Local mode has no Deployments: such consumers matter only for their probes.
             (None, Some(_)) if consumer.probe.is_none() => continue,
             (None, Some(_)) => {}
+            // Hot consumers reload by themselves: nothing to read or do, beyond probing.
+            (Some(_), Some(_)) if consumer.reload == Reload::Hot => {
+                report.note = Some("reloads by itself".into());
+            }
             (Some(api), Some(workload)) => {
                 let found = match workload {
                     Workload::Name(n) => api.get(n).await?.into_iter().collect::<Vec<_>>(),

@@ -93,6 +93,21 @@ pub async fn drive<S: SecretStore>(
         return Ok((report, None));
     }
     let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady;
+    if !needs_lock {
+        // Nothing to write: what the look saw is the final state.
+        let options = consumers::Options {
+            wait: ctx.wait,
+            probe: ctx.probe,
+            dry_run: false,
+            deadline: ctx.deadline,
+        };
+        let (reports, verdict) =
+            consumers::run(config, &look, ctx.deployments, ctx.client, options, clock()).await?;
+        let mut report = look.report;
+        report.dry_run = false;
+        report.consumers = reports;
+        return Ok((report, verdict_error(verdict)));
+    }
     let held = if needs_lock {
         Some(take_lock(&ctx).await?)
     } else {

@@ -91,12 +91,18 @@ pub async fn run<S: SecretStore>(
                 .filter(|s| s.action.writes())
                 .map(|s| s.name.clone())
                 .collect();
+            // What is stored now: the final state when the plan writes nothing.
+            let mut stored = Progress::default();
+            for name in observed.secrets.keys() {
+                stored.record(name, &observed, false, &BTreeMap::new());
+            }
+            let report = Report::from_plan(&config.profile, store.describe(), &plan);
             return Ok(Outcome {
-                report: Report::from_plan(&config.profile, store.describe(), &plan),
-                digests: BTreeMap::new(),
+                report,
+                digests: stored.digests,
                 written,
-                leaves: BTreeMap::new(),
-                signer: None,
+                leaves: stored.leaves,
+                signer: plan.ca.active,
                 phase,
                 rotation_started: false,
             });

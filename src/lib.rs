@@ -14,6 +14,7 @@ pub mod driver;
 pub mod engine;
 pub mod exit;
 pub mod lock;
+pub mod metrics;
 pub mod pki;
 pub mod plan;
 pub mod probe;
@@ -182,6 +183,10 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             driver::drive(&store, context(Some(&deployments), Some(&client), lock)).await?
         }
     };
+    let mut report = report;
+    if args.target.local.is_none() {
+        report.api_requests = Some(metrics::snapshot());
+    }
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
@@ -253,7 +258,13 @@ async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
             message: format!("{e}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
         })
     })?;
-    kube::Client::try_from(config).map_err(|e| Error::Connect(e.to_string()))
+    let counting = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
+        metrics::record(&req);
+        req
+    });
+    let builder =
+        kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
+    Ok(builder.with_layer(&counting).build())
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

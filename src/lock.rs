@@ -63,6 +63,7 @@ pub enum Held {
         name: String,
         renewer: tokio::task::JoinHandle<()>,
         lost: Arc<AtomicBool>,
+        version: Arc<std::sync::Mutex<String>>,
     },
     File {
         _file: std::fs::File,
@@ -83,21 +84,24 @@ impl Held {
     pub async fn release(self) {
         match self {
             Self::Lease {
-                api, name, renewer, ..
+                api,
+                name,
+                renewer,
+                version,
+                ..
             } => {
                 renewer.abort();
-                // Delete only our own Lease: precondition on its current resourceVersion.
-                if let Ok(Some(lease)) = api.get_opt(&name).await {
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions {
-                            resource_version: lease.metadata.resource_version,
-                            uid: None,
-                        }),
-                        ..DeleteParams::default()
-                    };
-                    if let Err(e) = api.delete(&name, &dp).await {
-                        tracing::debug!("releasing lease {name}: {e}");
-                    }
+                // Delete only the Lease version we hold: a taken-over Lease is left alone.
+                let held = version.lock().unwrap().clone();
+                let dp = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: Some(held),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                if let Err(e) = api.delete(&name, &dp).await {
+                    tracing::debug!("releasing lease {name}: {e}");
                 }
             }
             Self::File { path, .. } => tracing::debug!("released lock {}", path.display()),
@@ -152,11 +156,16 @@ pub async fn acquire_lease(
     let holder = holder_identity();
     let seconds = lease_seconds();
     let mut logged = false;
-    loop {
-        let current = api
-            .get_opt(name)
-            .await
-            .map_err(|e| api_failure("get", namespace, name, e))?;
+    // Usually nobody holds it: try to create it first, and read it only when that fails.
+    let mut current: Option<Option<Lease>> = Some(None);
+    let taken = loop {
+        let current = match current.take() {
+            Some(assumed) => assumed,
+            None => api
+                .get_opt(name)
+                .await
+                .map_err(|e| api_failure("get", namespace, name, e))?,
+        };
         let attempt = match current {
             None => {
                 let lease = Lease {
@@ -172,7 +181,7 @@ pub async fn acquire_lease(
                         ..LeaseSpec::default()
                     }),
                 };
-                api.create(&PostParams::default(), &lease).await.map(|_| ())
+                api.create(&PostParams::default(), &lease).await
             }
             Some(mut lease) => {
                 let spec = lease.spec.clone().unwrap_or_default();
@@ -200,23 +209,26 @@ pub async fn acquire_lease(
                     lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + 1),
                     ..LeaseSpec::default()
                 });
-                api.replace(name, &PostParams::default(), &lease)
-                    .await
-                    .map(|_| ())
+                api.replace(name, &PostParams::default(), &lease).await
             }
         };
         match attempt {
-            Ok(()) => break,
+            Ok(lease) => break lease,
             Err(kube::Error::Api(s)) if s.code == 409 => continue, // someone else moved first
             Err(e) => return Err(api_failure("create", namespace, name, e).into()),
         }
-    }
+    };
+    // The version we hold: renewals update it, and the release deletes exactly that version.
+    let version = Arc::new(std::sync::Mutex::new(
+        taken.metadata.resource_version.clone().unwrap_or_default(),
+    ));
     tracing::debug!(lease = %name, holder = %holder, "lock taken");
     let lost = Arc::new(AtomicBool::new(false));
     let renewer = {
         let api = api.clone();
         let name = name.to_string();
         let lost = lost.clone();
+        let version = version.clone();
         tokio::spawn(async move {
             let period = Duration::from_secs((seconds as u64 / 3).max(1));
             loop {
@@ -230,8 +242,12 @@ pub async fn acquire_lease(
                             return;
                         }
                         spec.renew_time = Some(now_micro());
-                        if let Err(e) = api.replace(&name, &PostParams::default(), &lease).await {
-                            tracing::warn!(lease = %name, "renewing the run lock: {e}");
+                        match api.replace(&name, &PostParams::default(), &lease).await {
+                            Ok(renewed) => {
+                                *version.lock().unwrap() =
+                                    renewed.metadata.resource_version.unwrap_or_default()
+                            }
+                            Err(e) => tracing::warn!(lease = %name, "renewing the run lock: {e}"),
                         }
                     }
                     Ok(None) => {
@@ -248,6 +264,7 @@ pub async fn acquire_lease(
         name: name.to_string(),
         renewer,
         lost,
+        version,
     })
 }
 

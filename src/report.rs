@@ -38,6 +38,9 @@ pub struct Report {
     /// Restarts, rollouts and probes of the consumers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<crate::consumers::ConsumerReport>,
+    /// Kubernetes API requests made by the whole run (cluster runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_requests: Option<crate::metrics::ApiRequests>,
 }
 
 /// RFC 3339 in UTC, for reports.
@@ -92,6 +95,7 @@ impl Report {
             writes,
             secrets,
             consumers: Vec::new(),
+            api_requests: None,
         }
     }
 

@@ -89,6 +89,17 @@ async fn create_no_op_renew_and_two_overwrites() {
     let ns = c.namespace("store").await;
     let report = certgen_in(&c, &ns.name, &[]).ok().json();
     assert_eq!(report["writes"], 5);
+    let rl = report["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "envoy-ratelimit")
+        .unwrap()
+        .clone();
+    assert!(
+        rl["note"].as_str().unwrap().contains("missing"),
+        "a missing consumer is reported and skipped: {rl}"
+    );
     verify_all(&c, &ns.name).await;
     let hmac = c.secrets(&ns.name).get("envoy-oidc-hmac").await.unwrap();
     assert_eq!(hmac.type_.as_deref(), Some("Opaque"));
@@ -98,6 +109,12 @@ async fn create_no_op_renew_and_two_overwrites() {
     let before = versions(&c, &ns.name).await;
     let report = certgen_in(&c, &ns.name, &[]).ok().json();
     assert_eq!(report["writes"], 0, "{report}");
+    // Counted by the client: 5 Secret reads and the restart-only consumer's Deployment.
+    assert_eq!(report["apiRequests"]["writes"], 0, "{report}");
+    assert!(
+        report["apiRequests"]["total"].as_u64().unwrap() <= 6,
+        "{report}"
+    );
     assert_eq!(versions(&c, &ns.name).await, before);
 
     // A SAN change renews exactly the Secret whose SANs changed.

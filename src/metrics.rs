@@ -1,0 +1,78 @@
+//! A client-side count of Kubernetes API requests, by verb, for the run's JSON report and the
+//! benchmarks. Counted as requests leave the client (retries included).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+static GET: AtomicU64 = AtomicU64::new(0);
+static LIST: AtomicU64 = AtomicU64::new(0);
+static WATCH: AtomicU64 = AtomicU64::new(0);
+static CREATE: AtomicU64 = AtomicU64::new(0);
+static UPDATE: AtomicU64 = AtomicU64::new(0);
+static PATCH: AtomicU64 = AtomicU64::new(0);
+static DELETE: AtomicU64 = AtomicU64::new(0);
+
+/// Requests made so far, by verb.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ApiRequests {
+    pub total: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub get: u64,
+    pub list: u64,
+    pub watch: u64,
+    pub create: u64,
+    pub update: u64,
+    pub patch: u64,
+    pub delete: u64,
+}
+
+/// Records one request.
+pub fn record<B>(req: &http::Request<B>) {
+    let watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|p| p == "watch=true"));
+    let counter = match *req.method() {
+        http::Method::GET if watch => &WATCH,
+        // A collection GET (no name after the resource) is a list.
+        http::Method::GET if is_collection(req.uri().path()) => &LIST,
+        http::Method::GET => &GET,
+        http::Method::POST => &CREATE,
+        http::Method::PUT => &UPDATE,
+        http::Method::PATCH => &PATCH,
+        http::Method::DELETE => &DELETE,
+        _ => &GET,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn is_collection(path: &str) -> bool {
+    // /api/v1/namespaces/NS/RESOURCE[/NAME] or /apis/GROUP/VERSION/namespaces/NS/RESOURCE[/NAME]
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.iter().position(|p| *p == "namespaces") {
+        Some(i) => parts.len() == i + 3,
+        None => parts.len() <= 3,
+    }
+}
+
+/// The counts so far.
+pub fn snapshot() -> ApiRequests {
+    let [get, list, watch, create, update, patch, delete] =
+        [&GET, &LIST, &WATCH, &CREATE, &UPDATE, &PATCH, &DELETE].map(|c| c.load(Ordering::Relaxed));
+    let reads = get + list + watch;
+    let writes = create + update + patch + delete;
+    ApiRequests {
+        total: reads + writes,
+        reads,
+        writes,
+        get,
+        list,
+        watch,
+        create,
+        update,
+        patch,
+        delete,
+    }
+}
