@@ -1,1 +1,872 @@
 //! The Helm chart and plain manifests: rendered, applied with real RBAC, and run against.
+//!
+//! The chart is rendered by a real `helm` (built from Go modules by `tests/testenv/build-helm`,
+//! cached like the control plane). The checked-in plain manifests must be exactly the chart
+//! rendered with its defaults; regenerate them with
+//! `CERTGEN_UPDATE_DOCS=1 cargo test --test it cluster::chart`. On the control plane, certgen
+//! runs with the arguments of the rendered Job and CronJob, as a ServiceAccount bound to exactly
+//! the rendered Role, through install, a no-op and a rotation; without one verb of that Role it
+//! exits 5 naming what is missing; and Helm itself installs, upgrades and uninstalls the chart
+//! in a namespace that enforces the restricted Pod Security Standard. When helm cannot be built
+//! (no `go`), these tests are skipped with a note, except under `CI`, where that fails the run.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::{Cluster, cluster};
+use crate::util::{Run, certgen, tempdir};
+
+/// The release name the plain manifests are rendered with.
+const RELEASE: &str = "certgen";
+/// The namespace the plain manifests are rendered for: the envoy-gateway profile's.
+const MANIFESTS_NAMESPACE: &str = "envoy-gateway-system";
+const MANIFESTS_HEADER: &str = "\
+# certgen, as plain manifests: deploy/helm/certgen rendered with its default values by
+#   helm template certgen deploy/helm/certgen --namespace envoy-gateway-system
+# for clusters without Helm. Do not edit: regenerate with
+#   CERTGEN_UPDATE_DOCS=1 cargo test --test it cluster::chart
+#
+# kubectl apply -f deploy/manifests/certgen.yaml    (the namespace must exist)
+# creates the ServiceAccount, a least-privilege Role and RoleBinding, and a Job that runs
+# certgen once. The helm.sh/hook annotations only matter to Helm. A Job cannot be changed in
+# place: to run certgen again, `kubectl delete job certgen -n envoy-gateway-system` and apply
+# again. For another namespace or periodic renewal (CronJob), render the chart with your values.
+";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> PathBuf {
+    root().join("deploy/helm/certgen")
+}
+
+/// helm from `tests/testenv/build-helm` (built once per machine, then cached), or `None` with a
+/// note when it cannot be built outside CI.
+fn helm() -> Option<PathBuf> {
+    static HELM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = HELM.get_or_init(|| {
+        let script = root().join("tests/testenv/build-helm");
+        // Progress (a cold build takes minutes) goes straight to the terminal.
+        let out = Command::new(&script)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!("{} exited with {}", script.display(), out.status));
+        }
+        let dir = String::from_utf8_lossy(&out.stdout);
+        let helm = Path::new(dir.lines().last().unwrap_or_default().trim()).join("helm");
+        if helm.is_file() {
+            Ok(helm)
+        } else {
+            Err(format!(
+                "{} printed no bin directory with helm",
+                script.display()
+            ))
+        }
+    });
+    match built {
+        Ok(helm) => Some(helm.clone()),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but helm is unavailable: {e}")
+        }
+        Err(e) => {
+            eprintln!("note: helm is unavailable ({e}); skipping a chart test");
+            None
+        }
+    }
+}
+
+/// Runs helm; its stdout, or a panic with its stderr.
+fn run_helm(helm: &Path, args: &[&str]) -> String {
+    let out = Command::new(helm)
+        .args(args)
+        // No user configuration or repositories: the chart is rendered from the tree alone.
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("certgen-test-helm"),
+        )
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("certgen-test-helm"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("certgen-test-helm"),
+        )
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `helm template` of the chart as release `certgen` in `ns`, with `extra` arguments.
+fn template(helm: &Path, ns: &str, extra: &[&str]) -> String {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        ns,
+    ];
+    args.extend(extra);
+    run_helm(helm, &args)
+}
+
+/// The documents of a multi-document YAML stream, as JSON values.
+fn documents(yaml: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap_or_else(|e| panic!("helm's output does not parse ({e}):\n{yaml}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// The one rendered object of `kind`.
+fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+    assert_eq!(found.len(), 1, "expected one {kind} in {docs:#?}");
+    found[0]
+}
+
+/// The pod spec of a Job or a CronJob.
+fn pod_spec(workload: &Value) -> &Value {
+    match workload["kind"].as_str() {
+        Some("Job") => &workload["spec"]["template"]["spec"],
+        Some("CronJob") => &workload["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        other => panic!("not a workload: {other:?}"),
+    }
+}
+
+/// The certgen container's arguments.
+fn args(workload: &Value) -> Vec<String> {
+    let containers = pod_spec(workload)["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    serde_json::from_value(containers[0]["args"].clone()).unwrap()
+}
+
+fn hook_weight(obj: &Value) -> i64 {
+    let a = &obj["metadata"]["annotations"];
+    assert_eq!(
+        a["helm.sh/hook"], "pre-install,pre-upgrade",
+        "{} is a pre-install/pre-upgrade hook",
+        obj["kind"]
+    );
+    assert_eq!(
+        a["helm.sh/hook-delete-policy"], "before-hook-creation",
+        "{}",
+        obj["kind"]
+    );
+    a["helm.sh/hook-weight"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{} has a hook weight", obj["kind"]))
+        .parse()
+        .unwrap()
+}
+
+/// The secure defaults every certgen pod must have.
+fn assert_secure(workload: &Value) {
+    let spec = pod_spec(workload);
+    let kind = &workload["kind"];
+    assert_eq!(
+        spec["automountServiceAccountToken"], true,
+        "{kind}: the API token is needed"
+    );
+    let pod = &spec["securityContext"];
+    assert_eq!(pod["runAsNonRoot"], true, "{kind}");
+    assert_eq!(pod["runAsUser"], 65532, "{kind}");
+    assert_eq!(pod["seccompProfile"]["type"], "RuntimeDefault", "{kind}");
+    let c = &spec["containers"][0]["securityContext"];
+    assert_eq!(c["runAsNonRoot"], true, "{kind}");
+    assert_eq!(c["runAsUser"], 65532, "{kind}");
+    assert_eq!(c["readOnlyRootFilesystem"], true, "{kind}");
+    assert_eq!(c["allowPrivilegeEscalation"], false, "{kind}");
+    assert_eq!(c["capabilities"]["drop"], json!(["ALL"]), "{kind}");
+    assert!(c["capabilities"].get("add").is_none(), "{kind}");
+    assert_eq!(c["seccompProfile"]["type"], "RuntimeDefault", "{kind}");
+    assert_eq!(spec["restartPolicy"], "Never", "{kind}");
+}
+
+fn rules(role: &Value) -> Vec<PolicyRule> {
+    serde_json::from_value(role["rules"].clone()).expect("the Role's rules are PolicyRules")
+}
+
+/// Which (group, resource, verb) the rules allow, and for which names (`*`: any).
+fn grants(rules: &[PolicyRule]) -> BTreeMap<(String, String, String), Vec<String>> {
+    let mut out: BTreeMap<_, Vec<String>> = BTreeMap::new();
+    for r in rules {
+        let names = r.resource_names.clone().unwrap_or_else(|| vec!["*".into()]);
+        for g in r.api_groups.as_deref().unwrap_or_default() {
+            for res in r.resources.as_deref().unwrap_or_default() {
+                for v in &r.verbs {
+                    out.entry((g.clone(), res.clone(), v.clone()))
+                        .or_default()
+                        .extend(names.iter().cloned());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `rules` without `verb` on `resource`.
+fn without(rules: &[PolicyRule], resource: &str, verb: &str) -> Vec<PolicyRule> {
+    let mut removed = false;
+    let out: Vec<PolicyRule> = rules
+        .iter()
+        .cloned()
+        .filter_map(|mut r| {
+            if r.resources
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .any(|x| x == resource)
+            {
+                let before = r.verbs.len();
+                r.verbs.retain(|v| v != verb);
+                removed |= r.verbs.len() != before;
+            }
+            (!r.verbs.is_empty()).then_some(r)
+        })
+        .collect();
+    assert!(removed, "the Role has no {verb} on {resource}");
+    out
+}
+
+#[test]
+fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
+    let Some(helm) = helm() else { return };
+    let chart = chart();
+    let lint = run_helm(&helm, &["lint", "--strict", chart.to_str().unwrap()]);
+    assert!(lint.contains("0 chart(s) failed"), "{lint}");
+
+    let generated = format!(
+        "{MANIFESTS_HEADER}{}",
+        template(&helm, MANIFESTS_NAMESPACE, &[])
+    );
+    let path = root().join("deploy/manifests/certgen.yaml");
+    if std::env::var_os("CERTGEN_UPDATE_DOCS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+        return;
+    }
+    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "{} is stale: regenerate with `CERTGEN_UPDATE_DOCS=1 cargo test --test it cluster::chart`",
+        path.display()
+    );
+    // What the manifests hold, for people who read them rather than the chart.
+    let docs = documents(&checked_in);
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ServiceAccount", "Role", "RoleBinding", "Job"]);
+    assert!(
+        docs.iter()
+            .all(|d| d["metadata"]["namespace"] == MANIFESTS_NAMESPACE),
+        "every object names its namespace, so `kubectl apply -f` needs no -n"
+    );
+}
+
+#[test]
+fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
+    let Some(helm) = helm() else { return };
+    let docs = documents(&template(
+        &helm,
+        "ops",
+        &[
+            "--set",
+            "cronJob.enabled=true",
+            "--set",
+            "cronJob.schedule=0 */6 * * *",
+        ],
+    ));
+
+    // Hooks: ServiceAccount, then Role, then RoleBinding, then the Job; the CronJob is an
+    // ordinary release resource.
+    let weights: Vec<i64> = ["ServiceAccount", "Role", "RoleBinding", "Job"]
+        .iter()
+        .map(|k| hook_weight(object(&docs, k)))
+        .collect();
+    assert!(weights.windows(2).all(|w| w[0] < w[1]), "{weights:?}");
+    let cron = object(&docs, "CronJob");
+    assert!(
+        cron["metadata"]["annotations"]
+            .get("helm.sh/hook")
+            .is_none()
+    );
+    assert_eq!(cron["spec"]["schedule"], "0 */6 * * *");
+    assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
+
+    let job = object(&docs, "Job");
+    for w in [job, cron] {
+        assert_secure(w);
+        assert_eq!(
+            pod_spec(w)["serviceAccountName"],
+            object(&docs, "ServiceAccount")["metadata"]["name"]
+        );
+        let a = args(w);
+        for (flag, value) in [
+            ("--namespace", "ops"),
+            ("--profile", "envoy-gateway"),
+            ("--timeout", "4m"),
+        ] {
+            let i = a
+                .iter()
+                .position(|x| x == flag)
+                .unwrap_or_else(|| panic!("{a:?}"));
+            assert_eq!(a[i + 1], value, "{a:?}");
+        }
+        assert!(a.contains(&"--wait".to_string()), "{a:?}");
+        assert!(!a.contains(&"--probe".to_string()), "{a:?}");
+        // Periodic runs renew what is due; they never rotate by themselves.
+        assert!(!a.contains(&"--overwrite".to_string()), "{a:?}");
+    }
+
+    // The Role: get/patch and the lock's get/update/delete by name, create unrestricted (RBAC
+    // cannot restrict create by name), and nothing else.
+    let role = object(&docs, "Role");
+    let g = grants(&rules(role));
+    let names = |group: &str, resource: &str, verb: &str| {
+        let mut n = g
+            .get(&(group.to_string(), resource.to_string(), verb.to_string()))
+            .unwrap_or_else(|| panic!("no {verb} on {resource}: {g:?}"))
+            .clone();
+        n.sort();
+        n
+    };
+    let mut secrets = vec![
+        "envoy",
+        "envoy-gateway",
+        "envoy-gateway-ca",
+        "envoy-oidc-hmac",
+        "envoy-rate-limit",
+    ];
+    secrets.sort();
+    assert_eq!(names("", "secrets", "get"), secrets);
+    assert_eq!(names("", "secrets", "patch"), secrets);
+    assert_eq!(names("", "secrets", "create"), ["*"]);
+    for verb in ["get", "update", "delete"] {
+        assert_eq!(
+            names("coordination.k8s.io", "leases", verb),
+            ["envoy-gateway-certgen-lock"]
+        );
+    }
+    assert_eq!(names("coordination.k8s.io", "leases", "create"), ["*"]);
+    for verb in ["get", "list", "watch", "patch"] {
+        assert_eq!(names("apps", "deployments", verb), ["*"]);
+    }
+    assert_eq!(names("", "services", "get"), ["*"]);
+    assert_eq!(names("discovery.k8s.io", "endpointslices", "list"), ["*"]);
+    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1, "nothing more: {g:?}");
+    let binding = object(&docs, "RoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], "ops");
+
+    // A config: mounted from a ConfigMap and passed with --config; the Role's names and the
+    // Lease come from it; the Secrets' namespace may differ from the release's.
+    let profile = crate::util::run(&["profile", "show"]).ok().stdout;
+    let config = profile
+        .replace("name: envoy-gateway\n", "name: my-platform\n")
+        .replace("secretName: envoy-gateway-ca", "secretName: my-platform-ca");
+    assert_ne!(config, profile);
+    let tmp = tempdir();
+    let config_file = tmp.path().join("config.yaml");
+    std::fs::write(&config_file, &config).unwrap();
+    let docs = documents(&template(
+        &helm,
+        "ops",
+        &[
+            "--set-file",
+            &format!("config={}", config_file.display()),
+            "--set",
+            "namespace=platform",
+            "--set",
+            "probe=true",
+            "--set",
+            "job.extraArgs={--overwrite}",
+        ],
+    ));
+    let cm = object(&docs, "ConfigMap");
+    assert_eq!(
+        cm["data"]["config.yaml"].as_str().unwrap().trim(),
+        config.trim()
+    );
+    assert!(hook_weight(cm) < hook_weight(object(&docs, "Job")));
+    let job = object(&docs, "Job");
+    let a = args(job);
+    let i = a.iter().position(|x| x == "--config").unwrap();
+    assert_eq!(a[i + 1], "/etc/certgen/config.yaml");
+    assert!(!a.contains(&"--profile".to_string()), "{a:?}");
+    assert!(a.contains(&"--probe".to_string()), "{a:?}");
+    assert_eq!(a.last().unwrap(), "--overwrite", "{a:?}");
+    let mounts = &pod_spec(job)["containers"][0]["volumeMounts"];
+    assert!(
+        mounts
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["mountPath"] == "/etc/certgen" && m["readOnly"] == true),
+        "{mounts}"
+    );
+    let role = object(&docs, "Role");
+    assert_eq!(role["metadata"]["namespace"], "platform");
+    assert_eq!(
+        object(&docs, "RoleBinding")["metadata"]["namespace"],
+        "platform"
+    );
+    assert_eq!(
+        object(&docs, "ServiceAccount")["metadata"]["namespace"],
+        "ops"
+    );
+    let g = grants(&rules(role));
+    assert!(g[&(String::new(), "secrets".into(), "get".into())].contains(&"my-platform-ca".into()));
+    assert_eq!(
+        g[&("coordination.k8s.io".into(), "leases".into(), "get".into())],
+        ["my-platform-certgen-lock"]
+    );
+
+    // A config that does not parse is refused at render time.
+    let chart = chart();
+    let out = Command::new(&helm)
+        .args(["template", RELEASE, chart.to_str().unwrap()])
+        .args(["--set-string", "config=a: ["])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("config is not valid YAML"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ------------------------------------------------------------------------ on the cluster
+
+/// kubectl from the test control plane's build (already cached when a cluster is up).
+fn kubectl(c: &Cluster) -> Command {
+    let out = Command::new(root().join("tests/testenv/build"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tests/testenv/build failed");
+    let bin = String::from_utf8(out.stdout).unwrap();
+    let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
+    cmd.arg("--kubeconfig").arg(&c.kubeconfig);
+    cmd
+}
+
+/// `kubectl ARGS -f -` with `yaml` on stdin.
+fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
+    let mut child = kubectl(c)
+        .args(args)
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A pod from a rendered workload's template, for a dry-run create.
+fn pod_of(workload: &Value, name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": pod_spec(workload),
+    }))
+    .unwrap()
+}
+
+async fn run_async(mut cmd: Command) -> Run {
+    tokio::task::spawn_blocking(move || Run::from(cmd.output().unwrap()))
+        .await
+        .unwrap()
+}
+
+/// certgen with a workload's rendered arguments, as the identity in `kubeconfig`.
+fn certgen_as(kubeconfig: &Path, rendered: &[String], extra: &[&str]) -> Command {
+    let mut cmd = certgen();
+    cmd.args(rendered).args([
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--output",
+        "json",
+        // Staged rotations run through every phase without waiting 90 s per gate.
+        "--propagation-delay",
+        "0s",
+    ]);
+    cmd.args(extra);
+    cmd
+}
+
+async fn rolled_out(api: &Api<Deployment>, name: &str) {
+    for _ in 0..600 {
+        let d = api.get(name).await.unwrap();
+        let s = d.status.unwrap_or_default();
+        if s.observed_generation == d.metadata.generation
+            && s.available_replicas == Some(2)
+            && s.updated_replicas == Some(2)
+            && s.replicas == Some(2)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("{name} did not roll out");
+}
+
+async fn versions(c: &Cluster, ns: &str, names: &[&str]) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for n in names {
+        let s = c.secrets(ns).get_opt(n).await.unwrap();
+        out.push(s.and_then(|s| s.metadata.resource_version));
+    }
+    out
+}
+
+/// The envoy-gateway profile's restart-only consumer, running (kwok plays its pods; it passes
+/// the restricted Pod Security Standard the test namespace enforces).
+async fn ratelimit_deployment(c: &Cluster, ns: &str) -> Api<Deployment> {
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), ns);
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "envoy-ratelimit"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "envoy-ratelimit"}},
+            "template": {
+                "metadata": {"labels": {"app": "envoy-ratelimit"}},
+                "spec": {
+                    "containers": [{
+                        "name": "app",
+                        "image": "fake.invalid/app:1",
+                        "securityContext": {
+                            "allowPrivilegeEscalation": false,
+                            "capabilities": {"drop": ["ALL"]},
+                            "runAsNonRoot": true,
+                            "runAsUser": 1000,
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                    }],
+                    "tolerations": [{"operator": "Exists"}]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    rolled_out(&deployments, "envoy-ratelimit").await;
+    deployments
+}
+
+/// Asserts a run failed with exit 5 for lack of `verb` on `resource` in `ns`, and said so.
+fn assert_forbidden(r: &Run, verb: &str, resource: &str, ns: &str) {
+    assert_eq!(r.code, 5, "without {verb} on {resource}: {}", r.stderr);
+    for word in [verb, resource, ns, "403"] {
+        assert!(
+            r.stderr.contains(word),
+            "{word:?} missing (without {verb} on {resource}) from: {}",
+            r.stderr
+        );
+    }
+    assert!(
+        r.stderr
+            .contains(&format!("grant the {verb} verb on {resource}")),
+        "{}",
+        r.stderr
+    );
+}
+
+fn consumer_actions(report: &Value, name: &str) -> Vec<String> {
+    report["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no consumer {name} in {report}"))["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert_eq!(d["rollout"], "done", "{report}");
+            d["action"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a_verb() {
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("chart").await;
+    let rendered = template(&helm, &ns.name, &["--set", "cronJob.enabled=true"]);
+    let docs = documents(&rendered);
+
+    // The API server takes every rendered object as it is (strict field validation).
+    let (ok, out) = kubectl_stdin(
+        &c,
+        &[
+            "create",
+            "--dry-run=server",
+            "--validate=strict",
+            "-o",
+            "name",
+        ],
+        &rendered,
+    );
+    assert!(ok, "the API server refused the rendered chart:\n{out}");
+
+    // The pods pass the "restricted" Pod Security Standard, enforced by the API server.
+    let namespaces: Api<Namespace> = Api::all(c.client.clone());
+    namespaces
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            }}})),
+        )
+        .await
+        .unwrap();
+    let sa: ServiceAccount =
+        serde_json::from_value(object(&docs, "ServiceAccount").clone()).unwrap();
+    Api::<ServiceAccount>::namespaced(c.client.clone(), &ns.name)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns.name);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    for kind in ["Job", "CronJob"] {
+        let w = object(&docs, kind);
+        assert_secure(w);
+        let pod = pod_of(w, &format!("pss-{}", kind.to_lowercase()));
+        if let Err(e) = pods.create(&dry, &pod).await {
+            panic!("the {kind}'s pod is refused under the restricted Pod Security Standard: {e}");
+        }
+    }
+    // The control: the same pod allowed to escalate privileges is refused, so the check above
+    // is real.
+    let mut weak = object(&docs, "Job").clone();
+    weak["spec"]["template"]["spec"]["containers"][0]["securityContext"]["allowPrivilegeEscalation"] =
+        json!(true);
+    let err = pods
+        .create(&dry, &pod_of(&weak, "pss-weak"))
+        .await
+        .expect_err("PodSecurity admission refuses allowPrivilegeEscalation: true");
+    assert!(
+        err.to_string().contains("allowPrivilegeEscalation"),
+        "{err}"
+    );
+
+    // A restart-only consumer that is running.
+    let deployments = ratelimit_deployment(&c, &ns.name).await;
+
+    // certgen as a ServiceAccount bound to exactly the rendered Role.
+    let role = object(&docs, "Role");
+    assert_eq!(role["metadata"]["namespace"], ns.name.as_str());
+    let rules = rules(role);
+    let kubeconfig = c
+        .service_account_kubeconfig(&ns.name, "chart-role", rules.clone())
+        .await;
+    let job_args = args(object(&docs, "Job"));
+    let cron_args = args(object(&docs, "CronJob"));
+    let names = [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+        "envoy-oidc-hmac",
+    ];
+
+    // Install: the hook Job's run creates everything and restarts the consumer.
+    let report = run_async(certgen_as(&kubeconfig, &job_args, &[]))
+        .await
+        .ok()
+        .json();
+    assert_eq!(consumer_actions(&report, "envoy-ratelimit"), ["restarted"]);
+    let installed = versions(&c, &ns.name, &names).await;
+    assert!(installed.iter().all(Option::is_some), "{installed:?}");
+    let generation = deployments
+        .get("envoy-ratelimit")
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+
+    // The CronJob's run with nothing due: no write, no restart.
+    let report = run_async(certgen_as(&kubeconfig, &cron_args, &[]))
+        .await
+        .ok()
+        .json();
+    assert_eq!(
+        consumer_actions(&report, "envoy-ratelimit"),
+        ["already-restarted"]
+    );
+    assert_eq!(versions(&c, &ns.name, &names).await, installed);
+    assert_eq!(
+        deployments
+            .get("envoy-ratelimit")
+            .await
+            .unwrap()
+            .metadata
+            .generation,
+        generation
+    );
+
+    // A rotation with --overwrite (the rendered arguments hold --wait): trust, then leaves,
+    // each restart waited for.
+    assert!(cron_args.contains(&"--wait".to_string()), "{cron_args:?}");
+    let ca_before = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
+    let report = run_async(certgen_as(&kubeconfig, &cron_args, &["--overwrite"]))
+        .await
+        .ok()
+        .json();
+    assert_eq!(
+        consumer_actions(&report, "envoy-ratelimit"),
+        ["restarted", "restarted"]
+    );
+    let ca_after = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
+    assert_ne!(
+        ca_before.data.unwrap()["tls.crt"],
+        ca_after.data.unwrap()["tls.crt"],
+        "a new CA"
+    );
+
+    // Without one verb of the Role, certgen exits 5 naming the verb, the resource and the
+    // namespace, and says what to grant: patch on Secrets (the first write of a rotation) and
+    // on Deployments (the restart that follows it).
+    for (resource, verb) in [("secrets", "patch"), ("deployments", "patch")] {
+        let kubeconfig = c
+            .service_account_kubeconfig(
+                &ns.name,
+                &format!("chart-no-{verb}-{resource}"),
+                without(&rules, resource, verb),
+            )
+            .await;
+        let r = run_async(certgen_as(&kubeconfig, &cron_args, &["--overwrite"])).await;
+        assert_forbidden(&r, verb, resource, &ns.name);
+    }
+
+    // Whatever those runs left half done, the rendered Role's plain run finishes.
+    run_async(certgen_as(&kubeconfig, &cron_args, &[]))
+        .await
+        .ok();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "certgen bug: a 403 on the rollout watch is retried until --timeout (exit 3) instead \
+            of failing with exit 5; see Deployments::wait in src/rollout.rs"]
+async fn without_watch_on_deployments_the_wait_exits_5_naming_the_verb() {
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("chart-watch").await;
+    // A short --timeout, so that the bug costs 30 s rather than the default 4 min.
+    let docs = documents(&template(&helm, &ns.name, &["--set", "timeout=30s"]));
+    let _deployments = ratelimit_deployment(&c, &ns.name).await;
+    let rules = rules(object(&docs, "Role"));
+    let kubeconfig = c
+        .service_account_kubeconfig(
+            &ns.name,
+            "chart-no-watch",
+            without(&rules, "deployments", "watch"),
+        )
+        .await;
+    // The install restarts the consumer, and --wait (in the rendered arguments) follows it.
+    let r = run_async(certgen_as(&kubeconfig, &args(object(&docs, "Job")), &[])).await;
+    assert_forbidden(&r, "watch", "deployments", &ns.name);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn helm_installs_and_upgrades_the_chart_with_its_hooks_in_a_restricted_namespace() {
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("chart-helm").await;
+    // The hook Job's pod must pass the restricted Pod Security Standard, or it is never
+    // created and the hook never completes. (kwok completes the pod without running certgen:
+    // this is about Helm and the API server taking the chart, the runs are tested above.)
+    Api::<Namespace>::all(c.client.clone())
+        .patch(
+            &ns.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+            }}})),
+        )
+        .await
+        .unwrap();
+    let chart = chart();
+    let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
+    let helm_in_ns = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--kubeconfig", &kubeconfig, "--namespace", &ns.name]);
+        run_helm(&helm, &all)
+    };
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(c.client.clone(), &ns.name);
+    for verb in ["install", "upgrade"] {
+        let out = helm_in_ns(&[
+            verb,
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--set",
+            "cronJob.enabled=true",
+            "--wait",
+            "--timeout",
+            "120s",
+        ]);
+        assert!(out.contains("STATUS: deployed"), "{out}");
+        let job = jobs.get("certgen").await.unwrap();
+        assert_eq!(
+            job.status.and_then(|s| s.succeeded),
+            Some(1),
+            "helm {verb} waited for the hook Job"
+        );
+    }
+    let cronjobs: Api<k8s_openapi::api::batch::v1::CronJob> =
+        Api::namespaced(c.client.clone(), &ns.name);
+    assert!(cronjobs.get_opt("certgen").await.unwrap().is_some());
+
+    // Uninstall removes the CronJob; the hook resources stay, as the chart's notes say.
+    helm_in_ns(&["uninstall", RELEASE, "--wait"]);
+    assert!(cronjobs.get_opt("certgen").await.unwrap().is_none());
+    let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns.name);
+    assert!(sas.get_opt("certgen").await.unwrap().is_some());
+}
