@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use futures::StreamExt;
 use time::OffsetDateTime;
 
 use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
@@ -14,8 +15,11 @@ use crate::plan::{
 };
 use crate::report::{Entry, Report, rfc3339};
 use crate::store::{
-    Expect, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS, data_digest,
+    Expect, Observed, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS, data_digest,
 };
+
+/// How many reads or writes a run has in flight at once.
+pub const CONCURRENCY: usize = 16;
 
 /// How many times a run re-reads and re-plans after losing a race.
 pub const MAX_ATTEMPTS: u32 = 5;
@@ -54,17 +58,23 @@ pub async fn observe<S: SecretStore>(
     store: &S,
     config: &Config,
 ) -> Result<ObservedState, StoreError> {
-    let mut state = ObservedState {
-        ca: Some(store.get(&config.ca.secret_name).await?),
-        ..Default::default()
-    };
-    let names = config
-        .tls
-        .iter()
-        .map(|t| &t.name)
-        .chain(config.hmac.iter().map(|h| &h.name));
-    for name in names {
-        state.secrets.insert(name.clone(), store.get(name).await?);
+    let names: Vec<&String> = std::iter::once(&config.ca.secret_name)
+        .chain(config.tls.iter().map(|t| &t.name))
+        .chain(config.hmac.iter().map(|h| &h.name))
+        .collect();
+    // Bounded concurrency: fast for a thousand Secrets, gentle on the API server.
+    let reads: Vec<(&String, Result<Observed, StoreError>)> = futures::stream::iter(names)
+        .map(|name| async move { (name, store.get(name).await) })
+        .buffered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut state = ObservedState::default();
+    for (name, observed) in reads {
+        if *name == config.ca.secret_name {
+            state.ca = Some(observed?);
+        } else {
+            state.secrets.insert(name.clone(), observed?);
+        }
     }
     Ok(state)
 }
@@ -409,6 +419,7 @@ async fn apply<S: SecretStore>(
         }
     };
 
+    let mut writes = Vec::new();
     for s in secrets {
         let mut entry = Entry {
             secret: s.name.clone(),
@@ -465,24 +476,31 @@ async fn apply<S: SecretStore>(
         }
         progress.record(&s.name, observed, false, &data);
         if s.action.writes() {
-            put(
-                store,
-                &SecretWrite {
-                    name: s.name.clone(),
-                    type_,
-                    data,
-                    secret_keys,
-                    remove: vec![],
-                    labels: labels(),
-                    annotations,
-                    expect: expect(&s.version),
-                },
-            )
-            .await?;
-            log_write(store, phase, &s.name, s.action, &s.reason);
+            let write = SecretWrite {
+                name: s.name.clone(),
+                type_,
+                data,
+                secret_keys,
+                remove: vec![],
+                labels: labels(),
+                annotations,
+                expect: expect(&s.version),
+            };
+            writes.push((write, s.action, s.reason.clone()));
         }
         progress.entries.push(entry);
     }
+    // The CA is stored; the Secrets it signs are independent of each other.
+    let results: Vec<Result<(), StoreError>> = futures::stream::iter(writes)
+        .map(|(write, action, reason)| async move {
+            put(store, &write).await?;
+            log_write(store, phase, &write.name, action, &reason);
+            Ok(())
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect::<Result<Vec<()>, _>>()?;
     Ok(signer)
 }
 

@@ -205,6 +205,30 @@ struct Peer {
     port: AtomicU16,
     loaded: Mutex<Option<Arc<Loaded>>>,
     openssl: Mutex<Option<Child>>,
+    /// The resourceVersion of what the pod directory holds: like the kubelet, the stand-in only
+    /// ever moves a mount forward, never back to data it read before a restart's fresh mount.
+    mounted_rv: Mutex<u64>,
+}
+
+impl Peer {
+    /// Writes `data` (read at `rv`) unless the directory already holds something newer.
+    fn mount(&self, rv: u64, data: &BTreeMap<String, Vec<u8>>) -> bool {
+        let mut current = self.mounted_rv.lock().unwrap();
+        if rv <= *current {
+            return false;
+        }
+        write_mounted(&self.dir, data);
+        *current = rv;
+        true
+    }
+}
+
+fn rv(s: &k8s_openapi::api::core::v1::Secret) -> u64 {
+    s.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 impl Peer {
@@ -450,6 +474,7 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
         let dir = pods.path().join(spec.name);
         std::fs::create_dir_all(&dir).unwrap();
         let s = secrets.get(spec.secret).await.unwrap();
+        let first_rv = rv(&s);
         let data: BTreeMap<String, Vec<u8>> =
             s.data.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect();
         write_mounted(&dir, &data);
@@ -461,6 +486,7 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
             port: AtomicU16::new(port),
             loaded: Mutex::new(None),
             openssl: Mutex::new(None),
+            mounted_rv: Mutex::new(first_rv),
         });
         if spec.openssl {
             drop(listener); // s_server binds the port itself
@@ -482,6 +508,7 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
                 let Ok(s) = secrets.get(peer.spec.secret).await else {
                     continue;
                 };
+                let read_rv = rv(&s);
                 let data: BTreeMap<String, Vec<u8>> = s
                     .data
                     .unwrap_or_default()
@@ -495,9 +522,9 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
                 };
                 if last.as_ref() != Some(&m) {
                     tokio::time::sleep(Duration::from_millis(random_ms(max_sync_delay_ms()))).await;
-                    write_mounted(&peer.dir, &data);
+                    let moved = peer.mount(read_rv, &data);
                     last = Some(m);
-                    if peer.spec.reload == Reload::Hot {
+                    if moved && peer.spec.reload == Reload::Hot {
                         peer.load();
                     }
                 }
@@ -528,9 +555,10 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
                     tokio::time::sleep(Duration::from_millis(random_ms(max_sync_delay_ms()))).await;
                     for peer in peers.iter().filter(|p| p.spec.reload == Reload::Restart) {
                         let s = secrets.get(peer.spec.secret).await.unwrap();
+                        let read_rv = rv(&s);
                         let data: BTreeMap<String, Vec<u8>> =
                             s.data.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect();
-                        write_mounted(&peer.dir, &data);
+                        peer.mount(read_rv, &data);
                         let p = peer.clone();
                         tokio::task::spawn_blocking(move || p.load()).await.unwrap();
                     }
