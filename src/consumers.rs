@@ -66,12 +66,16 @@ pub struct Verdict {
     pub failed: Vec<String>,
     /// What was still pending when the deadline came.
     pub pending: Vec<String>,
+    /// An API call the server refused (exit 5), if any.
+    pub refused: Option<crate::store::StoreError>,
 }
 
 impl Verdict {
     /// The error to exit with, if any: a timeout (3) outranks nothing; a failure (1) wins.
     pub fn into_error(self) -> Option<Error> {
-        if !self.failed.is_empty() {
+        if let Some(e) = self.refused {
+            Some(Error::Store(e))
+        } else if !self.failed.is_empty() {
             Some(Error::Verification(self.failed.join("; ")))
         } else if !self.pending.is_empty() {
             Some(Error::Timeout(format!(
@@ -280,6 +284,11 @@ async fn wait_all(
                     api.namespace(),
                     target.name
                 ));
+            }
+            Err(RolloutError::Refused(e)) => {
+                entry.rollout = Some("failed".into());
+                entry.detail = Some(e.to_string());
+                verdict.refused.get_or_insert(e);
             }
             Err(e) => {
                 entry.rollout = Some("failed".into());

@@ -89,8 +89,31 @@ pub async fn run<S: SecretStore>(
     let mut plan_options = options.plan;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
+    let mut first_ca_version: Option<Option<String>> = None;
     loop {
-        let observed = observe(store, config).await?;
+        let observed = match observe(store, config).await {
+            Ok(o) => o,
+            Err(e) if transient(&e) && attempt < MAX_ATTEMPTS => {
+                tracing::warn!(attempt, "{e}; retrying");
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
+                    .await;
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        // If the CA Secret changed since the first read (a CA write whose answer was lost, say;
+        // the lock keeps other certgen runs out), --overwrite has been acted on: never rotate twice.
+        let ca_version = observed
+            .ca
+            .as_ref()
+            .and_then(|o| o.present())
+            .map(|s| s.version.clone());
+        match &first_ca_version {
+            None => first_ca_version = Some(ca_version),
+            Some(first) if *first != ca_version => plan_options.overwrite = false,
+            Some(_) => {}
+        }
         let now = clock();
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
@@ -154,10 +177,28 @@ pub async fn run<S: SecretStore>(
                 attempt += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt))).await;
             }
+            // The connection broke, perhaps mid-write: whether the write landed or not, its
+            // precondition makes a re-read and re-plan safe.
+            Err(ApplyError::Store(e)) if transient(&e) && attempt < MAX_ATTEMPTS => {
+                tracing::warn!(attempt, "{e}; re-reading and re-planning");
+                if progress.ca_written {
+                    plan_options.overwrite = false;
+                }
+                merge(&mut done, progress.entries);
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
+                    .await;
+            }
             Err(ApplyError::Store(e)) => return Err(e.into()),
             Err(ApplyError::Issue(e)) => return Err(e.into()),
         }
     }
+}
+
+/// A failure worth another attempt: the connection broke or timed out before an HTTP answer.
+/// (429/503/504 are retried below, in the client, honouring Retry-After.)
+fn transient(e: &StoreError) -> bool {
+    matches!(e, StoreError::Api(f) if f.status.is_none())
 }
 
 /// Later entries replace earlier ones for the same Secret; Keep never hides a write.

@@ -262,9 +262,25 @@ async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
         metrics::record(&req);
         req
     });
+    // kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
+    // --timeout, so: 429/503/504 retried up to 8 times, 100 ms to 5 s apart, honouring
+    // Retry-After.
+    let mut config = config;
+    config.default_retry = false;
+    let policy = kube::client::retry::RetryPolicy::new(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(5),
+        8,
+        true,
+    )
+    .expect("valid retry bounds");
     let builder =
         kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
-    Ok(builder.with_layer(&counting).build())
+    Ok(builder
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(policy))
+        .with_layer(&counting)
+        .build())
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

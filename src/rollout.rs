@@ -167,7 +167,7 @@ pub struct Deployments {
 }
 
 /// A problem with one Deployment that the report names.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error(
         "deployment {namespace}/{name} is paused; resume it (kubectl rollout resume) or remove it from the consumers"
@@ -190,6 +190,9 @@ pub enum RolloutError {
         name: String,
         message: String,
     },
+    /// The API server refused the request; exits 5 like every refused API call.
+    #[error(transparent)]
+    Refused(StoreError),
     #[error("the watch on deployment {namespace}/{name} failed: {message}")]
     Watch {
         namespace: String,
@@ -308,7 +311,34 @@ impl Deployments {
                 Err(_) => return Ok(None),
                 Ok(None) => return Err(err("the watch ended".into())),
                 Ok(Some(Err(e))) => {
-                    // default_backoff retries; a persistent error ends up here repeatedly.
+                    // Refusals (403, 401) do not heal by retrying: report them as API failures.
+                    // Anything else (a dropped connection, a 5xx) is retried with backoff.
+                    let refused = match &e {
+                        watcher::Error::InitialListFailed(kube::Error::Api(s))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+                            matches!(s.code, 401 | 403).then(|| (s.code, s.message.clone()))
+                        }
+                        watcher::Error::WatchError(s) if matches!(s.code, 401 | 403) => {
+                            Some((s.code, s.message.clone()))
+                        }
+                        _ => None,
+                    };
+                    if let Some((code, message)) = refused {
+                        let verb = if matches!(e, watcher::Error::InitialListFailed(_)) {
+                            "list"
+                        } else {
+                            "watch"
+                        };
+                        return Err(RolloutError::Refused(api_failure(
+                            verb,
+                            &self.namespace,
+                            &target.name,
+                            kube::Error::Api(Box::new(
+                                kube::core::Status::failure(&message, "Forbidden").with_code(code),
+                            )),
+                        )));
+                    }
                     tracing::debug!(deployment = %target.name, "watch error, retrying: {e}");
                     continue;
                 }

@@ -793,8 +793,6 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "certgen bug: a 403 on the rollout watch is retried until --timeout (exit 3) instead \
-            of failing with exit 5; see Deployments::wait in src/rollout.rs"]
 async fn without_watch_on_deployments_the_wait_exits_5_naming_the_verb() {
     let Some(c) = cluster().await else { return };
     let Some(helm) = helm() else { return };

@@ -6,6 +6,7 @@
 
 mod chart;
 mod consumers;
+mod faults;
 mod harness;
 mod rotation;
 mod smoke;
