@@ -413,3 +413,47 @@ async fn probe_all(
     }
     Ok(())
 }
+
+/// Whether every hot-reloading consumer demonstrably trusts `pending`: each has a probe, and
+/// every probed endpoint completes a handshake presenting a client certificate from `pending`
+/// (the server still presents its current leaf, from `active`). Retries until `until`.
+pub async fn trust_confirmed(
+    config: &Config,
+    client: Option<&kube::Client>,
+    pending: &crate::pki::CaKey,
+    active: Option<&crate::pki::Cert>,
+    until: Instant,
+) -> bool {
+    let hot: Vec<&Consumer> = config
+        .consumers
+        .iter()
+        .filter(|c| c.reload == Reload::Hot)
+        .collect();
+    if hot.is_empty() || hot.iter().any(|c| c.probe.is_none()) {
+        return false;
+    }
+    let Ok(identity) = ClientIdentity::issue(pending, OffsetDateTime::now_utc()) else {
+        return false;
+    };
+    let mut roots = vec![pending.cert.clone()];
+    roots.extend(active.cloned());
+    for consumer in hot {
+        let p = consumer.probe.as_ref().expect("checked above");
+        let endpoints = match (client, &p.service) {
+            (Some(client), Some(service)) => {
+                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                    Ok(e) if !e.is_empty() => e,
+                    _ => return false,
+                }
+            }
+            _ => p.addresses.clone(),
+        };
+        for endpoint in endpoints {
+            if !probe::accepts_client(&endpoint, &p.server_name, &roots, &identity, until).await {
+                tracing::info!(consumer = %consumer.name, endpoint = %endpoint, "does not accept the pending CA yet");
+                return false;
+            }
+        }
+    }
+    true
+}

@@ -193,6 +193,8 @@ async fn steps<S: SecretStore>(
         .await?;
         merge_consumers(&mut consumer_reports, reports);
         let phase = outcome.phase.clone();
+        let outcome_pending = outcome.pending;
+        let outcome_signer = outcome.signer.map(|s| s.cert);
         last_report = Some(outcome.report);
         if let Some(e) = verdict_error(verdict) {
             return Ok((
@@ -203,9 +205,38 @@ async fn steps<S: SecretStore>(
         match phase {
             Phase::Steady | Phase::Leaves => break,
             Phase::Trust => continue,
-            Phase::Gate { ready_at, reason } => {
+            Phase::Gate {
+                ready_at,
+                reason,
+                pending,
+            } => {
                 let wait = (ready_at - clock()).max(time::Duration::ZERO);
                 let wait = std::time::Duration::try_from(wait).unwrap_or_default();
+                let until = (Instant::now() + wait).min(ctx.deadline);
+                // Probes can open the trust-to-leaves gate early: when every hot-reloading
+                // consumer accepts a client certificate from the pending CA, it has the new trust.
+                if let (Some(fp), Some(pending)) = (pending, &outcome_pending) {
+                    tracing::info!(
+                        phase = "gate",
+                        "{reason}; probing hot-reloading consumers for the new trust"
+                    );
+                    if consumers::trust_confirmed(
+                        config,
+                        ctx.client,
+                        pending,
+                        outcome_signer.as_ref(),
+                        until,
+                    )
+                    .await
+                    {
+                        tracing::info!(
+                            phase = "gate",
+                            "every hot-reloading consumer accepts the pending CA"
+                        );
+                        plan_options.trust_confirmed = Some(fp);
+                        continue;
+                    }
+                }
                 if Instant::now() + wait > ctx.deadline {
                     let e = Error::Timeout(format!(
                         "{reason}; that is past --timeout. Every bundle trusts both CAs, so nothing breaks meanwhile: re-run certgen after {} to finish",
@@ -217,7 +248,8 @@ async fn steps<S: SecretStore>(
                     ));
                 }
                 tracing::info!(phase = "gate", "{reason}");
-                tokio::time::sleep(wait).await;
+                let left = (ready_at - clock()).max(time::Duration::ZERO);
+                tokio::time::sleep(std::time::Duration::try_from(left).unwrap_or_default()).await;
             }
         }
     }

@@ -46,6 +46,8 @@ pub struct Outcome {
     pub leaves: BTreeMap<String, Cert>,
     /// The CA that signs leaves now, when certgen holds its key.
     pub signer: Option<CaKey>,
+    /// A staged rotation's pending CA, when one is stored after this step.
+    pub pending: Option<CaKey>,
     /// Where a staged rotation stands after this step.
     pub phase: Phase,
     /// Whether this step stored a new CA (so `--overwrite` has been acted on).
@@ -136,6 +138,7 @@ pub async fn run<S: SecretStore>(
                 written,
                 leaves: stored.leaves,
                 signer: plan.ca.active,
+                pending: plan.ca.pending,
                 phase,
                 rotation_started: false,
             });
@@ -155,6 +158,7 @@ pub async fn run<S: SecretStore>(
                     written,
                     leaves: progress.leaves,
                     signer,
+                    pending: progress.pending.take(),
                     phase,
                     rotation_started: progress.ca_written
                         || options.plan.overwrite != plan_options.overwrite,
@@ -215,6 +219,7 @@ fn merge(done: &mut Vec<Entry>, new: Vec<Entry>) {
 #[derive(Default)]
 struct Progress {
     entries: Vec<Entry>,
+    pending: Option<CaKey>,
     ca_written: bool,
     digests: BTreeMap<String, String>,
     leaves: BTreeMap<String, Cert>,
@@ -386,6 +391,7 @@ async fn apply<S: SecretStore>(
             progress
                 .entries
                 .push(ca_entry(Action::Trust, reason, &pending.cert));
+            progress.pending = Some(pending);
             (Some(active), bundle)
         }
         Action::Promote => {
@@ -421,6 +427,8 @@ async fn apply<S: SecretStore>(
             (Some(pending), ca_plan.bundle)
         }
         Action::UpdateBundle => {
+            let has_pending = ca_plan.pending.is_some();
+            progress.pending = ca_plan.pending;
             let ca = ca_plan
                 .active
                 .expect("UpdateBundle is planned only with an active CA");
@@ -429,7 +437,7 @@ async fn apply<S: SecretStore>(
                 bundle_pem(&ca_plan.bundle).into_bytes(),
             )]);
             let mut annotations = ca_annotations(&ca.cert);
-            if ca_plan.pending.is_some() {
+            if has_pending {
                 annotations.insert(TRUST_WRITTEN_AT.into(), now_text.clone());
             }
             put(store, &ca_write(data, vec![], annotations)).await?;
@@ -448,6 +456,7 @@ async fn apply<S: SecretStore>(
             (Some(ca), ca_plan.bundle)
         }
         Action::Keep | Action::Renew => {
+            progress.pending = ca_plan.pending;
             progress.entries.push(Entry {
                 secret: ca_plan.name.clone(),
                 kind: Kind::Ca,

@@ -153,6 +153,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         propagation_delay: args
             .propagation_delay
             .unwrap_or(std::time::Duration::from_secs(default_delay)),
+        trust_confirmed: None,
     };
     let deadline = tokio::time::Instant::now() + args.timeout;
     let context = |deployments, client, lock| driver::Context {

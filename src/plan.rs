@@ -34,6 +34,9 @@ pub struct Options {
     pub strategy: Strategy,
     /// How long hot-reloading consumers get to load a change before the next phase relies on it.
     pub propagation_delay: Duration,
+    /// Every hot-reloading consumer was probed and accepted a client certificate from the
+    /// pending CA with this fingerprint: the trust phase has reached them, whatever the delay.
+    pub trust_confirmed: Option<[u8; 32]>,
 }
 
 /// How a CA rotation is written.
@@ -59,6 +62,9 @@ pub enum Phase {
     Gate {
         ready_at: OffsetDateTime,
         reason: String,
+        /// The pending CA's fingerprint when this is the trust-to-leaves gate, which probes
+        /// that accept a client certificate from that CA may open early.
+        pending: Option<[u8; 32]>,
     },
     /// Staged step 3: the pending CA becomes active and signs every leaf.
     Leaves,
@@ -438,6 +444,7 @@ pub fn plan(
         config,
         now,
         delay: options.propagation_delay,
+        trust_confirmed: options.trust_confirmed,
         ca_name,
         ca_version: ca_version.clone(),
         ca_annotations,

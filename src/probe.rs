@@ -301,6 +301,37 @@ pub async fn probe_until(
     }
 }
 
+/// Whether `endpoint` completes a handshake with `client` (and does not refuse it right after),
+/// retrying with backoff until `until`.
+pub async fn accepts_client(
+    endpoint: &str,
+    server_name: &str,
+    roots: &[Cert],
+    client: &ClientIdentity,
+    until: Instant,
+) -> bool {
+    let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        if let Dial::Verified(_) = dial(
+            &dial_addr,
+            server_name,
+            roots,
+            client,
+            Duration::from_secs(5),
+        )
+        .await
+        {
+            return true;
+        }
+        if Instant::now() + backoff >= until {
+            return false;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
 fn dial_override(endpoint: &str) -> Option<String> {
     let map = std::env::var(DIAL_OVERRIDE_ENV).ok()?;
     map.split(',').find_map(|pair| {

@@ -21,6 +21,7 @@ pub(super) struct Inputs<'a> {
     pub config: &'a Config,
     pub now: OffsetDateTime,
     pub delay: std::time::Duration,
+    pub trust_confirmed: Option<[u8; 32]>,
     pub ca_name: &'a str,
     pub ca_version: Option<String>,
     pub ca_annotations: &'a BTreeMap<String, String>,
@@ -122,7 +123,9 @@ pub(super) fn resume(
     }
     let since = recorded(inputs.ca_annotations, TRUST_WRITTEN_AT).unwrap_or(inputs.now);
     let ready_at = since + delay(inputs.delay);
-    if inputs.now < ready_at {
+    let pending_fp = pending.cert.fingerprint();
+    let confirmed = inputs.trust_confirmed == Some(pending_fp);
+    if inputs.now < ready_at && !confirmed {
         let reason = format!(
             "every bundle trusts the pending CA {}; leaves wait until {} so consumers have loaded it",
             pending.cert.short_fingerprint(),
@@ -135,7 +138,16 @@ pub(super) fn resume(
             Some(pending),
             inputs.ca_version.clone(),
         );
-        return (plan, secrets, Phase::Gate { ready_at, reason });
+        let pending = Some(pending_fp);
+        return (
+            plan,
+            secrets,
+            Phase::Gate {
+                ready_at,
+                reason,
+                pending,
+            },
+        );
     }
     for (i, s) in secrets.iter_mut().enumerate() {
         (s.action, s.reason) = match inputs.parsed[i] {
@@ -212,6 +224,7 @@ pub(super) fn start(
             Phase::Gate {
                 ready_at,
                 reason: why,
+                pending: None,
             },
         );
     }

@@ -599,9 +599,33 @@ mod staged {
             plan.phase,
             Phase::Gate {
                 ready_at: trust_at + time::Duration::seconds(90),
-                reason: plan.ca.reason.clone()
+                reason: plan.ca.reason.clone(),
+                pending: Some(pending.cert.fingerprint()),
             }
         );
+        // Probes that saw every hot consumer accept the pending CA open the gate early; a
+        // confirmation for another CA does not.
+        let other = [7u8; 32];
+        let plan = world
+            .plan(
+                NOW,
+                Options {
+                    trust_confirmed: Some(other),
+                    ..staged(90)
+                },
+            )
+            .unwrap();
+        assert!(matches!(plan.phase, Phase::Gate { .. }));
+        let plan = world
+            .plan(
+                NOW,
+                Options {
+                    trust_confirmed: Some(pending.cert.fingerprint()),
+                    ..staged(90)
+                },
+            )
+            .unwrap();
+        assert_eq!(plan.phase, Phase::Leaves);
         let later = trust_at + time::Duration::seconds(91);
         let plan = world.plan(later, staged(90)).unwrap();
         assert_eq!(plan.phase, Phase::Leaves);

@@ -637,3 +637,64 @@ fn check_shows_a_half_done_rotation_and_missing_trust() {
         r.stdout
     );
 }
+
+/// A config whose only hot consumer is probed at `port`, with a long propagation delay.
+fn probed_config(dir: &Path, port: u16) -> std::path::PathBuf {
+    let profile = run(&["profile", "show"]).ok().stdout;
+    let consumers = format!(
+        "consumers:\n  - name: eg\n    reload: hot\n    mounts: [envoy-gateway]\n    probe:\n      port: {port}\n      addresses: [\"127.0.0.1:{port}\"]\n      serverName: envoy-gateway.envoy-gateway-system.svc\n"
+    );
+    write(
+        dir,
+        "probed.yaml",
+        &(profile[..profile.find("consumers:").unwrap()].to_string() + &consumers),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probes_open_the_trust_gate_early_only_when_every_hot_consumer_has_the_new_ca() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    local(&dir, &[]).ok();
+    let rotate = |cfg: std::path::PathBuf, dir: std::path::PathBuf, timeout: &'static str| {
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            let out = crate::util::certgen()
+                .args([
+                    "--config",
+                    cfg.to_str().unwrap(),
+                    "--local",
+                    dir.to_str().unwrap(),
+                    "--overwrite",
+                ])
+                .args(["--propagation-delay", "60s", "--timeout", timeout, "-q"])
+                .output()
+                .unwrap();
+            (crate::util::Run::from(out), started.elapsed())
+        })
+    };
+
+    // A server that reloads its files trusts the pending CA as soon as the bundle is written.
+    let (port, hot) = crate::util::tls_server(dir.join("envoy-gateway"), true).await;
+    let (r, took) = rotate(probed_config(tmp.path(), port), dir.clone(), "50s")
+        .await
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "the probe opened the 60 s gate early ({took:?})"
+    );
+    hot.abort();
+
+    // One that never reloads does not: the gate stays shut until the delay, past --timeout.
+    // (A fresh installation: the one above just wrote leaves, which gates its next rotation.)
+    let dir = tmp.path().join("certs2");
+    local(&dir, &[]).ok();
+    let (port, stale) = crate::util::tls_server(dir.join("envoy-gateway"), false).await;
+    let (r, _) = rotate(probed_config(tmp.path(), port), dir.clone(), "4s")
+        .await
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("every bundle trusts"), "{}", r.stderr);
+    stale.abort();
+}
