@@ -259,15 +259,32 @@ async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
             message: format!("{e}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
         })
     })?;
+    let mut config = config;
+    config.default_retry = false;
+    let builder =
+        kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
+    Ok(layered(builder))
+}
+
+/// certgen's client layers over any service: bounded retries and the request counter.
+///
+/// kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
+/// `--timeout`, so 429/503/504 are retried up to 8 times, 100 ms to 5 s apart, honouring
+/// Retry-After. Every request (retries included) is counted for the report.
+pub fn layered<Svc, B>(builder: kube::client::ClientBuilder<Svc>) -> kube::Client
+where
+    Svc: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
+        + Send
+        + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Into<tower::BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<tower::BoxError>,
+{
     let counting = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
         metrics::record(&req);
         req
     });
-    // kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
-    // --timeout, so: 429/503/504 retried up to 8 times, 100 ms to 5 s apart, honouring
-    // Retry-After.
-    let mut config = config;
-    config.default_retry = false;
     let policy = kube::client::retry::RetryPolicy::new(
         std::time::Duration::from_millis(100),
         std::time::Duration::from_secs(5),
@@ -275,13 +292,11 @@ async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
         true,
     )
     .expect("valid retry bounds");
-    let builder =
-        kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
-    Ok(builder
+    builder
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&tower::retry::RetryLayer::new(policy))
         .with_layer(&counting)
-        .build())
+        .build()
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

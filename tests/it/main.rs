@@ -2,6 +2,7 @@
 //! binary end to end in local mode, docs that must not go stale, and (with `KUBECONFIG` set by
 //! `tests/testenv/up`) the Kubernetes store against a real control plane.
 
+mod api_faults;
 mod bad_input;
 mod cluster;
 mod docs;

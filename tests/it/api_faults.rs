@@ -1,0 +1,106 @@
+//! Faults a real API server will not produce on demand (429 with Retry-After, 503, 500), from an
+//! HTTP-level fake behind certgen's real client layers (`certgen::layered`): transient answers are
+//! retried, Retry-After is honoured, and a 500 is reported at once as an API failure (exit 5).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use certgen::store::{KubeStore, Observed, SecretStore, StoreError};
+use kube::client::{Body, ClientBuilder};
+use serde_json::json;
+
+/// A fake API server that answers with `script[i]` (status, extra header) for the i-th request
+/// and with the last entry afterwards.
+fn fake(
+    script: Vec<(u16, Option<(&'static str, &'static str)>)>,
+) -> (kube::Client, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let service = tower::service_fn(move |req: http::Request<Body>| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        let (status, header) = script[n.min(script.len() - 1)];
+        let path = req.uri().path().to_string();
+        async move {
+            let body = if status == 200 {
+                json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                       "metadata": {"name": path.rsplit('/').next().unwrap(), "resourceVersion": "7"},
+                       "data": {"hmac-secret": "eA=="}})
+            } else {
+                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
+                       "reason": "TooManyRequests", "message": format!("fake answer {status}")})
+            };
+            let mut resp = http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json");
+            if let Some((k, v)) = header {
+                resp = resp.header(k, v);
+            }
+            Ok::<_, std::convert::Infallible>(
+                resp.body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            )
+        }
+    });
+    (certgen::layered(ClientBuilder::new(service, "ns")), calls)
+}
+
+#[tokio::test]
+async fn a_429_is_retried_after_the_servers_retry_after() {
+    let (client, calls) = fake(vec![(429, Some(("retry-after", "1"))), (200, None)]);
+    let store = KubeStore::new(client, "ns");
+    let started = Instant::now();
+    let observed = store.get("envoy-oidc-hmac").await.unwrap();
+    assert!(matches!(observed, Observed::Present(_)));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "waited for Retry-After: {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn unavailable_answers_are_retried_with_backoff() {
+    let (client, calls) = fake(vec![(503, None), (503, None), (504, None), (200, None)]);
+    let store = KubeStore::new(client, "ns");
+    assert!(matches!(
+        store.get("x").await.unwrap(),
+        Observed::Present(_)
+    ));
+    assert_eq!(calls.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test]
+async fn a_500_is_an_api_failure_at_once_and_exits_5() {
+    let (client, calls) = fake(vec![(500, None)]);
+    let store = KubeStore::new(client, "ns");
+    let err = store.get("envoy").await.unwrap_err();
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        1,
+        "a 500 is not retried blindly"
+    );
+    let StoreError::Api(f) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        (f.verb, f.resource, f.status),
+        ("get", "secrets", Some(500))
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(r#"get secrets "envoy" in namespace "ns""#)
+            && message.contains("fake answer 500"),
+        "{message}"
+    );
+    assert_eq!(certgen::exit::Error::Store(err).code(), certgen::exit::API);
+}
+
+#[tokio::test]
+async fn retries_are_bounded() {
+    let (client, calls) = fake(vec![(503, None)]);
+    let store = KubeStore::new(client, "ns");
+    assert!(store.get("x").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
+}
