@@ -145,13 +145,17 @@ verdict() { # verdict VALUE OP TARGET -> "PASS" or "MISS (+X, Y.Yx the target)"
 }
 
 # cg_run OUT ARGS...: certgen ARGS --output json -q > OUT.json, stderr > OUT.err; sets
-# cg_ms (wall ms, process start to exit) and cg_rc. Exit codes are checked by the caller.
+# cg_ms (wall ms, process start to exit), cg_t0_ms (start, epoch ms) and cg_rc. Exit codes
+# are checked by the caller.
+# cg_log=(-v --log-format json) instead of the default (-q) keeps timestamped logs in OUT.err.
+cg_log=(-q)
 cg_run() {
   local out=$1 t0
   shift
   t0=$(now_ms)
+  cg_t0_ms=$t0
   set +e
-  "$certgen" "$@" --output json -q >"$out.json" 2>"$out.err"
+  "$certgen" "$@" --output json "${cg_log[@]}" >"$out.json" 2>"$out.err"
   cg_rc=$?
   set -e
   cg_ms=$(($(now_ms) - t0))
