@@ -110,26 +110,7 @@ impl Held {
 }
 
 fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
-    let (status, message) = match &err {
-        kube::Error::Api(s) => (Some(s.code), format!("{} ({})", s.message, s.code)),
-        e => (None, e.to_string()),
-    };
-    let hint = if status == Some(403) {
-        format!(
-            "; grant get, create, update and delete on leases (group coordination.k8s.io) in namespace {namespace}"
-        )
-    } else {
-        String::new()
-    };
-    StoreError::Api(Box::new(ApiFailure {
-        verb,
-        resource: "leases",
-        namespace: namespace.into(),
-        name: name.into(),
-        status,
-        message,
-        hint,
-    }))
+    ApiFailure::from_kube(verb, "leases", "coordination.k8s.io", namespace, name, err)
 }
 
 fn now_micro() -> MicroTime {

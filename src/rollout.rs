@@ -140,24 +140,7 @@ pub fn restart_needed(d: &Deployment, fp: &str, mounts_written: bool) -> Restart
 }
 
 fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
-    let (status, message) = match &err {
-        kube::Error::Api(s) => (Some(s.code), format!("{} ({})", s.message, s.code)),
-        e => (None, e.to_string()),
-    };
-    let hint = if status == Some(403) {
-        format!("; grant the {verb} verb on deployments (group apps) in namespace {namespace}")
-    } else {
-        String::new()
-    };
-    StoreError::Api(Box::new(ApiFailure {
-        verb,
-        resource: "deployments",
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        status,
-        message,
-        hint,
-    }))
+    ApiFailure::from_kube(verb, "deployments", "apps", namespace, name, err)
 }
 
 /// Deployments in one namespace.

@@ -28,38 +28,7 @@ impl KubeStore {
     }
 
     fn api_error(&self, verb: &'static str, name: &str, err: kube::Error) -> StoreError {
-        let status = match &err {
-            kube::Error::Api(s) => Some(s.code),
-            _ => None,
-        };
-        let (message, hint) = match &err {
-            kube::Error::Api(status) => {
-                let hint = match status.code {
-                    403 => format!(
-                        "; grant the {verb} verb on secrets in namespace {} to this identity (see the RBAC section of the README)",
-                        self.namespace
-                    ),
-                    401 => {
-                        "; the credentials were rejected: check --kubeconfig/--context".to_string()
-                    }
-                    404 if verb == "create" => {
-                        format!("; does namespace {} exist?", self.namespace)
-                    }
-                    _ => String::new(),
-                };
-                (format!("{} ({})", status.message, status.code), hint)
-            }
-            other => (other.to_string(), String::new()),
-        };
-        StoreError::Api(Box::new(ApiFailure {
-            verb,
-            resource: "secrets",
-            namespace: self.namespace.clone(),
-            name: name.to_string(),
-            status,
-            message,
-            hint,
-        }))
+        ApiFailure::from_kube(verb, "secrets", "", &self.namespace, name, err)
     }
 }
 

@@ -154,3 +154,47 @@ pub struct ApiFailure {
     pub message: String,
     pub hint: String,
 }
+
+impl ApiFailure {
+    /// A failed call to the Kubernetes API, with a hint people can act on. `group` is the
+    /// resource's API group ("" for the core group), named in the RBAC hint.
+    pub fn from_kube(
+        verb: &'static str,
+        resource: &'static str,
+        group: &str,
+        namespace: &str,
+        name: &str,
+        err: ::kube::Error,
+    ) -> StoreError {
+        let (status, message, hint) = match &err {
+            ::kube::Error::Api(s) => {
+                let group = if group.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (group {group})")
+                };
+                let hint = match s.code {
+                    403 => format!(
+                        "; grant the {verb} verb on {resource}{group} in namespace {namespace} to this identity (see the RBAC section of the README)"
+                    ),
+                    401 => {
+                        "; the credentials were rejected: check --kubeconfig/--context".to_string()
+                    }
+                    404 if verb == "create" => format!("; does namespace {namespace} exist?"),
+                    _ => String::new(),
+                };
+                (Some(s.code), format!("{} ({})", s.message, s.code), hint)
+            }
+            other => (None, other.to_string(), String::new()),
+        };
+        StoreError::Api(Box::new(Self {
+            verb,
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            status,
+            message,
+            hint,
+        }))
+    }
+}
