@@ -127,6 +127,8 @@ pub struct Issued {
 pub struct CaKey {
     pub cert: Cert,
     key: KeyPair,
+    /// The key as it was generated or stored, so that writing it back loads again.
+    pem: SecretPem,
 }
 
 impl std::fmt::Debug for CaKey {
@@ -138,15 +140,20 @@ impl std::fmt::Debug for CaKey {
 }
 
 impl CaKey {
-    /// The private key as PKCS#8 PEM, for storing in the CA Secret.
+    /// The private key PEM for storing in the CA Secret: PKCS#8 for keys certgen generated, and
+    /// a loaded key exactly as it was stored (PKCS#8, PKCS#1 or SEC1), so it always loads again.
     pub fn key_pem(&self) -> SecretPem {
-        SecretPem::new(self.key.serialize_pem())
+        self.pem.clone()
     }
 
     /// Loads a CA from its certificate and private key PEM, checking that they match.
     pub fn from_pem(cert: Cert, key_pem: &[u8]) -> Result<Self, super::KeyError> {
         let key = load_signing_key(&cert, key_pem)?;
-        Ok(Self { cert, key })
+        let pem = match std::str::from_utf8(key_pem) {
+            Ok(text) => SecretPem::new(text.to_string()),
+            Err(_) => SecretPem::new(key.serialize_pem()),
+        };
+        Ok(Self { cert, key, pem })
     }
 }
 
@@ -184,6 +191,7 @@ pub fn issue_ca(spec: &CaSpec, now: OffsetDateTime) -> Result<(CaKey, Issued), I
         CaKey {
             cert: cert.clone(),
             key,
+            pem: key_pem.clone(),
         },
         Issued { cert, key: key_pem },
     ))

@@ -41,6 +41,12 @@ fn delay(d: std::time::Duration) -> time::Duration {
     time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
 }
 
+/// `at + d`, saturating at the last instant `time` represents instead of overflowing.
+fn after(at: OffsetDateTime, d: std::time::Duration) -> OffsetDateTime {
+    at.checked_add(delay(d))
+        .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
+}
+
 fn not_after(p: &Parsed) -> Option<OffsetDateTime> {
     match p {
         Parsed::Ok(l) => Some(l.cert.not_after),
@@ -121,8 +127,11 @@ pub(super) fn resume(
         );
         return (plan, secrets, Phase::Trust);
     }
-    let since = recorded(inputs.ca_annotations, TRUST_WRITTEN_AT).unwrap_or(inputs.now);
-    let ready_at = since + delay(inputs.delay);
+    // A recorded time in the future (clock skew, or a hand-edited annotation) counts as now.
+    let since = recorded(inputs.ca_annotations, TRUST_WRITTEN_AT)
+        .unwrap_or(inputs.now)
+        .min(inputs.now);
+    let ready_at = after(since, inputs.delay);
     let pending_fp = pending.cert.fingerprint();
     let confirmed = inputs.trust_confirmed == Some(pending_fp);
     if inputs.now < ready_at && !confirmed {
@@ -184,12 +193,12 @@ pub(super) fn start(
     reason: String,
 ) -> (CaPlan, Vec<SecretPlan>, Phase) {
     let drops_a_ca = inputs.ca_bundle.iter().any(|c| *c != active.cert);
-    let last_leaves = recorded(inputs.ca_annotations, LEAVES_WRITTEN_AT);
+    let last_leaves = recorded(inputs.ca_annotations, LEAVES_WRITTEN_AT).map(|t| t.min(inputs.now));
     if drops_a_ca
         && let Some(at) = last_leaves
-        && inputs.now < at + delay(inputs.delay)
+        && inputs.now < after(at, inputs.delay)
     {
-        let ready_at = at + delay(inputs.delay);
+        let ready_at = after(at, inputs.delay);
         let why = format!(
             "{reason}; waiting until {} so consumers present the leaves of the previous rotation before its CA is dropped",
             crate::report::rfc3339(ready_at)
