@@ -19,14 +19,9 @@ use certgen::pki::{
     issue_ca, issue_leaf, load_signing_key, parse_cert_chain, parse_single_cert, rotation_bundle,
     steady_bundle,
 };
-use certgen::plan::{
-    Action, Kind, LEAVES_WRITTEN_AT, ObservedState, Options, Phase, Strategy, TRUST_WRITTEN_AT,
-};
+use certgen::plan::{Action, Kind, ObservedState, Options, Phase, Strategy};
 use certgen::store::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
-use rustls_pki_types::PrivateKeyDer;
-use rustls_pki_types::pem::PemObject;
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 /// The clock of checks that take no time from their input: 2026-06-01 12:00 UTC.
@@ -166,9 +161,8 @@ pub fn private_key(data: &[u8]) {
             let ca = CaKey::from_pem(fixture.cert.clone(), key_pem)
                 .expect("CaKey::from_pem agrees with load_signing_key");
             let stored = ca.key_pem();
-            let reloads = load_signing_key(&fixture.cert, stored.expose().as_bytes()).is_ok();
             assert!(
-                reloads || open_bugs::key_pem_of_non_pkcs8(key_pem),
+                load_signing_key(&fixture.cert, stored.expose().as_bytes()).is_ok(),
                 "CaKey::key_pem of a loaded key loads again"
             );
         }
@@ -330,9 +324,6 @@ fn check_usable(config: &Config) {
 /// never outside that window.
 const NOW_RANGE: std::ops::RangeInclusive<i64> = 0..=7_258_118_400;
 
-/// The longest `--propagation-delay` a `plan` input may ask for: ten years.
-pub const MAX_DELAY_SECS: u64 = 10 * 365 * 86_400;
-
 /// The built-in profile every `plan` input is planned against.
 pub static PROFILE: LazyLock<Config> = LazyLock::new(|| {
     Config::resolve(
@@ -390,8 +381,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
             }
             Some(("delay", v)) => {
                 if let Ok(secs) = v.parse::<u64>() {
-                    options.propagation_delay =
-                        std::time::Duration::from_secs(secs.min(MAX_DELAY_SECS));
+                    options.propagation_delay = std::time::Duration::from_secs(secs);
                 }
             }
             _ => match token {
@@ -505,9 +495,6 @@ fn split_sections(body: &[u8]) -> Vec<&[u8]> {
 pub fn plan(data: &[u8]) {
     let config = &*PROFILE;
     let input = decode_plan_input(config, data);
-    if open_bugs::rotation_time_overflows(&input) {
-        return;
-    }
     let object = |n: &str| format!("Secret {n}");
     let result = certgen::plan::plan(config, &input.observed, input.now, input.options, &object);
     let again = certgen::plan::plan(config, &input.observed, input.now, input.options, &object);
@@ -572,55 +559,4 @@ pub fn plan(data: &[u8]) {
         assert!(planned.ca.pending.is_some());
     }
     let _ = planned.writes();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Open bugs
-
-/// Bugs these checks found that are not fixed in certgen yet. Each has an `#[ignore]`d test in
-/// `tests/it/fuzz_regressions.rs` and its input in `fuzz/regressions/open/<target>/`. A check
-/// skips (or does not assert on) the inputs that hit one, so that fuzzing goes on finding
-/// others instead of stopping at the same crash. Delete the function once the bug is fixed.
-/// With `FUZZ_OPEN_BUGS=crash` in the environment nothing is skipped (to check whether a
-/// fuzzer finds them on its own, or that they still happen).
-mod open_bugs {
-    use super::*;
-
-    static SKIP: LazyLock<bool> =
-        LazyLock::new(|| std::env::var("FUZZ_OPEN_BUGS").as_deref() != Ok("crash"));
-
-    /// `CaKey::key_pem` of a CA key loaded from PKCS#1 (`RSA PRIVATE KEY`) or SEC1
-    /// (`EC PRIVATE KEY`) PEM labels the PKCS#1/SEC1 DER `PRIVATE KEY` (PKCS#8), so what a
-    /// promotion writes back cannot be read again. Test: `ca_key_pem_of_pkcs1_or_sec1_key_reloads`.
-    pub fn key_pem_of_non_pkcs8(key_pem: &[u8]) -> bool {
-        *SKIP
-            && !matches!(
-                PrivateKeyDer::from_pem_slice(key_pem),
-                Ok(PrivateKeyDer::Pkcs8(_))
-            )
-    }
-
-    /// `plan` panics ("resulting value is out of range", `src/plan/staged.rs`) when a stored
-    /// `certgen.dev/trust-written-at` or `certgen.dev/leaves-written-at` annotation plus the
-    /// propagation delay is past the largest date `time` represents (year 9999). Tests:
-    /// `plan_survives_trust_written_at_in_year_9999`,
-    /// `plan_survives_leaves_written_at_in_year_9999` (and, for the same unchecked addition
-    /// reached through `--propagation-delay`, `plan_survives_a_propagation_delay_past_year_9999`:
-    /// the `plan` input caps the delay at ten years, so the fuzzer does not go there).
-    pub fn rotation_time_overflows(input: &PlanInput) -> bool {
-        if !*SKIP {
-            return false;
-        }
-        let delay = time::Duration::try_from(input.options.propagation_delay)
-            .unwrap_or(time::Duration::MAX);
-        let Some(Observed::Present(ca)) = &input.observed.ca else {
-            return false;
-        };
-        [TRUST_WRITTEN_AT, LEAVES_WRITTEN_AT].iter().any(|key| {
-            ca.annotations
-                .get(*key)
-                .and_then(|v| OffsetDateTime::parse(v, &Rfc3339).ok())
-                .is_some_and(|t| t.checked_add(delay).is_none())
-        })
-    }
 }

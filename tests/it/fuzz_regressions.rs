@@ -6,7 +6,7 @@
 //! plain `cargo test`, without nightly or cargo-fuzz. The named tests below restate each crash
 //! against certgen's API directly and assert the clean error certgen must return.
 //!
-//! Inputs of bugs not fixed yet live in `fuzz/regressions/open/<target>/` (not replayed; their
+//! Inputs of bugs not fixed yet go in `fuzz/regressions/open/<target>/` (not replayed; their
 //! named tests are `#[ignore]`d). Once the bug is fixed: move the file up into
 //! `fuzz/regressions/<target>/` and drop the `#[ignore]`.
 
@@ -79,9 +79,9 @@ fn replay_plan() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Open bugs: found by the fuzz harness, not fixed yet in src/.
+// Bugs the fuzz harness found (all fixed in 88e1137).
 
-mod open {
+mod found {
     use std::collections::BTreeMap;
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::time::Duration;
@@ -187,14 +187,13 @@ mod open {
         observed
     }
 
-    /// Open bug, fuzz target `plan` (input: fuzz/regressions/open/plan/trust-written-at-9999).
+    /// Fuzz target `plan` (input: fuzz/regressions/plan/trust-written-at-9999).
     ///
-    /// `staged::resume` computes `since + delay` (src/plan/staged.rs, `ready_at`) with the
+    /// `staged::resume` computed `since + delay` (src/plan/staged.rs, `ready_at`) with the
     /// stored `certgen.dev/trust-written-at` annotation as `since`, unchecked: a value near the
-    /// end of year 9999 panics "resulting value is out of range" in `OffsetDateTime + Duration`.
+    /// end of year 9999 panicked "resulting value is out of range" in `OffsetDateTime + Duration`.
     /// The annotation is whatever the stored Secret says, so `plan` must not trust it to be sane.
     #[test]
-    #[ignore = "open bug: plan panics on a trust-written-at annotation near year 9999 (src/plan/staged.rs resume)"]
     fn plan_survives_trust_written_at_in_year_9999() {
         let config = profile();
         let observed = trust_phase_done(&config, END_OF_TIME);
@@ -208,13 +207,12 @@ mod open {
         plan_cleanly(&config, &observed, options);
     }
 
-    /// Open bug, fuzz target `plan` (input: fuzz/regressions/open/plan/leaves-written-at-9999).
+    /// Fuzz target `plan` (input: fuzz/regressions/plan/leaves-written-at-9999).
     ///
-    /// `staged::start` computes `at + delay` (src/plan/staged.rs, the gate before a trust change
+    /// `staged::start` computed `at + delay` (src/plan/staged.rs, the gate before a trust change
     /// drops the previous rotation's CA) with the stored `certgen.dev/leaves-written-at`
-    /// annotation as `at`, unchecked: near the end of year 9999 it panics.
+    /// annotation as `at`, unchecked: near the end of year 9999 it panicked.
     #[test]
-    #[ignore = "open bug: plan panics on a leaves-written-at annotation near year 9999 (src/plan/staged.rs start)"]
     fn plan_survives_leaves_written_at_in_year_9999() {
         let config = profile();
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
@@ -242,12 +240,11 @@ mod open {
         plan_cleanly(&config, &observed, options);
     }
 
-    /// Open bug, same root cause, reached from the command line: a huge
+    /// The same root cause, reached from the command line: a huge
     /// `--propagation-delay` (e.g. `certgen --local DIR --propagation-delay 8000y` while a
-    /// staged rotation's gate holds) panics at the same `since + delay` in src/plan/staged.rs
-    /// (exit 101) instead of a usage error or a gate that never opens.
+    /// staged rotation's gate holds) panicked at the same `since + delay` in src/plan/staged.rs
+    /// (exit 101).
     #[test]
-    #[ignore = "open bug: plan panics when now + --propagation-delay is past year 9999 (src/plan/staged.rs resume)"]
     fn plan_survives_a_propagation_delay_past_year_9999() {
         let config = profile();
         let observed = trust_phase_done(&config, "2026-06-01T11:59:00Z");
@@ -258,17 +255,16 @@ mod open {
         plan_cleanly(&config, &observed, options);
     }
 
-    /// Open bug, fuzz target `private_key` (inputs: fuzz/regressions/open/private_key/*).
+    /// Fuzz target `private_key` (inputs: fuzz/regressions/private_key/*).
     ///
     /// `CaKey::from_pem` accepts PKCS#1 (`RSA PRIVATE KEY`) and SEC1 (`EC PRIVATE KEY`) keys,
-    /// but `CaKey::key_pem` (documented "as PKCS#8 PEM") returns rcgen's `serialize_pem`, which
+    /// but `CaKey::key_pem` (documented "as PKCS#8 PEM") returned rcgen's `serialize_pem`, which
     /// wraps the DER it was given, PKCS#1 or SEC1, in a `PRIVATE KEY` (PKCS#8) label. The
     /// engine writes `pending.key_pem()` as the CA's `tls.key` when it promotes a staged
     /// rotation's pending CA (src/engine.rs, `Action::Promote`), so a `next.key` stored as
-    /// PKCS#1 or SEC1 turns into a CA key no later run can read ("tls.key: no PEM private key
-    /// found"), and only `--force` (an immediate rotation) gets past it.
+    /// PKCS#1 or SEC1 turned into a CA key no later run could read ("tls.key: no PEM private key
+    /// found"), and only `--force` (an immediate rotation) got past it.
     #[test]
-    #[ignore = "open bug: CaKey::key_pem of a PKCS#1/SEC1 key is not PKCS#8 and cannot be loaded again (src/pki/issue.rs)"]
     fn ca_key_pem_of_pkcs1_or_sec1_key_reloads() {
         for (fixture, name) in [
             ("rsa-2048", "rsa-2048-pkcs1.pem"),
@@ -278,7 +274,7 @@ mod open {
                 .expect("fixture certificate");
             let cert = parse_single_cert(&cert_pem).unwrap();
             // The harness input is a selector byte, then the key PEM.
-            let input = std::fs::read(fuzz_dir().join("regressions/open/private_key").join(name))
+            let input = std::fs::read(fuzz_dir().join("regressions/private_key").join(name))
                 .expect("regression input");
             let key_pem = &input[1..];
             let ca = CaKey::from_pem(cert.clone(), key_pem).expect("the key loads");
