@@ -73,8 +73,25 @@ impl LocalStore {
         fs::read(path).map_err(|e| Self::err(path, format!("cannot read: {e}")))
     }
 
-    /// Reads a Secret directory in one consistent version (`..data` is resolved once).
+    /// Reads a Secret directory in one consistent version. A writer may switch `..data` and
+    /// remove the old version while it is being read: then the read starts again on the new one.
     fn read(&self, name: &str) -> Result<Option<Contents>, StoreError> {
+        let link = self.dir(name).join(DATA);
+        let mut attempts = 0;
+        loop {
+            let before = fs::read_link(&link).ok();
+            match self.read_once(name) {
+                Err(e) if attempts < 10 && fs::read_link(&link).ok() != before => {
+                    attempts += 1;
+                    tracing::debug!("{e}; the Secret changed while being read, reading it again");
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One read, `..data` resolved once.
+    fn read_once(&self, name: &str) -> Result<Option<Contents>, StoreError> {
         let dir = self.dir(name);
         let meta = match fs::symlink_metadata(&dir) {
             Ok(m) => m,
