@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::consumers::{self, ConsumerReport, Verdict};
+use crate::consumers::{self, ConsumerReport};
 use crate::engine::{self, RunOptions};
 use crate::exit::Error;
 use crate::lock::{self, LockError};
@@ -106,7 +106,7 @@ pub async fn drive<S: SecretStore>(
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
-        return Ok((report, verdict_error(verdict)));
+        return Ok((report, verdict.into_error()));
     }
     let held = if needs_lock {
         Some(take_lock(&ctx).await?)
@@ -196,7 +196,7 @@ async fn steps<S: SecretStore>(
         let outcome_pending = outcome.pending;
         let outcome_signer = outcome.signer.map(|s| s.cert);
         last_report = Some(outcome.report);
-        if let Some(e) = verdict_error(verdict) {
+        if let Some(e) = verdict.into_error() {
             return Ok((
                 finish(last_report, written, consumer_reports, attempts),
                 Some(e),
@@ -257,10 +257,6 @@ async fn steps<S: SecretStore>(
         finish(last_report, written, consumer_reports, attempts),
         None,
     ))
-}
-
-fn verdict_error(verdict: Verdict) -> Option<Error> {
-    verdict.into_error()
 }
 
 /// Every write of every step, then the final state of the Secrets nothing wrote.

@@ -471,14 +471,7 @@ async fn apply<S: SecretStore>(
 
     let mut writes = Vec::new();
     for s in secrets {
-        let mut entry = Entry {
-            secret: s.name.clone(),
-            kind: s.kind,
-            action: s.action,
-            reason: s.reason.clone(),
-            ca_sha256: None,
-            not_after: s.not_after.map(rfc3339),
-        };
+        let mut entry = Entry::planned(&s);
         let mut data = BTreeMap::new();
         let mut secret_keys = Vec::new();
         let mut annotations = BTreeMap::new();

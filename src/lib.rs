@@ -91,23 +91,17 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         }
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man) => print(&man_page()),
-        Some(Command::Check(args)) => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))?;
-            runtime.block_on(check(args.target))
-        }
-        None => {
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))?;
-            runtime.block_on(run(cli.run))
-        }
+        Some(Command::Check(args)) => runtime()?.block_on(check(args.target)),
+        None => runtime()?.block_on(run(cli.run)),
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))
 }
 
 fn print(text: &str) -> Result<(), Error> {

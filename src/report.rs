@@ -23,6 +23,20 @@ pub struct Entry {
     pub not_after: Option<String>,
 }
 
+impl Entry {
+    /// The line for a planned Secret, before anything is written.
+    pub fn planned(s: &crate::plan::SecretPlan) -> Self {
+        Self {
+            secret: s.name.clone(),
+            kind: s.kind,
+            action: s.action,
+            reason: s.reason.clone(),
+            ca_sha256: None,
+            not_after: s.not_after.map(rfc3339),
+        }
+    }
+}
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -61,14 +75,7 @@ impl Report {
             ca_sha256: plan.ca.active.as_ref().map(|c| c.cert.fingerprint_hex()),
             not_after: plan.ca.active.as_ref().map(|c| rfc3339(c.cert.not_after)),
         }];
-        secrets.extend(plan.secrets.iter().map(|s| Entry {
-            secret: s.name.clone(),
-            kind: s.kind,
-            action: s.action,
-            reason: s.reason.clone(),
-            ca_sha256: None,
-            not_after: s.not_after.map(rfc3339),
-        }));
+        secrets.extend(plan.secrets.iter().map(Entry::planned));
         Self::new(profile, store, true, 1, secrets)
     }
 

@@ -3,8 +3,8 @@
 //! long-lived connections such as watches. certgen must retry what is transient, resume watches,
 //! and otherwise exit 5 leaving a state that a plain re-run converges from.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -113,27 +113,16 @@ async fn proxy(upstream: String, fault: Fault) -> Proxy {
 }
 
 /// A kubeconfig like the admin one, but through the proxy.
-fn kubeconfig_via(c: &Cluster, port: u16, dir: &std::path::Path) -> (std::path::PathBuf, String) {
+fn kubeconfig_via(c: &Cluster, port: u16, dir: &std::path::Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&c.kubeconfig).unwrap();
-    let kc = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
-    let server = kc.clusters[0]
-        .cluster
-        .as_ref()
-        .unwrap()
-        .server
-        .clone()
-        .unwrap();
-    let upstream = server
-        .trim_start_matches("https://")
-        .trim_end_matches('/')
-        .to_string();
     let path = dir.join("proxied.kubeconfig");
-    std::fs::write(
-        &path,
-        text.replace(&server, &format!("https://127.0.0.1:{port}")),
-    )
-    .unwrap();
-    (path, upstream)
+    let proxied = text.replace(
+        &format!("https://{}", upstream_of(c)),
+        &format!("https://127.0.0.1:{port}"),
+    );
+    assert_ne!(proxied, text, "the kubeconfig's server was replaced");
+    std::fs::write(&path, proxied).unwrap();
+    path
 }
 
 fn upstream_of(c: &Cluster) -> String {
@@ -207,7 +196,7 @@ async fn connections_reset_mid_request_are_retried_or_leave_a_state_a_rerun_conv
             let ns = c.namespace(&format!("reset-{conn}-{bytes}")).await;
             Run::from(certgen_via(&c.kubeconfig, &ns.name, &[]).output().unwrap()).ok();
             let p = proxy(upstream_of(&c), Fault::ResetAfter { conn, bytes }).await;
-            let (kc, _) = kubeconfig_via(&c, p.port, tmp.path());
+            let kc = kubeconfig_via(&c, p.port, tmp.path());
             let r = run(certgen_via(&kc, &ns.name, &["--overwrite"])).await;
             runs += 1;
             assert!(
@@ -263,7 +252,7 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
         Fault::DropAfter(Duration::from_millis(1500)),
     )
     .await;
-    let (kc, _) = kubeconfig_via(&c, p.port, tmp.path());
+    let kc = kubeconfig_via(&c, p.port, tmp.path());
     let r = run(certgen_via(&kc, &ns.name, &["--wait", "--timeout", "120s"]))
         .await
         .ok();
@@ -283,7 +272,7 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
     p.task.abort();
 
     let p = proxy(upstream_of(&c), Fault::Slow(Duration::from_millis(30))).await;
-    let (kc, _) = kubeconfig_via(&c, p.port, tmp.path());
+    let kc = kubeconfig_via(&c, p.port, tmp.path());
     let started = Instant::now();
     run(certgen_via(&kc, &ns.name, &["--overwrite"])).await.ok();
     eprintln!(
@@ -293,5 +282,4 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
     p.task.abort();
     let (failures, _) = check_snapshot(&snapshot(&c, &ns.name).await);
     assert!(failures.is_empty(), "{failures:?}");
-    let _ = Mutex::new(());
 }
