@@ -155,10 +155,7 @@ fn random_ms(max: u64) -> u64 {
     u64::from_le_bytes(b.try_into().unwrap()) % (max + 1)
 }
 
-fn rustls_configs(
-    m: &Mounted,
-    server_name_ok: bool,
-) -> Option<(Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>)> {
+fn rustls_configs(m: &Mounted) -> Option<(Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>)> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&m.crt)
         .collect::<Result<_, _>>()
@@ -187,7 +184,6 @@ fn rustls_configs(
         .with_root_certificates(roots)
         .with_client_auth_cert(certs, key)
         .ok()?;
-    let _ = server_name_ok;
     Some((Arc::new(server), Arc::new(client)))
 }
 
@@ -291,7 +287,7 @@ impl Peer {
                 });
             }
         }
-        if let Some((server, client)) = rustls_configs(&m, true) {
+        if let Some((server, client)) = rustls_configs(&m) {
             *self.loaded.lock().unwrap() = Some(Arc::new(Loaded {
                 mounted: m,
                 server,
