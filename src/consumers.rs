@@ -156,7 +156,7 @@ pub async fn run(
                         report.deployments.push(deployment_report(&name, "hot"));
                         continue;
                     }
-                    let (fp, written) = content(consumer, outcome);
+                    let (fp, written, last_written) = content(consumer, outcome);
                     let decision = if options.dry_run {
                         if written {
                             RestartAction::Restarted
@@ -164,7 +164,7 @@ pub async fn run(
                             RestartAction::UpToDate
                         }
                     } else {
-                        restart_needed(&d, &fp, written)
+                        restart_needed(&d, &fp, written, last_written)
                     };
                     let mut entry = match decision {
                         RestartAction::AlreadyRestarted => {
@@ -231,8 +231,9 @@ pub async fn run(
     Ok((reports, verdict))
 }
 
-/// The restart fingerprint of a consumer and whether this run wrote anything it mounts.
-fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool) {
+/// The restart fingerprint of a consumer, whether this step wrote anything it mounts, and when
+/// what it mounts was last written (on the store's clock).
+fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool, Option<OffsetDateTime>) {
     let fp = fingerprint(consumer.mounts.iter().map(|m| {
         (
             m.as_str(),
@@ -242,6 +243,11 @@ fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool) {
     (
         fp,
         consumer.mounts.iter().any(|m| outcome.written.contains(m)),
+        consumer
+            .mounts
+            .iter()
+            .filter_map(|m| outcome.written_at.get(m).copied())
+            .max(),
     )
 }
 

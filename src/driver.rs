@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::config::Config;
@@ -17,8 +16,8 @@ use crate::report::{Entry, Report};
 use crate::rollout::Deployments;
 use crate::store::SecretStore;
 
-/// How many steps one invocation may take (trust, gate, leaves, and retries of those).
-const MAX_STEPS: usize = 8;
+/// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
+const MAX_STEPS: usize = 12;
 
 /// What the run lock is.
 pub enum LockTarget {
@@ -28,6 +27,8 @@ pub enum LockTarget {
         name: String,
     },
     File(PathBuf),
+    /// No lock: concurrent runs rely on their fenced writes alone.
+    None,
 }
 
 /// Everything a run needs besides the store.
@@ -41,10 +42,6 @@ pub struct Context<'a> {
     pub deployments: Option<&'a Deployments>,
     pub client: Option<&'a kube::Client>,
     pub lock: LockTarget,
-}
-
-fn clock() -> OffsetDateTime {
-    OffsetDateTime::now_utc()
 }
 
 /// Runs certgen's main job and returns the report, plus the error to exit with (after printing).
@@ -61,7 +58,7 @@ pub async fn drive<S: SecretStore>(
             plan: ctx.plan,
             dry_run: true,
         },
-        clock,
+        &|| true,
     )
     .await
     {
@@ -75,7 +72,7 @@ pub async fn drive<S: SecretStore>(
     };
     let Some(look) = look else {
         let held = take_lock(&ctx).await?;
-        let result = steps(store, &ctx).await;
+        let result = steps(store, &ctx, &|| !held.lost()).await;
         held.release().await;
         return result;
     };
@@ -86,8 +83,15 @@ pub async fn drive<S: SecretStore>(
             dry_run: true,
             deadline: ctx.deadline,
         };
-        let (reports, _) =
-            consumers::run(config, &look, ctx.deployments, ctx.client, options, clock()).await?;
+        let (reports, _) = consumers::run(
+            config,
+            &look,
+            ctx.deployments,
+            ctx.client,
+            options,
+            store.now(),
+        )
+        .await?;
         let mut report = look.report;
         report.consumers = reports;
         return Ok((report, None));
@@ -101,27 +105,23 @@ pub async fn drive<S: SecretStore>(
             dry_run: false,
             deadline: ctx.deadline,
         };
-        let (reports, verdict) =
-            consumers::run(config, &look, ctx.deployments, ctx.client, options, clock()).await?;
+        let (reports, verdict) = consumers::run(
+            config,
+            &look,
+            ctx.deployments,
+            ctx.client,
+            options,
+            store.now(),
+        )
+        .await?;
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
         return Ok((report, verdict.into_error()));
     }
-    let held = if needs_lock {
-        Some(take_lock(&ctx).await?)
-    } else {
-        None
-    };
-    let result = steps(store, &ctx).await;
-    if let Some(held) = held {
-        if held.lost() {
-            tracing::warn!(
-                "the run lock was lost while running; every write was still fenced by its resourceVersion"
-            );
-        }
-        held.release().await;
-    }
+    let held = take_lock(&ctx).await?;
+    let result = steps(store, &ctx, &|| !held.lost()).await;
+    held.release().await;
     result
 }
 
@@ -133,6 +133,7 @@ async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
             name,
         } => lock::acquire_lease(client, namespace, name, ctx.deadline).await,
         LockTarget::File(dir) => lock::acquire_file(dir, ctx.deadline).await,
+        LockTarget::None => Ok(lock::Held::Unlocked),
     };
     taken.map_err(|e| match e {
         LockError::Contended { .. } => Error::Locked(e.to_string()),
@@ -143,14 +144,18 @@ async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
 async fn steps<S: SecretStore>(
     store: &S,
     ctx: &Context<'_>,
+    held: &(dyn Fn() -> bool + Sync),
 ) -> Result<(Report, Option<Error>), Error> {
     let config = ctx.config;
     let mut plan_options = ctx.plan;
     let mut written: Vec<Entry> = Vec::new();
-    let mut last_report: Option<Report> = None;
+    let mut last_report: Option<Report>;
     let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
     let mut attempts = 0;
     for _ in 0..MAX_STEPS {
+        if !held() {
+            return Err(Error::LockLost);
+        }
         let outcome = engine::run(
             store,
             config,
@@ -158,13 +163,18 @@ async fn steps<S: SecretStore>(
                 plan: plan_options,
                 dry_run: false,
             },
-            clock,
+            held,
         )
         .await?;
         attempts += outcome.report.attempts;
-        if outcome.rotation_started {
+        // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
+        if outcome.ca_written {
             plan_options.overwrite = false;
         }
+        if outcome.hmac_written {
+            plan_options.rotate_hmac = false;
+        }
+        plan_options.gate_waited = None;
         written.extend(
             outcome
                 .report
@@ -173,12 +183,12 @@ async fn steps<S: SecretStore>(
                 .filter(|e| e.action.writes())
                 .cloned(),
         );
-        // Trust changes must reach restart-only consumers before the leaves change: their
-        // rollouts are part of the gate, whatever --wait says.
-        let more = matches!(outcome.phase, Phase::Trust | Phase::Gate { .. });
+        // A step that others follow relies on restart-only consumers having loaded it: their
+        // rollouts are part of the gate, whatever --wait says. Probes verify the end state.
+        let last = outcome.phase == Phase::Steady;
         let options = consumers::Options {
-            wait: ctx.wait || more,
-            probe: ctx.probe && !more,
+            wait: ctx.wait || !last,
+            probe: ctx.probe && last,
             dry_run: false,
             deadline: ctx.deadline,
         };
@@ -188,7 +198,7 @@ async fn steps<S: SecretStore>(
             ctx.deployments,
             ctx.client,
             options,
-            clock(),
+            store.now(),
         )
         .await?;
         merge_consumers(&mut consumer_reports, reports);
@@ -203,16 +213,25 @@ async fn steps<S: SecretStore>(
             ));
         }
         match phase {
-            Phase::Steady | Phase::Leaves => break,
-            Phase::Trust => continue,
+            Phase::Steady => {
+                return Ok((
+                    finish(last_report, written, consumer_reports, attempts),
+                    None,
+                ));
+            }
+            Phase::Trust | Phase::Leaves | Phase::Cleanup => continue,
             Phase::Gate {
                 ready_at,
                 reason,
                 pending,
+                state,
+                optional,
             } => {
-                let wait = (ready_at - clock()).max(time::Duration::ZERO);
-                let wait = std::time::Duration::try_from(wait).unwrap_or_default();
-                let until = (Instant::now() + wait).min(ctx.deadline);
+                let left = (ready_at - store.now()).max(time::Duration::ZERO);
+                let left = std::time::Duration::try_from(left).unwrap_or(std::time::Duration::MAX);
+                let until = Instant::now()
+                    .checked_add(left)
+                    .map_or(ctx.deadline, |t| t.min(ctx.deadline));
                 // Probes can open the trust-to-leaves gate early: when every hot-reloading
                 // consumer accepts a client certificate from the pending CA, it has the new trust.
                 if let (Some(fp), Some(pending)) = (pending, &outcome_pending) {
@@ -237,26 +256,34 @@ async fn steps<S: SecretStore>(
                         continue;
                     }
                 }
-                if Instant::now() + wait > ctx.deadline {
+                let fits = Instant::now()
+                    .checked_add(left)
+                    .is_some_and(|t| t <= ctx.deadline);
+                if !fits {
+                    let mut report = finish(last_report, written, consumer_reports, attempts);
+                    if optional {
+                        // Every consumer works as things are; the next run drops the old CA.
+                        report.note = Some(format!(
+                            "{reason}; that is past --timeout, so a run after {} finishes it",
+                            crate::report::rfc3339(ready_at)
+                        ));
+                        return Ok((report, None));
+                    }
                     let e = Error::Timeout(format!(
-                        "{reason}; that is past --timeout. Every bundle trusts both CAs, so nothing breaks meanwhile: re-run certgen after {} to finish",
+                        "{reason}; that is past --timeout. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen after {} to finish",
                         crate::report::rfc3339(ready_at)
                     ));
-                    return Ok((
-                        finish(last_report, written, consumer_reports, attempts),
-                        Some(e),
-                    ));
+                    return Ok((report, Some(e)));
                 }
                 tracing::info!(phase = "gate", "{reason}");
-                let left = (ready_at - clock()).max(time::Duration::ZERO);
-                tokio::time::sleep(std::time::Duration::try_from(left).unwrap_or_default()).await;
+                tokio::time::sleep(left).await;
+                // The wait was timed on this process's monotonic clock: for the state it was
+                // computed for, the gate is open even if the store's clock disagrees.
+                plan_options.gate_waited = Some(state);
             }
         }
     }
-    Ok((
-        finish(last_report, written, consumer_reports, attempts),
-        None,
-    ))
+    Err(Error::Unfinished(MAX_STEPS))
 }
 
 /// Every write of every step, then the final state of the Secrets nothing wrote.

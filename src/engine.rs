@@ -9,10 +9,8 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::exit::Error;
-use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes, rotation_bundle};
-use crate::plan::{
-    self, Action, Kind, LEAVES_WRITTEN_AT, ObservedState, Options, Phase, Plan, TRUST_WRITTEN_AT,
-};
+use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes};
+use crate::plan::{self, Action, CaRef, Kind, ObservedState, Options, Phase, Plan, Signer};
 use crate::report::{Entry, Report, rfc3339};
 use crate::store::{
     Expect, Observed, SecretStore, SecretWrite, StoreError, TYPE_OPAQUE, TYPE_TLS, data_digest,
@@ -48,10 +46,14 @@ pub struct Outcome {
     pub signer: Option<CaKey>,
     /// A staged rotation's pending CA, when one is stored after this step.
     pub pending: Option<CaKey>,
-    /// Where a staged rotation stands after this step.
+    /// When each Secret was last written, on the store's clock (now, for this step's writes).
+    pub written_at: BTreeMap<String, OffsetDateTime>,
+    /// What this step did, and so what comes next.
     pub phase: Phase,
-    /// Whether this step stored a new CA (so `--overwrite` has been acted on).
-    pub rotation_started: bool,
+    /// Whether this step stored a CA (so `--overwrite` has been acted on).
+    pub ca_written: bool,
+    /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
+    pub hmac_written: bool,
 }
 
 /// Reads every Secret the config names. Any error other than "not found" stops the run here,
@@ -81,16 +83,20 @@ pub async fn observe<S: SecretStore>(
     Ok(state)
 }
 
-/// Runs certgen's main job against a store. `clock` is read once per attempt.
+/// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
+/// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
+/// number of times. `held` is asked before every write: a run that lost its lock stops.
 pub async fn run<S: SecretStore>(
     store: &S,
     config: &Config,
     options: RunOptions,
-    clock: impl Fn() -> OffsetDateTime,
+    held: &(dyn Fn() -> bool + Sync),
 ) -> Result<Outcome, Error> {
     let mut plan_options = options.plan;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
+    let mut ca_written = false;
+    let mut hmac_written = false;
     let mut first_ca_version: Option<Option<String>> = None;
     loop {
         let observed = match observe(store, config).await {
@@ -104,8 +110,8 @@ pub async fn run<S: SecretStore>(
             }
             Err(e) => return Err(e.into()),
         };
-        // If the CA Secret changed since the first read (a CA write whose answer was lost, say;
-        // the lock keeps other certgen runs out), --overwrite has been acted on: never rotate twice.
+        // If the CA Secret changed since the first read (a CA write whose answer was lost, or
+        // another run's rotation), --overwrite has been acted on: never a second new CA.
         let ca_version = observed
             .ca
             .as_ref()
@@ -116,7 +122,7 @@ pub async fn run<S: SecretStore>(
             Some(first) if *first != ca_version => plan_options.overwrite = false,
             Some(_) => {}
         }
-        let now = clock();
+        let now = store.now();
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if options.dry_run {
@@ -129,24 +135,38 @@ pub async fn run<S: SecretStore>(
             // What is stored now: the final state when the plan writes nothing.
             let mut stored = Progress::default();
             for name in observed.secrets.keys() {
-                stored.record(name, &observed, false, &BTreeMap::new());
+                stored.record(name, &observed, &BTreeMap::new(), None);
             }
             let report = Report::from_plan(&config.profile, store.describe(), &plan);
+            let signer = plan.ca.active.clone();
             return Ok(Outcome {
                 report,
                 digests: stored.digests,
                 written,
+                written_at: stored.written_at,
                 leaves: stored.leaves,
-                signer: plan.ca.active,
+                signer,
                 pending: plan.ca.pending,
                 phase,
-                rotation_started: false,
+                ca_written: false,
+                hmac_written: false,
             });
         }
         let mut progress = Progress::default();
-        match apply(store, config, plan, &observed, now, &mut progress).await {
+        let result = apply(store, config, plan, &observed, now, &mut progress, held).await;
+        ca_written |= progress.ca_written;
+        hmac_written |= progress.hmac_written;
+        // A stored new CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac:
+        // re-plans continue from there, never a second time.
+        if progress.ca_written {
+            plan_options.overwrite = false;
+        }
+        if progress.hmac_written {
+            plan_options.rotate_hmac = false;
+        }
+        merge(&mut done, std::mem::take(&mut progress.entries));
+        match result {
             Ok(signer) => {
-                merge(&mut done, progress.entries);
                 let written = done
                     .iter()
                     .filter(|e| e.action.writes())
@@ -156,22 +176,17 @@ pub async fn run<S: SecretStore>(
                     report: Report::new(&config.profile, store.describe(), false, attempt, done),
                     digests: progress.digests,
                     written,
+                    written_at: progress.written_at,
                     leaves: progress.leaves,
                     signer,
                     pending: progress.pending.take(),
                     phase,
-                    rotation_started: progress.ca_written
-                        || options.plan.overwrite != plan_options.overwrite,
+                    ca_written,
+                    hmac_written,
                 });
             }
             Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {
                 tracing::warn!(object = %what, attempt, "{detail}; re-reading and re-planning");
-                if progress.ca_written {
-                    // The new CA is stored; re-planning continues that rotation instead of
-                    // starting another one (never a third CA).
-                    plan_options.overwrite = false;
-                }
-                merge(&mut done, progress.entries);
                 if attempt >= MAX_ATTEMPTS {
                     return Err(Error::Contended {
                         attempts: attempt,
@@ -185,16 +200,13 @@ pub async fn run<S: SecretStore>(
             // precondition makes a re-read and re-plan safe.
             Err(ApplyError::Store(e)) if transient(&e) && attempt < MAX_ATTEMPTS => {
                 tracing::warn!(attempt, "{e}; re-reading and re-planning");
-                if progress.ca_written {
-                    plan_options.overwrite = false;
-                }
-                merge(&mut done, progress.entries);
                 attempt += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
                     .await;
             }
             Err(ApplyError::Store(e)) => return Err(e.into()),
             Err(ApplyError::Issue(e)) => return Err(e.into()),
+            Err(ApplyError::LockLost) => return Err(Error::LockLost),
         }
     }
 }
@@ -221,34 +233,32 @@ struct Progress {
     entries: Vec<Entry>,
     pending: Option<CaKey>,
     ca_written: bool,
+    hmac_written: bool,
     digests: BTreeMap<String, String>,
+    written_at: BTreeMap<String, OffsetDateTime>,
     leaves: BTreeMap<String, Cert>,
 }
 
 impl Progress {
-    /// Records a Secret's data after the run: what was read, overlaid with what was written.
+    /// Records a Secret's data after the step: what was read, overlaid with what is written
+    /// (`written_at` is `Some(now)` when the step writes it).
     fn record(
         &mut self,
         name: &str,
         observed: &ObservedState,
-        is_ca: bool,
         written: &BTreeMap<String, Vec<u8>>,
+        written_at: Option<OffsetDateTime>,
     ) {
-        let base = if is_ca {
-            observed.ca.as_ref()
-        } else {
-            observed.secrets.get(name)
-        };
-        let mut data = base
-            .and_then(|o| o.present())
-            .map(|s| s.data.clone())
-            .unwrap_or_default();
+        let base = observed.secrets.get(name).and_then(|o| o.present());
+        let mut data = base.map(|s| s.data.clone()).unwrap_or_default();
         data.extend(written.iter().map(|(k, v)| (k.clone(), v.clone())));
-        if !is_ca
-            && let Some(crt) = data.get("tls.crt")
+        if let Some(crt) = data.get("tls.crt")
             && let Ok(mut chain) = crate::pki::parse_cert_chain(crt)
         {
             self.leaves.insert(name.to_string(), chain.remove(0));
+        }
+        if let Some(at) = written_at.or_else(|| base.and_then(|s| s.written_at)) {
+            self.written_at.insert(name.to_string(), at);
         }
         self.digests.insert(name.to_string(), data_digest(&data));
     }
@@ -257,6 +267,7 @@ impl Progress {
 enum ApplyError {
     Store(StoreError),
     Issue(crate::pki::IssueError),
+    LockLost,
 }
 
 impl From<StoreError> for ApplyError {
@@ -285,6 +296,20 @@ fn ca_annotations(ca: &Cert) -> BTreeMap<String, String> {
     BTreeMap::from([(CA_ANNOTATION.to_string(), ca.fingerprint_hex())])
 }
 
+/// The certificates of a planned bundle, with this step's new CA in its place.
+fn resolve(bundle: &[CaRef], new: Option<&CaKey>) -> Vec<Cert> {
+    bundle
+        .iter()
+        .filter_map(|r| match r {
+            CaRef::New => new.map(|n| n.cert.clone()),
+            CaRef::Cert(c) => Some(c.clone()),
+        })
+        .collect()
+}
+
+/// Executes a plan: the CA Secret first (its key is stored before anything it signs), then the
+/// other Secrets, concurrently. Every byte written was decided by the plan, but for the keys
+/// and certificates generated here. Returns the CA that signs leaves after the step.
 async fn apply<S: SecretStore>(
     store: &S,
     config: &Config,
@@ -292,185 +317,99 @@ async fn apply<S: SecretStore>(
     observed: &ObservedState,
     now: OffsetDateTime,
     progress: &mut Progress,
+    held: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<CaKey>, ApplyError> {
-    let Plan {
-        ca: ca_plan,
-        secrets,
-        phase,
-    } = plan;
-    let ca_entry = |action: Action, reason: String, cert: &Cert| Entry {
-        secret: ca_plan.name.clone(),
-        kind: Kind::Ca,
-        action,
-        reason,
-        ca_sha256: Some(cert.fingerprint_hex()),
-        not_after: Some(rfc3339(cert.not_after)),
+    let phase = plan.phase.name();
+    let new_ca = if plan.generates_ca() {
+        Some(issue_ca(&config.ca.spec, now)?.0)
+    } else {
+        None
     };
-    let ca_write = |data: BTreeMap<String, Vec<u8>>,
-                    remove: Vec<String>,
-                    annotations: BTreeMap<String, String>| {
+    let ca_plan = plan.ca;
+    let pem = |c: &Cert| c.pem().into_bytes();
+    let bundle_bytes = |b: &[CaRef]| bundle_pem(&resolve(b, new_ca.as_ref())).into_bytes();
+
+    let mut data = BTreeMap::new();
+    let mut annotations = BTreeMap::new();
+    let (signer, pending, shown) = match ca_plan.action {
+        Action::Create | Action::Rotate => {
+            let ca = new_ca.clone().expect("generated above");
+            data.insert("tls.crt".to_string(), pem(&ca.cert));
+            data.insert(
+                "tls.key".to_string(),
+                ca.key_pem().expose().as_bytes().to_vec(),
+            );
+            annotations = ca_annotations(&ca.cert);
+            let shown = ca.cert.clone();
+            (Some(ca), None, Some(shown))
+        }
+        Action::Trust => {
+            let ca = new_ca.clone().expect("generated above");
+            data.insert("next.crt".to_string(), pem(&ca.cert));
+            data.insert(
+                "next.key".to_string(),
+                ca.key_pem().expose().as_bytes().to_vec(),
+            );
+            if let Some(adopted) = &ca_plan.adopted {
+                // Another tool's CA, kept as the active trust without its key.
+                data.insert("tls.crt".to_string(), pem(adopted));
+                data.insert("tls.key".to_string(), Vec::new());
+            }
+            let shown = ca.cert.clone();
+            (ca_plan.active.clone(), Some(ca), Some(shown))
+        }
+        Action::Promote => {
+            let ca = ca_plan
+                .pending
+                .clone()
+                .expect("a promotion has a pending CA");
+            data.insert("tls.crt".to_string(), pem(&ca.cert));
+            data.insert(
+                "tls.key".to_string(),
+                ca.key_pem().expose().as_bytes().to_vec(),
+            );
+            annotations = ca_annotations(&ca.cert);
+            let shown = ca.cert.clone();
+            (Some(ca), None, Some(shown))
+        }
+        Action::UpdateBundle | Action::Keep | Action::Renew => {
+            let shown = ca_plan.active_cert().cloned();
+            (ca_plan.active.clone(), ca_plan.pending.clone(), shown)
+        }
+    };
+    if ca_plan.action.writes() {
+        data.insert("ca.crt".to_string(), bundle_bytes(&ca_plan.bundle));
         let secret_keys = data
             .keys()
             .filter(|k| k.ends_with(".key"))
             .cloned()
             .collect();
-        SecretWrite {
+        let write = SecretWrite {
             name: ca_plan.name.clone(),
             type_: TYPE_TLS,
             data,
             secret_keys,
-            remove,
+            remove: ca_plan.remove.clone(),
             labels: labels(),
             annotations,
             expect: expect(&ca_plan.version),
-        }
-    };
-    let pem = |c: &Cert| c.pem().into_bytes();
-    let phase = match phase {
-        Phase::Steady => "steady",
-        Phase::Trust => "trust",
-        Phase::Gate { .. } => "gate",
-        Phase::Leaves => "leaves",
-    };
-    let now_text = rfc3339(now);
-
-    // The CA first: its key is stored before anything it signs.
-    let (signer, bundle): (Option<CaKey>, Vec<Cert>) = match ca_plan.action {
-        Action::Create | Action::Rotate => {
-            let (ca, issued) = issue_ca(&config.ca.spec, now)?;
-            let bundle = rotation_bundle(&ca.cert, ca_plan.prior.as_ref());
-            let data = BTreeMap::from([
-                ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
-                ("tls.crt".to_string(), pem(&issued.cert)),
-                (
-                    "tls.key".to_string(),
-                    issued.key.expose().as_bytes().to_vec(),
-                ),
-            ]);
-            let mut annotations = ca_annotations(&ca.cert);
-            annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
-            put(store, &ca_write(data, vec![], annotations)).await?;
-            progress.ca_written = true;
-            let reason = match &ca_plan.prior {
-                Some(p) => format!(
-                    "{}; prior CA {} stays trusted",
-                    ca_plan.reason,
-                    p.short_fingerprint()
-                ),
-                None => ca_plan.reason.clone(),
-            };
-            log_write(store, phase, &ca_plan.name, ca_plan.action, &reason);
-            progress
-                .entries
-                .push(ca_entry(ca_plan.action, reason, &ca.cert));
-            (Some(ca), bundle)
-        }
-        Action::Trust => {
-            let active = ca_plan
-                .active
-                .expect("a trust phase starts from an active CA");
-            let (pending, issued) = issue_ca(&config.ca.spec, now)?;
-            let bundle = rotation_bundle(&pending.cert, Some(&active.cert));
-            let data = BTreeMap::from([
-                ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
-                ("next.crt".to_string(), pem(&issued.cert)),
-                (
-                    "next.key".to_string(),
-                    issued.key.expose().as_bytes().to_vec(),
-                ),
-            ]);
-            let annotations = BTreeMap::from([(TRUST_WRITTEN_AT.to_string(), now_text.clone())]);
-            put(store, &ca_write(data, vec![], annotations)).await?;
-            progress.ca_written = true;
-            let reason = format!(
-                "{}; pending CA {}",
-                ca_plan.reason,
-                pending.cert.short_fingerprint()
-            );
-            log_write(store, phase, &ca_plan.name, Action::Trust, &reason);
-            progress
-                .entries
-                .push(ca_entry(Action::Trust, reason, &pending.cert));
-            progress.pending = Some(pending);
-            (Some(active), bundle)
-        }
-        Action::Promote => {
-            let pending = ca_plan.pending.expect("a promotion has a pending CA");
-            let data = BTreeMap::from([
-                (
-                    "ca.crt".to_string(),
-                    bundle_pem(&ca_plan.bundle).into_bytes(),
-                ),
-                ("tls.crt".to_string(), pem(&pending.cert)),
-                (
-                    "tls.key".to_string(),
-                    pending.key_pem().expose().as_bytes().to_vec(),
-                ),
-            ]);
-            let mut annotations = ca_annotations(&pending.cert);
-            annotations.insert(LEAVES_WRITTEN_AT.into(), now_text.clone());
-            let remove = vec!["next.crt".to_string(), "next.key".to_string()];
-            put(store, &ca_write(data, remove, annotations)).await?;
-            progress.ca_written = true;
-            log_write(
-                store,
-                phase,
-                &ca_plan.name,
-                Action::Promote,
-                &ca_plan.reason,
-            );
-            progress.entries.push(ca_entry(
-                Action::Promote,
-                ca_plan.reason.clone(),
-                &pending.cert,
-            ));
-            (Some(pending), ca_plan.bundle)
-        }
-        Action::UpdateBundle => {
-            let has_pending = ca_plan.pending.is_some();
-            progress.pending = ca_plan.pending;
-            let ca = ca_plan
-                .active
-                .expect("UpdateBundle is planned only with an active CA");
-            let data = BTreeMap::from([(
-                "ca.crt".to_string(),
-                bundle_pem(&ca_plan.bundle).into_bytes(),
-            )]);
-            let mut annotations = ca_annotations(&ca.cert);
-            if has_pending {
-                annotations.insert(TRUST_WRITTEN_AT.into(), now_text.clone());
-            }
-            put(store, &ca_write(data, vec![], annotations)).await?;
-            log_write(
-                store,
-                phase,
-                &ca_plan.name,
-                Action::UpdateBundle,
-                &ca_plan.reason,
-            );
-            progress.entries.push(ca_entry(
-                Action::UpdateBundle,
-                ca_plan.reason.clone(),
-                &ca.cert,
-            ));
-            (Some(ca), ca_plan.bundle)
-        }
-        Action::Keep | Action::Renew => {
-            progress.pending = ca_plan.pending;
-            progress.entries.push(Entry {
-                secret: ca_plan.name.clone(),
-                kind: Kind::Ca,
-                action: Action::Keep,
-                reason: ca_plan.reason.clone(),
-                ca_sha256: ca_plan.active.as_ref().map(|c| c.cert.fingerprint_hex()),
-                not_after: ca_plan.active.as_ref().map(|c| rfc3339(c.cert.not_after)),
-            });
-            (ca_plan.active, ca_plan.bundle)
-        }
-    };
+        };
+        put(store, &write, held).await?;
+        progress.ca_written = true;
+        log_write(store, phase, &ca_plan.name, ca_plan.action, &ca_plan.reason);
+    }
+    progress.pending = pending.clone();
+    progress.entries.push(Entry {
+        secret: ca_plan.name.clone(),
+        kind: Kind::Ca,
+        action: ca_plan.action,
+        reason: ca_plan.reason.clone(),
+        ca_sha256: shown.as_ref().map(Cert::fingerprint_hex),
+        not_after: shown.as_ref().map(|c| rfc3339(c.not_after)),
+    });
 
     let mut writes = Vec::new();
-    for s in secrets {
+    for s in plan.secrets {
         let mut entry = Entry::planned(&s);
         let mut data = BTreeMap::new();
         let mut secret_keys = Vec::new();
@@ -491,9 +430,7 @@ async fn apply<S: SecretStore>(
                 secret_keys.push(h.key.clone());
             }
             (_, Action::UpdateBundle) => {
-                let ca = signer.as_ref().expect("a bundle update has a CA");
-                data.insert("ca.crt".to_string(), bundle_pem(&bundle).into_bytes());
-                annotations = ca_annotations(&ca.cert);
+                data.insert("ca.crt".to_string(), bundle_bytes(&s.bundle));
             }
             (_, _) => {
                 let t = config
@@ -501,9 +438,14 @@ async fn apply<S: SecretStore>(
                     .iter()
                     .find(|t| t.name == s.name)
                     .expect("planned from config");
-                let ca = signer.as_ref().expect("a leaf is issued only with a CA");
+                let ca = match s.signer.expect("an issued leaf has a signer") {
+                    Signer::Active => ca_plan.active.as_ref(),
+                    Signer::Pending => ca_plan.pending.as_ref(),
+                    Signer::New => new_ca.as_ref(),
+                }
+                .expect("the plan names a signer whose key it holds");
                 let issued = issue_leaf(&t.leaf, ca, now)?;
-                data.insert("ca.crt".to_string(), bundle_pem(&bundle).into_bytes());
+                data.insert("ca.crt".to_string(), bundle_bytes(&s.bundle));
                 data.insert("tls.crt".to_string(), issued.cert.pem().into_bytes());
                 data.insert(
                     "tls.key".to_string(),
@@ -511,13 +453,11 @@ async fn apply<S: SecretStore>(
                 );
                 secret_keys.push("tls.key".to_string());
                 annotations = ca_annotations(&ca.cert);
+                entry.ca_sha256 = Some(ca.cert.fingerprint_hex());
                 entry.not_after = Some(rfc3339(issued.cert.not_after));
             }
         }
-        if let (Kind::Tls, Some(ca)) = (s.kind, &signer) {
-            entry.ca_sha256 = Some(ca.cert.fingerprint_hex());
-        }
-        progress.record(&s.name, observed, false, &data);
+        progress.record(&s.name, observed, &data, s.action.writes().then_some(now));
         if s.action.writes() {
             let write = SecretWrite {
                 name: s.name.clone(),
@@ -529,45 +469,72 @@ async fn apply<S: SecretStore>(
                 annotations,
                 expect: expect(&s.version),
             };
-            writes.push((write, s.action, s.reason.clone()));
+            writes.push((write, s.kind, s.action, s.reason.clone()));
         }
         progress.entries.push(entry);
     }
     // The CA is stored; the Secrets it signs are independent of each other.
-    let results: Vec<Result<(), StoreError>> = futures::stream::iter(writes)
-        .map(|(write, action, reason)| async move {
-            put(store, &write).await?;
+    let results: Vec<Result<Kind, ApplyError>> = futures::stream::iter(writes)
+        .map(|(write, kind, action, reason)| async move {
+            put(store, &write, held).await?;
             log_write(store, phase, &write.name, action, &reason);
-            Ok(())
+            Ok(kind)
         })
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await;
-    results.into_iter().collect::<Result<Vec<()>, _>>()?;
-    Ok(signer)
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(Kind::Hmac) => progress.hmac_written = true,
+            Ok(_) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(signer),
+    }
 }
 
-/// Test-only fault injection: with `CERTGEN_TEST_CRASH_AFTER_WRITES=N` the process ends (exit
-/// 86, no cleanup, as if killed) right after the N-th successful write of the run, so tests can
-/// stop a run at every step boundary and check what a re-run makes of it.
+/// Test-only fault injection (cargo feature `test-hooks`, never in a release build): with
+/// `CERTGEN_TEST_CRASH_AFTER_WRITES=N` the process ends (exit 86, no cleanup, as if killed)
+/// right after the N-th successful write of the run, so tests can stop a run at every step
+/// boundary and check what a re-run makes of it.
+#[cfg(feature = "test-hooks")]
 pub const CRASH_ENV: &str = "CERTGEN_TEST_CRASH_AFTER_WRITES";
 
 /// The exit status of an injected crash.
+#[cfg(feature = "test-hooks")]
 pub const CRASH_EXIT: i32 = 86;
 
+#[cfg(feature = "test-hooks")]
 static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Writes through the store, counting writes for fault injection.
-async fn put<S: SecretStore>(store: &S, write: &SecretWrite) -> Result<(), StoreError> {
+/// Writes through the store, unless the run lock was lost (then another run may be writing:
+/// stop before this write, not after it).
+async fn put<S: SecretStore>(
+    store: &S,
+    write: &SecretWrite,
+    held: &(dyn Fn() -> bool + Sync),
+) -> Result<(), ApplyError> {
+    if !held() {
+        return Err(ApplyError::LockLost);
+    }
     store.put(write).await?;
-    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-    if std::env::var(CRASH_ENV)
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        == Some(n)
+    #[cfg(feature = "test-hooks")]
     {
-        eprintln!("certgen: test fault injection ({CRASH_ENV}={n}): stopping after write {n}");
-        std::process::exit(CRASH_EXIT);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if std::env::var(CRASH_ENV)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            == Some(n)
+        {
+            eprintln!("certgen: test fault injection ({CRASH_ENV}={n}): stopping after write {n}");
+            std::process::exit(CRASH_EXIT);
+        }
     }
     Ok(())
 }

@@ -55,6 +55,14 @@ pub enum Error {
     Timeout(String),
     #[error("{0}")]
     Locked(String),
+    #[error(
+        "the run lock was lost (not renewed in time, or taken over by another run); stopped before the next write. Every bundle still trusts every leaf written; re-run certgen to finish"
+    )]
+    LockLost,
+    #[error(
+        "stopped after {0} steps without finishing; nothing is left half-trusted: re-run certgen to finish"
+    )]
+    Unfinished(usize),
     /// An outcome already reported on standard output (a failed check): exit 1, print nothing.
     #[error("action is due")]
     CheckFailed,
@@ -69,8 +77,8 @@ impl Error {
             Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
             Self::Verification(_) | Self::CheckFailed => FAILED,
-            Self::Timeout(_) => TIMEOUT,
-            Self::Locked(_) => CONTENDED,
+            Self::Timeout(_) | Self::Unfinished(_) => TIMEOUT,
+            Self::Locked(_) | Self::LockLost => CONTENDED,
         }
     }
 

@@ -20,6 +20,7 @@ pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod rollout;
+pub mod servertime;
 pub mod store;
 
 use std::io::Write;
@@ -148,6 +149,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             .propagation_delay
             .unwrap_or(std::time::Duration::from_secs(default_delay)),
         trust_confirmed: None,
+        gate_waited: None,
     };
     let deadline = tokio::time::Instant::now() + args.timeout;
     let context = |deployments, client, lock| driver::Context {
@@ -286,10 +288,22 @@ where
         true,
     )
     .expect("valid retry bounds");
+    // The API server's clock, for staged-rotation gates (see `servertime`).
+    let clock = tower::util::MapResponseLayer::new(|res: http::Response<B>| {
+        if let Some(date) = res
+            .headers()
+            .get(http::header::DATE)
+            .and_then(|v| v.to_str().ok())
+        {
+            servertime::record(date);
+        }
+        res
+    });
     builder
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&tower::retry::RetryLayer::new(policy))
         .with_layer(&counting)
+        .with_layer(&clock)
         .build()
 }
 

@@ -19,7 +19,9 @@ use tokio::time::Instant;
 
 use crate::store::{ApiFailure, StoreError};
 
-/// Test-only: the Lease duration in seconds (default 15), so crash tests need not wait long.
+/// Test-only (cargo feature `test-hooks`): the Lease duration in seconds (default 15), so crash
+/// tests need not wait long.
+#[cfg(feature = "test-hooks")]
 pub const LEASE_SECONDS_ENV: &str = "CERTGEN_TEST_LEASE_SECONDS";
 
 /// Why the lock could not be taken.
@@ -34,11 +36,15 @@ pub enum LockError {
 }
 
 fn lease_seconds() -> i32 {
-    std::env::var(LEASE_SECONDS_ENV)
+    #[cfg(feature = "test-hooks")]
+    if let Some(s) = std::env::var(LEASE_SECONDS_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
         .filter(|s| *s > 0)
-        .unwrap_or(15)
+    {
+        return s;
+    }
+    15
 }
 
 /// `<pod or host>-<random>`: unique per run, recognisable by people.
@@ -64,19 +70,38 @@ pub enum Held {
         renewer: tokio::task::JoinHandle<()>,
         lost: Arc<AtomicBool>,
         version: Arc<std::sync::Mutex<String>>,
+        /// When the Lease was last taken or renewed, on this process's monotonic clock.
+        renewed: Arc<std::sync::Mutex<Instant>>,
+        /// How long another run waits, unrenewed, before taking the Lease over.
+        duration: Duration,
     },
     File {
         _file: std::fs::File,
         path: PathBuf,
     },
+    /// No lock was taken: writes are fenced by their preconditions alone.
+    Unlocked,
 }
 
 impl Held {
-    /// Whether the Lease was lost to another run while held (renewal found another holder).
+    /// Whether the lock may no longer be ours: renewal found another holder or no Lease, or
+    /// the last successful renewal is so old that another run may already have taken over
+    /// (it waits a full duration, on its own clock, from when it last saw the Lease change; a
+    /// second of margin covers the time the renewal's answer took to arrive).
     pub fn lost(&self) -> bool {
         match self {
-            Self::Lease { lost, .. } => lost.load(Ordering::SeqCst),
-            Self::File { .. } => false,
+            Self::Lease {
+                lost,
+                renewed,
+                duration,
+                ..
+            } => {
+                lost.load(Ordering::SeqCst)
+                    || renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
+                        + Duration::from_secs(1)
+                        >= *duration
+            }
+            Self::File { .. } | Self::Unlocked => false,
         }
     }
 
@@ -105,6 +130,7 @@ impl Held {
                 }
             }
             Self::File { path, .. } => tracing::debug!("released lock {}", path.display()),
+            Self::Unlocked => {}
         }
     }
 }
@@ -117,11 +143,18 @@ fn now_micro() -> MicroTime {
     MicroTime(Timestamp::now())
 }
 
-fn expired(spec: &LeaseSpec) -> bool {
-    let duration = i64::from(spec.lease_duration_seconds.unwrap_or(15));
-    match spec.renew_time.as_ref().or(spec.acquire_time.as_ref()) {
-        None => true,
-        Some(t) => Timestamp::now().as_second() > t.0.as_second() + duration,
+/// Whether a Lease held by another run has expired. Like client-go's leader election, this
+/// never compares the holder's timestamps with this machine's clock (they may disagree): the
+/// Lease has expired when its resourceVersion has not changed for its whole duration, timed
+/// on this process's monotonic clock from when this run first saw that version.
+fn expired(spec: &LeaseSpec, version: &str, seen: &mut Option<(String, Instant)>) -> bool {
+    let duration = Duration::from_secs(spec.lease_duration_seconds.unwrap_or(15).max(1) as u64);
+    match seen {
+        Some((v, since)) if v == version => since.elapsed() > duration,
+        _ => {
+            *seen = Some((version.to_string(), Instant::now()));
+            false
+        }
     }
 }
 
@@ -137,6 +170,7 @@ pub async fn acquire_lease(
     let holder = holder_identity();
     let seconds = lease_seconds();
     let mut logged = false;
+    let mut seen: Option<(String, Instant)> = None;
     // Usually nobody holds it: try to create it first, and read it only when that fails.
     let mut current: Option<Option<Lease>> = Some(None);
     let taken = loop {
@@ -146,6 +180,11 @@ pub async fn acquire_lease(
                 .get_opt(name)
                 .await
                 .map_err(|e| api_failure("get", namespace, name, e))?,
+        };
+        let verb = if current.is_some() {
+            "update"
+        } else {
+            "create"
         };
         let attempt = match current {
             None => {
@@ -167,7 +206,8 @@ pub async fn acquire_lease(
             Some(mut lease) => {
                 let spec = lease.spec.clone().unwrap_or_default();
                 let held_by = spec.holder_identity.clone().unwrap_or_default();
-                if !held_by.is_empty() && !expired(&spec) {
+                let version = lease.metadata.resource_version.clone().unwrap_or_default();
+                if !held_by.is_empty() && !expired(&spec, &version, &mut seen) {
                     if Instant::now() >= deadline {
                         return Err(LockError::Contended {
                             what: format!("Lease {namespace}/{name}"),
@@ -196,7 +236,7 @@ pub async fn acquire_lease(
         match attempt {
             Ok(lease) => break lease,
             Err(kube::Error::Api(s)) if s.code == 409 => continue, // someone else moved first
-            Err(e) => return Err(api_failure("create", namespace, name, e).into()),
+            Err(e) => return Err(api_failure(verb, namespace, name, e).into()),
         }
     };
     // The version we hold: renewals update it, and the release deletes exactly that version.
@@ -205,11 +245,13 @@ pub async fn acquire_lease(
     ));
     tracing::debug!(lease = %name, holder = %holder, "lock taken");
     let lost = Arc::new(AtomicBool::new(false));
+    let renewed = Arc::new(std::sync::Mutex::new(Instant::now()));
     let renewer = {
         let api = api.clone();
         let name = name.to_string();
         let lost = lost.clone();
         let version = version.clone();
+        let renewed = renewed.clone();
         tokio::spawn(async move {
             let period = Duration::from_secs((seconds as u64 / 3).max(1));
             loop {
@@ -223,10 +265,19 @@ pub async fn acquire_lease(
                             return;
                         }
                         spec.renew_time = Some(now_micro());
+                        // Time a renewal from when it was sent: the Lease may have been
+                        // stored any time after that.
+                        let sent = Instant::now();
                         match api.replace(&name, &PostParams::default(), &lease).await {
-                            Ok(renewed) => {
+                            Ok(lease) => {
                                 *version.lock().unwrap() =
-                                    renewed.metadata.resource_version.unwrap_or_default()
+                                    lease.metadata.resource_version.unwrap_or_default();
+                                *renewed.lock().unwrap() = sent;
+                            }
+                            Err(kube::Error::Api(s)) if s.code == 409 => {
+                                tracing::warn!(lease = %name, "the run lock was taken over by another run");
+                                lost.store(true, Ordering::SeqCst);
+                                return;
                             }
                             Err(e) => tracing::warn!(lease = %name, "renewing the run lock: {e}"),
                         }
@@ -246,6 +297,8 @@ pub async fn acquire_lease(
         renewer,
         lost,
         version,
+        renewed,
+        duration: Duration::from_secs(seconds as u64),
     })
 }
 

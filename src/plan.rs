@@ -1,24 +1,40 @@
-//! Pure planning: observed Secrets + config + `now` → the actions of this run, each with the
-//! reason people will read in the report.
+//! Pure planning: observed Secrets + config + `now` → the next step of this run, each Secret
+//! with the reason people will read in the report.
 //!
-//! Nothing here reads the clock, the network or files, and nothing generates keys: `--dry-run`
-//! prints the plan exactly as `apply` would execute it. Problems with what is stored (garbage
-//! PEM, a key that does not match, a Secret owned by another manager) are [`Invalid`] errors
-//! that name the object and the fix; `--force` turns the repairable ones into renewals.
+//! Nothing here reads the clock, the network or files, and nothing generates keys: a plan says
+//! which CA signs each leaf ([`Signer`]) and which CAs each bundle holds ([`CaRef`]), so
+//! `--dry-run` prints exactly what `apply` will write, and `apply` makes no decisions. Problems
+//! with what is stored (garbage PEM, a key that does not match, a Secret owned by another
+//! manager) are [`Invalid`] errors that name the object and the fix; `--force` turns the
+//! repairable ones into renewals.
+//!
+//! # The rotation invariant
+//!
+//! Consumers load what is written at their own pace, up to the propagation delay (or their
+//! rollout) later; so at any instant two peers may hold any two versions written since the last
+//! *gate*. A step may therefore only write what every version that peers may still hold accepts:
+//!
+//! - adding a CA to bundles is always safe (the **trust** step);
+//! - a leaf signed by a CA is written only once every bundle that may still be held trusts that
+//!   CA: in steady state the active CA; a new CA only after the trust→leaves gate (the
+//!   **leaves** step, which promotes the pending CA);
+//! - a CA leaves the bundles only once no leaf that may still be held was signed by it: after
+//!   the leaves→cleanup gate (the **cleanup** step, which drops the prior CA), or at once when
+//!   it has expired (then nothing valid depends on it).
+//!
+//! A gate opens when the last write to any TLS Secret, on the store's clock, is older than the
+//! propagation delay (or a probe proved the new trust, or this run already waited that long for
+//! this exact state). The phase is derived from the certificates themselves (a pending CA in the
+//! CA Secret, which CAs each bundle holds, which CA signed each leaf) and the store's write
+//! times: no state file, no annotation that a crash could leave stale.
 
 use std::collections::BTreeMap;
-
-mod staged;
-
-pub use staged::{LEAVES_WRITTEN_AT, TRUST_WRITTEN_AT};
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
 use crate::config::{Config, HmacSecret, MANAGED_BY, MANAGED_BY_LABEL, TlsSecret};
-use crate::pki::{
-    CaKey, Cert, check_bundle, choose_prior_ca, parse_cert_chain, parse_single_cert, steady_bundle,
-};
+use crate::pki::{CaKey, Cert, check_bundle, choose_prior_ca, parse_cert_chain, parse_single_cert};
 use crate::store::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 /// Options that change what is planned.
@@ -26,17 +42,20 @@ use crate::store::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 pub struct Options {
     /// Rotate the CA now (`--overwrite`).
     pub overwrite: bool,
-    /// Replace HMAC secrets too when rotating.
+    /// Replace HMAC secrets (`--rotate-hmac`).
     pub rotate_hmac: bool,
     /// Take over Secrets owned by another manager and replace unusable contents.
     pub force: bool,
     /// How a rotation reaches consumers.
     pub strategy: Strategy,
-    /// How long hot-reloading consumers get to load a change before the next phase relies on it.
+    /// How long consumers get to load a change before the next step relies on it.
     pub propagation_delay: Duration,
     /// Every hot-reloading consumer was probed and accepted a client certificate from the
-    /// pending CA with this fingerprint: the trust phase has reached them, whatever the delay.
+    /// pending CA with this fingerprint: the trust step has reached them, whatever the delay.
     pub trust_confirmed: Option<[u8; 32]>,
+    /// This run already waited out a gate for the stored state with this digest (see
+    /// [`state_digest`]): the gate is open for it even if the store's clock disagrees.
+    pub gate_waited: Option<[u8; 32]>,
 }
 
 /// How a CA rotation is written.
@@ -44,30 +63,51 @@ pub struct Options {
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Trust first (every bundle gets the new CA beside the current one), then, once consumers
-    /// have it, the leaves.
+    /// have it, the leaves; then, once consumers present the new leaves, the old CA goes.
     #[default]
     Staged,
     /// Bundle and leaf in one write, for setups where every consumer restarts.
     Immediate,
 }
 
-/// Where a rotation stands after this plan's writes.
+/// What this step does, and so what comes after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Phase {
-    /// No rotation in progress (or a one-write rotation).
+    /// Nothing is due after this step's writes (if any): the run is done.
     Steady,
-    /// Staged step 1: a pending CA is being made trusted everywhere; leaves are unchanged.
+    /// A pending CA is being added to every bundle; leaves are unchanged. Then: the gate.
     Trust,
     /// Nothing may be written before `ready_at`: consumers may not have loaded the last change.
     Gate {
         ready_at: OffsetDateTime,
         reason: String,
-        /// The pending CA's fingerprint when this is the trust-to-leaves gate, which probes
-        /// that accept a client certificate from that CA may open early.
+        /// The pending CA's fingerprint when this is the trust→leaves gate, which probes that
+        /// accept a client certificate from that CA may open early.
         pending: Option<[u8; 32]>,
+        /// The digest of the stored state this gate was computed for.
+        state: [u8; 32],
+        /// Only a cleanup waits behind this gate: every consumer works as things are, and a
+        /// run that cannot wait for it may end successfully, leaving it to the next run.
+        optional: bool,
     },
-    /// Staged step 3: the pending CA becomes active and signs every leaf.
+    /// Leaves are being signed by the active CA while a prior CA is still trusted. Then: the
+    /// gate, and the cleanup.
     Leaves,
+    /// The prior CA is being dropped from every bundle. Then: steady.
+    Cleanup,
+}
+
+impl Phase {
+    /// The phase's name in logs and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Steady => "steady",
+            Self::Trust => "trust",
+            Self::Gate { .. } => "gate",
+            Self::Leaves => "leaves",
+            Self::Cleanup => "cleanup",
+        }
+    }
 }
 
 /// Everything read from the store, by Secret name.
@@ -81,6 +121,30 @@ impl ObservedState {
     fn get(&self, name: &str) -> &Observed {
         self.secrets.get(name).unwrap_or(&Observed::Absent)
     }
+}
+
+/// A digest of which version of every Secret was read: two plans with the same digest saw the
+/// same stored state.
+pub fn state_digest(observed: &ObservedState) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut add = |name: &str, o: Option<&Observed>| {
+        h.update((name.len() as u64).to_be_bytes());
+        h.update(name.as_bytes());
+        match o.and_then(Observed::present) {
+            None => h.update([0]),
+            Some(s) => {
+                h.update([1]);
+                h.update((s.version.len() as u64).to_be_bytes());
+                h.update(s.version.as_bytes());
+            }
+        }
+    };
+    add("", observed.ca.as_ref());
+    for (name, o) in &observed.secrets {
+        add(name, Some(o));
+    }
+    h.finalize().into()
 }
 
 /// A stored object certgen cannot use as it is, and will not touch.
@@ -100,13 +164,13 @@ pub enum Action {
     Keep,
     /// Write it for the first time.
     Create,
-    /// New key and certificate (or new random bytes), same CA unless the CA rotates.
+    /// New key and certificate (or new random bytes).
     Renew,
     /// Only `ca.crt` changes.
     UpdateBundle,
-    /// A new CA (the CA Secret only).
+    /// A new active CA in one write (the CA Secret only).
     Rotate,
-    /// Staged rotation: a new CA stored as pending and added to every bundle (CA Secret only).
+    /// Staged rotation: a new CA stored as pending and added to the bundle (CA Secret only).
     Trust,
     /// Staged rotation: the pending CA becomes the active one (CA Secret only).
     Promote,
@@ -119,22 +183,57 @@ impl Action {
     }
 }
 
-/// The plan for the CA.
+/// A CA in a bundle: one that exists, or the one this step creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // a handful per plan; boxing buys nothing
+pub enum CaRef {
+    /// The CA this step generates (Create, Rotate, Trust).
+    New,
+    Cert(Cert),
+}
+
+/// Which CA signs a leaf this step issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    /// The active CA (`CaPlan::active`).
+    Active,
+    /// The pending CA, promoted in this same step (`CaPlan::pending`).
+    Pending,
+    /// The CA this step generates.
+    New,
+}
+
+/// The plan for the CA Secret.
 #[derive(Debug)]
 pub struct CaPlan {
     pub name: String,
     pub action: Action,
     pub reason: String,
-    /// The CA that signs this run's leaves, when it already exists.
-    pub active: Option<CaKey>,
     /// The version the CA Secret was read at (`None`: absent).
     pub version: Option<String>,
-    /// For Rotate: the prior CA that stays trusted beside the new one.
-    pub prior: Option<Cert>,
-    /// For Keep/UpdateBundle/Promote: the trust bundle every Secret should hold.
-    pub bundle: Vec<Cert>,
-    /// A staged rotation's pending CA (for Promote, and while its trust phase is resumed).
+    /// The active CA, when certgen holds its key.
+    pub active: Option<CaKey>,
+    /// The active CA of another tool whose key certgen does not hold (adopted Secrets).
+    pub adopted: Option<Cert>,
+    /// A staged rotation's pending CA, when one is stored.
     pub pending: Option<CaKey>,
+    /// The CA Secret's `ca.crt` after this step.
+    pub bundle: Vec<CaRef>,
+    /// Data keys this step removes from the CA Secret.
+    pub remove: Vec<String>,
+}
+
+impl CaPlan {
+    /// The certificate that signs leaves after this step, when it exists already.
+    pub fn active_cert(&self) -> Option<&Cert> {
+        if self.action == Action::Promote {
+            return self.pending.as_ref().map(|p| &p.cert);
+        }
+        self.active
+            .as_ref()
+            .map(|a| &a.cert)
+            .or(self.adopted.as_ref())
+    }
 }
 
 /// The plan for one Secret.
@@ -147,6 +246,10 @@ pub struct SecretPlan {
     pub version: Option<String>,
     /// The current leaf's expiry, for the report.
     pub not_after: Option<OffsetDateTime>,
+    /// For TLS Secrets that are written: the `ca.crt` they hold after this step.
+    pub bundle: Vec<CaRef>,
+    /// For leaves issued in this step: who signs them.
+    pub signer: Option<Signer>,
 }
 
 /// The kind of a managed Secret.
@@ -158,7 +261,7 @@ pub enum Kind {
     Hmac,
 }
 
-/// The whole plan of a run.
+/// The whole plan of one step.
 #[derive(Debug)]
 pub struct Plan {
     pub ca: CaPlan,
@@ -167,18 +270,28 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Whether the run writes anything.
+    /// Whether the step writes anything.
     pub fn writes(&self) -> bool {
         self.ca.action.writes() || self.secrets.iter().any(|s| s.action.writes())
+    }
+
+    /// Whether this step generates a CA.
+    pub fn generates_ca(&self) -> bool {
+        matches!(
+            self.ca.action,
+            Action::Create | Action::Rotate | Action::Trust
+        )
     }
 }
 
 /// A TLS Secret as parsed.
+#[derive(Debug)]
 struct Leaf {
     cert: Cert,
     bundle: Vec<Cert>,
 }
 
+#[derive(Debug)]
 enum Parsed {
     Missing,
     /// Unusable and `--force` was given: replace it.
@@ -219,10 +332,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// A repairable problem: an error, or with `--force` a reason to replace the contents.
-    fn broken(&self, name: &str, problem: String) -> Result<Parsed, Invalid> {
+    /// A repairable problem: an error, or with `--force` the reason to replace the contents.
+    fn broken(&self, name: &str, problem: String) -> Result<String, Invalid> {
         if self.options.force {
-            Ok(Parsed::Broken(problem))
+            Ok(problem)
         } else {
             Err(self.invalid(
                 name,
@@ -259,22 +372,36 @@ impl Ctx<'_> {
         self.check_common(s, TYPE_TLS)?;
         let key = |k: &str| s.data.get(k).filter(|v| !v.is_empty());
         let (Some(crt), Some(key_pem)) = (key("tls.crt"), key("tls.key")) else {
-            return self.broken(name, "tls.crt or tls.key is missing or empty".into());
+            return self
+                .broken(name, "tls.crt or tls.key is missing or empty".into())
+                .map(Parsed::Broken);
         };
         let cert = match parse_cert_chain(crt) {
             Ok(mut chain) => chain.remove(0),
-            Err(e) => return self.broken(name, format!("tls.crt: {e}")),
+            Err(e) => {
+                return self
+                    .broken(name, format!("tls.crt: {e}"))
+                    .map(Parsed::Broken);
+            }
         };
         if let Err(e) = crate::pki::load_signing_key(&cert, key_pem) {
-            return self.broken(name, format!("tls.key: {e}"));
+            return self
+                .broken(name, format!("tls.key: {e}"))
+                .map(Parsed::Broken);
         }
         let bundle = match key("ca.crt").map(|b| parse_cert_chain(b)) {
             None => Vec::new(),
             Some(Ok(b)) => b,
-            Some(Err(e)) => return self.broken(name, format!("ca.crt: {e}")),
+            Some(Err(e)) => {
+                return self
+                    .broken(name, format!("ca.crt: {e}"))
+                    .map(Parsed::Broken);
+            }
         };
         if let Err(e) = check_bundle(&bundle) {
-            return self.broken(name, format!("ca.crt: {e}"));
+            return self
+                .broken(name, format!("ca.crt: {e}"))
+                .map(Parsed::Broken);
         }
         Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))
     }
@@ -289,11 +416,22 @@ fn days(d: time::Duration) -> String {
     }
 }
 
+fn span(d: Duration) -> time::Duration {
+    time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
+}
+
+/// `at + d`, saturating at the last instant `time` represents instead of overflowing.
+fn after(at: OffsetDateTime, d: Duration) -> OffsetDateTime {
+    at.checked_add(span(d))
+        .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
+}
+
+/// Why a certificate is due for renewal at `now`, if it is.
 pub(crate) fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
     let left = cert.not_after - now;
     if left <= time::Duration::ZERO {
         Some(format!("expired {} ago", days(-left)))
-    } else if left <= time::Duration::try_from(renew_before).unwrap_or(time::Duration::MAX) {
+    } else if left <= span(renew_before) {
         Some(format!("expires in {}, within renewBefore", days(left)))
     } else {
         None
@@ -305,40 +443,248 @@ pub(crate) fn san_drift(cert: &Cert, t: &TlsSecret) -> Option<String> {
     have.extend(cert.ip_addresses.iter().map(|i| i.to_string()));
     let mut want: Vec<String> = t.leaf.dns_names.clone();
     want.extend(t.leaf.ip_addresses.iter().map(|i| i.to_string()));
-    let added: Vec<&String> = want.iter().filter(|w| !have.contains(w)).collect();
-    let removed: Vec<&String> = have.iter().filter(|h| !want.contains(h)).collect();
+    let added: Vec<&str> = want
+        .iter()
+        .filter(|w| !have.contains(w))
+        .map(String::as_str)
+        .collect();
+    let removed: Vec<&str> = have
+        .iter()
+        .filter(|h| !want.contains(h))
+        .map(String::as_str)
+        .collect();
     if added.is_empty() && removed.is_empty() {
         return None;
     }
     let mut parts = Vec::new();
     if !added.is_empty() {
-        parts.push(format!(
-            "adds {}",
-            added
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        parts.push(format!("adds {}", added.join(", ")));
     }
     if !removed.is_empty() {
-        parts.push(format!(
-            "drops {}",
-            removed
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        parts.push(format!("drops {}", removed.join(", ")));
     }
     Some(format!("SANs changed in the config: {}", parts.join("; ")))
 }
 
-fn same_certs(a: &[Cert], b: &[Cert]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+fn same(bundle: &[Cert], target: &[Cert]) -> bool {
+    bundle.len() == target.len() && bundle.iter().zip(target).all(|(a, b)| a == b)
 }
 
-/// Plans a run. `object` names a Secret for messages (`Secret ns/name` or a path).
+fn refs(certs: &[Cert]) -> Vec<CaRef> {
+    certs.iter().cloned().map(CaRef::Cert).collect()
+}
+
+/// The active CA: its key held by certgen, or another tool's certificate alone.
+#[derive(Debug, Clone)]
+enum Active {
+    Keyed(CaKey),
+    Adopted(Cert),
+}
+
+impl Active {
+    fn cert(&self) -> &Cert {
+        match self {
+            Self::Keyed(k) => &k.cert,
+            Self::Adopted(c) => c,
+        }
+    }
+}
+
+/// The CA Secret as parsed.
+#[derive(Debug, Default)]
+struct CaSecret {
+    version: Option<String>,
+    active: Option<Active>,
+    bundle: Vec<Cert>,
+    pending: Option<CaKey>,
+    /// Unusable and `--force` was given: replaced by a new CA.
+    broken: Option<String>,
+    /// The pending CA was unusable and `--force` was given: `next.*` are removed.
+    drop_pending: bool,
+}
+
+fn parse_ca(ctx: &Ctx<'_>, name: &str, observed: &Observed) -> Result<CaSecret, Invalid> {
+    let Some(s) = observed.present() else {
+        return Ok(CaSecret::default());
+    };
+    ctx.check_common(s, TYPE_TLS)?;
+    let mut out = CaSecret {
+        version: Some(s.version.clone()),
+        ..CaSecret::default()
+    };
+    let loaded = (|| -> Result<(Active, Vec<Cert>), String> {
+        let crt = s.data.get("tls.crt").ok_or("tls.crt is missing")?;
+        let key = s.data.get("tls.key").ok_or("tls.key is missing")?;
+        let cert = parse_single_cert(crt).map_err(|e| format!("tls.crt: {e}"))?;
+        if !cert.is_ca {
+            return Err(format!(
+                "tls.crt ({}) is not a CA certificate",
+                cert.subject
+            ));
+        }
+        // An empty key: the CA of another tool, kept as the active trust while a staged
+        // migration to a certgen CA runs (see `Active::Adopted`).
+        let active = if key.is_empty() {
+            Active::Adopted(cert)
+        } else {
+            Active::Keyed(CaKey::from_pem(cert, key).map_err(|e| format!("tls.key: {e}"))?)
+        };
+        let bundle = match s.data.get("ca.crt") {
+            None => Vec::new(),
+            Some(b) => parse_cert_chain(b).map_err(|e| format!("ca.crt: {e}"))?,
+        };
+        check_bundle(&bundle).map_err(|e| format!("ca.crt: {e}"))?;
+        Ok((active, bundle))
+    })();
+    match loaded {
+        Ok((active, bundle)) => {
+            out.active = Some(active);
+            out.bundle = bundle;
+        }
+        Err(problem) => {
+            out.broken = Some(ctx.broken(name, problem)?);
+            return Ok(out);
+        }
+    }
+    let (crt, key) = (s.data.get("next.crt"), s.data.get("next.key"));
+    if crt.is_none() && key.is_none() {
+        return Ok(out);
+    }
+    let pending = (|| -> Result<CaKey, String> {
+        let crt = crt.ok_or("next.key is present but next.crt is missing")?;
+        let key = key.ok_or("next.crt is present but next.key is missing")?;
+        let cert = parse_single_cert(crt).map_err(|e| format!("next.crt: {e}"))?;
+        if !cert.is_ca {
+            return Err(format!(
+                "next.crt ({}) is not a CA certificate",
+                cert.subject
+            ));
+        }
+        CaKey::from_pem(cert, key).map_err(|e| format!("next.key: {e}"))
+    })();
+    match pending {
+        Ok(p) => out.pending = Some(p),
+        // With --force an unusable pending CA is dropped and a rotation starts afresh.
+        Err(problem) => {
+            ctx.broken(name, format!("pending CA: {problem}"))?;
+            out.drop_pending = true;
+        }
+    }
+    Ok(out)
+}
+
+/// One configured TLS Secret as observed.
+struct LeafIn<'a> {
+    cfg: &'a TlsSecret,
+    parsed: Parsed,
+    version: Option<String>,
+}
+
+impl LeafIn<'_> {
+    fn ok(&self) -> Option<&Leaf> {
+        match &self.parsed {
+            Parsed::Ok(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    fn not_after(&self) -> Option<OffsetDateTime> {
+        self.ok().map(|l| l.cert.not_after)
+    }
+
+    fn plan(&self, action: Action, reason: impl Into<String>) -> SecretPlan {
+        SecretPlan {
+            name: self.cfg.name.clone(),
+            kind: Kind::Tls,
+            action,
+            reason: reason.into(),
+            version: self.version.clone(),
+            not_after: self.not_after(),
+            bundle: vec![],
+            signer: None,
+        }
+    }
+
+    fn keep(&self, reason: impl Into<String>) -> SecretPlan {
+        self.plan(Action::Keep, reason)
+    }
+
+    fn bundle_update(&self, bundle: Vec<CaRef>, reason: impl Into<String>) -> SecretPlan {
+        let mut p = self.plan(Action::UpdateBundle, reason);
+        p.bundle = bundle;
+        p
+    }
+
+    fn issue(&self, signer: Signer, bundle: Vec<CaRef>, reason: impl Into<String>) -> SecretPlan {
+        let action = match self.parsed {
+            Parsed::Missing => Action::Create,
+            _ => Action::Renew,
+        };
+        let mut p = self.plan(action, reason);
+        p.bundle = bundle;
+        p.signer = Some(signer);
+        p
+    }
+
+    /// Why this leaf must be issued again by `signer` (the CA that should have signed it), if
+    /// it must: missing, unusable, issued by another CA, due, or its SANs changed.
+    fn issue_reason(&self, signer: &Cert, now: OffsetDateTime) -> Option<String> {
+        match &self.parsed {
+            Parsed::Missing => Some("missing".into()),
+            Parsed::Broken(why) => Some(format!("unusable ({why}); replaced because of --force")),
+            Parsed::Ok(l) => {
+                if !signer.signed(&l.cert) {
+                    return Some("issued by a CA other than the active one".into());
+                }
+                due(&l.cert, self.cfg.renew_before, now).or_else(|| san_drift(&l.cert, self.cfg))
+            }
+        }
+    }
+
+    /// Why this leaf is issued again by `active` in this step, if doing so helps: a leaf that
+    /// is due only because it is clipped to the active CA's expiry would be due again at once,
+    /// so it waits for the next CA (which the CA's own, longer, renewBefore brings first).
+    fn renewal(&self, active: &Cert, now: OffsetDateTime) -> Option<String> {
+        let why = self.issue_reason(active, now)?;
+        if let Parsed::Ok(l) = &self.parsed
+            && active.signed(&l.cert)
+            && !l.cert.is_expired_at(now)
+            && san_drift(&l.cert, self.cfg).is_none()
+            && due(active, self.cfg.renew_before, now).is_some()
+        {
+            return None;
+        }
+        Some(why)
+    }
+}
+
+/// The gate every step that relies on consumers having loaded the last writes waits for.
+struct Gate {
+    /// When the last TLS Secret write is older than the propagation delay.
+    ready_at: OffsetDateTime,
+    /// The stored state it was computed for.
+    state: [u8; 32],
+    /// This run already waited for exactly this state.
+    waited: bool,
+}
+
+impl Gate {
+    fn open(&self, now: OffsetDateTime) -> bool {
+        self.waited || now >= self.ready_at
+    }
+
+    fn phase(&self, reason: String, pending: Option<[u8; 32]>, optional: bool) -> Phase {
+        Phase::Gate {
+            ready_at: self.ready_at,
+            reason,
+            pending,
+            state: self.state,
+            optional,
+        }
+    }
+}
+
+/// Plans one step. `object` names a Secret for messages (`Secret ns/name` or a path).
 pub fn plan(
     config: &Config,
     observed: &ObservedState,
@@ -348,230 +694,511 @@ pub fn plan(
 ) -> Result<Plan, Invalid> {
     let ctx = Ctx { options, object };
     let ca_name = config.ca.secret_name.as_str();
-
-    // The CA Secret.
-    let ca_observed = observed.ca.clone().unwrap_or(Observed::Absent);
-    let mut ca_problem = None;
-    let mut active: Option<CaKey> = None;
-    let mut ca_bundle: Vec<Cert> = Vec::new();
-    if let Some(s) = ca_observed.present() {
-        ctx.check_common(s, TYPE_TLS)?;
-        let loaded = (|| -> Result<(CaKey, Vec<Cert>), String> {
-            let crt = s.data.get("tls.crt").ok_or("tls.crt is missing")?;
-            let key = s.data.get("tls.key").ok_or("tls.key is missing")?;
-            let cert = parse_single_cert(crt).map_err(|e| format!("tls.crt: {e}"))?;
-            if !cert.is_ca {
-                return Err(format!(
-                    "tls.crt ({}) is not a CA certificate",
-                    cert.subject
-                ));
-            }
-            let ca = CaKey::from_pem(cert, key).map_err(|e| format!("tls.key: {e}"))?;
-            let bundle = match s.data.get("ca.crt") {
-                None => Vec::new(),
-                Some(b) => parse_cert_chain(b).map_err(|e| format!("ca.crt: {e}"))?,
-            };
-            check_bundle(&bundle).map_err(|e| format!("ca.crt: {e}"))?;
-            Ok((ca, bundle))
-        })();
-        match loaded {
-            Ok((ca, bundle)) => {
-                active = Some(ca);
-                ca_bundle = bundle;
-            }
-            Err(problem) => match ctx.broken(ca_name, problem)? {
-                Parsed::Broken(p) => ca_problem = Some(p),
-                _ => unreachable!("broken() returns Broken or an error"),
-            },
-        }
-    }
-
-    // The TLS Secrets.
-    let mut parsed = Vec::new();
+    let ca = parse_ca(
+        &ctx,
+        ca_name,
+        observed.ca.as_ref().unwrap_or(&Observed::Absent),
+    )?;
+    let mut leaves = Vec::new();
     for t in &config.tls {
-        parsed.push(ctx.parse_tls(&t.name, observed.get(&t.name))?);
+        let o = observed.get(&t.name);
+        leaves.push(LeafIn {
+            cfg: t,
+            parsed: ctx.parse_tls(&t.name, o)?,
+            version: o.present().map(|s| s.version.clone()),
+        });
     }
-    let leaves: Vec<Cert> = parsed
-        .iter()
-        .filter_map(|p| match p {
-            Parsed::Ok(l) => Some(l.cert.clone()),
-            _ => None,
-        })
-        .collect();
+    let hmac = hmac_plans(&ctx, config, observed, options)?;
 
-    // Per-leaf reasons to issue, judged against the active CA (if any).
-    let leaf_reason = |t: &TlsSecret, p: &Parsed| -> Option<(Action, String)> {
-        match p {
-            Parsed::Missing => Some((Action::Create, "missing".into())),
-            Parsed::Broken(why) => Some((
-                Action::Renew,
-                format!("unusable ({why}); replaced because of --force"),
-            )),
-            Parsed::Ok(l) => {
-                if let Some(ca) = &active
-                    && !ca.cert.signed(&l.cert)
-                {
-                    return Some((
-                        Action::Renew,
-                        "issued by a CA other than the active one".into(),
-                    ));
-                }
-                due(&l.cert, t.renew_before, now)
-                    .or_else(|| san_drift(&l.cert, t))
-                    .map(|why| (Action::Renew, why))
-            }
-        }
+    // The gate counts from the newest write to any TLS Secret (a write time in the future, from
+    // a clock that went back, counts as now).
+    let state = state_digest(observed);
+    let last_write = config
+        .tls
+        .iter()
+        .filter_map(|t| observed.get(&t.name).present())
+        .filter_map(|s| s.written_at)
+        .map(|w| w.min(now))
+        .max();
+    let gate = Gate {
+        ready_at: last_write.map_or(now, |w| after(w, options.propagation_delay)),
+        state,
+        waited: options.gate_waited == Some(state),
     };
 
-    let reasons: Vec<Option<(Action, String)>> = config
-        .tls
-        .iter()
-        .zip(&parsed)
-        .map(|(t, p)| leaf_reason(t, p))
-        .collect();
-
-    let versions: Vec<Option<String>> = config
-        .tls
-        .iter()
-        .map(|t| observed.get(&t.name).present().map(|s| s.version.clone()))
-        .collect();
-    let no_annotations = BTreeMap::new();
-    let ca_annotations = ca_observed
-        .present()
-        .map_or(&no_annotations, |s| &s.annotations);
-    let ca_version = ca_observed.present().map(|s| s.version.clone());
-    let staged_inputs = |reasons| staged::Inputs {
+    let input = Input {
         config,
         now,
-        delay: options.propagation_delay,
-        trust_confirmed: options.trust_confirmed,
+        options,
         ca_name,
-        ca_version: ca_version.clone(),
-        ca_annotations,
-        ca_bundle: &ca_bundle,
-        parsed: &parsed,
-        reasons,
-        versions: versions.clone(),
+        leaves: &leaves,
+        gate: &gate,
     };
+    let (ca_plan, secrets, phase) = input.decide(ca)?;
+    let mut all = secrets;
+    all.extend(hmac);
+    Ok(Plan {
+        ca: ca_plan,
+        secrets: all,
+        phase,
+    })
+}
 
-    // A staged rotation in progress is finished first, whatever the flags: never a third CA.
-    let pending = match ca_observed.present() {
-        Some(s) if ca_problem.is_none() => parse_pending(&ctx, ca_name, s)?,
-        _ => None,
-    };
-    if let Some(pending) = pending
-        && let Some(active_ca) = active.take()
-    {
-        let (ca_plan, mut secrets, phase) =
-            staged::resume(staged_inputs(reasons), active_ca, pending);
-        secrets.extend(hmac_plans(&ctx, config, observed, options)?);
-        return Ok(Plan {
-            ca: ca_plan,
-            secrets,
-            phase,
-        });
+struct Input<'a> {
+    config: &'a Config,
+    now: OffsetDateTime,
+    options: Options,
+    ca_name: &'a str,
+    leaves: &'a [LeafIn<'a>],
+    gate: &'a Gate,
+}
+
+type Decision = (CaPlan, Vec<SecretPlan>, Phase);
+
+impl Input<'_> {
+    fn ca_plan(&self, ca: &CaSecret, action: Action, reason: impl Into<String>) -> CaPlan {
+        let (active, adopted) = match &ca.active {
+            Some(Active::Keyed(k)) => (Some(k.clone()), None),
+            Some(Active::Adopted(c)) => (None, Some(c.clone())),
+            None => (None, None),
+        };
+        CaPlan {
+            name: self.ca_name.to_string(),
+            action,
+            reason: reason.into(),
+            version: ca.version.clone(),
+            active,
+            adopted,
+            pending: ca.pending.clone(),
+            bundle: vec![],
+            remove: vec![],
+        }
     }
 
-    // Decide the CA.
-    let ca_due = active
-        .as_ref()
-        .and_then(|ca| due(&ca.cert, config.ca.renew_before, now));
-    let mut rotate_reason = if options.overwrite {
-        Some("--overwrite: rotating the CA".to_string())
-    } else if let Some(p) = &ca_problem {
-        Some(format!(
-            "the CA Secret is unusable ({p}); replaced because of --force"
-        ))
-    } else {
-        ca_due.map(|d| format!("the CA {d}"))
-    };
-    let mut create_reason = None;
-    if rotate_reason.is_none() && active.is_none() && !config.tls.is_empty() {
-        let anything_due = reasons.iter().any(Option::is_some);
-        if leaves.is_empty() {
-            create_reason = Some("missing".to_string());
-        } else if anything_due {
-            rotate_reason = Some(
-                "no CA key is available to sign (the Secrets were made by another tool); moving to a certgen CA"
+    fn present_leaves(&self) -> impl Iterator<Item = &Leaf> {
+        self.leaves.iter().filter_map(LeafIn::ok)
+    }
+
+    /// Every CA that bundles hold now, the CA Secret's first.
+    fn bundle_cas(&self, ca: &CaSecret) -> Vec<Cert> {
+        let mut out: Vec<Cert> = Vec::new();
+        for c in ca
+            .bundle
+            .iter()
+            .chain(self.present_leaves().flat_map(|l| l.bundle.iter()))
+        {
+            if !out.contains(c) {
+                out.push(c.clone());
+            }
+        }
+        out
+    }
+
+    fn decide(&self, mut ca: CaSecret) -> Result<Decision, Invalid> {
+        if ca.broken.is_some() {
+            return Ok(self.one_write(&ca, None));
+        }
+        if let Some(pending) = ca.pending.clone() {
+            return Ok(self.resume(&ca, pending));
+        }
+        // Without a CA Secret, the leaves may come from another tool (Envoy Gateway's own
+        // certgen): the CA that signed them is adopted as the active trust, without its key.
+        if ca.active.is_none() {
+            ca.active = self.infer_adopted();
+        }
+        let Some(active) = ca.active.clone() else {
+            return Ok(self.one_write(&ca, None));
+        };
+        if active.cert().is_expired_at(self.now) {
+            // Staging protects peers that trust the active CA; an expired one protects nobody.
+            return Ok(self.one_write(&ca, Some(&active)));
+        }
+        let rotate = self.rotation_reason(&active);
+        match (rotate, self.options.strategy) {
+            (Some(reason), Strategy::Immediate) => {
+                let mut d = self.one_write(&ca, Some(&active));
+                d.0.reason = reason;
+                Ok(d)
+            }
+            (Some(reason), Strategy::Staged) => Ok(self.start(&ca, &active, reason)),
+            (None, _) => Ok(self.maintain(&ca, &active)),
+        }
+    }
+
+    /// The CA that signed the leaves found without a CA Secret, if it is in their bundles and
+    /// still valid.
+    fn infer_adopted(&self) -> Option<Active> {
+        let leaves: Vec<Cert> = self.present_leaves().map(|l| l.cert.clone()).collect();
+        let candidates: Vec<Cert> = self
+            .present_leaves()
+            .flat_map(|l| l.bundle.iter().cloned())
+            .collect();
+        choose_prior_ca(&candidates, &leaves, self.now).map(Active::Adopted)
+    }
+
+    fn rotation_reason(&self, active: &Active) -> Option<String> {
+        if self.options.overwrite {
+            return Some("--overwrite: rotating the CA".into());
+        }
+        if let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now) {
+            return Some(format!("the CA {d}"));
+        }
+        if let Active::Adopted(cert) = active {
+            // Without the key nothing can be issued: any leaf to issue means moving to a
+            // certgen CA, staged like any rotation.
+            if let Some((l, why)) = self
+                .leaves
+                .iter()
+                .find_map(|l| l.issue_reason(cert, self.now).map(|w| (l, w)))
+            {
+                return Some(format!(
+                    "{} must be issued ({why}) and the CA that signed the existing leaves belongs to another tool: moving to a certgen CA",
+                    l.cfg.name
+                ));
+            }
+        }
+        None
+    }
+
+    /// A new active CA in one write, every leaf signed by it: for a first install, the
+    /// immediate strategy, and when no valid CA is left to stage a rotation against.
+    fn one_write(&self, ca: &CaSecret, active: Option<&Active>) -> Decision {
+        let fresh = ca.version.is_none() && self.present_leaves().next().is_none();
+        // The prior CA kept trusted beside the new one: the active CA while it is valid, or
+        // else the valid CA that signed the most current leaves.
+        let prior = match active {
+            Some(a) if !a.cert().is_expired_at(self.now) => Some(a.cert().clone()),
+            _ => {
+                let leaves: Vec<Cert> = self.present_leaves().map(|l| l.cert.clone()).collect();
+                choose_prior_ca(&self.bundle_cas(ca), &leaves, self.now)
+            }
+        };
+        let mut bundle = vec![CaRef::New];
+        bundle.extend(prior.clone().map(CaRef::Cert));
+        let (action, reason) = if fresh {
+            (Action::Create, "missing".to_string())
+        } else if let Some(b) = &ca.broken {
+            (
+                Action::Rotate,
+                format!("the CA Secret is unusable ({b}); replaced because of --force"),
+            )
+        } else if active.is_some_and(|a| a.cert().is_expired_at(self.now)) {
+            (
+                Action::Rotate,
+                "the CA has expired: nothing valid depends on it, so the new CA is written at once"
                     .to_string(),
-            );
-        }
-    }
-
-    // Staging protects peers that trust the active CA; an expired one protects nobody.
-    let active_usable = active.as_ref().is_some_and(|a| !a.cert.is_expired_at(now));
-    if let Some(reason) = &rotate_reason
-        && options.strategy == Strategy::Staged
-        && ca_problem.is_none()
-        && active_usable
-        && let Some(active_ca) = active.take()
-    {
-        let (ca_plan, mut secrets, phase) =
-            staged::start(staged_inputs(reasons), active_ca, reason.clone());
-        secrets.extend(hmac_plans(&ctx, config, observed, options)?);
-        return Ok(Plan {
-            ca: ca_plan,
-            secrets,
-            phase,
-        });
-    }
-
-    let mut candidates: Vec<Cert> = Vec::new();
-    if let Some(ca) = &active {
-        candidates.push(ca.cert.clone());
-    }
-    candidates.extend(ca_bundle.iter().cloned());
-    for p in &parsed {
-        if let Parsed::Ok(l) = p {
-            candidates.extend(l.bundle.iter().cloned());
-        }
-    }
-
-    let (ca_plan, rotating) = if let Some(reason) = rotate_reason {
-        let prior = choose_prior_ca(&candidates, &leaves, now);
-        let action = if ca_observed.present().is_some() {
-            Action::Rotate
+            )
+        } else if self.options.strategy == Strategy::Immediate {
+            (Action::Rotate, "rotating the CA in one write".to_string())
         } else {
+            (
+                Action::Rotate,
+                "no valid CA to stage a rotation against: the new CA is written at once"
+                    .to_string(),
+            )
+        };
+        let action = if ca.version.is_none() && action == Action::Rotate {
             Action::Create
-        };
-        (
-            CaPlan {
-                name: ca_name.into(),
-                action,
-                reason,
-                active: None,
-                version: ca_version,
-                prior,
-                bundle: vec![],
-                pending: None,
-            },
-            true,
-        )
-    } else if let Some(reason) = create_reason {
-        (
-            CaPlan {
-                name: ca_name.into(),
-                action: Action::Create,
-                reason,
-                active: None,
-                version: ca_version,
-                prior: None,
-                bundle: vec![],
-                pending: None,
-            },
-            true,
-        )
-    } else if let Some(ca) = active {
-        let current = if ca_bundle.is_empty() {
-            vec![ca.cert.clone()]
         } else {
-            ca_bundle.clone()
+            action
         };
-        let bundle = steady_bundle(&ca.cert, &current, now);
-        let (action, reason) = if same_certs(&bundle, &ca_bundle) {
+        let reason = match &prior {
+            Some(p) if !fresh => {
+                format!("{reason}; prior CA {} stays trusted", p.short_fingerprint())
+            }
+            _ => reason,
+        };
+        let mut plan = self.ca_plan(ca, action, reason);
+        plan.bundle = bundle.clone();
+        plan.remove = vec!["next.crt".into(), "next.key".into()];
+        let secrets = self
+            .leaves
+            .iter()
+            .map(|l| {
+                let why = if fresh || matches!(l.parsed, Parsed::Missing) {
+                    "missing"
+                } else {
+                    "signed by the new CA"
+                };
+                l.issue(Signer::New, bundle.clone(), why)
+            })
+            .collect();
+        let phase = if prior.is_some() {
+            Phase::Leaves
+        } else {
+            Phase::Steady
+        };
+        (plan, secrets, phase)
+    }
+
+    /// What the TLS Secrets do while `trust` is being made the bundle everywhere: bundles
+    /// become `trust`, leaves stay, and anything that must be issued is signed by the active CA
+    /// (never the pending one, which peers may not trust yet). `trust_certs` is `trust` when
+    /// every CA in it exists already (empty while the new CA is still to be generated).
+    fn trust_secrets(
+        &self,
+        active: &Active,
+        trust: &[CaRef],
+        trust_certs: &[Cert],
+    ) -> Vec<SecretPlan> {
+        self.leaves
+            .iter()
+            .map(|l| {
+                let renewal = l.renewal(active.cert(), self.now);
+                match (renewal, active, l.ok()) {
+                    (Some(why), Active::Keyed(_), _) => l.issue(
+                        Signer::Active,
+                        trust.to_vec(),
+                        format!("{why}; signed by the current CA during the trust phase"),
+                    ),
+                    (Some(why), Active::Adopted(_), None) => l.keep(format!(
+                        "{why}; issued by the new CA after the trust phase (the current CA's key belongs to another tool)"
+                    )),
+                    (_, _, Some(leaf)) if !same(&leaf.bundle, trust_certs) => l.bundle_update(
+                        trust.to_vec(),
+                        "trust phase: the new CA is trusted beside the current one",
+                    ),
+                    (_, _, Some(_)) => l.keep(match l.issue_reason(active.cert(), self.now) {
+                        Some(why) => format!("{why}; renewed by the new CA after the trust phase"),
+                        None => "trusts the pending CA".to_string(),
+                    }),
+                    (_, _, None) => l.keep("issued by the new CA after the trust phase"),
+                }
+            })
+            .collect()
+    }
+
+    /// Starts a staged rotation: the new CA as pending, trusted beside the active one.
+    fn start(&self, ca: &CaSecret, active: &Active, reason: String) -> Decision {
+        // Leaves signed by the active CA come first (their bundles keep the prior CA), and a
+        // prior CA leaves the bundles only once no consumer may still present a leaf of it.
+        let prior_in_use = self
+            .bundle_cas(ca)
+            .iter()
+            .any(|c| c != active.cert() && !c.is_expired_at(self.now));
+        if prior_in_use {
+            let maintain = self.maintain(ca, active);
+            if maintain.0.action.writes() || maintain.1.iter().any(|s| s.action.writes()) {
+                return maintain;
+            }
+            if !self.gate.open(self.now) {
+                let why = format!(
+                    "{reason}; waiting until {} so that consumers present leaves of the current CA before the previous one is dropped",
+                    crate::report::rfc3339(self.gate.ready_at)
+                );
+                let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
+                plan.bundle = refs(&ca.bundle);
+                let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
+                return (plan, secrets, self.gate.phase(why, None, false));
+            }
+        }
+        let trust = vec![CaRef::New, CaRef::Cert(active.cert().clone())];
+        let mut plan = self.ca_plan(ca, Action::Trust, format!("{reason} (staged: trust phase)"));
+        plan.bundle = trust.clone();
+        // The certificates a leaf's bundle must equal are not known before the new CA exists:
+        // every leaf's bundle changes in this step.
+        let secrets = self.trust_secrets(active, &trust, &[]);
+        (plan, secrets, Phase::Trust)
+    }
+
+    /// Finishes a rotation whose pending CA is stored: completes the trust phase, waits out
+    /// the gate, or promotes the pending CA and has it sign every leaf.
+    fn resume(&self, ca: &CaSecret, pending: CaKey) -> Decision {
+        let active = ca
+            .active
+            .clone()
+            .filter(|a| !a.cert().is_expired_at(self.now));
+        let Some(active) = active else {
+            // The current CA has expired (or is gone): staging protects nobody; promote now.
+            return self.promote(
+                ca,
+                pending,
+                "the current CA has expired: the pending CA becomes active at once".into(),
+                false,
+            );
+        };
+        let trust_certs = vec![pending.cert.clone(), active.cert().clone()];
+        let trust = refs(&trust_certs);
+        let secrets = self.trust_secrets(&active, &trust, &trust_certs);
+        let ca_incomplete = !same(&ca.bundle, &trust_certs);
+        if ca_incomplete || secrets.iter().any(|s| s.action.writes()) {
+            let (action, reason) = if ca_incomplete {
+                (
+                    Action::UpdateBundle,
+                    "trust phase: the pending CA is trusted beside the current one",
+                )
+            } else {
+                (Action::Keep, "trust phase resumed")
+            };
+            let mut plan = self.ca_plan(
+                ca,
+                action,
+                format!("{reason}; pending CA {}", pending.cert.short_fingerprint()),
+            );
+            plan.bundle = trust;
+            return (plan, secrets, Phase::Trust);
+        }
+        // Every bundle trusts the pending CA. Leaves wait until consumers have loaded that, and
+        // until the pending CA is valid (a writer's clock may run ahead of this one's).
+        let fp = pending.cert.fingerprint();
+        let confirmed = self.options.trust_confirmed == Some(fp);
+        let valid_from = pending.cert.not_before;
+        let open = (self.gate.open(self.now) || confirmed) && self.now >= valid_from;
+        if !open {
+            let ready_at = if self.gate.open(self.now) || confirmed {
+                valid_from
+            } else {
+                self.gate.ready_at.max(valid_from)
+            };
+            let reason = format!(
+                "every bundle trusts the pending CA {}; leaves wait until {} so consumers have loaded it",
+                pending.cert.short_fingerprint(),
+                crate::report::rfc3339(ready_at)
+            );
+            let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
+            plan.bundle = trust;
+            let phase = Phase::Gate {
+                ready_at,
+                reason,
+                pending: Some(fp),
+                state: self.gate.state,
+                optional: false,
+            };
+            return (plan, secrets, phase);
+        }
+        self.promote(
+            ca,
+            pending.clone(),
+            format!(
+                "leaves phase: the pending CA {} becomes active",
+                pending.cert.short_fingerprint()
+            ),
+            true,
+        )
+    }
+
+    fn promote(
+        &self,
+        ca: &CaSecret,
+        pending: CaKey,
+        reason: String,
+        keep_active: bool,
+    ) -> Decision {
+        let mut bundle = vec![pending.cert.clone()];
+        if keep_active && let Some(a) = &ca.active {
+            bundle.push(a.cert().clone());
+        }
+        let bundle = refs(&bundle);
+        let mut plan = self.ca_plan(ca, Action::Promote, reason);
+        plan.bundle = bundle.clone();
+        plan.remove = vec!["next.crt".into(), "next.key".into()];
+        let secrets = self
+            .leaves
+            .iter()
+            .map(|l| {
+                let why = match l.parsed {
+                    Parsed::Missing => "missing",
+                    _ => "leaves phase: signed by the new CA",
+                };
+                l.issue(Signer::Pending, bundle.clone(), why)
+            })
+            .collect();
+        let phase = if keep_active {
+            Phase::Leaves
+        } else {
+            Phase::Steady
+        };
+        (plan, secrets, phase)
+    }
+
+    /// No rotation: renew what is due with the active CA, keep bundles in line, and drop a
+    /// prior CA once no consumer may still present a leaf of it.
+    fn maintain(&self, ca: &CaSecret, active: &Active) -> Decision {
+        let Active::Keyed(_) = active else {
+            // Adopted, nothing due (or it would rotate): another tool's Secrets stay as they are.
+            let mut plan = self.ca_plan(
+                ca,
+                Action::Keep,
+                "not created: the existing leaves are valid and were issued by another tool's CA; a certgen CA is created, staged, when a leaf or that CA falls due",
+            );
+            plan.bundle = refs(&ca.bundle);
+            let secrets = self
+                .leaves
+                .iter()
+                .map(|l| {
+                    let until = l
+                        .not_after()
+                        .map(|t| t.date().to_string())
+                        .unwrap_or_default();
+                    l.keep(format!("valid until {until} (another tool's CA)"))
+                })
+                .collect();
+            return (plan, secrets, Phase::Steady);
+        };
+        let active_cert = active.cert();
+        // The prior CA: the valid CA other than the active one that bundles still hold.
+        let prior = self
+            .bundle_cas(ca)
+            .into_iter()
+            .find(|c| c != active_cert && c.is_ca && !c.is_expired_at(self.now));
+        let with_prior: Vec<Cert> = std::iter::once(active_cert.clone())
+            .chain(prior.clone())
+            .collect();
+        let alone = vec![active_cert.clone()];
+        let renewals: Vec<Option<String>> = self
+            .leaves
+            .iter()
+            .map(|l| l.renewal(active_cert, self.now))
+            .collect();
+        let all_from_active = self
+            .leaves
+            .iter()
+            .all(|l| l.ok().is_some_and(|leaf| active_cert.signed(&leaf.cert)));
+        // The prior CA goes once every leaf is the active CA's and consumers have loaded them.
+        let drop_prior = prior.is_some() && all_from_active && self.gate.open(self.now);
+        let target = if prior.is_none() || drop_prior {
+            &alone
+        } else {
+            &with_prior
+        };
+        let target_refs = refs(target);
+        let mut secrets = Vec::new();
+        for (l, why) in self.leaves.iter().zip(&renewals) {
+            secrets.push(match (why, l.ok()) {
+                (Some(why), _) => l.issue(Signer::Active, target_refs.clone(), why.clone()),
+                (None, Some(leaf)) if !same(&leaf.bundle, target) => l.bundle_update(
+                    target_refs.clone(),
+                    if drop_prior {
+                        format!(
+                            "cleanup: every leaf is signed by the current CA; the previous CA {} is no longer trusted",
+                            prior.as_ref().map(Cert::short_fingerprint).unwrap_or_default()
+                        )
+                    } else {
+                        "ca.crt differs from the CA's trust bundle".to_string()
+                    },
+                ),
+                (None, Some(leaf)) => l.keep(match l.issue_reason(active_cert, self.now) {
+                    Some(why) => format!("{why}; renewed by the next CA (the current one expires first)"),
+                    None => format!("valid until {}", leaf.cert.not_after.date()),
+                }),
+                (None, None) => unreachable!("missing and broken leaves always have a reason"),
+            });
+        }
+        let ca_action = if same(&ca.bundle, target) && !ca.drop_pending {
             (
                 Action::Keep,
-                format!("valid until {}", ca.cert.not_after.date()),
+                format!("valid until {}", active_cert.not_after.date()),
+            )
+        } else if drop_prior {
+            (
+                Action::UpdateBundle,
+                format!(
+                    "cleanup: the previous CA {} is no longer trusted",
+                    prior
+                        .as_ref()
+                        .map(Cert::short_fingerprint)
+                        .unwrap_or_default()
+                ),
             )
         } else {
             (
@@ -579,82 +1206,28 @@ pub fn plan(
                 "trust bundle out of date (expired or extra CAs dropped)".to_string(),
             )
         };
-        (
-            CaPlan {
-                name: ca_name.into(),
-                action,
-                reason,
-                active: Some(ca),
-                version: ca_version,
-                prior: None,
-                bundle,
-                pending: None,
-            },
-            false,
-        )
-    } else {
-        let reason = if config.tls.is_empty() {
-            "no TLS Secrets are configured".to_string()
-        } else {
-            "not created: the existing leaves are valid and were issued by another tool's CA; a certgen CA is created at the next renewal".to_string()
-        };
-        (
-            CaPlan {
-                name: ca_name.into(),
-                action: Action::Keep,
-                reason,
-                active: None,
-                version: None,
-                prior: None,
-                bundle: vec![],
-                pending: None,
-            },
-            false,
-        )
-    };
-
-    let mut secrets = Vec::new();
-    for ((t, p), reason) in config.tls.iter().zip(&parsed).zip(reasons) {
-        let version = observed.get(&t.name).present().map(|s| s.version.clone());
-        let not_after = match p {
-            Parsed::Ok(l) => Some(l.cert.not_after),
-            _ => None,
-        };
-        let (action, reason) = if rotating {
-            match p {
-                Parsed::Missing => (Action::Create, "missing".to_string()),
-                _ => (Action::Renew, "signed by the new CA".to_string()),
-            }
-        } else if let Some(r) = reason {
-            r
-        } else {
-            match (p, ca_plan.active.is_some()) {
-                (Parsed::Ok(l), true) if !same_certs(&l.bundle, &ca_plan.bundle) => (
-                    Action::UpdateBundle,
-                    "ca.crt differs from the CA's trust bundle".to_string(),
-                ),
-                (Parsed::Ok(l), _) => (
-                    Action::Keep,
-                    format!("valid until {}", l.cert.not_after.date()),
-                ),
-                _ => unreachable!("missing and broken leaves always have a reason"),
+        let mut plan = self.ca_plan(ca, ca_action.0, ca_action.1);
+        plan.bundle = target_refs;
+        if ca.drop_pending {
+            plan.remove = vec!["next.crt".into(), "next.key".into()];
+        }
+        let writes = plan.action.writes() || secrets.iter().any(|s| s.action.writes());
+        let phase = match (&prior, writes) {
+            (None, _) => Phase::Steady,
+            (Some(_), _) if drop_prior => Phase::Cleanup,
+            (Some(_), true) => Phase::Leaves,
+            (Some(p), false) => {
+                let reason = format!(
+                    "every leaf is signed by the current CA; the previous CA {} is dropped after {}, once consumers present the new leaves",
+                    p.short_fingerprint(),
+                    crate::report::rfc3339(self.gate.ready_at)
+                );
+                plan.reason = reason.clone();
+                self.gate.phase(reason, None, true)
             }
         };
-        secrets.push(SecretPlan {
-            name: t.name.clone(),
-            kind: Kind::Tls,
-            action,
-            reason,
-            version,
-            not_after,
-        });
+        (plan, secrets, phase)
     }
-    secrets.extend(hmac_plans(&ctx, config, observed, options)?);
-    Ok(Plan {
-        ca: ca_plan,
-        secrets,
-        phase: Phase::Steady,
-    })
 }
 
 fn hmac_plans(
@@ -670,33 +1243,6 @@ fn hmac_plans(
         .collect()
 }
 
-/// The pending CA of a staged rotation (`next.crt`/`next.key` in the CA Secret), if any.
-fn parse_pending(ctx: &Ctx<'_>, ca_name: &str, s: &StoredSecret) -> Result<Option<CaKey>, Invalid> {
-    let (crt, key) = (s.data.get("next.crt"), s.data.get("next.key"));
-    if crt.is_none() && key.is_none() {
-        return Ok(None);
-    }
-    let loaded = (|| -> Result<CaKey, String> {
-        let crt = crt.ok_or("next.key is present but next.crt is missing")?;
-        let key = key.ok_or("next.crt is present but next.key is missing")?;
-        let cert = parse_single_cert(crt).map_err(|e| format!("next.crt: {e}"))?;
-        if !cert.is_ca {
-            return Err(format!(
-                "next.crt ({}) is not a CA certificate",
-                cert.subject
-            ));
-        }
-        CaKey::from_pem(cert, key).map_err(|e| format!("next.key: {e}"))
-    })();
-    match loaded {
-        Ok(ca) => Ok(Some(ca)),
-        // With --force an unusable pending CA is dropped and a rotation starts afresh.
-        Err(problem) => ctx
-            .broken(ca_name, format!("pending CA: {problem}"))
-            .map(|_| None),
-    }
-}
-
 fn plan_hmac(
     ctx: &Ctx<'_>,
     h: &HmacSecret,
@@ -710,6 +1256,8 @@ fn plan_hmac(
         reason: "present".into(),
         version: observed.present().map(|s| s.version.clone()),
         not_after: None,
+        bundle: vec![],
+        signer: None,
     };
     match observed.present() {
         None => {

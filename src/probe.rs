@@ -22,7 +22,8 @@ use crate::pki::{CaKey, Cert, KeyAlgorithm, LeafSpec, Usages, issue_leaf};
 
 /// Test-only: `ADDR=ADDR[,...]` rewrites dial addresses (the API server refuses loopback
 /// addresses in EndpointSlices, so tests point EndpointSlices at TEST-NET addresses and map them
-/// to loopback listeners here). Not for production use.
+/// to loopback listeners here). Only with the cargo feature `test-hooks`, never in a release.
+#[cfg(feature = "test-hooks")]
 pub const DIAL_OVERRIDE_ENV: &str = "CERTGEN_TEST_DIAL_OVERRIDE";
 
 /// What a server is expected to present.
@@ -332,12 +333,18 @@ pub async fn accepts_client(
     }
 }
 
+#[cfg(feature = "test-hooks")]
 fn dial_override(endpoint: &str) -> Option<String> {
     let map = std::env::var(DIAL_OVERRIDE_ENV).ok()?;
     map.split(',').find_map(|pair| {
         let (from, to) = pair.split_once('=')?;
         (from.trim() == endpoint).then(|| to.trim().to_string())
     })
+}
+
+#[cfg(not(feature = "test-hooks"))]
+fn dial_override(_endpoint: &str) -> Option<String> {
+    None
 }
 
 /// The ready endpoints (`ip:port`) behind a Service port, from its EndpointSlices.

@@ -52,6 +52,9 @@ pub struct Report {
     /// Restarts, rollouts and probes of the consumers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<crate::consumers::ConsumerReport>,
+    /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Kubernetes API requests made by the whole run (cluster runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_requests: Option<crate::metrics::ApiRequests>,
@@ -102,6 +105,7 @@ impl Report {
             writes,
             secrets,
             consumers: Vec::new(),
+            note: None,
             api_requests: None,
         }
     }
@@ -182,6 +186,9 @@ impl Report {
             }
             (false, n) => format!("{n} write(s) done.\n"),
         });
+        if let Some(note) = &self.note {
+            out.push_str(&format!("Later: {note}\n"));
+        }
         out
     }
 }

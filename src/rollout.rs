@@ -123,18 +123,37 @@ pub enum RestartAction {
 }
 
 /// Decides whether a Deployment needs a restart for content fingerprint `fp`.
-pub fn restart_needed(d: &Deployment, fp: &str, mounts_written: bool) -> RestartAction {
+///
+/// A Deployment that certgen never restarted (no fingerprint) is up to date only if it was
+/// created after the last write to what it mounts: otherwise a run may have written the Secrets
+/// and stopped before restarting it, and its pods may still hold the previous contents.
+pub fn restart_needed(
+    d: &Deployment,
+    fp: &str,
+    mounts_written: bool,
+    mounts_last_written: Option<time::OffsetDateTime>,
+) -> RestartAction {
     let recorded = d
         .spec
         .as_ref()
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.as_ref())
         .and_then(|a| a.get(FINGERPRINT));
+    let created = d
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
+    let predates_write = match (created, mounts_last_written) {
+        (Some(c), Some(w)) => c <= w,
+        (None, Some(_)) => true,
+        (_, None) => false,
+    };
     match recorded {
         Some(r) if r == fp => RestartAction::AlreadyRestarted,
         // A previous run changed the Secrets but did not get to restart it.
         Some(_) => RestartAction::Restarted,
-        None if mounts_written => RestartAction::Restarted,
+        None if mounts_written || predates_write => RestartAction::Restarted,
         None => RestartAction::UpToDate,
     }
 }
@@ -446,24 +465,37 @@ mod tests {
         let with = |fp: Option<&str>| {
             let annotations = fp.map(|f| json!({FINGERPRINT: f})).unwrap_or(json!({}));
             deployment(json!({
-                "metadata": {"name": "d"},
+                "metadata": {"name": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
                 "spec": {"selector": {}, "template": {"metadata": {"annotations": annotations}}}
             }))
         };
+        let before = Some(time::macros::datetime!(2025-12-31 23:59:59 UTC));
+        let after = Some(time::macros::datetime!(2026-01-01 00:00:01 UTC));
         assert_eq!(
-            restart_needed(&with(Some("abc")), "abc", true),
+            restart_needed(&with(Some("abc")), "abc", true, after),
             RestartAction::AlreadyRestarted
         );
         assert_eq!(
-            restart_needed(&with(Some("old")), "abc", false),
+            restart_needed(&with(Some("old")), "abc", false, before),
             RestartAction::Restarted
         );
         assert_eq!(
-            restart_needed(&with(None), "abc", true),
+            restart_needed(&with(None), "abc", true, after),
+            RestartAction::Restarted
+        );
+        // Created after the last write: its pods mount what is stored.
+        assert_eq!(
+            restart_needed(&with(None), "abc", false, before),
+            RestartAction::UpToDate
+        );
+        // Written after it was created, and never restarted for it: a run stopped between the
+        // write and the restart.
+        assert_eq!(
+            restart_needed(&with(None), "abc", false, after),
             RestartAction::Restarted
         );
         assert_eq!(
-            restart_needed(&with(None), "abc", false),
+            restart_needed(&with(None), "abc", false, None),
             RestartAction::UpToDate
         );
         assert_eq!(

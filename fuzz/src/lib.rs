@@ -424,6 +424,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
                 annotations: BTreeMap::new(),
                 owners: Vec::new(),
                 version: "1".to_string(),
+                written_at: None,
             });
         let text = || String::from_utf8_lossy(value).into_owned();
         if let Some(key) = field.strip_prefix("data:") {
@@ -432,6 +433,12 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
             secret.annotations.insert(key.to_string(), text());
         } else if let Some(key) = field.strip_prefix("label:") {
             secret.labels.insert(key.to_string(), text());
+        } else if field == "written-at" {
+            secret.written_at = time::OffsetDateTime::parse(
+                text().trim(),
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok();
         } else if field == "owner" {
             secret.owners.push(text());
         } else if field == "type" {
@@ -545,17 +552,21 @@ pub fn plan(data: &[u8]) {
     } = &planned.phase
     {
         assert!(!reason.is_empty());
+        let pending_valid = planned
+            .ca
+            .pending
+            .as_ref()
+            .is_none_or(|p| p.cert.not_before <= input.now);
         assert!(
-            pending.is_none() || *pending != input.options.trust_confirmed,
-            "probes that confirmed the pending CA open its gate"
+            pending.is_none() || *pending != input.options.trust_confirmed || !pending_valid,
+            "probes that confirmed a valid pending CA open its gate"
         );
         assert_eq!(planned.ca.action, Action::Keep, "a gate writes no CA");
         for s in planned.secrets.iter().filter(|s| s.kind == Kind::Tls) {
             assert!(!s.action.writes(), "a gate writes no leaf: {s:?}");
         }
     }
-    if planned.phase == Phase::Leaves {
-        assert_eq!(planned.ca.action, Action::Promote);
+    if planned.ca.action == Action::Promote {
         assert!(planned.ca.pending.is_some());
     }
     let _ = planned.writes();

@@ -155,6 +155,15 @@ pub fn tls(
         .renew_before
         .map_or(Duration::from_secs(30 * 86_400), |d| d.0);
     validity(field, valid, renew_before)?;
+    // A leaf never outlives its CA. If a leaf's renewal window were not inside the CA's, a CA
+    // in the leaf's window but not yet in its own would make every run renew the clipped leaf.
+    if renew_before >= ca.renew_before {
+        return Err(format!(
+            "{field}.renewBefore ({}) must be shorter than ca.renewBefore ({}): leaves are clipped to the CA's expiry, so the CA must be rotated before its leaves fall due",
+            humantime::format_duration(renew_before),
+            humantime::format_duration(ca.renew_before)
+        ));
+    }
     Ok(TlsSecret {
         name: s.name.clone(),
         leaf: LeafSpec {

@@ -139,6 +139,15 @@ impl std::fmt::Debug for CaKey {
     }
 }
 
+impl Clone for CaKey {
+    /// Loads the key again from its PEM (rcgen's key pairs are not `Clone`); the PEM is one
+    /// that loaded (or was generated) already, so this cannot fail.
+    fn clone(&self) -> Self {
+        Self::from_pem(self.cert.clone(), self.pem.expose().as_bytes())
+            .expect("a CA key that loaded once loads again")
+    }
+}
+
 impl CaKey {
     /// The private key PEM for storing in the CA Secret: PKCS#8 for keys certgen generated, and
     /// a loaded key exactly as it was stored (PKCS#8, PKCS#1 or SEC1), so it always loads again.

@@ -208,10 +208,16 @@ impl SecretStore for LocalStore {
         } else {
             TYPE_OPAQUE
         };
+        // The `..data` link is made afresh by every write: its own time is the write's.
+        let written_at = fs::symlink_metadata(self.dir(name).join(DATA))
+            .and_then(|m| m.modified())
+            .ok()
+            .map(time::OffsetDateTime::from);
         Ok(Observed::Present(StoredSecret {
             name: name.to_string(),
             type_: type_.to_string(),
             version: digest(&data),
+            written_at,
             data,
             labels: BTreeMap::new(),
             annotations: contents.annotations,

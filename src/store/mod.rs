@@ -30,6 +30,10 @@ pub struct StoredSecret {
     pub owners: Vec<String>,
     /// The version a write must match: a resourceVersion, or a digest of the files.
     pub version: String,
+    /// When the contents were last written, on the store's clock (the API server's in a
+    /// cluster, rounded up to the next second; the file system's locally). Staged rotation
+    /// gates count from the last write consumers may still be loading.
+    pub written_at: Option<time::OffsetDateTime>,
 }
 
 impl fmt::Debug for StoredSecret {
@@ -137,6 +141,11 @@ pub trait SecretStore {
     async fn get(&self, name: &str) -> Result<Observed, StoreError>;
     /// Writes a Secret under the write's precondition.
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError>;
+    /// Now, on the same clock as [`StoredSecret::written_at`]: gates compare the two, so a
+    /// writer's clock never has to agree with a reader's.
+    fn now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc()
+    }
 }
 
 /// A refused or failed Kubernetes API call, naming the verb, resource and namespace.

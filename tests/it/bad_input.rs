@@ -422,7 +422,8 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
     let dir = tmp.path();
     let p = profile()
         .replace("validity: 1825d", "validity: 1h")
-        .replace("renewBefore: 90d", "renewBefore: 30m");
+        .replace("renewBefore: 90d", "renewBefore: 30m")
+        .replace("renewBefore: 30d", "renewBefore: 10m");
     let short = write(dir, "short.yaml", &p);
     let certs = dir.join("certs");
     Run::from(

@@ -90,7 +90,7 @@ mod found {
     use certgen::pki::{
         CaKey, Cert, bundle_pem, issue_ca, issue_leaf, load_signing_key, parse_single_cert,
     };
-    use certgen::plan::{LEAVES_WRITTEN_AT, ObservedState, Options, TRUST_WRITTEN_AT, plan};
+    use certgen::plan::{ObservedState, Options, plan};
     use certgen::store::{Observed, StoredSecret, TYPE_TLS};
     use time::OffsetDateTime;
     use time::macros::datetime;
@@ -110,7 +110,9 @@ mod found {
         .unwrap()
     }
 
-    fn secret(name: &str, data: &[(&str, Vec<u8>)], annotations: &[(&str, &str)]) -> Observed {
+    /// A stored Secret; `written_at` (RFC 3339) is when the store says it was last written.
+    fn secret(name: &str, data: &[(&str, Vec<u8>)], written_at: Option<&str>) -> Observed {
+        use time::format_description::well_known::Rfc3339;
         Observed::Present(StoredSecret {
             name: name.to_string(),
             type_: TYPE_TLS.to_string(),
@@ -119,12 +121,10 @@ mod found {
                 .map(|(k, v)| (k.to_string(), v.clone()))
                 .collect(),
             labels: BTreeMap::new(),
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
+            annotations: BTreeMap::new(),
             owners: vec![],
             version: "1".into(),
+            written_at: written_at.map(|w| OffsetDateTime::parse(w, &Rfc3339).unwrap()),
         })
     }
 
@@ -150,7 +150,7 @@ mod found {
     }
 
     /// A staged rotation whose trust phase is complete (every bundle holds the pending and the
-    /// active CA) and whose CA Secret records `trust-written-at` as `written_at`.
+    /// active CA) and whose bundles the store says were written at `written_at`.
     fn trust_phase_done(config: &Config, written_at: &str) -> ObservedState {
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let (pending, pending_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
@@ -165,7 +165,7 @@ mod found {
                     ("next.crt", pem(&pending.cert)),
                     ("next.key", pending_issued.key.expose().as_bytes().to_vec()),
                 ],
-                &[(TRUST_WRITTEN_AT, written_at)],
+                None,
             )),
             secrets: BTreeMap::new(),
         };
@@ -180,7 +180,7 @@ mod found {
                         ("tls.key", leaf.key.expose().as_bytes().to_vec()),
                         ("ca.crt", trust.clone()),
                     ],
-                    &[],
+                    Some(written_at),
                 ),
             );
         }
@@ -189,10 +189,10 @@ mod found {
 
     /// Fuzz target `plan` (input: fuzz/regressions/plan/trust-written-at-9999).
     ///
-    /// `staged::resume` computed `since + delay` (src/plan/staged.rs, `ready_at`) with the
-    /// stored `certgen.dev/trust-written-at` annotation as `since`, unchecked: a value near the
-    /// end of year 9999 panicked "resulting value is out of range" in `OffsetDateTime + Duration`.
-    /// The annotation is whatever the stored Secret says, so `plan` must not trust it to be sane.
+    /// The trust→leaves gate computed `since + delay` unchecked, with `since` from the stored
+    /// Secret (then an annotation, now the store's write time): a value near the end of year
+    /// 9999 panicked "resulting value is out of range" in `OffsetDateTime + Duration`. The stored
+    /// time is whatever the store says, so `plan` must not trust it to be sane.
     #[test]
     fn plan_survives_trust_written_at_in_year_9999() {
         let config = profile();
@@ -209,9 +209,8 @@ mod found {
 
     /// Fuzz target `plan` (input: fuzz/regressions/plan/leaves-written-at-9999).
     ///
-    /// `staged::start` computed `at + delay` (src/plan/staged.rs, the gate before a trust change
-    /// drops the previous rotation's CA) with the stored `certgen.dev/leaves-written-at`
-    /// annotation as `at`, unchecked: near the end of year 9999 it panicked.
+    /// The gate before a trust change drops the previous rotation's CA computed `at + delay`
+    /// unchecked, with `at` the last leaf write: near the end of year 9999 it panicked.
     #[test]
     fn plan_survives_leaves_written_at_in_year_9999() {
         let config = profile();
@@ -228,10 +227,27 @@ mod found {
                         bundle_pem(&[active.cert.clone(), previous.cert.clone()]).into_bytes(),
                     ),
                 ],
-                &[(LEAVES_WRITTEN_AT, END_OF_TIME)],
+                Some(END_OF_TIME),
             )),
             secrets: BTreeMap::new(),
         };
+        let mut observed = observed;
+        for t in &config.tls {
+            let leaf = issue_leaf(&t.leaf, &active, NOW).unwrap();
+            let bundle = bundle_pem(&[active.cert.clone(), previous.cert.clone()]).into_bytes();
+            observed.secrets.insert(
+                t.name.clone(),
+                secret(
+                    &t.name,
+                    &[
+                        ("tls.crt", pem(&leaf.cert)),
+                        ("tls.key", leaf.key.expose().as_bytes().to_vec()),
+                        ("ca.crt", bundle),
+                    ],
+                    Some(END_OF_TIME),
+                ),
+            );
+        }
         let options = Options {
             overwrite: true,
             propagation_delay: Duration::from_secs(90),

@@ -101,8 +101,25 @@ fn repeated_runs_are_byte_for_byte_no_ops() {
     }
 }
 
+/// Stops an `--overwrite` right after its leaves phase (trust: CA Secret + 3 bundles; leaves:
+/// promotion + 3 leaves), before the cleanup.
+fn overwrite_until_cleanup(dir: &Path, extra: &[&str]) {
+    let out = crate::util::certgen()
+        .args(["--local", dir.to_str().unwrap(), "-q", "--overwrite"])
+        .args(extra)
+        .env(certgen::engine::CRASH_ENV, "8")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(certgen::engine::CRASH_EXIT),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
-fn two_overwrites_keep_two_cas_and_drop_the_oldest() {
+fn a_rotation_trusts_both_cas_until_the_new_leaves_are_out_then_only_the_new_one() {
     let tmp = tempdir();
     let dir = tmp.path();
     local(dir, &[]).ok();
@@ -112,7 +129,12 @@ fn two_overwrites_keep_two_cas_and_drop_the_oldest() {
     let hmac_before = std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap();
     let ca0 = ca(dir);
     let old_leaf = std::fs::read(dir.join("envoy/tls.crt")).unwrap();
-    local(dir, &["--overwrite"]).ok();
+    let old = write(
+        tmp.path(),
+        "old.crt",
+        &String::from_utf8(old_leaf.clone()).unwrap(),
+    );
+    overwrite_until_cleanup(dir, &[]);
     let ca1 = ca(dir);
     assert_ne!(ca0, ca1);
     for leaf in LEAVES {
@@ -129,23 +151,27 @@ fn two_overwrites_keep_two_cas_and_drop_the_oldest() {
         );
         assert!(ok, "{text}");
         // A peer still presenting the old leaf is trusted by the new bundle.
-        let old = write(
-            tmp.path(),
-            "old.crt",
-            &String::from_utf8(old_leaf.clone()).unwrap(),
-        );
         let (ok, text) = openssl_verify(&dir.join(leaf).join("ca.crt"), &old, "sslserver");
         assert!(ok, "old leaf against new bundle of {leaf}: {text}");
     }
-    local(dir, &["--overwrite"]).ok();
-    let ca2 = ca(dir);
+    // The next run drops the prior CA: it signs nothing any more (and its key may have leaked).
+    local(dir, &[]).ok();
     for leaf in LEAVES.iter().chain(&["envoy-gateway-ca"]) {
         let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
         assert_eq!(
             fingerprints(&bundle),
-            [ca2.clone(), ca1.clone()],
-            "{leaf}: the oldest CA is dropped"
+            std::slice::from_ref(&ca1),
+            "{leaf}: the prior CA is dropped"
         );
+    }
+    let (ok, _) = openssl_verify(&dir.join("envoy/ca.crt"), &old, "sslserver");
+    assert!(!ok, "the old leaf is no longer trusted");
+    local(dir, &["--overwrite"]).ok();
+    let ca2 = ca(dir);
+    assert!(ca2 != ca1 && ca2 != ca0);
+    for leaf in LEAVES.iter().chain(&["envoy-gateway-ca"]) {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(fingerprints(&bundle), std::slice::from_ref(&ca2), "{leaf}");
     }
     assert_eq!(
         std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap(),
@@ -417,7 +443,7 @@ fn envoy_gateway_certgen_output_is_adopted_without_breaking_it() {
     );
     assert_eq!(tree(&dir), before);
 
-    local(&dir, &["--overwrite"]).ok();
+    overwrite_until_cleanup(&dir, &[]);
     let eg_fp = fingerprints(&std::fs::read(&keep_aside).unwrap())[0].clone();
     for leaf in LEAVES {
         let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
@@ -440,6 +466,13 @@ fn envoy_gateway_certgen_output_is_adopted_without_breaking_it() {
         );
     }
     assert!(dir.join("envoy-gateway-ca/tls.key").exists());
+    // Once the new leaves are out, Envoy Gateway's CA is no longer trusted.
+    local(&dir, &[]).ok();
+    for leaf in LEAVES {
+        let fps = fingerprints(&std::fs::read(dir.join(leaf).join("ca.crt")).unwrap());
+        assert_eq!(fps.len(), 1, "{leaf}");
+        assert_ne!(fps[0], eg_fp, "{leaf}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

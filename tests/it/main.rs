@@ -11,4 +11,5 @@ mod hygiene;
 mod local;
 mod pki_verify;
 mod rotation;
+mod sim;
 mod util;

@@ -270,6 +270,9 @@ where
     fn object(&self, name: &str) -> String {
         self.inner.object(name)
     }
+    fn now(&self) -> time::OffsetDateTime {
+        self.inner.now()
+    }
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
         self.inner.get(name).await
     }
@@ -319,7 +322,7 @@ where
         },
         dry_run: false,
     };
-    run(&store, &config(ns), options, time::OffsetDateTime::now_utc)
+    run(&store, &config(ns), options, &|| true)
         .await
         .expect("the run re-plans and succeeds")
         .report

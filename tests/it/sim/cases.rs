@@ -1,0 +1,426 @@
+//! The trajectories: one named regression per path an outside review found broken (each failed
+//! on the code before the fix), exhaustive crash points for the rotations that matter, and
+//! seeded random trajectories (proptest, shrunk to a minimal failing sequence on failure).
+//! `CERTGEN_SIM_CASES=N` runs N random trajectories instead of the default.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config as PtConfig, TestRunner};
+
+use super::*;
+
+const S: Duration = Duration::from_secs(1);
+
+fn overwrite() -> RunSpec {
+    RunSpec {
+        overwrite: true,
+        ..RunSpec::default()
+    }
+}
+
+fn crash(mut spec: RunSpec, after: usize) -> RunSpec {
+    spec.faults.crash_after = Some(after);
+    spec
+}
+
+fn plain() -> RunSpec {
+    RunSpec::default()
+}
+
+fn check(start: Start, ops: &[Op]) -> Outcome {
+    runtime()
+        .block_on(trajectory(start, ops))
+        .unwrap_or_else(|e| panic!("{start:?} {ops:?}: {e}"))
+}
+
+/// Envoy Gateway's Secrets and `certgen --overwrite`: the new CA is trusted everywhere beside
+/// Envoy Gateway's before any leaf it signs is written (was: one write, new CA and leaves).
+#[test]
+fn migration_from_envoy_gateway_is_a_staged_rotation() {
+    let out = check(Start::EnvoyGateway, &[Op::Run(overwrite())]);
+    assert_eq!(out.ended[0].code, 0, "{}", out.ended[0].message);
+    // Killed after any write and resumed, too.
+    for n in 1..=12 {
+        check(
+            Start::EnvoyGateway,
+            &[Op::Run(crash(overwrite(), n)), Op::Run(plain())],
+        );
+    }
+}
+
+/// A plain run over Envoy Gateway's Secrets writes nothing while they are valid; when one is
+/// missing (or due), certgen moves to its own CA, staged (was: one write).
+#[test]
+fn adopting_envoy_gateway_secrets_never_breaks_them() {
+    let out = check(Start::EnvoyGateway, &[Op::Run(plain())]);
+    assert_eq!(out.ended[0].code, 0);
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        let at = world.lock().unwrap().true_now();
+        seed_envoy_gateway(&world, &config, true, at);
+        let e = run(&world, &config, 1, plain()).await;
+        assert_eq!(e.code, 0, "{}", e.message);
+        assert!(
+            world
+                .lock()
+                .unwrap()
+                .log
+                .iter()
+                .all(|(r, _)| *r == usize::MAX),
+            "valid Secrets of another tool are left alone"
+        );
+        let e = run(&world, &config, 2, overwrite()).await;
+        assert_eq!(e.code, 0, "{}", e.message);
+        let end = world.lock().unwrap().true_now();
+        check_pairs(&world.lock().unwrap(), end).unwrap();
+    });
+}
+
+/// The rotation after a leaves phase finished by a later run drops the old CA only once the
+/// consumers had the delay to load the last leaf written (was: counted from the promotion).
+#[test]
+fn the_next_rotation_waits_for_the_last_leaf_write() {
+    for n in 5..=8 {
+        check(
+            Start::Steady,
+            &[
+                Op::Run(crash(overwrite(), n)),
+                Op::Advance(DELAY * 2),
+                Op::Run(plain()),
+                Op::Run(overwrite()),
+            ],
+        );
+    }
+}
+
+/// A CA inside a leaf's renewBefore: a staged rotation leaves the trust phase and settles
+/// (was: 32 writes, still "in progress"); and an expired CA with a pending one recovers (was:
+/// exit 2 forever).
+#[test]
+fn a_ca_near_or_past_expiry_settles() {
+    let out = check(
+        Start::CaExpiresIn(20),
+        &[Op::Run(plain()), Op::Run(plain())],
+    );
+    assert!(out.ended.iter().all(|e| e.code == 0), "{:?}", out.ended);
+    check(Start::CaExpiresIn(20), &[Op::Run(overwrite())]);
+    let out = check(
+        Start::CaExpiresIn(100),
+        &[
+            Op::Run(crash(overwrite(), 1)),
+            Op::Advance(Duration::from_secs(105 * 86_400)),
+            Op::Run(plain()),
+        ],
+    );
+    assert_eq!(out.ended[1].code, 0, "{}", out.ended[1].message);
+    check(Start::CaExpiresIn(-3), &[Op::Run(plain())]);
+    check(Start::CaExpiresIn(-3), &[Op::Run(overwrite())]);
+}
+
+/// A resumed trust phase writes only what is missing, so runs each killed after their first
+/// write still finish it (was: every resume rewrote the CA Secret first, forever).
+#[test]
+fn runs_killed_after_one_write_still_make_progress() {
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        run(&world, &config, 2, crash(overwrite(), 1)).await;
+        for i in 3..6 {
+            run(&world, &config, i, crash(plain(), 1)).await;
+        }
+        let log: Vec<String> = world.lock().unwrap().log[5..]
+            .iter()
+            .map(|(_, n)| n.clone())
+            .collect();
+        // The CA Secret once, then each bundle once (in any order: they are written at once).
+        assert_eq!(log.len(), 4, "{log:?}");
+        assert_eq!(log[0], CA);
+        let mut bundles = log[1..].to_vec();
+        bundles.sort();
+        assert_eq!(bundles, ["envoy", "envoy-gateway", "envoy-rate-limit"]);
+        let end = world.lock().unwrap().true_now();
+        check_pairs(&world.lock().unwrap(), end).unwrap();
+    });
+}
+
+/// The trust→leaves gate counts from the last bundle write, made by the run that finished the
+/// trust phase, not from the first one's start.
+#[test]
+fn the_gate_counts_from_the_last_bundle_write() {
+    for n in 1..=3 {
+        check(
+            Start::Steady,
+            &[
+                Op::Run(crash(overwrite(), n)),
+                Op::Advance(DELAY * 3),
+                Op::Run(plain()),
+            ],
+        );
+    }
+}
+
+/// The store's clock stepping back never opens a gate early; a pending CA that is not valid
+/// yet (written while the clock ran ahead) is not promoted before it is.
+#[test]
+fn clock_steps_never_open_a_gate_early() {
+    check(
+        Start::Steady,
+        &[
+            Op::Run(crash(overwrite(), 2)),
+            Op::ClockBack(Duration::from_secs(3600)),
+            Op::Run(plain()),
+        ],
+    );
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        // The server's clock runs an hour ahead while the trust phase is written, then is
+        // corrected.
+        world.lock().unwrap().clock_offset = time::Duration::hours(1);
+        run(&world, &config, 2, crash(overwrite(), 4)).await;
+        world.lock().unwrap().clock_offset = time::Duration::ZERO;
+        tokio::time::advance(DELAY * 2).await;
+        let e = run(&world, &config, 3, plain()).await;
+        assert_eq!(e.code, 3, "the pending CA is not valid yet: {}", e.message);
+        let end = world.lock().unwrap().true_now();
+        check_pairs(&world.lock().unwrap(), end).unwrap();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        assert_eq!(run(&world, &config, 4, plain()).await.code, 0);
+        let end = world.lock().unwrap().true_now();
+        check_pairs(&world.lock().unwrap(), end).unwrap();
+    });
+}
+
+/// `--rotate-hmac` replaces the HMAC Secret once per run, not at every step and retry.
+#[test]
+fn rotate_hmac_writes_once_per_run() {
+    let spec = RunSpec {
+        rotate_hmac: true,
+        overwrite: true,
+        ..RunSpec::default()
+    };
+    let out = check(Start::Steady, &[Op::Run(spec)]);
+    assert_eq!(out.ended[0].code, 0);
+}
+
+/// After a rotation, the prior CA stops being trusted once consumers present the new leaves
+/// (was: trusted for up to the CA's lifetime, a leaked key included).
+#[test]
+fn the_prior_ca_is_dropped_after_the_rotation() {
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        assert_eq!(run(&world, &config, 2, overwrite()).await.code, 0);
+        let w = world.lock().unwrap();
+        for name in TLS {
+            let bundle = parse_cert_chain(&w.get(name).unwrap().data["ca.crt"]).unwrap();
+            assert_eq!(bundle.len(), 1, "{name} still trusts the prior CA");
+        }
+        assert_eq!(w.cas.len(), 2);
+    });
+    // Past --timeout, the cleanup is left to the next run, which exits 0.
+    let out = check(
+        Start::Steady,
+        &[Op::Run(RunSpec {
+            overwrite: true,
+            timeout: Some(DELAY + Duration::from_secs(30)),
+            ..RunSpec::default()
+        })],
+    );
+    assert_eq!(out.ended[0].code, 0, "{}", out.ended[0].message);
+    assert!(out.ended[0].note.is_some(), "the report says what is left");
+}
+
+/// A broken CA Secret replaced with --force takes any stale pending CA with it.
+#[test]
+fn a_forced_replacement_leaves_no_stale_pending_ca() {
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        run(&world, &config, 2, crash(overwrite(), 1)).await;
+        {
+            let mut w = world.lock().unwrap();
+            let mut data = w.get(CA).unwrap().data.clone();
+            data.insert("tls.key".into(), b"garbage".to_vec());
+            w.seed(CA, "kubernetes.io/tls", BTreeMap::new());
+            w.objects.get_mut(CA).unwrap().secret.data = data;
+        }
+        let e = run(&world, &config, 3, plain()).await;
+        assert_eq!(e.code, 2, "refused without --force: {}", e.message);
+        let e = run(
+            &world,
+            &config,
+            4,
+            RunSpec {
+                force: true,
+                ..RunSpec::default()
+            },
+        )
+        .await;
+        assert_eq!(e.code, 0, "{}", e.message);
+        assert!(
+            !world
+                .lock()
+                .unwrap()
+                .get(CA)
+                .unwrap()
+                .data
+                .contains_key("next.crt")
+        );
+        assert!(due(&world, &config).await.is_none());
+    });
+}
+
+/// Every crash point of a staged rotation, then a plain re-run or an `--overwrite` re-run, from
+/// certgen's own steady state and from Envoy Gateway's Secrets.
+#[test]
+fn every_crash_point_then_any_rerun() {
+    let mut trajectories = 0;
+    let mut pairs = 0;
+    for start in [Start::Steady, Start::EnvoyGateway] {
+        for n in 1..=13 {
+            for rerun in [
+                plain(),
+                overwrite(),
+                crash(plain(), 1),
+                crash(overwrite(), 2),
+            ] {
+                for gap in [Duration::ZERO, DELAY / 2, DELAY * 2] {
+                    let out = check(
+                        start,
+                        &[
+                            Op::Run(crash(overwrite(), n)),
+                            Op::Advance(gap),
+                            Op::Run(rerun),
+                        ],
+                    );
+                    trajectories += 1;
+                    pairs += out.checked.pairs;
+                }
+            }
+        }
+    }
+    eprintln!("exhaustive crash points: {trajectories} trajectories, {pairs} pairs checked");
+}
+
+/// The oracle is not vacuous: the one-write strategy, killed or not, breaks pairwise trust.
+#[test]
+fn the_oracle_catches_the_one_write_strategy() {
+    let err = runtime()
+        .block_on(trajectory(
+            Start::Steady,
+            &[Op::Run(RunSpec {
+                overwrite: true,
+                immediate: true,
+                ..RunSpec::default()
+            })],
+        ))
+        .expect_err("a one-write rotation must fail the oracle");
+    assert!(err.contains("is rejected by"), "{err}");
+}
+
+fn arb_faults() -> impl Strategy<Value = Faults> {
+    (
+        prop_oneof![3 => Just(None), 2 => (1usize..14).prop_map(Some)],
+        prop_oneof![5 => Just(None), 1 => (1usize..14).prop_map(Some)],
+        prop_oneof![5 => Just(None), 1 => (1usize..14).prop_map(Some)],
+        any::<u64>(),
+    )
+        .prop_map(|(crash_after, lose_reply, fail_before, yields)| Faults {
+            crash_after,
+            lose_reply,
+            fail_before,
+            yields,
+        })
+}
+
+fn arb_spec() -> impl Strategy<Value = RunSpec> {
+    (
+        any::<bool>(),
+        prop::bool::weighted(0.2),
+        prop_oneof![9 => Just(None), 1 => (60u64..400).prop_map(|s| Some(Duration::from_secs(s)))],
+        arb_faults(),
+    )
+        .prop_map(|(overwrite, rotate_hmac, timeout, faults)| RunSpec {
+            overwrite,
+            rotate_hmac,
+            immediate: false,
+            force: false,
+            faults,
+            timeout,
+        })
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => arb_spec().prop_map(Op::Run),
+        2 => (arb_spec(), arb_spec()).prop_map(|(a, b)| Op::Concurrent(a, b)),
+        3 => prop_oneof![
+            Just(S * 10),
+            Just(DELAY / 2),
+            Just(DELAY),
+            Just(DELAY * 3),
+            Just(Duration::from_secs(200 * 86_400)),
+        ]
+        .prop_map(Op::Advance),
+        1 => prop_oneof![Just(S * 30), Just(Duration::from_secs(3600))].prop_map(Op::ClockBack),
+    ]
+}
+
+fn arb_start() -> impl Strategy<Value = Start> {
+    prop_oneof![
+        Just(Start::Fresh),
+        Just(Start::Steady),
+        Just(Start::EnvoyGateway),
+        Just(Start::CaExpiresIn(20)),
+        Just(Start::CaExpiresIn(100)),
+        Just(Start::CaExpiresIn(-3)),
+    ]
+}
+
+/// Seeded random trajectories: any flags, crash points, lost answers, concurrent runs, time
+/// jumps and clock steps, from any starting state. Failures shrink to a minimal sequence.
+#[test]
+fn random_trajectories_keep_the_invariant() {
+    let cases = std::env::var("CERTGEN_SIM_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let mut runner = TestRunner::new_with_rng(
+        PtConfig {
+            cases,
+            failure_persistence: None,
+            ..PtConfig::default()
+        },
+        proptest::test_runner::TestRng::deterministic_rng(
+            proptest::test_runner::RngAlgorithm::ChaCha,
+        ),
+    );
+    let totals = std::cell::Cell::new((0usize, 0usize, 0usize));
+    let totals_versions = std::cell::Cell::new(0usize);
+    runner
+        .run(
+            &(arb_start(), prop::collection::vec(arb_op(), 1..7)),
+            |(start, ops)| {
+                let out = runtime()
+                    .block_on(trajectory(start, &ops))
+                    .map_err(TestCaseError::fail)?;
+                let (t, r, p) = totals.get();
+                totals.set((t + 1, r + out.runs, p + out.checked.pairs));
+                totals_versions.set(totals_versions.get() + out.checked.versions);
+                Ok(())
+            },
+        )
+        .unwrap();
+    let (t, r, p) = totals.get();
+    eprintln!(
+        "random trajectories: {t} trajectories, {r} runs, {v} versions written, {p} version pairs checked",
+        v = totals_versions.get()
+    );
+}

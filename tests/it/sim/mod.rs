@@ -1,0 +1,808 @@
+//! A deterministic simulation of whole rotation trajectories, checked by an independent oracle.
+//!
+//! certgen's real driver, planner and apply step run against an in-memory store on a virtual
+//! clock (tokio's paused time): the store is the API server, its clock is the only clock the
+//! runs may use, and every write is kept as a version with the instant it landed. Runs are
+//! stopped after any write (as if killed), have the answer to a write lost (it landed; the run
+//! sees a broken connection), see a write fail before it lands, run two at a time with their
+//! store calls interleaved, take any flags, and meet time jumps and the store's clock stepping
+//! back. Starting states include a fresh namespace, certgen's steady state, Envoy Gateway's own
+//! certgen output (no CA Secret), and CAs near or past expiry.
+//!
+//! The oracle knows nothing of certgen's phases. Consumers load each write at their own pace,
+//! up to the propagation delay later, so a version of a Secret may be held from when it landed
+//! until the delay after the next version landed. Every pair of versions that may be held at
+//! the same instant (two peers, or two replicas of one) must complete mutual TLS: each leaf
+//! verifies against the other's bundle with rustls-webpki, for server and client use, at that
+//! instant. Besides: no bundle holds more than two CAs, or a duplicate, or a CA expired when
+//! written; a run publishes at most one new CA, and none when it resumes a rotation; every run
+//! exits non-zero or leaves nothing due but an optional cleanup; and once runs stop, plain runs
+//! converge to a state where one more plain run writes nothing.
+
+mod cases;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use certgen::config::{Config, Env, Overrides, Source};
+use certgen::driver::{self, Context, LockTarget};
+use certgen::pki::{Cert, parse_cert_chain};
+use certgen::plan::{Options, Strategy as PlanStrategy};
+use certgen::store::{
+    ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
+};
+use rustls_pki_types::{CertificateDer, UnixTime};
+use time::OffsetDateTime;
+
+/// The virtual clock's origin.
+pub const BASE: OffsetDateTime = time::macros::datetime!(2026-06-01 00:00 UTC);
+
+/// The propagation delay the runs use and the oracle assumes consumers take at most.
+pub const DELAY: Duration = Duration::from_secs(90);
+
+pub const TLS: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
+pub const CA: &str = "envoy-gateway-ca";
+pub const HMAC: &str = "envoy-oidc-hmac";
+
+pub fn config() -> Config {
+    Config::resolve(
+        &Source::Profile("envoy-gateway".into()),
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap()
+}
+
+/// One stored Secret and its history.
+#[derive(Clone)]
+struct Object {
+    secret: StoredSecret,
+}
+
+/// A version of a TLS Secret, as consumers may hold it.
+#[derive(Clone, Debug)]
+pub struct Version {
+    pub secret: String,
+    pub from: OffsetDateTime,
+    /// When the next version landed (None: still current).
+    pub until: Option<OffsetDateTime>,
+    pub leaf: Option<Cert>,
+    pub bundle: Vec<Cert>,
+    /// Who wrote it: the run's index.
+    pub run: usize,
+}
+
+/// The API server: objects, their versions, and the clock.
+pub struct World {
+    objects: BTreeMap<String, Object>,
+    pub versions: Vec<Version>,
+    next_rv: u64,
+    /// The store clock's offset from the virtual clock (a step back of the server's clock).
+    pub clock_offset: time::Duration,
+    start: tokio::time::Instant,
+    /// Every CA fingerprint ever published in any Secret, and the run that published it first.
+    pub cas: BTreeMap<[u8; 32], usize>,
+    /// Writes to the HMAC Secret, per run.
+    pub hmac_writes: BTreeMap<usize, usize>,
+    /// Every write, in order: (run, Secret).
+    pub log: Vec<(usize, String)>,
+}
+
+impl World {
+    pub fn new() -> Arc<Mutex<Self>> {
+        Arc::new(Mutex::new(Self {
+            objects: BTreeMap::new(),
+            versions: Vec::new(),
+            next_rv: 1,
+            clock_offset: time::Duration::ZERO,
+            start: tokio::time::Instant::now(),
+            cas: BTreeMap::new(),
+            hmac_writes: BTreeMap::new(),
+            log: Vec::new(),
+        }))
+    }
+
+    /// The true instant (the virtual clock), which consumers and the oracle live by.
+    pub fn true_now(&self) -> OffsetDateTime {
+        let elapsed = tokio::time::Instant::now() - self.start;
+        BASE + time::Duration::try_from(elapsed).unwrap()
+    }
+
+    /// The store's clock: the true instant, unless the server's clock stepped.
+    pub fn store_now(&self) -> OffsetDateTime {
+        self.true_now() + self.clock_offset
+    }
+
+    pub fn get(&self, name: &str) -> Option<&StoredSecret> {
+        self.objects.get(name).map(|o| &o.secret)
+    }
+
+    /// Stores a Secret as another tool would (outside any run: run index `usize::MAX`).
+    pub fn seed(&mut self, name: &str, type_: &str, data: BTreeMap<String, Vec<u8>>) {
+        let write = SecretWrite {
+            name: name.into(),
+            type_: if type_ == "kubernetes.io/tls" {
+                "kubernetes.io/tls"
+            } else {
+                "Opaque"
+            },
+            data,
+            secret_keys: vec![],
+            remove: vec![],
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            expect: Expect::Absent,
+        };
+        self.apply(&write, usize::MAX);
+    }
+
+    fn apply(&mut self, write: &SecretWrite, run: usize) {
+        let now = self.store_now();
+        let rv = self.next_rv.to_string();
+        self.next_rv += 1;
+        let mut secret = match self.objects.get(&write.name) {
+            Some(o) => o.secret.clone(),
+            None => StoredSecret {
+                name: write.name.clone(),
+                type_: write.type_.to_string(),
+                data: BTreeMap::new(),
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+                owners: vec![],
+                version: String::new(),
+                written_at: None,
+            },
+        };
+        secret
+            .data
+            .extend(write.data.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for k in &write.remove {
+            secret.data.remove(k);
+        }
+        secret.labels.extend(write.labels.clone());
+        secret.annotations.extend(write.annotations.clone());
+        secret.version = rv;
+        secret.written_at = Some(now);
+        for key in ["ca.crt", "tls.crt", "next.crt"] {
+            if let Some(Ok(certs)) = secret.data.get(key).map(|b| parse_cert_chain(b)) {
+                for c in certs.iter().filter(|c| c.is_ca) {
+                    self.cas.entry(c.fingerprint()).or_insert(run);
+                }
+            }
+        }
+        if write.name == HMAC {
+            *self.hmac_writes.entry(run).or_default() += 1;
+        }
+        self.log.push((run, write.name.clone()));
+        if TLS.contains(&write.name.as_str()) {
+            let true_now = self.true_now();
+            if let Some(prev) = self
+                .versions
+                .iter_mut()
+                .rev()
+                .find(|v| v.secret == write.name)
+            {
+                prev.until = Some(true_now);
+            }
+            let parse = |k: &str| {
+                secret
+                    .data
+                    .get(k)
+                    .and_then(|b| parse_cert_chain(b).ok())
+                    .unwrap_or_default()
+            };
+            self.versions.push(Version {
+                secret: write.name.clone(),
+                from: true_now,
+                until: None,
+                leaf: parse("tls.crt").into_iter().next(),
+                bundle: parse("ca.crt"),
+                run,
+            });
+        }
+        self.objects.insert(write.name.clone(), Object { secret });
+    }
+}
+
+/// Faults injected into one run's store calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Faults {
+    /// The process dies right after its N-th write lands (1-based).
+    pub crash_after: Option<usize>,
+    /// The N-th write lands, but its answer is lost (a broken connection).
+    pub lose_reply: Option<usize>,
+    /// The N-th write does not land (a broken connection before the server got it).
+    pub fail_before: Option<usize>,
+    /// Seed for how many times each store call yields (interleaving of concurrent runs).
+    pub yields: u64,
+}
+
+/// One run's view of the world.
+pub struct Session {
+    world: Arc<Mutex<World>>,
+    run: usize,
+    faults: Faults,
+    state: Mutex<SessionState>,
+}
+
+#[derive(Default)]
+struct SessionState {
+    writes: usize,
+    dead: bool,
+    rng: u64,
+}
+
+fn broken(what: &str) -> StoreError {
+    StoreError::Api(Box::new(ApiFailure {
+        verb: "patch",
+        resource: "secrets",
+        namespace: "sim".into(),
+        name: what.into(),
+        status: None,
+        message: "connection reset (simulated)".into(),
+        hint: String::new(),
+    }))
+}
+
+fn crashed() -> StoreError {
+    StoreError::Local {
+        path: "sim".into(),
+        message: "the process was killed (simulated)".into(),
+    }
+}
+
+impl Session {
+    pub fn new(world: &Arc<Mutex<World>>, run: usize, faults: Faults) -> Self {
+        Self {
+            world: world.clone(),
+            run,
+            faults,
+            state: Mutex::new(SessionState {
+                rng: faults
+                    .yields
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1),
+                ..SessionState::default()
+            }),
+        }
+    }
+
+    async fn yields(&self) {
+        let n = {
+            let mut s = self.state.lock().unwrap();
+            s.rng = s
+                .rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s.rng >> 61) as usize
+        };
+        for _ in 0..n {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+impl SecretStore for Session {
+    fn describe(&self) -> String {
+        "simulated store".into()
+    }
+
+    fn object(&self, name: &str) -> String {
+        format!("Secret sim/{name}")
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.world.lock().unwrap().store_now()
+    }
+
+    async fn get(&self, name: &str) -> Result<Observed, StoreError> {
+        self.yields().await;
+        if self.state.lock().unwrap().dead {
+            return Err(crashed());
+        }
+        let world = self.world.lock().unwrap();
+        Ok(match world.get(name) {
+            None => Observed::Absent,
+            Some(s) => Observed::Present(s.clone()),
+        })
+    }
+
+    async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
+        self.yields().await;
+        let n = {
+            let mut s = self.state.lock().unwrap();
+            if s.dead {
+                return Err(crashed());
+            }
+            s.writes += 1;
+            s.writes
+        };
+        if self.faults.fail_before == Some(n) {
+            return Err(broken(&write.name));
+        }
+        {
+            let mut world = self.world.lock().unwrap();
+            let current = world.get(&write.name).map(|s| s.version.clone());
+            match (&write.expect, current) {
+                (Expect::Absent, None) => {}
+                (Expect::Version(v), Some(c)) if *v == c => {}
+                (_, _) => {
+                    return Err(StoreError::Conflict {
+                        what: write.name.clone(),
+                        detail: "changed since it was read".into(),
+                    });
+                }
+            }
+            world.apply(write, self.run);
+        }
+        if self.faults.crash_after == Some(n) {
+            self.state.lock().unwrap().dead = true;
+            return Err(crashed());
+        }
+        if self.faults.lose_reply == Some(n) {
+            return Err(broken(&write.name));
+        }
+        Ok(())
+    }
+}
+
+/// One invocation of certgen.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunSpec {
+    pub overwrite: bool,
+    pub rotate_hmac: bool,
+    pub immediate: bool,
+    pub force: bool,
+    pub faults: Faults,
+    /// `--timeout` (default 5 minutes).
+    pub timeout: Option<Duration>,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct Ended {
+    pub run: usize,
+    pub spec: RunSpec,
+    pub code: u8,
+    pub message: String,
+    /// A rotation was in progress (a pending CA stored) when the run started.
+    pub resumed: bool,
+    pub note: Option<String>,
+}
+
+fn options(spec: &RunSpec) -> Options {
+    Options {
+        overwrite: spec.overwrite,
+        rotate_hmac: spec.rotate_hmac,
+        force: spec.force,
+        strategy: if spec.immediate {
+            PlanStrategy::Immediate
+        } else {
+            PlanStrategy::Staged
+        },
+        propagation_delay: DELAY,
+        trust_confirmed: None,
+        gate_waited: None,
+    }
+}
+
+/// Runs certgen's driver once against the world.
+pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec: RunSpec) -> Ended {
+    let resumed = world
+        .lock()
+        .unwrap()
+        .get(CA)
+        .is_some_and(|s| s.data.contains_key("next.crt"));
+    let session = Session::new(world, index, spec.faults);
+    let ctx = Context {
+        config,
+        plan: options(&spec),
+        dry_run: false,
+        wait: false,
+        probe: false,
+        deadline: tokio::time::Instant::now() + spec.timeout.unwrap_or(Duration::from_secs(300)),
+        deployments: None,
+        client: None,
+        lock: LockTarget::None,
+    };
+    let (code, message, note) = match driver::drive(&session, ctx).await {
+        Ok((report, None)) => (0, String::new(), report.note),
+        Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
+        Err(e) => (e.code(), e.to_string(), None),
+    };
+    Ended {
+        run: index,
+        spec,
+        code,
+        message,
+        resumed,
+        note,
+    }
+}
+
+/// A dry run's verdict on the stored state: whether anything is due (other than a cleanup
+/// waiting for its gate), and why.
+pub async fn due(world: &Arc<Mutex<World>>, config: &Config) -> Option<String> {
+    verdict(world, config, false).await
+}
+
+/// Whether anything at all is left, a cleanup waiting for its gate included.
+pub async fn unsettled(world: &Arc<Mutex<World>>, config: &Config) -> Option<String> {
+    verdict(world, config, true).await
+}
+
+async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Option<String> {
+    let session = Session::new(world, usize::MAX - 1, Faults::default());
+    let outcome = certgen::engine::run(
+        &session,
+        config,
+        certgen::engine::RunOptions {
+            plan: options(&RunSpec::default()),
+            dry_run: true,
+        },
+        &|| true,
+    )
+    .await;
+    match outcome {
+        Err(e) => Some(format!("the plan fails: {e}")),
+        Ok(o) => {
+            let writes: Vec<String> = o
+                .report
+                .secrets
+                .iter()
+                .filter(|e| e.action.writes())
+                .map(|e| format!("{} {:?}: {}", e.secret, e.action, e.reason))
+                .collect();
+            match o.phase {
+                certgen::plan::Phase::Steady if writes.is_empty() => None,
+                certgen::plan::Phase::Gate { optional: true, .. }
+                    if writes.is_empty() && !strict =>
+                {
+                    None
+                }
+                phase => Some(format!("phase {}: {writes:?}", phase.name())),
+            }
+        }
+    }
+}
+
+fn verifies(leaf: &Cert, bundle: &[Cert], at: OffsetDateTime) -> Result<(), String> {
+    let ders: Vec<CertificateDer> = bundle
+        .iter()
+        .map(|c| CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let anchors: Vec<_> = ders
+        .iter()
+        .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
+        .collect();
+    let leaf_der = CertificateDer::from(leaf.der().to_vec());
+    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
+    let time = UnixTime::since_unix_epoch(Duration::from_secs(at.unix_timestamp() as u64));
+    for usage in [
+        webpki::KeyUsage::server_auth(),
+        webpki::KeyUsage::client_auth(),
+    ] {
+        ee.verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &anchors,
+            &[],
+            time,
+            usage,
+            None,
+            None,
+        )
+        .map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(())
+}
+
+/// What the oracle checked.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Checked {
+    /// Versions of TLS Secrets written.
+    pub versions: usize,
+    pub pairs: usize,
+}
+
+/// Checks every pair of versions consumers may hold at the same instant, up to `end`.
+pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String> {
+    let lag = time::Duration::try_from(DELAY).unwrap();
+    let versions = &world.versions;
+    let mut checked = Checked {
+        versions: versions.len(),
+        pairs: 0,
+    };
+    for v in versions {
+        let distinct: BTreeSet<[u8; 32]> = v.bundle.iter().map(Cert::fingerprint).collect();
+        if distinct.len() != v.bundle.len() || v.bundle.len() > 2 {
+            return Err(format!(
+                "{} (written by run {} at {}): bundle of {} CAs ({} distinct)",
+                v.secret,
+                v.run,
+                v.from,
+                v.bundle.len(),
+                distinct.len()
+            ));
+        }
+        if let Some(c) = v.bundle.iter().find(|c| c.is_expired_at(v.from))
+            && v.run != usize::MAX
+        {
+            return Err(format!(
+                "{} (run {}): wrote an expired CA {} into the bundle",
+                v.secret,
+                v.run,
+                c.short_fingerprint()
+            ));
+        }
+    }
+    for a in versions {
+        for b in versions {
+            // Both may be held from the later one's arrival until the lag after either was
+            // replaced.
+            let start = a.from.max(b.from);
+            let held_until = |v: &Version| v.until.map_or(end, |u| (u + lag).min(end));
+            let stop = held_until(a).min(held_until(b));
+            if start >= stop && !(a.until.is_none() && b.until.is_none()) {
+                continue;
+            }
+            let (Some(leaf), Some(_)) = (&a.leaf, b.bundle.first()) else {
+                if a.leaf.is_none() {
+                    continue;
+                }
+                return Err(format!(
+                    "{} (run {}) has an empty bundle while {} may present a leaf",
+                    b.secret, b.run, a.secret
+                ));
+            };
+            // A leaf that has expired by then, or a bundle whose CAs all have, is a schedule's
+            // fault (no run came in time), not a rotation's: nothing valid could pass there.
+            // Runs never write either (checked above and by the convergence checks).
+            if leaf.is_expired_at(start) || b.bundle.iter().all(|c| c.is_expired_at(start)) {
+                continue;
+            }
+            checked.pairs += 1;
+            if let Err(e) = verifies(leaf, &b.bundle, start) {
+                let cas: Vec<String> = b.bundle.iter().map(Cert::short_fingerprint).collect();
+                return Err(format!(
+                    "at {start}: {}'s leaf (run {}, from {}, issuer {}) is rejected by {}'s bundle {cas:?} (run {}, from {}): {e}",
+                    a.secret,
+                    if a.run == usize::MAX {
+                        "seed".into()
+                    } else {
+                        a.run.to_string()
+                    },
+                    a.from,
+                    leaf.issuer,
+                    b.secret,
+                    if b.run == usize::MAX {
+                        "seed".into()
+                    } else {
+                        b.run.to_string()
+                    },
+                    b.from,
+                ));
+            }
+        }
+    }
+    Ok(checked)
+}
+
+/// Run-level checks: new CAs per run, HMAC writes per run, and what an exit 0 leaves.
+pub fn check_runs(world: &World, ended: &[Ended]) -> Result<(), String> {
+    for e in ended {
+        let new_cas = world.cas.values().filter(|r| **r == e.run).count();
+        if new_cas > 1 {
+            return Err(format!(
+                "run {} ({:?}) published {new_cas} new CAs",
+                e.run, e.spec
+            ));
+        }
+        if e.resumed && !e.spec.overwrite && new_cas > 0 {
+            return Err(format!(
+                "run {} resumed a rotation without --overwrite and published a new CA",
+                e.run
+            ));
+        }
+        let hmac = world.hmac_writes.get(&e.run).copied().unwrap_or(0);
+        let ambiguous = e.spec.faults.lose_reply.is_some() || e.spec.faults.fail_before.is_some();
+        if e.spec.rotate_hmac && hmac > 1 && !ambiguous {
+            return Err(format!("run {} wrote the HMAC Secret {hmac} times", e.run));
+        }
+    }
+    Ok(())
+}
+
+/// Puts Secrets shaped like Envoy Gateway's own certgen output in the world: one CA (whose key
+/// certgen never sees), three leaves signed by it with `ca.crt` = that CA, the HMAC Secret, and
+/// no CA Secret. `rsa` uses RSA-2048 like Envoy Gateway (slow; for a few cases only).
+pub fn seed_envoy_gateway(
+    world: &Arc<Mutex<World>>,
+    config: &Config,
+    rsa: bool,
+    at: OffsetDateTime,
+) {
+    use certgen::pki::{CaSpec, KeyAlgorithm, issue_ca, issue_leaf};
+    let alg = if rsa {
+        KeyAlgorithm::Rsa2048
+    } else {
+        KeyAlgorithm::EcdsaP256
+    };
+    let spec = CaSpec {
+        common_name: "envoy-gateway".into(),
+        validity: Duration::from_secs(5 * 365 * 86_400),
+        key_algorithm: alg,
+    };
+    let (ca, _) = issue_ca(&spec, at).unwrap();
+    let mut w = world.lock().unwrap();
+    for t in &config.tls {
+        let mut leaf_spec = t.leaf.clone();
+        leaf_spec.key_algorithm = alg;
+        leaf_spec.validity = Duration::from_secs(5 * 365 * 86_400);
+        let issued = issue_leaf(&leaf_spec, &ca, at).unwrap();
+        let data = BTreeMap::from([
+            ("ca.crt".to_string(), ca.cert.pem().into_bytes()),
+            ("tls.crt".to_string(), issued.cert.pem().into_bytes()),
+            (
+                "tls.key".to_string(),
+                issued.key.expose().as_bytes().to_vec(),
+            ),
+        ]);
+        w.seed(&t.name, "kubernetes.io/tls", data);
+    }
+    w.seed(
+        HMAC,
+        "Opaque",
+        BTreeMap::from([("hmac-secret".to_string(), vec![7u8; 32])]),
+    );
+}
+
+/// One step of a trajectory.
+#[derive(Clone, Debug)]
+pub enum Op {
+    Run(RunSpec),
+    /// Two runs at once, their store calls interleaved.
+    Concurrent(RunSpec, RunSpec),
+    /// Time passes with no run.
+    Advance(Duration),
+    /// The store's clock steps back (an NTP step on the API server).
+    ClockBack(Duration),
+}
+
+/// Where a trajectory starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    Fresh,
+    Steady,
+    EnvoyGateway,
+    /// certgen's steady state, `days` before its CA expires (leaves renewed along the way).
+    CaExpiresIn(i64),
+}
+
+/// The result of a trajectory.
+#[derive(Debug)]
+pub struct Outcome {
+    pub checked: Checked,
+    pub runs: usize,
+    pub ended: Vec<Ended>,
+}
+
+/// Runs a trajectory and checks it. Returns a description of the first violation.
+pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
+    let config = config();
+    let world = World::new();
+    let mut index = 0;
+    let mut ended: Vec<Ended> = Vec::new();
+    let mut next = |spec: RunSpec| {
+        index += 1;
+        (index, spec)
+    };
+    match start {
+        Start::Fresh => {}
+        Start::Steady => {
+            let (i, s) = next(RunSpec::default());
+            let e = run(&world, &config, i, s).await;
+            assert_eq!(e.code, 0, "{}", e.message);
+        }
+        Start::EnvoyGateway => {
+            let at = world.lock().unwrap().true_now() - time::Duration::days(30);
+            seed_envoy_gateway(&world, &config, false, at);
+        }
+        Start::CaExpiresIn(days) => {
+            let (i, s) = next(RunSpec::default());
+            let e = run(&world, &config, i, s).await;
+            assert_eq!(e.code, 0, "{}", e.message);
+            // Hook-only: no run for years. (Leaves expire on the way; the oracle skips pairs
+            // with an expired leaf: no run came in time.)
+            let ca_days = config.ca.spec.validity.as_secs() as i64 / 86_400;
+            tokio::time::advance(Duration::from_secs(((ca_days - days) * 86_400) as u64)).await;
+        }
+    }
+    for op in ops {
+        match op {
+            Op::Run(spec) => {
+                let (i, s) = next(*spec);
+                let e = run(&world, &config, i, s).await;
+                ended.push(e);
+            }
+            Op::Concurrent(a, b) => {
+                let (i, sa) = next(*a);
+                let (j, sb) = next(*b);
+                let (ea, eb) =
+                    tokio::join!(run(&world, &config, i, sa), run(&world, &config, j, sb));
+                ended.push(ea);
+                ended.push(eb);
+            }
+            Op::Advance(d) => tokio::time::advance(*d).await,
+            Op::ClockBack(d) => {
+                world.lock().unwrap().clock_offset -= time::Duration::try_from(*d).unwrap();
+            }
+        }
+        // A run that exited 0 left nothing due (but a cleanup waiting for its gate), unless
+        // another run (concurrent) was still between its writes.
+        if let Some(e) = ended.last()
+            && e.code == 0
+            && matches!(op, Op::Run(..))
+            && let Some(why) = due(&world, &config).await
+        {
+            return Err(format!("run {} exited 0 but left work due: {why}", e.run));
+        }
+    }
+    // Runs stop: plain runs, the delay apart, converge; then one more writes nothing.
+    let mut settled = false;
+    for _ in 0..6 {
+        tokio::time::advance(DELAY + Duration::from_secs(1)).await;
+        let (i, s) = next(RunSpec::default());
+        let e = run(&world, &config, i, s).await;
+        match e.code {
+            0 => {}
+            // A gate past --timeout (a pending CA not valid yet by a clock that stepped back):
+            // the next run resumes.
+            3 => tokio::time::advance(Duration::from_secs(3600)).await,
+            _ => return Err(format!("a plain re-run exited {}: {}", e.code, e.message)),
+        }
+        ended.push(e);
+        if unsettled(&world, &config).await.is_none() {
+            settled = true;
+            break;
+        }
+    }
+    if !settled {
+        return Err(format!(
+            "plain re-runs did not converge: {:?}",
+            unsettled(&world, &config).await
+        ));
+    }
+    tokio::time::advance(DELAY + Duration::from_secs(1)).await;
+    let writes_before = world.lock().unwrap().log.len();
+    let (i, s) = next(RunSpec::default());
+    let e = run(&world, &config, i, s).await;
+    let writes_after = world.lock().unwrap().log.len();
+    if e.code != 0 || writes_after != writes_before {
+        let w = world.lock().unwrap();
+        let what: Vec<&String> = w.log[writes_before..].iter().map(|(_, n)| n).collect();
+        return Err(format!(
+            "a plain run with nothing due wrote {what:?} (exit {}: {})",
+            e.code, e.message
+        ));
+    }
+    ended.push(e);
+    let w = world.lock().unwrap();
+    let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
+    check_runs(&w, &ended)?;
+    let checked = check_pairs(&w, end)?;
+    Ok(Outcome {
+        checked,
+        runs: ended.len(),
+        ended,
+    })
+}
+
+/// A paused-clock runtime: every sleep of every run advances virtual time, deterministically.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
