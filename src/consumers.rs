@@ -378,7 +378,12 @@ async fn probe_all(
             (Some(client), Some(service)) => {
                 match probe::service_endpoints(client, &config.namespace, service, p.port).await {
                     Ok(e) => e,
-                    Err(e) => {
+                    Err(probe::EndpointsError::Api(e)) => {
+                        report.note = Some(e.to_string());
+                        verdict.refused.get_or_insert(e);
+                        continue;
+                    }
+                    Err(probe::EndpointsError::Missing(e)) => {
                         verdict
                             .failed
                             .push(format!("consumer {}: {e}", consumer.name));

@@ -58,7 +58,7 @@ pub async fn drive<S: SecretStore>(
             plan: ctx.plan,
             dry_run: true,
         },
-        &|| true,
+        &engine::Guard::new(&|| true),
     )
     .await
     {
@@ -71,10 +71,7 @@ pub async fn drive<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        let held = take_lock(&ctx).await?;
-        let result = steps(store, &ctx, &|| !held.lost()).await;
-        held.release().await;
-        return result;
+        return locked(store, &ctx).await;
     };
     if ctx.dry_run {
         let options = consumers::Options {
@@ -119,10 +116,23 @@ pub async fn drive<S: SecretStore>(
         report.consumers = reports;
         return Ok((report, verdict.into_error()));
     }
-    let held = take_lock(&ctx).await?;
-    let result = steps(store, &ctx, &|| !held.lost()).await;
+    locked(store, &ctx).await
+}
+
+/// Takes the lock, runs the steps, releases the lock.
+async fn locked<S: SecretStore>(
+    store: &S,
+    ctx: &Context<'_>,
+) -> Result<(Report, Option<Error>), Error> {
+    let held = take_lock(ctx).await?;
+    let (result, writes) = {
+        let still_held = || !held.lost();
+        let guard = engine::Guard::new(&still_held);
+        let result = steps(store, ctx, &guard).await;
+        (result, guard.writes())
+    };
     held.release().await;
-    result
+    result.map_err(|e| e.after(writes))
 }
 
 async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
@@ -144,7 +154,7 @@ async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
 async fn steps<S: SecretStore>(
     store: &S,
     ctx: &Context<'_>,
-    held: &(dyn Fn() -> bool + Sync),
+    guard: &engine::Guard<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     let config = ctx.config;
     let mut plan_options = ctx.plan;
@@ -153,7 +163,7 @@ async fn steps<S: SecretStore>(
     let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
     let mut attempts = 0;
     for _ in 0..MAX_STEPS {
-        if !held() {
+        if !(guard.held)() {
             return Err(Error::LockLost);
         }
         let outcome = engine::run(
@@ -163,7 +173,7 @@ async fn steps<S: SecretStore>(
                 plan: plan_options,
                 dry_run: false,
             },
-            held,
+            guard,
         )
         .await?;
         attempts += outcome.report.attempts;
@@ -185,7 +195,7 @@ async fn steps<S: SecretStore>(
         );
         // A step that others follow relies on restart-only consumers having loaded it: their
         // rollouts are part of the gate, whatever --wait says. Probes verify the end state.
-        let last = outcome.phase == Phase::Steady;
+        let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
         let options = consumers::Options {
             wait: ctx.wait || !last,
             probe: ctx.probe && last,
@@ -213,13 +223,13 @@ async fn steps<S: SecretStore>(
             ));
         }
         match phase {
-            Phase::Steady => {
+            Phase::Steady | Phase::Cleanup { last: true } => {
                 return Ok((
                     finish(last_report, written, consumer_reports, attempts),
                     None,
                 ));
             }
-            Phase::Trust | Phase::Leaves | Phase::Cleanup => continue,
+            Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             Phase::Gate {
                 ready_at,
                 reason,

@@ -25,6 +25,28 @@ pub const MAX_ATTEMPTS: u32 = 5;
 /// The annotation holding the SHA-256 of the CA that signed a Secret's certificate.
 pub const CA_ANNOTATION: &str = "certgen.dev/ca-sha256";
 
+/// What a run's writes answer to: the run lock (asked before every write: a run that lost it
+/// stops), and a count of the writes made (exit 2 promises that nothing was written).
+pub struct Guard<'a> {
+    pub held: &'a (dyn Fn() -> bool + Sync),
+    pub writes: std::sync::atomic::AtomicUsize,
+}
+
+impl<'a> Guard<'a> {
+    /// A guard over `held`, with no write made yet.
+    pub fn new(held: &'a (dyn Fn() -> bool + Sync)) -> Self {
+        Self {
+            held,
+            writes: 0.into(),
+        }
+    }
+
+    /// The writes made so far.
+    pub fn writes(&self) -> usize {
+        self.writes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 /// How a run behaves.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
@@ -85,12 +107,12 @@ pub async fn observe<S: SecretStore>(
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
 /// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
-/// number of times. `held` is asked before every write: a run that lost its lock stops.
+/// number of times. Every write goes through `guard`.
 pub async fn run<S: SecretStore>(
     store: &S,
     config: &Config,
     options: RunOptions,
-    held: &(dyn Fn() -> bool + Sync),
+    guard: &Guard<'_>,
 ) -> Result<Outcome, Error> {
     let mut plan_options = options.plan;
     let mut done: Vec<Entry> = Vec::new();
@@ -153,7 +175,7 @@ pub async fn run<S: SecretStore>(
             });
         }
         let mut progress = Progress::default();
-        let result = apply(store, config, plan, &observed, now, &mut progress, held).await;
+        let result = apply(store, config, plan, &observed, now, &mut progress, guard).await;
         ca_written |= progress.ca_written;
         hmac_written |= progress.hmac_written;
         // A stored new CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac:
@@ -317,7 +339,7 @@ async fn apply<S: SecretStore>(
     observed: &ObservedState,
     now: OffsetDateTime,
     progress: &mut Progress,
-    held: &(dyn Fn() -> bool + Sync),
+    guard: &Guard<'_>,
 ) -> Result<Option<CaKey>, ApplyError> {
     let phase = plan.phase.name();
     let new_ca = if plan.generates_ca() {
@@ -394,7 +416,7 @@ async fn apply<S: SecretStore>(
             annotations,
             expect: expect(&ca_plan.version),
         };
-        put(store, &write, held).await?;
+        put(store, &write, guard).await?;
         progress.ca_written = true;
         log_write(store, phase, &ca_plan.name, ca_plan.action, &ca_plan.reason);
     }
@@ -476,7 +498,7 @@ async fn apply<S: SecretStore>(
     // The CA is stored; the Secrets it signs are independent of each other.
     let results: Vec<Result<Kind, ApplyError>> = futures::stream::iter(writes)
         .map(|(write, kind, action, reason)| async move {
-            put(store, &write, held).await?;
+            put(store, &write, guard).await?;
             log_write(store, phase, &write.name, action, &reason);
             Ok(kind)
         })
@@ -518,12 +540,15 @@ static WRITES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::
 async fn put<S: SecretStore>(
     store: &S,
     write: &SecretWrite,
-    held: &(dyn Fn() -> bool + Sync),
+    guard: &Guard<'_>,
 ) -> Result<(), ApplyError> {
-    if !held() {
+    if !(guard.held)() {
         return Err(ApplyError::LockLost);
     }
     store.put(write).await?;
+    guard
+        .writes
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     #[cfg(feature = "test-hooks")]
     {
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;

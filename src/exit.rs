@@ -17,7 +17,7 @@ pub const USAGE: u8 = 2;
 pub const TIMEOUT: u8 = 3;
 /// Another run holds the lock, or a write lost a race too many times.
 pub const CONTENDED: u8 = 4;
-/// The Kubernetes API refused or failed.
+/// The Kubernetes API refused or failed, or the store failed after certgen had written.
 pub const API: u8 = 5;
 
 /// The exit-code table for `--help` and the man page.
@@ -28,7 +28,8 @@ Exit status:
   2  bad usage, configuration or stored input; nothing was written
   3  timed out; the cluster is left in the widest-trust state and a re-run resumes
   4  another run holds the lock, or a write lost a race too many times
-  5  the Kubernetes API refused or failed (the message names the verb, resource and namespace)";
+  5  the Kubernetes API refused or failed (the message names the verb, resource and namespace),
+     or anything failed after this run had written (never 2 then)";
 
 /// Everything that ends a run early.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,12 @@ pub enum Error {
         "stopped after {0} steps without finishing; nothing is left half-trusted: re-run certgen to finish"
     )]
     Unfinished(usize),
+    /// What would be exit 2 (bad input, a local file error) after this run had already
+    /// written: exit 5, since "nothing was written" no longer holds.
+    #[error(
+        "{source} (after {writes} write(s) in this run; every bundle still trusts every leaf written, so fix the cause and re-run)"
+    )]
+    AfterWrites { writes: usize, source: Box<Error> },
     /// An outcome already reported on standard output (a failed check): exit 1, print nothing.
     #[error("action is due")]
     CheckFailed,
@@ -79,12 +86,30 @@ impl Error {
             Self::Verification(_) | Self::CheckFailed => FAILED,
             Self::Timeout(_) | Self::Unfinished(_) => TIMEOUT,
             Self::Locked(_) | Self::LockLost => CONTENDED,
+            Self::AfterWrites { source, .. } => match source.code() {
+                USAGE => API,
+                code => code,
+            },
         }
     }
 
     /// As a process exit code.
     pub fn exit_code(&self) -> ExitCode {
         ExitCode::from(self.code())
+    }
+}
+
+impl Error {
+    /// This error, for a run that has written `writes` times: exit 2 promises nothing was.
+    pub fn after(self, writes: usize) -> Self {
+        if writes == 0 || self.code() != USAGE {
+            self
+        } else {
+            Self::AfterWrites {
+                writes,
+                source: Box::new(self),
+            }
+        }
     }
 }
 

@@ -151,7 +151,11 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         trust_confirmed: None,
         gate_waited: None,
     };
-    let deadline = tokio::time::Instant::now() + args.timeout;
+    // An absurd --timeout (10000y) means "no bound", not an overflow.
+    let now = tokio::time::Instant::now();
+    let deadline = now
+        .checked_add(args.timeout)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400));
     let context = |deployments, client, lock| driver::Context {
         config: &config,
         plan,

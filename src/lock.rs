@@ -87,7 +87,8 @@ impl Held {
     /// Whether the lock may no longer be ours: renewal found another holder or no Lease, or
     /// the last successful renewal is so old that another run may already have taken over
     /// (it waits a full duration, on its own clock, from when it last saw the Lease change; a
-    /// second of margin covers the time the renewal's answer took to arrive).
+    /// margin of a quarter of the duration, at most a second, covers the time between this
+    /// check and the write it guards).
     pub fn lost(&self) -> bool {
         match self {
             Self::Lease {
@@ -96,9 +97,9 @@ impl Held {
                 duration,
                 ..
             } => {
+                let margin = (*duration / 4).min(Duration::from_secs(1));
                 lost.load(Ordering::SeqCst)
-                    || renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed()
-                        + Duration::from_secs(1)
+                    || renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed() + margin
                         >= *duration
             }
             Self::File { .. } | Self::Unlocked => false,
@@ -253,7 +254,7 @@ pub async fn acquire_lease(
         let version = version.clone();
         let renewed = renewed.clone();
         tokio::spawn(async move {
-            let period = Duration::from_secs((seconds as u64 / 3).max(1));
+            let period = Duration::from_secs(seconds as u64) / 3;
             loop {
                 tokio::time::sleep(period).await;
                 match api.get_opt(&name).await {

@@ -93,8 +93,9 @@ pub enum Phase {
     /// Leaves are being signed by the active CA while a prior CA is still trusted. Then: the
     /// gate, and the cleanup.
     Leaves,
-    /// The prior CA is being dropped from every bundle. Then: steady.
-    Cleanup,
+    /// The prior CA is being dropped from every bundle. Then: steady (`last`), or the trust
+    /// step of the rotation that waited for this cleanup.
+    Cleanup { last: bool },
 }
 
 impl Phase {
@@ -105,7 +106,7 @@ impl Phase {
             Self::Trust => "trust",
             Self::Gate { .. } => "gate",
             Self::Leaves => "leaves",
-            Self::Cleanup => "cleanup",
+            Self::Cleanup { .. } => "cleanup",
         }
     }
 }
@@ -977,9 +978,13 @@ impl Input<'_> {
             .iter()
             .any(|c| c != active.cert() && !c.is_expired_at(self.now));
         if prior_in_use {
-            let maintain = self.maintain(ca, active);
-            if maintain.0.action.writes() || maintain.1.iter().any(|s| s.action.writes()) {
-                return maintain;
+            let (plan, secrets, phase) = self.maintain(ca, active);
+            if plan.action.writes() || secrets.iter().any(|s| s.action.writes()) {
+                let phase = match phase {
+                    Phase::Cleanup { .. } => Phase::Cleanup { last: false },
+                    other => other,
+                };
+                return (plan, secrets, phase);
             }
             if !self.gate.open(self.now) {
                 let why = format!(
@@ -1155,7 +1160,14 @@ impl Input<'_> {
             .iter()
             .all(|l| l.ok().is_some_and(|leaf| active_cert.signed(&leaf.cert)));
         // The prior CA goes once every leaf is the active CA's and consumers have loaded them.
-        let drop_prior = prior.is_some() && all_from_active && self.gate.open(self.now);
+        // A cleanup that a bundle already shows (the CA Secret's is written first) passed that
+        // gate when it started, and only bundles were written since: it continues without
+        // waiting again, and never puts the prior CA back.
+        let cleanup_started = prior.as_ref().is_some_and(|p| {
+            !ca.bundle.contains(p) || self.present_leaves().any(|l| !l.bundle.contains(p))
+        });
+        let drop_prior =
+            prior.is_some() && all_from_active && (cleanup_started || self.gate.open(self.now));
         let target = if prior.is_none() || drop_prior {
             &alone
         } else {
@@ -1214,7 +1226,7 @@ impl Input<'_> {
         let writes = plan.action.writes() || secrets.iter().any(|s| s.action.writes());
         let phase = match (&prior, writes) {
             (None, _) => Phase::Steady,
-            (Some(_), _) if drop_prior => Phase::Cleanup,
+            (Some(_), _) if drop_prior => Phase::Cleanup { last: true },
             (Some(_), true) => Phase::Leaves,
             (Some(p), false) => {
                 let reason = format!(

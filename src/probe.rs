@@ -79,6 +79,18 @@ pub struct ClientIdentity {
 }
 
 impl ClientIdentity {
+    /// A client certificate from a throwaway CA that nobody trusts: the control that shows a
+    /// server verifies client certificates at all.
+    pub fn untrusted(now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
+        let spec = crate::pki::CaSpec {
+            common_name: "certgen-probe-control".into(),
+            validity: Duration::from_secs(15 * 60),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        let (ca, _) = crate::pki::issue_ca(&spec, now)?;
+        Self::issue(&ca, now)
+    }
+
     /// Issues a 15-minute clientAuth leaf `certgen-probe` from `ca`.
     pub fn issue(ca: &CaKey, now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
         let spec = LeafSpec {
@@ -302,8 +314,164 @@ pub async fn probe_until(
     }
 }
 
-/// Whether `endpoint` completes a handshake with `client` (and does not refuse it right after),
-/// retrying with backoff until `until`.
+/// What a server made of a client certificate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientVerdict {
+    /// It verified it: the TLS 1.2 handshake completed after it asked for one, or, in TLS 1.3,
+    /// it sent a session ticket, which servers do only after verifying the client's Finished
+    /// (and so its certificate).
+    Accepted,
+    /// It refused it (an alert, or it closed the connection).
+    Rejected(String),
+    /// No proof either way: it did not ask for a certificate, sent no ticket, or was
+    /// unreachable. Never taken for acceptance.
+    Unknown(String),
+}
+
+#[derive(Debug)]
+struct Asked {
+    key: Arc<rustls::sign::CertifiedKey>,
+    asked: std::sync::atomic::AtomicBool,
+}
+
+impl rustls::client::ResolvesClientCert for Asked {
+    fn resolve(
+        &self,
+        _hints: &[&[u8]],
+        _schemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.asked.store(true, std::sync::atomic::Ordering::SeqCst);
+        Some(self.key.clone())
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+/// Remembers whether the server sent a TLS 1.3 session ticket; stores nothing.
+#[derive(Debug, Default)]
+struct Tickets(std::sync::atomic::AtomicBool);
+
+impl rustls::client::ClientSessionStore for Tickets {
+    fn set_kx_hint(&self, _: ServerName<'static>, _: rustls::NamedGroup) {}
+    fn kx_hint(&self, _: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        None
+    }
+    fn set_tls12_session(
+        &self,
+        _: ServerName<'static>,
+        _: rustls::client::Tls12ClientSessionValue,
+    ) {
+    }
+    fn tls12_session(&self, _: &ServerName<'_>) -> Option<rustls::client::Tls12ClientSessionValue> {
+        None
+    }
+    fn remove_tls12_session(&self, _: &ServerName<'static>) {}
+    fn insert_tls13_ticket(
+        &self,
+        _: ServerName<'static>,
+        _: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn take_tls13_ticket(
+        &self,
+        _: &ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        None
+    }
+}
+
+/// One handshake presenting `client`, and what the server made of that certificate.
+pub async fn client_verdict(
+    addr: &str,
+    server_name: &str,
+    roots: &[Cert],
+    client: &ClientIdentity,
+    timeout: Duration,
+) -> ClientVerdict {
+    use std::sync::atomic::Ordering;
+    let mut store = rustls::RootCertStore::empty();
+    for root in roots {
+        if let Err(e) = store.add(CertificateDer::from(root.der().to_vec())) {
+            return ClientVerdict::Unknown(format!("bad trust anchor: {e}"));
+        }
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let signing = match provider
+        .key_provider
+        .load_private_key(client.key.clone_key())
+    {
+        Ok(k) => k,
+        Err(e) => return ClientVerdict::Unknown(format!("client key: {e}")),
+    };
+    let asked = Arc::new(Asked {
+        key: Arc::new(rustls::sign::CertifiedKey::new(
+            client.chain.clone(),
+            signing,
+        )),
+        asked: false.into(),
+    });
+    let tickets = Arc::new(Tickets::default());
+    let mut config = match rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+    {
+        Ok(b) => b
+            .with_root_certificates(store)
+            .with_client_cert_resolver(asked.clone()),
+        Err(e) => return ClientVerdict::Unknown(format!("client configuration: {e}")),
+    };
+    config.resumption = rustls::client::Resumption::store(tickets.clone());
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = match ServerName::try_from(server_name.to_string()) {
+        Ok(n) => n,
+        Err(e) => return ClientVerdict::Unknown(format!("server name {server_name:?}: {e}")),
+    };
+    let attempt = async {
+        let tcp = match tokio::net::TcpStream::connect(addr).await {
+            Ok(t) => t,
+            Err(e) => return ClientVerdict::Unknown(format!("connect: {e}")),
+        };
+        let mut tls = match connector.connect(name, tcp).await {
+            Ok(t) => t,
+            Err(e) => return ClientVerdict::Rejected(format!("TLS handshake: {e}")),
+        };
+        if !asked.asked.load(Ordering::SeqCst) {
+            return ClientVerdict::Unknown(
+                "the server does not ask for a client certificate".into(),
+            );
+        }
+        if tls.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2) {
+            return ClientVerdict::Accepted;
+        }
+        // TLS 1.3: a refusal arrives as an alert after the handshake, a ticket as acceptance.
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 1];
+        match tokio::time::timeout(Duration::from_secs(1), tls.read(&mut buf)).await {
+            Ok(Err(e)) => return ClientVerdict::Rejected(e.to_string()),
+            Ok(Ok(0)) if !tickets.0.load(Ordering::SeqCst) => {
+                return ClientVerdict::Rejected("the server closed the connection".into());
+            }
+            _ => {}
+        }
+        if tickets.0.load(Ordering::SeqCst) {
+            ClientVerdict::Accepted
+        } else {
+            ClientVerdict::Unknown(
+                "the server sent no session ticket, so its verdict on the client certificate is unknown".into(),
+            )
+        }
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .unwrap_or_else(|_| ClientVerdict::Unknown(format!("no answer within {timeout:?}")))
+}
+
+/// Whether `endpoint` demonstrably verifies client certificates and accepts `client`: a
+/// certificate from a CA nobody trusts must be refused (or the server verifies nothing, and
+/// its acceptance proves nothing), and `client` must be accepted. Retries with backoff until
+/// `until`; anything short of that proof is `false`.
 pub async fn accepts_client(
     endpoint: &str,
     server_name: &str,
@@ -312,18 +480,26 @@ pub async fn accepts_client(
     until: Instant,
 ) -> bool {
     let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
+    let Ok(control) = ClientIdentity::untrusted(OffsetDateTime::now_utc()) else {
+        return false;
+    };
     let mut backoff = Duration::from_millis(200);
     loop {
-        if let Dial::Verified(_) = dial(
-            &dial_addr,
-            server_name,
-            roots,
-            client,
-            Duration::from_secs(5),
-        )
-        .await
+        let timeout = Duration::from_secs(5);
+        if client_verdict(&dial_addr, server_name, roots, client, timeout).await
+            == ClientVerdict::Accepted
         {
-            return true;
+            match client_verdict(&dial_addr, server_name, roots, &control, timeout).await {
+                ClientVerdict::Rejected(_) => return true,
+                ClientVerdict::Accepted => {
+                    tracing::warn!(
+                        endpoint,
+                        "accepts a client certificate from a CA nobody trusts: probes cannot prove it trusts the new CA"
+                    );
+                    return false;
+                }
+                ClientVerdict::Unknown(_) => {}
+            }
         }
         if Instant::now() + backoff >= until {
             return false;
@@ -347,32 +523,61 @@ fn dial_override(_endpoint: &str) -> Option<String> {
     None
 }
 
+/// Why a Service's endpoints could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointsError {
+    /// The API refused or failed (exit 5, like any refused call).
+    #[error(transparent)]
+    Api(crate::store::StoreError),
+    /// The Service or its port is not there (a failed probe, exit 1).
+    #[error("{0}")]
+    Missing(String),
+}
+
 /// The ready endpoints (`ip:port`) behind a Service port, from its EndpointSlices.
 pub async fn service_endpoints(
     client: &kube::Client,
     namespace: &str,
     service: &str,
     port: u16,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, EndpointsError> {
+    use crate::store::ApiFailure;
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     let svc = services
         .get_opt(service)
         .await
-        .map_err(|e| format!("get services {service:?} in namespace {namespace:?}: {e}"))?
-        .ok_or_else(|| format!("Service {namespace}/{service} does not exist"))?;
+        .map_err(|e| {
+            EndpointsError::Api(ApiFailure::from_kube(
+                "get", "services", "", namespace, service, e,
+            ))
+        })?
+        .ok_or_else(|| {
+            EndpointsError::Missing(format!("Service {namespace}/{service} does not exist"))
+        })?;
     let port_name = svc
         .spec
         .and_then(|s| s.ports)
         .unwrap_or_default()
         .into_iter()
         .find(|p| p.port == i32::from(port))
-        .ok_or_else(|| format!("Service {namespace}/{service} has no port {port}"))?
+        .ok_or_else(|| {
+            EndpointsError::Missing(format!("Service {namespace}/{service} has no port {port}"))
+        })?
         .name;
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
     let list = slices
         .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
         .await
-        .map_err(|e| format!("list endpointslices in namespace {namespace:?}: {e}"))?;
+        .map_err(|e| {
+            EndpointsError::Api(ApiFailure::from_kube(
+                "list",
+                "endpointslices",
+                "discovery.k8s.io",
+                namespace,
+                "",
+                e,
+            ))
+        })?;
     let mut out = Vec::new();
     for slice in list.items {
         let Some(target) = slice

@@ -337,7 +337,7 @@ fn symlinked_secret_directories_are_refused() {
 
 /// Writes what Envoy Gateway's own certgen writes: RSA-2048 PKCS#1 keys, one CA, no CA
 /// directory, no EKUs, the envoy leaf reused for the rate limiter.
-fn envoy_gateway_certgen_output(dir: &Path) {
+pub(crate) fn envoy_gateway_certgen_output(dir: &Path) {
     let work = dir.join(".eg");
     std::fs::create_dir_all(&work).unwrap();
     let p = |f: &str| work.join(f).to_str().unwrap().to_string();

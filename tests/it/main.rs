@@ -10,6 +10,7 @@ mod fuzz_regressions;
 mod hygiene;
 mod local;
 mod pki_verify;
+mod probe;
 mod rotation;
 mod sim;
 mod util;

@@ -124,3 +124,262 @@ fn eight_concurrent_runs_end_in_one_consistent_state() {
         assert!(cas.len() <= 2, "trial {trial}: {} CAs published", cas.len());
     }
 }
+
+/// One version of a TLS Secret's files, with the time its `..data` link was made.
+struct FileVersion {
+    secret: &'static str,
+    at: std::time::SystemTime,
+    bundle: Vec<u8>,
+    leaf: Vec<u8>,
+}
+
+/// Runs certgen over and over, each run killed right after its first write, so that every
+/// version of every Secret is seen with its write time. `flags(i)` gives run i's extra flags.
+/// Returns the versions and how many runs wrote.
+fn one_write_at_a_time(
+    dir: &Path,
+    config: Option<&Path>,
+    delay: &str,
+    flags: &dyn Fn(usize) -> Vec<&'static str>,
+) -> (Vec<FileVersion>, usize) {
+    let mut versions: Vec<FileVersion> = Vec::new();
+    let record = |versions: &mut Vec<FileVersion>| {
+        for secret in crate::util::LEAF_SECRETS {
+            let d = dir.join(secret);
+            let (Ok(bundle), Ok(leaf)) = (
+                std::fs::read(d.join("ca.crt")),
+                std::fs::read(d.join("tls.crt")),
+            ) else {
+                continue;
+            };
+            let same = versions
+                .iter()
+                .rev()
+                .find(|v| v.secret == secret)
+                .is_some_and(|v| v.bundle == bundle && v.leaf == leaf);
+            if !same {
+                let at = std::fs::symlink_metadata(d.join("..data"))
+                    .and_then(|m| m.modified())
+                    .unwrap_or_else(|_| std::time::SystemTime::now());
+                versions.push(FileVersion {
+                    secret,
+                    at,
+                    bundle,
+                    leaf,
+                });
+            }
+        }
+    };
+    record(&mut versions);
+    for i in 0..40 {
+        let mut cmd = local(dir);
+        if let Some(c) = config {
+            cmd.args(["--config", c.to_str().unwrap()]);
+        }
+        let out = cmd
+            .args(["--propagation-delay", delay])
+            .args(flags(i))
+            .env(certgen::engine::CRASH_ENV, "1")
+            .output()
+            .unwrap();
+        match out.status.code() {
+            Some(c) if c == certgen::engine::CRASH_EXIT => record(&mut versions),
+            Some(0) => {
+                record(&mut versions);
+                return (versions, i);
+            }
+            other => panic!(
+                "run {i} exited {other:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        }
+    }
+    panic!("40 runs, each making one write, did not finish the rotation: no progress");
+}
+
+/// Every two versions that consumers lagging up to `lag` may hold at once verify each other.
+fn check_versions(versions: &[FileVersion], lag: std::time::Duration) -> usize {
+    let until = |i: usize| {
+        versions[i + 1..]
+            .iter()
+            .find(|v| v.secret == versions[i].secret)
+            .map(|v| v.at)
+    };
+    let mut pairs = 0;
+    for (i, a) in versions.iter().enumerate() {
+        for (j, b) in versions.iter().enumerate() {
+            let start = a.at.max(b.at);
+            let held = |k: usize| until(k).map(|u| u + lag);
+            let overlap = match (held(i), held(j)) {
+                (Some(x), Some(y)) => start < x.min(y),
+                (Some(x), None) | (None, Some(x)) => start < x,
+                (None, None) => true,
+            };
+            if !overlap {
+                continue;
+            }
+            pairs += 1;
+            assert!(
+                crate::util::webpki_trusts(&b.bundle, &a.leaf),
+                "{}'s leaf (version {i}) is rejected by {}'s bundle (version {j}) while consumers may hold both",
+                a.secret,
+                b.secret
+            );
+        }
+    }
+    pairs
+}
+
+fn cas_published(versions: &[FileVersion]) -> BTreeSet<String> {
+    versions
+        .iter()
+        .flat_map(|v| fingerprints(&v.bundle))
+        .collect()
+}
+
+const LAG: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Scenario 1 (migration from Envoy Gateway's Secrets) and 4 (a resumed trust phase makes
+/// progress), through the binary: `--overwrite` on Envoy Gateway's output, then plain re-runs,
+/// each killed after one write; consumers lagging up to the 2 s gate never see a failure.
+#[test]
+fn migrating_from_envoy_gateway_one_write_at_a_time_never_breaks_a_peer() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    crate::local::envoy_gateway_certgen_output(&dir);
+    let (versions, runs) = one_write_at_a_time(&dir, None, "2s", &|i| {
+        if i == 0 { vec!["--overwrite"] } else { vec![] }
+    });
+    let pairs = check_versions(&versions, LAG);
+    // Trust (CA Secret + 3 bundles), leaves (promotion + 3), cleanup (CA Secret + 3).
+    assert_eq!(runs, 12, "one write per run");
+    assert!(pairs > 20);
+    assert_eq!(
+        cas_published(&versions).len(),
+        2,
+        "Envoy Gateway's CA and the new one"
+    );
+}
+
+/// Scenario 2: the rotation right after a leaves phase finished by another run waits for
+/// consumers to present the new leaves before it drops the old CA.
+#[test]
+fn the_next_rotation_waits_for_the_last_leaf_write_one_write_at_a_time() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    Run::from(local(dir).output().unwrap()).ok();
+    // Run 0 starts a rotation; runs 1-7 finish trust and leaves; runs 8-12 ask for another,
+    // which first drops the old CA (after the gate counted from run 7's leaf write, in runs
+    // 8-11, one write each) and then starts (run 12); plain runs finish it.
+    let (versions, _) = one_write_at_a_time(dir, None, "2s", &|i| {
+        if i == 0 || (8..=12).contains(&i) {
+            vec!["--overwrite"]
+        } else {
+            vec![]
+        }
+    });
+    check_versions(&versions, LAG);
+    assert_eq!(
+        cas_published(&versions).len(),
+        3,
+        "two rotations, one CA each"
+    );
+}
+
+/// Scenario 3: a CA inside its leaves' renewBefore (clipped leaves are due at once): plain runs
+/// settle, one write at a time, instead of renewing clipped leaves forever.
+#[test]
+fn a_ca_inside_the_leaves_renew_before_settles_one_write_at_a_time() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    let config = crate::util::write(
+        tmp.path(),
+        "short.yaml",
+        &String::from_utf8(
+            crate::util::certgen()
+                .args(["profile", "show"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .replace("validity: 1825d", "validity: 10d")
+        .replace("renewBefore: 90d", "renewBefore: 5d")
+        .replace("renewBefore: 30d", "renewBefore: 4d"),
+    );
+    // A CA issued 6 days ago (4 days left: inside its own and the leaves' renewBefore), and
+    // leaves clipped to it, as a run 6 days ago left them.
+    let spec = certgen::pki::CaSpec {
+        common_name: "envoy-gateway".into(),
+        validity: std::time::Duration::from_secs(10 * 86_400),
+        key_algorithm: certgen::pki::KeyAlgorithm::EcdsaP256,
+    };
+    let then = time::OffsetDateTime::now_utc() - time::Duration::days(6);
+    let (ca, issued) = certgen::pki::issue_ca(&spec, then).unwrap();
+    let put = |secret: &str, key: &str, bytes: &[u8]| {
+        std::fs::create_dir_all(dir.join(secret)).unwrap();
+        std::fs::write(dir.join(secret).join(key), bytes).unwrap();
+    };
+    put("envoy-gateway-ca", "tls.crt", issued.cert.pem().as_bytes());
+    put(
+        "envoy-gateway-ca",
+        "tls.key",
+        issued.key.expose().as_bytes(),
+    );
+    put("envoy-gateway-ca", "ca.crt", ca.cert.pem().as_bytes());
+    let cfg = certgen::config::Config::resolve(
+        &certgen::config::Source::File(config.clone()),
+        &certgen::config::Overrides::default(),
+        &certgen::config::Env::default(),
+    )
+    .unwrap();
+    for t in &cfg.tls {
+        let leaf = certgen::pki::issue_leaf(&t.leaf, &ca, then).unwrap();
+        put(&t.name, "tls.crt", leaf.cert.pem().as_bytes());
+        put(&t.name, "tls.key", leaf.key.expose().as_bytes());
+        put(&t.name, "ca.crt", ca.cert.pem().as_bytes());
+    }
+    put("envoy-oidc-hmac", "hmac-secret", &[7u8; 32]);
+    let (versions, runs) = one_write_at_a_time(&dir, Some(&config), "1s", &|_| vec![]);
+    check_versions(&versions, std::time::Duration::from_secs(1));
+    assert!(runs <= 12, "settled in {runs} runs");
+    // And settled: one more plain run writes nothing.
+    let report = Run::from(
+        local(&dir)
+            .args(["--config", config.to_str().unwrap()])
+            .output()
+            .unwrap(),
+    )
+    .ok()
+    .json();
+    assert_eq!(report["writes"], 0, "{report}");
+}
+
+/// A plain rotation from certgen's own state, one write at a time, checked the same way.
+#[test]
+fn a_staged_rotation_one_write_at_a_time_never_breaks_a_peer() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    Run::from(local(dir).output().unwrap()).ok();
+    let (versions, runs) = one_write_at_a_time(dir, None, "2s", &|i| {
+        if i == 0 { vec!["--overwrite"] } else { vec![] }
+    });
+    assert_eq!(runs, 12);
+    check_versions(&versions, LAG);
+    // The same chain with the one-write strategy is caught.
+    let tmp = tempdir();
+    let dir = tmp.path();
+    Run::from(local(dir).output().unwrap()).ok();
+    let (versions, _) = one_write_at_a_time(dir, None, "2s", &|i| {
+        if i == 0 {
+            vec!["--overwrite", "--strategy", "immediate"]
+        } else {
+            vec![]
+        }
+    });
+    let caught = std::panic::catch_unwind(|| check_versions(&versions, LAG));
+    assert!(
+        caught.is_err(),
+        "the one-write strategy must fail the same check"
+    );
+}

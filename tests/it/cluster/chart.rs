@@ -752,8 +752,8 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
         generation
     );
 
-    // A rotation with --overwrite (the rendered arguments hold --wait): trust, then leaves,
-    // each restart waited for.
+    // A rotation with --overwrite (the rendered arguments hold --wait): trust, leaves, then
+    // the cleanup that drops the old CA, each restart waited for.
     assert!(cron_args.contains(&"--wait".to_string()), "{cron_args:?}");
     let ca_before = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
     let report = run_async(certgen_as(&kubeconfig, &cron_args, &["--overwrite"]))
@@ -762,7 +762,7 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
         .json();
     assert_eq!(
         consumer_actions(&report, "envoy-ratelimit"),
-        ["restarted", "restarted"]
+        ["restarted", "restarted", "restarted"]
     );
     let ca_after = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
     assert_ne!(

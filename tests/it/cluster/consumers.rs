@@ -154,9 +154,10 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         Some(2)
     );
 
-    // A staged rotation changes what it mounts twice: the trust bundle (the restart-only
-    // consumer must load the new CA before any peer presents a leaf from it), then its leaf.
-    // Two rolls, each waited for, each with its own fingerprint.
+    // A staged rotation changes what it mounts three times: the trust bundle (the restart-only
+    // consumer must load the new CA before any peer presents a leaf from it), its leaf, then
+    // the bundle without the old CA. Three rolls, each waited for, each with its own
+    // fingerprint.
     let report = run_async(certgen_args(&c, &ns.name, &["--overwrite", "--wait"]))
         .await
         .ok()
@@ -168,7 +169,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         .iter()
         .map(|d| d["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["restarted", "restarted"], "{report}");
+    assert_eq!(actions, ["restarted", "restarted", "restarted"], "{report}");
     assert!(
         rolls
             .as_array()
@@ -178,7 +179,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         "{report}"
     );
     let d = api.get("envoy-ratelimit").await.unwrap();
-    assert_eq!(d.metadata.generation, Some(4));
+    assert_eq!(d.metadata.generation, Some(5));
     let fp2 = template_annotations(&d)["certgen.dev/restart-fingerprint"].clone();
     assert_ne!(fp2, fp);
 
@@ -192,10 +193,10 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
             .unwrap()
             .metadata
             .generation,
-        Some(4)
+        Some(5)
     );
 
-    // The one-write strategy rolls once.
+    // The one-write strategy rolls once, then once more when the cleanup drops the old CA.
     run_async(certgen_args(
         &c,
         &ns.name,
@@ -209,7 +210,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
             .unwrap()
             .metadata
             .generation,
-        Some(5)
+        Some(7)
     );
 }
 

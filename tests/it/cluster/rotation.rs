@@ -25,7 +25,7 @@ fn cmd(c: &Cluster, ns: &str) -> Command {
         "0s",
     ]);
     // A killed run leaves its Lease behind; let it expire quickly.
-    cmd.env(certgen::lock::LEASE_SECONDS_ENV, "1");
+    cmd.env(certgen::lock::LEASE_SECONDS_ENV, "2");
     cmd
 }
 

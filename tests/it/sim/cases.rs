@@ -424,3 +424,32 @@ fn random_trajectories_keep_the_invariant() {
         v = totals_versions.get()
     );
 }
+
+/// Exit 2 promises that nothing was written: a failure after writes (here the store failing
+/// under the run) is exit 5, never 2.
+#[test]
+fn a_failure_after_writes_is_never_exit_2() {
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        let e = run(&world, &config, 2, crash(overwrite(), 2)).await;
+        assert_eq!(e.code, 5, "{}", e.message);
+        assert!(e.message.contains("write(s) in this run"), "{}", e.message);
+    });
+}
+
+/// Runs that each make one write before they are killed finish a whole rotation, cleanup
+/// included (was: a half-done cleanup put the old CA back in every bundle whenever a write had
+/// just reset the gate, forever).
+#[test]
+fn one_write_per_run_finishes_a_rotation_and_its_cleanup() {
+    for start in [Start::Steady, Start::EnvoyGateway] {
+        let mut ops = vec![Op::Run(crash(overwrite(), 1))];
+        for _ in 0..16 {
+            ops.push(Op::Advance(S * 5));
+            ops.push(Op::Run(crash(plain(), 1)));
+        }
+        check(start, &ops);
+    }
+}

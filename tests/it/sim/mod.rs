@@ -441,7 +441,7 @@ async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Op
             plan: options(&RunSpec::default()),
             dry_run: true,
         },
-        &|| true,
+        &certgen::engine::Guard::new(&|| true),
     )
     .await;
     match outcome {

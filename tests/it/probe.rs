@@ -1,0 +1,188 @@
+//! The probe that can open the trust→leaves gate early must prove a server verified certgen's
+//! client certificate: never a timeout taken for acceptance, never a server that accepts any
+//! certificate. Real rustls servers on 127.0.0.1, one per kind of behaviour.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use certgen::pki::{CaKey, CaSpec, KeyAlgorithm, LeafSpec, Usages, issue_ca, issue_leaf};
+use certgen::probe::{ClientIdentity, accepts_client};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use time::OffsetDateTime;
+use tokio::net::TcpListener;
+
+fn ca(name: &str) -> CaKey {
+    let spec = CaSpec {
+        common_name: name.into(),
+        validity: Duration::from_secs(86_400),
+        key_algorithm: KeyAlgorithm::EcdsaP256,
+    };
+    issue_ca(&spec, OffsetDateTime::now_utc()).unwrap().0
+}
+
+fn server_identity(ca: &CaKey) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+    let spec = LeafSpec {
+        common_name: "peer".into(),
+        dns_names: vec!["peer.test".into()],
+        ip_addresses: vec![],
+        usages: Usages {
+            server: true,
+            client: true,
+        },
+        validity: Duration::from_secs(3600),
+        key_algorithm: KeyAlgorithm::EcdsaP256,
+    };
+    let issued = issue_leaf(&spec, ca, OffsetDateTime::now_utc()).unwrap();
+    (
+        vec![CertificateDer::from(issued.cert.der().to_vec())],
+        PrivateKeyDer::from_pem_slice(issued.key.expose().as_bytes()).unwrap(),
+    )
+}
+
+/// Asks for a client certificate and accepts any (Go's `RequestClientCert`, say).
+#[derive(Debug)]
+struct AcceptsAnything(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::server::danger::ClientCertVerifier for AcceptsAnything {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+    fn verify_client_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    /// Requires a client certificate from the trusted CA (TLS 1.3, tickets on).
+    Verifies,
+    /// The same, TLS 1.2 only.
+    VerifiesTls12,
+    /// Verifies, but sends no TLS 1.3 session ticket: no proof of its verdict.
+    NoTickets,
+    /// Requests a certificate but accepts anything.
+    AcceptsAnything,
+}
+
+async fn server(
+    kind: Kind,
+    identity: &CaKey,
+    trusts: &CaKey,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(trusts.cert.der().to_vec()))
+        .unwrap();
+    let verifier: Arc<dyn rustls::server::danger::ClientCertVerifier> = match kind {
+        Kind::AcceptsAnything => Arc::new(AcceptsAnything(provider.clone())),
+        _ => rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap(),
+    };
+    let versions: &[&rustls::SupportedProtocolVersion] = match kind {
+        Kind::VerifiesTls12 => &[&rustls::version::TLS12],
+        _ => rustls::DEFAULT_VERSIONS,
+    };
+    let (chain, key) = server_identity(identity);
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .unwrap();
+    if let Kind::NoTickets = kind {
+        config.send_tls13_tickets = 0;
+    }
+    let config = Arc::new(config);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let config = config.clone();
+            tokio::spawn(async move {
+                // Holds the connection open without writing: silence must never count as yes.
+                if let Ok(tls) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    drop(tls);
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+async fn verdict(kind: Kind, trusts_pending: bool) -> bool {
+    let active = ca("active");
+    let pending = ca("pending");
+    let trusted = if trusts_pending { &pending } else { &active };
+    let (addr, task) = server(kind, &active, trusted).await;
+    let client = ClientIdentity::issue(&pending, OffsetDateTime::now_utc()).unwrap();
+    let until = tokio::time::Instant::now() + Duration::from_millis(500);
+    let roots = [active.cert.clone()];
+    let ok = accepts_client(&addr, "peer.test", &roots, &client, until).await;
+    task.abort();
+    ok
+}
+
+#[tokio::test]
+async fn a_server_that_verifies_and_trusts_the_pending_ca_is_proof() {
+    assert!(verdict(Kind::Verifies, true).await);
+    assert!(verdict(Kind::VerifiesTls12, true).await);
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_trust_the_pending_ca_is_not() {
+    assert!(!verdict(Kind::Verifies, false).await);
+    assert!(!verdict(Kind::VerifiesTls12, false).await);
+}
+
+#[tokio::test]
+async fn silence_and_servers_that_accept_anything_prove_nothing() {
+    // Was: a 100 ms read timeout counted as acceptance, and a server that asks for a client
+    // certificate but verifies none "accepted" the pending CA.
+    assert!(!verdict(Kind::NoTickets, true).await);
+    assert!(!verdict(Kind::AcceptsAnything, true).await);
+    assert!(!verdict(Kind::AcceptsAnything, false).await);
+}
