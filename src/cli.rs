@@ -5,9 +5,6 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-/// Where `--local` writes when given without a directory (Envoy Gateway's certgen default).
-pub const DEFAULT_LOCAL_DIR: &str = "/tmp/envoy-gateway/certs";
-
 const AFTER_HELP: &str = "\
 Examples:
   certgen --local ./certs              create the envoy-gateway Secrets as files under ./certs
@@ -62,9 +59,18 @@ pub struct TargetArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
-    /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`.
-    #[arg(short, long, value_name = "DIR", num_args = 0..=1, default_missing_value = DEFAULT_LOCAL_DIR)]
-    pub local: Option<PathBuf>,
+    /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the
+    /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.7+].
+    #[arg(short, long, value_name = "DIR", num_args = 0..=1)]
+    pub local: Option<Option<PathBuf>>,
+    /// Envoy Gateway's config home: `--local` without DIR writes `DIR/certs` [default:
+    /// ~/.config/envoy-gateway]. Only used with --local.
+    #[arg(long, value_name = "DIR")]
+    pub config_home: Option<PathBuf>,
+    /// Leave Envoy Gateway's topology injector webhook alone: do not keep the caBundle of
+    /// MutatingWebhookConfiguration envoy-gateway-topology-injector.<namespace> in step.
+    #[arg(long)]
+    pub disable_topology_injector: bool,
     /// Format of the report on standard output.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

@@ -23,6 +23,7 @@ pub mod rollout;
 pub mod store;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
@@ -125,17 +126,31 @@ pub fn target_source(target: &cli::TargetArgs) -> Source {
     }
 }
 
-async fn run(args: RunArgs) -> Result<(), Error> {
+/// Resolves the configuration and the local directory (`None` in a cluster) of a target.
+fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>), Error> {
     let overrides = Overrides {
-        namespace: args.target.namespace.clone(),
-        cluster_domain: args.target.cluster_domain.clone(),
+        namespace: target.namespace.clone(),
+        cluster_domain: target.cluster_domain.clone(),
     };
-    let config = Config::resolve(
-        &target_source(&args.target),
-        &overrides,
-        &Env::from_process(),
+    let mut config = Config::resolve(&target_source(target), &overrides, &Env::from_process())?;
+    if target.disable_topology_injector && !config.disable_topology_injector() {
+        tracing::debug!("--disable-topology-injector: the config declares no topology injector");
+    }
+    let local = config::local_dir(
+        target.local.clone(),
+        target.config_home.as_deref(),
+        config::home_dir().as_deref(),
     )?;
-    let default_delay = if args.target.local.is_some() { 0 } else { 90 };
+    if local.is_none() && target.config_home.is_some() {
+        // Envoy Gateway ignores it in a cluster too; say so rather than stay silent.
+        tracing::warn!("--config-home only matters with --local; ignored");
+    }
+    Ok((config, local))
+}
+
+async fn run(args: RunArgs) -> Result<(), Error> {
+    let (config, local) = resolve_target(&args.target)?;
+    let default_delay = if local.is_some() { 0 } else { 90 };
     let plan = plan::Options {
         overwrite: args.overwrite,
         rotate_hmac: args.rotate_hmac,
@@ -161,7 +176,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         client,
         lock,
     };
-    let (report, failure) = match &args.target.local {
+    let (report, failure) = match &local {
         Some(dir) => {
             let lock = driver::LockTarget::File(dir.clone());
             driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
@@ -179,7 +194,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         }
     };
     let mut report = report;
-    if args.target.local.is_none() {
+    if local.is_none() {
         report.api_requests = Some(metrics::snapshot());
     }
     match args.target.output {
@@ -193,13 +208,9 @@ async fn run(args: RunArgs) -> Result<(), Error> {
 }
 
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let overrides = Overrides {
-        namespace: target.namespace.clone(),
-        cluster_domain: target.cluster_domain.clone(),
-    };
-    let config = Config::resolve(&target_source(&target), &overrides, &Env::from_process())?;
+    let (config, local) = resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
-    let report = match &target.local {
+    let report = match &local {
         Some(dir) => {
             let store = LocalStore::new(dir);
             let observed = engine::observe(&store, &config).await?;

@@ -6,12 +6,14 @@
 
 mod kube;
 mod local;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use self::kube::KubeStore;
+pub use self::kube::{KubeStore, SecretWriteVerb};
 pub use self::local::LocalStore;
+pub use self::webhook::{ObservedWebhook, WebhookObserved, WebhookStore};
 
 /// The Secret type certgen writes for TLS Secrets (and the CA Secret).
 pub const TYPE_TLS: &str = "kubernetes.io/tls";
