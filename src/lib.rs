@@ -6,6 +6,7 @@
 //! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
 //! into exit codes.
 
+pub mod access;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -149,7 +150,22 @@ fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>),
 }
 
 async fn run(args: RunArgs) -> Result<(), Error> {
-    let (config, local) = resolve_target(&args.target)?;
+    let (mut config, local) = resolve_target(&args.target)?;
+    // In a cluster: what this identity may do, once, before anything else (src/access.rs).
+    let cluster = match &local {
+        Some(_) => None,
+        None => {
+            let client = kube_client(&args.target).await?;
+            let access = access::discover(&client, &config.namespace).await;
+            let asked = access::Asked {
+                wait: args.wait,
+                probe: args.probe,
+            };
+            let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
+            Some((client, access, skipped))
+        }
+    };
+    let config = config;
     let default_delay = if local.is_some() { 0 } else { 90 };
     let plan = plan::Options {
         overwrite: args.overwrite,
@@ -182,21 +198,32 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
         }
         None => {
-            let client = kube_client(&args.target).await?;
-            let store = KubeStore::new(client.clone(), &config.namespace);
+            let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
+            let store = KubeStore::new(client.clone(), &config.namespace)
+                .with_labels(config.labels.clone())
+                .with_write_verb(access.secret_write_verb());
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
-            driver::drive(&store, context(Some(&deployments), Some(&client), lock)).await?
+            driver::drive(&store, context(Some(&deployments), Some(client), lock)).await?
         }
     };
     let mut report = report;
-    if local.is_none() {
+    if let Some((_, _, skipped)) = &cluster {
         report.api_requests = Some(metrics::snapshot());
+        report.skipped = skipped.clone();
+        report.skipped.extend(lock::skipped().map(str::to_string));
     }
+    report.next_renewal = report::next_renewal(
+        &config,
+        report
+            .secrets
+            .iter()
+            .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
+    );
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,

@@ -69,6 +69,8 @@ pub enum Held {
         _file: std::fs::File,
         path: PathBuf,
     },
+    /// No lock: the identity may not use Leases (see `without_lock`).
+    None,
 }
 
 impl Held {
@@ -76,7 +78,7 @@ impl Held {
     pub fn lost(&self) -> bool {
         match self {
             Self::Lease { lost, .. } => lost.load(Ordering::SeqCst),
-            Self::File { .. } => false,
+            Self::File { .. } | Self::None => false,
         }
     }
 
@@ -105,6 +107,7 @@ impl Held {
                 }
             }
             Self::File { path, .. } => tracing::debug!("released lock {}", path.display()),
+            Self::None => {}
         }
     }
 }
@@ -142,10 +145,13 @@ pub async fn acquire_lease(
     let taken = loop {
         let current = match current.take() {
             Some(assumed) => assumed,
-            None => api
-                .get_opt(name)
-                .await
-                .map_err(|e| api_failure("get", namespace, name, e))?,
+            None => match api.get_opt(name).await {
+                Ok(lease) => lease,
+                Err(kube::Error::Api(s)) if s.code == 403 => {
+                    return Ok(without_lock(namespace, name, "get"));
+                }
+                Err(e) => return Err(api_failure("get", namespace, name, e).into()),
+            },
         };
         let attempt = match current {
             None => {
@@ -196,6 +202,9 @@ pub async fn acquire_lease(
         match attempt {
             Ok(lease) => break lease,
             Err(kube::Error::Api(s)) if s.code == 409 => continue, // someone else moved first
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Ok(without_lock(namespace, name, "create or update"));
+            }
             Err(e) => return Err(api_failure("create", namespace, name, e).into()),
         }
     };
@@ -247,6 +256,28 @@ pub async fn acquire_lease(
         lost,
         version,
     })
+}
+
+/// Set once a run proceeds without its Lease, for the report.
+static SKIPPED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Why this run holds no lock, when it proceeded without one.
+pub fn skipped() -> Option<&'static str> {
+    SKIPPED.get().map(String::as_str)
+}
+
+/// The run lock is an extra, not a requirement: where the identity may not use Leases (Envoy
+/// Gateway's chart Role grants none), the run goes on without it and says so once. Safety does
+/// not depend on it: every write carries the resourceVersion it was planned from, so a
+/// concurrent run makes this one re-read and re-plan (or exit 4), never overwrite.
+fn without_lock(namespace: &str, name: &str, verb: &str) -> Held {
+    let note = format!(
+        "run lock: this identity may not {verb} leases.coordination.k8s.io in namespace {namespace} (Lease {name}); running without it, every write is still fenced by its resourceVersion"
+    );
+    if SKIPPED.set(note.clone()).is_ok() {
+        tracing::warn!("{note}");
+    }
+    Held::None
 }
 
 /// Takes an exclusive lock on `dir/.certgen.lock`, waiting until `deadline`.

@@ -55,6 +55,64 @@ pub struct Report {
     /// Kubernetes API requests made by the whole run (cluster runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_requests: Option<crate::metrics::ApiRequests>,
+    /// When certgen must run again at the latest, so nothing expires unrenewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_renewal: Option<NextRenewal>,
+    /// Features skipped because this identity lacks their verbs, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// The earliest moment a Secret becomes due: its certificate's expiry minus its renewBefore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextRenewal {
+    /// RFC 3339.
+    pub due: String,
+    /// The Secret that is due first.
+    pub secret: String,
+}
+
+/// The next renewal due among `not_after` (Secret name, RFC 3339 expiry): the earliest
+/// `not_after - renewBefore`, with each Secret's renewBefore from `config` (the CA's for the CA
+/// Secret). Secrets without a certificate or not in the config are left out.
+pub fn next_renewal<'a>(
+    config: &crate::config::Config,
+    not_after: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<NextRenewal> {
+    let renew_before = |name: &str| {
+        if name == config.ca.secret_name {
+            Some(config.ca.renew_before)
+        } else {
+            config
+                .tls
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.renew_before)
+        }
+    };
+    not_after
+        .into_iter()
+        .filter_map(|(name, t)| {
+            let t = OffsetDateTime::parse(t, &Rfc3339).ok()?;
+            let before = time::Duration::try_from(renew_before(name)?).ok()?;
+            Some((t.checked_sub(before)?, name))
+        })
+        .min()
+        .map(|(due, secret)| NextRenewal {
+            due: rfc3339(due),
+            secret: secret.to_string(),
+        })
+}
+
+impl NextRenewal {
+    /// The report line.
+    pub fn to_text(&self) -> String {
+        format!(
+            "Next renewal due: {} ({}); certgen must run again before then (certgen's chart runs a CronJob).\n",
+            self.due, self.secret
+        )
+    }
 }
 
 /// RFC 3339 in UTC, for reports.
@@ -103,6 +161,8 @@ impl Report {
             secrets,
             consumers: Vec::new(),
             api_requests: None,
+            next_renewal: None,
+            skipped: Vec::new(),
         }
     }
 
@@ -182,6 +242,12 @@ impl Report {
             }
             (false, n) => format!("{n} write(s) done.\n"),
         });
+        for s in &self.skipped {
+            out.push_str(&format!("Skipped: {s}\n"));
+        }
+        if let Some(next) = &self.next_renewal {
+            out.push_str(&next.to_text());
+        }
         out
     }
 }

@@ -204,6 +204,8 @@ pub struct Consumer {
     pub mounts: Vec<String>,
     pub required: bool,
     pub probe: Option<Probe>,
+    /// What certgen will not do for this consumer, and why (missing RBAC verbs), for the report.
+    pub skipped: Vec<String>,
 }
 
 /// A validated `caBundle` target: a cluster-scoped object whose CA bundle follows the `ca.crt`

@@ -320,6 +320,7 @@ pub fn consumer(
         mounts: c.mounts.clone(),
         required: c.required,
         probe,
+        skipped: Vec::new(),
     })
 }
 

@@ -19,12 +19,19 @@ fn immediate() -> Options {
 }
 
 fn config() -> Config {
-    Config::resolve(
+    let mut config = Config::resolve(
         &Source::Profile("envoy-gateway".into()),
         &Overrides::default(),
         &Env::default(),
     )
-    .unwrap()
+    .unwrap();
+    // issue 12: the profile's leaves now live 5 years and its CA 10; these tests' dates assume
+    // 1-year leaves and a 5-year CA.
+    config.ca.spec.validity = std::time::Duration::from_secs(1825 * 86_400);
+    for t in &mut config.tls {
+        t.leaf.validity = std::time::Duration::from_secs(365 * 86_400);
+    }
+    config
 }
 
 fn object(name: &str) -> String {

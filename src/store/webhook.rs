@@ -53,7 +53,7 @@ impl std::fmt::Debug for ObservedWebhook {
 #[derive(Debug, Clone)]
 pub enum WebhookObserved {
     Absent,
-    Present(ObservedWebhook),
+    Present(Box<ObservedWebhook>),
 }
 
 /// Reads and writes `caBundle` targets through one client.
@@ -122,14 +122,14 @@ impl WebhookStore {
                         hint: String::new(),
                     }))
                 })?;
-                Ok(WebhookObserved::Present(ObservedWebhook {
+                Ok(WebhookObserved::Present(Box::new(ObservedWebhook {
                     kind,
                     name: name.to_string(),
                     uid: object.metadata.uid.clone().unwrap_or_default(),
                     version: object.metadata.resource_version.clone().unwrap_or_default(),
                     bundles,
                     object,
-                }))
+                })))
             }
             Err(e) => Err(Self::failure("get", kind, name, e)),
         }

@@ -116,7 +116,7 @@ const CASES: &[Case] = &[
         fresh: true,
         code: 2,
         expect: &["forever", "365d"],
-        setup: |_, t| config(t, "validity: 1825d", "validity: forever"),
+        setup: |_, t| config(t, "validity: 3650d", "validity: forever"),
     },
     Case {
         name: "renewBefore not shorter than validity",
@@ -421,7 +421,7 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
     let tmp = tempdir();
     let dir = tmp.path();
     let p = profile()
-        .replace("validity: 1825d", "validity: 1h")
+        .replace("validity: 3650d", "validity: 1h")
         .replace("renewBefore: 90d", "renewBefore: 30m");
     let short = write(dir, "short.yaml", &p);
     let certs = dir.join("certs");
