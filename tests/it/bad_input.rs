@@ -123,7 +123,7 @@ const CASES: &[Case] = &[
         fresh: true,
         code: 2,
         expect: &["ca.renewBefore must be shorter"],
-        setup: |_, t| config(t, "renewBefore: 90d", "renewBefore: 2000d"),
+        setup: |_, t| config(t, "renewBefore: 90d", "renewBefore: 4000d"),
     },
     Case {
         name: "unknown key algorithm",
