@@ -493,3 +493,78 @@ async fn explicit_wait_under_envoy_gateways_role_is_exit_5_naming_the_verb() {
         "nothing is written before the refusal"
     );
 }
+
+/// Without access discovery's hint, a refused patch is retried once as an update fenced by the
+/// resourceVersion, and the store keeps using updates; a stale version is still a conflict.
+#[tokio::test]
+async fn a_refused_patch_becomes_a_fenced_update() {
+    use certgen::store::{
+        Expect, KubeStore, SecretStore, SecretWrite, SecretWriteVerb, StoreError,
+    };
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-nopatch").await;
+    let kubeconfig = c
+        .service_account_kubeconfig(
+            &ns.name,
+            "no-patch",
+            vec![super::rule(
+                &[""],
+                &["secrets"],
+                &["get", "create", "update"],
+            )],
+        )
+        .await;
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let store = KubeStore::new(kube::Client::try_from(config).unwrap(), &ns.name).with_labels(
+        BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())]),
+    );
+    let write = |data: &[(&str, &[u8])], expect: Expect| SecretWrite {
+        name: "s".into(),
+        type_: "Opaque",
+        data: data
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect(),
+        secret_keys: vec![],
+        remove: vec![],
+        labels: BTreeMap::from([("app.kubernetes.io/managed-by".into(), "certgen".into())]),
+        annotations: BTreeMap::new(),
+        expect,
+    };
+    store
+        .put(&write(&[("a", b"1"), ("b", b"2")], Expect::Absent))
+        .await
+        .unwrap();
+    let read = |o: certgen::store::Observed| o.present().unwrap().clone();
+    let first = read(store.get("s").await.unwrap());
+    assert_eq!(store.write_verb(), SecretWriteVerb::Patch);
+    store
+        .put(&write(
+            &[("a", b"3")],
+            Expect::Version(first.version.clone()),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.write_verb(),
+        SecretWriteVerb::Update,
+        "switched after the 403"
+    );
+    let second = read(store.get("s").await.unwrap());
+    assert_eq!(second.data["a"], b"3");
+    assert_eq!(second.data["b"], b"2", "keys not written are kept");
+    assert_eq!(second.labels["control-plane"], "envoy-gateway");
+    assert_eq!(second.labels["app.kubernetes.io/managed-by"], "certgen");
+    // The version it was planned from is gone: a conflict, not an overwrite.
+    let err = store
+        .put(&write(&[("a", b"4")], Expect::Version(first.version)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert_eq!(read(store.get("s").await.unwrap()).data["a"], b"3");
+}
