@@ -103,12 +103,16 @@ impl Access {
             .collect()
     }
 
-    /// How existing Secrets are written: patch when granted (or unknown: a 403 still falls
-    /// back), update when patch is known to be missing.
-    pub fn secret_write_verb(&self) -> SecretWriteVerb {
-        match self.allows(SECRETS_PATCH, None) {
-            Some(false) => SecretWriteVerb::Update,
-            _ => SecretWriteVerb::Patch,
+    /// How the Secrets `names` are written: patch when granted for each (or unknown: a 403
+    /// still falls back to update), update when patch is known to be missing for any.
+    pub fn secret_write_verb(&self, names: &[&str]) -> SecretWriteVerb {
+        if names
+            .iter()
+            .any(|n| self.allows(SECRETS_PATCH, Some(n)) == Some(false))
+        {
+            SecretWriteVerb::Update
+        } else {
+            SecretWriteVerb::Patch
         }
     }
 }
@@ -154,12 +158,23 @@ pub fn adapt(
             name: name.to_string(),
             status: Some(403),
             message: format!(
-                "{flag} was given, but this identity may not {} in namespace {namespace} (SelfSubjectRulesReview)",
+                "{flag} was given, but this identity may not {} in namespace {namespace} (forbidden, 403, says a SelfSubjectRulesReview)",
                 names(verbs)
             ),
             hint: format!(
-                "; grant {} to certgen's ServiceAccount (certgen's own chart Role has them), or run without {flag}",
-                names(verbs)
+                "; grant the {} verb on {}{} in namespace {namespace} to this identity{} (certgen's own chart Role has them), or run without {flag}",
+                first.verb,
+                first.resource,
+                if first.group.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (group {})", first.group)
+                },
+                if verbs.len() > 1 {
+                    format!(", and {}", names(&verbs[1..]))
+                } else {
+                    String::new()
+                }
             ),
         }))
     };
@@ -269,6 +284,14 @@ mod tests {
     use super::*;
     use crate::config::{Env, Overrides, Source};
 
+    const NAMES: [&str; 5] = [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+        "envoy-oidc-hmac",
+    ];
+
     fn eg_config() -> Config {
         Config::resolve(
             &Source::Profile("envoy-gateway".into()),
@@ -324,13 +347,13 @@ mod tests {
             incomplete: true,
         };
         assert_eq!(access.allows(SECRETS_PATCH, None), None);
-        assert_eq!(access.secret_write_verb(), SecretWriteVerb::Patch);
+        assert_eq!(access.secret_write_verb(&["a"]), SecretWriteVerb::Patch);
     }
 
     #[test]
     fn envoy_gateway_role_writes_with_update_and_skips_what_nobody_asked_for() {
         let access = envoy_gateway_role();
-        assert_eq!(access.secret_write_verb(), SecretWriteVerb::Update);
+        assert_eq!(access.secret_write_verb(&NAMES), SecretWriteVerb::Update);
         let mut config = eg_config();
         let notes = adapt(&mut config, &access, Asked::default()).unwrap();
         assert_eq!(notes.len(), 2, "{notes:?}");
@@ -394,7 +417,9 @@ mod tests {
     fn certgens_own_role_changes_nothing() {
         let access = Access {
             rules: vec![
-                Rule::new(&[""], &["secrets"], &["get", "create", "patch"], &[]),
+                // Like certgen's chart: get and patch limited to the profile's Secrets by name.
+                Rule::new(&[""], &["secrets"], &["create"], &[]),
+                Rule::new(&[""], &["secrets"], &["get", "patch"], &NAMES),
                 Rule::new(
                     &["apps"],
                     &["deployments"],
@@ -421,6 +446,9 @@ mod tests {
             .is_empty()
         );
         assert_eq!(config, before);
-        assert_eq!(access.secret_write_verb(), SecretWriteVerb::Patch);
+        assert_eq!(access.secret_write_verb(&NAMES), SecretWriteVerb::Patch);
+        // One Secret outside the names: its patch is known to be refused.
+        let more = [NAMES.as_slice(), &["other"]].concat();
+        assert_eq!(access.secret_write_verb(&more), SecretWriteVerb::Update);
     }
 }

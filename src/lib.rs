@@ -127,6 +127,14 @@ pub fn target_source(target: &cli::TargetArgs) -> Source {
     }
 }
 
+/// Every Secret name the config manages (the CA Secret first).
+fn secret_names(config: &Config) -> Vec<&str> {
+    std::iter::once(config.ca.secret_name.as_str())
+        .chain(config.tls.iter().map(|t| t.name.as_str()))
+        .chain(config.hmac.iter().map(|h| h.name.as_str()))
+        .collect()
+}
+
 /// Resolves the configuration and the local directory (`None` in a cluster) of a target.
 fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>), Error> {
     let overrides = Overrides {
@@ -201,7 +209,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
             let store = KubeStore::new(client.clone(), &config.namespace)
                 .with_labels(config.labels.clone())
-                .with_write_verb(access.secret_write_verb());
+                .with_write_verb(access.secret_write_verb(&secret_names(&config)));
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),

@@ -141,6 +141,16 @@ impl KubeStore {
                 what: self.object(&write.name),
                 detail: "it was deleted after certgen read it".into(),
             }),
+            Err(e) if is_status(&e, 403) => {
+                let mut err = self.api_error("update", &write.name, e);
+                if let StoreError::Api(f) = &mut err {
+                    f.hint = format!(
+                        "; grant the patch verb on secrets in namespace {} to this identity (or update: certgen writes with update where patch is not granted, and this identity has neither)",
+                        self.namespace
+                    );
+                }
+                Err(err)
+            }
             Err(e) => Err(self.api_error("update", &write.name, e)),
         }
     }
