@@ -175,9 +175,14 @@ impl ApiFailure {
                 } else {
                     format!(" (group {group})")
                 };
+                let scope = if namespace.is_empty() {
+                    "cluster-wide (a ClusterRole)".to_string()
+                } else {
+                    format!("in namespace {namespace}")
+                };
                 let hint = match s.code {
                     403 => format!(
-                        "; grant the {verb} verb on {resource}{group} in namespace {namespace} to this identity (see the RBAC section of the README)"
+                        "; grant the {verb} verb on {resource}{group} {scope} to this identity (see the RBAC section of the README)"
                     ),
                     401 => {
                         "; the credentials were rejected: check --kubeconfig/--context".to_string()
