@@ -40,7 +40,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'H
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
-complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration envoy-gateway-topology-injector.<namespace> in step'
+complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
@@ -68,7 +68,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
-complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration envoy-gateway-topology-injector.<namespace> in step'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s h -l help -d 'Print help'

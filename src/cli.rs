@@ -68,7 +68,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DIR")]
     pub config_home: Option<PathBuf>,
     /// Leave Envoy Gateway's topology injector webhook alone: do not keep the caBundle of
-    /// MutatingWebhookConfiguration envoy-gateway-topology-injector.<namespace> in step.
+    /// MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step.
     #[arg(long)]
     pub disable_topology_injector: bool,
     /// Format of the report on standard output.
