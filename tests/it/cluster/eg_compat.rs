@@ -315,6 +315,7 @@ async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
+    let started = std::time::Instant::now();
     let mut samples = 0;
     let mut failures = Vec::new();
     while child.try_wait().unwrap().is_none() {
@@ -334,6 +335,12 @@ async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let run = Run::from(child.wait_with_output().unwrap()).ok();
+    // For the README's migration guide: how long a rotation takes under Envoy Gateway's Role.
+    eprintln!(
+        "eg_compat: --overwrite took {:.1} s ({samples} samples), apiRequests {}",
+        started.elapsed().as_secs_f64(),
+        run.json()["apiRequests"]
+    );
     assert!(
         failures.is_empty(),
         "pairwise trust broken during the rotation ({samples} samples): {failures:?}\n{}",
@@ -373,6 +380,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     // The chart's hook runs `certgen` with no arguments: Envoy Gateway's valid Secrets are kept.
     let first = Run::from(eg_job(&kubeconfig, &ns.name, &[]).output().unwrap()).ok();
     let report = first.json();
+    eprintln!("eg_compat: hook run: apiRequests {}", report["apiRequests"]);
     assert_eq!(report["writes"], 0, "{report}");
     let skipped = report["skipped"].to_string();
     assert!(
