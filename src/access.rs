@@ -21,7 +21,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 
-use crate::config::{Config, Reload, Workload};
+use crate::config::{Config, Reload, WebhookKind, Workload};
 use crate::store::{ApiFailure, SecretWriteVerb, StoreError};
 
 /// One rule: verbs on resources of API groups, optionally only for some names.
@@ -179,6 +179,34 @@ pub fn adapt(
         }))
     };
     let mut notes = Vec::new();
+    // caBundle targets (src/store/webhook.rs): read and updated by name, cluster-wide.
+    config.webhooks.retain(|w| {
+        let (group, resource) = match w.kind {
+            WebhookKind::MutatingWebhookConfiguration => {
+                ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
+            }
+            WebhookKind::ValidatingWebhookConfiguration => {
+                ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
+            }
+            WebhookKind::ApiService => ("apiregistration.k8s.io", "apiservices"),
+        };
+        let name = Some(w.name.as_str());
+        let missing = access.missing(&[
+            (verb(group, resource, "get"), name),
+            (verb(group, resource, "update"), name),
+        ]);
+        if missing.is_empty() {
+            return true;
+        }
+        let note = format!(
+            "{} {}: caBundle not kept in step: this identity may not {} (cluster-wide); grant them, or pass --disable-topology-injector for Envoy Gateway's injector",
+            resource, w.name,
+            names(&missing)
+        );
+        tracing::warn!("{note}");
+        notes.push(note);
+        false
+    });
     for c in &mut config.consumers {
         if c.reload == Reload::Restart
             && let Some(workload) = &c.workload
@@ -357,6 +385,11 @@ mod tests {
         let mut config = eg_config();
         let notes = adapt(&mut config, &access, Asked::default()).unwrap();
         assert_eq!(notes.len(), 2, "{notes:?}");
+        assert_eq!(
+            config.webhooks.len(),
+            1,
+            "the chart's ClusterRole grants the webhook"
+        );
         let rl = config
             .consumers
             .iter()
@@ -432,20 +465,21 @@ mod tests {
             incomplete: false,
         };
         let mut config = eg_config();
-        let before = config.clone();
+        let mut before = config.clone();
+        let asked = Asked {
+            wait: true,
+            probe: true,
+        };
+        let notes = adapt(&mut config, &access, asked).unwrap();
+        // This Role has no webhook verbs: the caBundle target is dropped, with a note.
+        assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(
-            adapt(
-                &mut config,
-                &access,
-                Asked {
-                    wait: true,
-                    probe: true
-                }
-            )
-            .unwrap()
-            .is_empty()
+            notes[0].contains("get mutatingwebhookconfigurations.admissionregistration.k8s.io"),
+            "{}",
+            notes[0]
         );
-        assert_eq!(config, before);
+        before.webhooks.clear();
+        assert_eq!(config, before, "nothing else changes");
         assert_eq!(access.secret_write_verb(&NAMES), SecretWriteVerb::Patch);
         // One Secret outside the names: its patch is known to be refused.
         let more = [NAMES.as_slice(), &["other"]].concat();
