@@ -210,6 +210,11 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             let store = KubeStore::new(client.clone(), &config.namespace)
                 .with_labels(config.labels.clone())
                 .with_write_verb(access.secret_write_verb(&secret_names(&config)));
+            if store.write_verb() == store::SecretWriteVerb::Update {
+                tracing::info!(
+                    "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
+                );
+            }
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),
