@@ -251,3 +251,38 @@ impl Report {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Env, Overrides, Source};
+
+    #[test]
+    fn next_renewal_is_the_earliest_not_after_minus_renew_before() {
+        let config = Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides::default(),
+            &Env::default(),
+        )
+        .unwrap();
+        // The CA renews 90 days ahead, leaves 30: a CA expiring 50 days after a leaf is due
+        // 10 days before it.
+        let entries = [
+            ("envoy-gateway-ca", "2030-03-02T00:00:00Z"),
+            ("envoy", "2030-01-11T00:00:00Z"),
+            ("envoy-oidc-hmac", "2000-01-01T00:00:00Z"),
+            ("not-in-config", "2000-01-01T00:00:00Z"),
+            ("envoy-gateway", "garbage"),
+        ];
+        let next = next_renewal(&config, entries).unwrap();
+        assert_eq!(next.secret, "envoy-gateway-ca");
+        assert_eq!(next.due, "2029-12-02T00:00:00Z");
+        assert_eq!(
+            next_renewal(&config, [("envoy", "2030-01-11T00:00:00Z")])
+                .unwrap()
+                .due,
+            "2029-12-12T00:00:00Z"
+        );
+        assert_eq!(next_renewal(&config, []), None);
+    }
+}
