@@ -575,4 +575,25 @@ async fn a_refused_patch_becomes_a_fenced_update() {
         .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
     assert_eq!(read(store.get("s").await.unwrap()).data["a"], b"3");
+    // Changed by someone else after certgen's read (certgen's copy still looks current): the
+    // API server's resourceVersion precondition refuses the update.
+    let third = read(store.get("s").await.unwrap());
+    c.secrets(&ns.name)
+        .patch(
+            "s",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"data": {"b": "OQ=="}})),
+        )
+        .await
+        .unwrap();
+    let err = store
+        .put(&write(&[("a", b"5")], Expect::Version(third.version)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let last = read(store.get("s").await.unwrap());
+    assert_eq!(
+        (last.data["a"].as_slice(), last.data["b"].as_slice()),
+        (&b"3"[..], &b"9"[..])
+    );
 }
