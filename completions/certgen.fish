@@ -28,7 +28,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in pr
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.7+]' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
 json\t''"
@@ -60,7 +60,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Bu
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.7+]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
 json\t''"

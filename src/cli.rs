@@ -60,7 +60,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
     /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the
-    /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.7+].
+    /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+].
     #[arg(short, long, value_name = "DIR", num_args = 0..=1)]
     pub local: Option<Option<PathBuf>>,
     /// Envoy Gateway's config home: `--local` without DIR writes `DIR/certs` [default:

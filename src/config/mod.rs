@@ -35,10 +35,10 @@ pub const MANAGED_BY: &str = "certgen";
 /// MutatingWebhookConfiguration, the target `--disable-topology-injector` removes.
 pub const TOPOLOGY_INJECTOR_PREFIX: &str = "envoy-gateway-topology-injector";
 
-/// Envoy Gateway's config home below the home directory (v1.7+): `~/.config/envoy-gateway`.
+/// Envoy Gateway's config home below the home directory (v1.6+): `~/.config/envoy-gateway`.
 pub const EG_CONFIG_HOME: &str = ".config/envoy-gateway";
 
-/// Where `--local` writes when given without a directory, Envoy Gateway v1.7+'s rule:
+/// Where `--local` writes when given without a directory, Envoy Gateway v1.6+'s rule:
 /// `<config home>/certs`, the config home being `--config-home` or `~/.config/envoy-gateway`.
 /// `home` is the user's home directory (`None` when it cannot be found).
 pub fn local_dir(

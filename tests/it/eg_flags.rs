@@ -1,4 +1,4 @@
-//! Envoy Gateway's `certgen` flags and environment through the binary, in local mode: the v1.7+
+//! Envoy Gateway's `certgen` flags and environment through the binary, in local mode: the v1.6+
 //! local default (`$CONFIG_HOME/certs`, `~/.config/envoy-gateway`), `--config-home`,
 //! `--disable-topology-injector`, an empty `ENVOY_GATEWAY_NAMESPACE`, and the "next renewal
 //! due" date in the run report and `certgen check`.
