@@ -183,9 +183,57 @@ pub enum LogFormat {
     Json,
 }
 
+/// The command-line arguments, accepting Envoy Gateway's spelling: when the binary is invoked
+/// as `envoy-gateway` (a link, so an image can replace Envoy Gateway's in its chart's certgen
+/// Job, whose command is `envoy-gateway certgen`), the `certgen` word after it is dropped. Any
+/// other `envoy-gateway` subcommand is an error naming what this binary is.
+pub fn compat_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<Vec<std::ffi::OsString>, String> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if invoked_as == "envoy-gateway" {
+        match args.get(1).and_then(|a| a.to_str()) {
+            Some("certgen") => {
+                args.remove(1);
+            }
+            other => {
+                return Err(format!(
+                    "this is certgen, invoked as envoy-gateway: only `envoy-gateway certgen` is provided (got {})",
+                    other.map_or("no subcommand".to_string(), |o| format!("{o:?}"))
+                ));
+            }
+        }
+    }
+    Ok(args)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn envoy_gateways_command_is_accepted_when_invoked_as_envoy_gateway() {
+        let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            super::compat_args(os(&["/usr/local/bin/envoy-gateway", "certgen", "-o"])).unwrap(),
+            os(&["/usr/local/bin/envoy-gateway", "-o"])
+        );
+        assert!(
+            super::compat_args(os(&["envoy-gateway", "server"]))
+                .unwrap_err()
+                .contains("only `envoy-gateway certgen`")
+        );
+        // As certgen, nothing is rewritten.
+        assert_eq!(
+            super::compat_args(os(&["certgen", "certgen"])).unwrap(),
+            os(&["certgen", "certgen"])
+        );
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

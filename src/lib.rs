@@ -36,7 +36,18 @@ use crate::store::{KubeStore, LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = match cli::compat_args(std::env::args_os()) {
+        Ok(args) => args,
+        Err(message) => {
+            let e = Error::Config(config::ConfigError {
+                source_name: "command line".into(),
+                message,
+            });
+            eprintln!("certgen: error: {e}");
+            return e.exit_code();
+        }
+    };
+    let cli = Cli::parse_from(args);
     init_logging(&cli);
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

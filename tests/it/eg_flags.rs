@@ -153,3 +153,36 @@ fn the_report_and_check_say_when_the_next_renewal_is_due() {
     let text = run_in(tmp.path(), &["--local", d]).ok().stdout;
     assert!(text.contains("Next renewal due: "), "{text}");
 }
+
+/// Envoy Gateway's chart runs `envoy-gateway certgen [args]`: with certgen linked as
+/// `envoy-gateway`, that command works unchanged, and other subcommands are refused (exit 2).
+#[test]
+fn invoked_as_envoy_gateway_the_certgen_subcommand_is_accepted() {
+    let tmp = tempdir();
+    let link = tmp.path().join("envoy-gateway");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
+    let dir = tmp.path().join("certs");
+    let r = Run::from(
+        std::process::Command::new(&link)
+            .args(["certgen", "--local", dir.to_str().unwrap(), "-o", "-q"])
+            .env_remove("ENVOY_GATEWAY_NAMESPACE")
+            .env_remove("CERTGEN_NAMESPACE")
+            .output()
+            .unwrap(),
+    )
+    .ok();
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    assert!(dir.join("envoy-gateway/tls.crt").is_file());
+    let r = Run::from(
+        std::process::Command::new(&link)
+            .arg("server")
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("only `envoy-gateway certgen`"),
+        "{}",
+        r.stderr
+    );
+}

@@ -4,7 +4,8 @@
 //! Envoy Gateway's chart (gateway-helm v1.9.1, rendered by `tests/testenv/eg-chart` from its Go
 //! module with the test helm) installs the certgen ServiceAccount, a Role granting only
 //! `get/create/update` on Secrets, a ClusterRole for the topology injector webhook, and the
-//! webhook itself. With that ServiceAccount's token and the environment the chart's Job sets
+//! webhook itself. With that ServiceAccount's token, the chart Job's command
+//! (`envoy-gateway certgen`, certgen linked as `envoy-gateway`) and the environment it sets
 //! (`ENVOY_GATEWAY_NAMESPACE`, `KUBERNETES_CLUSTER_DOMAIN`), certgen adopts Secrets written the
 //! way Envoy Gateway's certgen writes them, then rotates them (`--overwrite`, staged): no 403
 //! kills the run, every Secret snapshot taken while it runs is pairwise consistent, the end
@@ -22,7 +23,7 @@ use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::{Cluster, cluster};
-use crate::util::{Run, certgen, fingerprints, openssl, tempdir, webpki_trusts};
+use crate::util::{Run, fingerprints, openssl, tempdir, webpki_trusts};
 
 /// The ServiceAccount of Envoy Gateway's certgen Job for release `eg`.
 const EG_SERVICE_ACCOUNT: &str = "eg-gateway-helm-certgen";
@@ -292,10 +293,33 @@ async fn injector_bundles(c: &Cluster, name: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// Runs certgen as Envoy Gateway's chart Job does: its ServiceAccount, its environment, no -n.
+/// certgen linked as `envoy-gateway`, as an image replacing Envoy Gateway's would ship it.
+fn envoy_gateway_binary() -> PathBuf {
+    static LINK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LINK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("envoy-gateway");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
+        link
+    })
+    .clone()
+}
+
+/// Runs certgen as Envoy Gateway's chart Job does: `envoy-gateway certgen [args]`, its
+/// ServiceAccount, its environment, no -n.
 fn eg_job(kubeconfig: &Path, ns: &str, args: &[&str]) -> Command {
-    let mut cmd = certgen();
-    cmd.env("KUBECONFIG", kubeconfig)
+    let mut cmd = Command::new(envoy_gateway_binary());
+    for var in [
+        "CERTGEN_NAMESPACE",
+        "ENVOY_GATEWAY_NAMESPACE",
+        "KUBERNETES_CLUSTER_DOMAIN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("certgen")
+        .env("KUBECONFIG", kubeconfig)
         .env("ENVOY_GATEWAY_NAMESPACE", ns)
         .env("KUBERNETES_CLUSTER_DOMAIN", "cluster.local")
         .args(["--output", "json"])
