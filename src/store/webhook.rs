@@ -49,6 +49,14 @@ impl std::fmt::Debug for ObservedWebhook {
     }
 }
 
+impl ObservedWebhook {
+    /// Whether every entry already holds `bundle` (so a write would change nothing; a
+    /// configuration without entries holds anything).
+    pub fn holds(&self, bundle: &[u8]) -> bool {
+        self.bundles.iter().all(|b| b == bundle)
+    }
+}
+
 /// What a read found.
 #[derive(Debug, Clone)]
 pub enum WebhookObserved {
@@ -237,6 +245,28 @@ mod tests {
             [b"new".to_vec(), b"new".to_vec()]
         );
         assert_eq!(data["webhooks"][1]["clientConfig"]["service"]["name"], "x");
+    }
+
+    #[test]
+    fn holds_means_every_entry() {
+        let mut w = ObservedWebhook {
+            kind: WebhookKind::MutatingWebhookConfiguration,
+            name: "w".into(),
+            uid: "u".into(),
+            version: "1".into(),
+            bundles: vec![b"a".to_vec(), b"a".to_vec()],
+            object: DynamicObject {
+                types: None,
+                metadata: Default::default(),
+                data: json!({}),
+            },
+        };
+        assert!(w.holds(b"a"));
+        assert!(!w.holds(b"b"));
+        w.bundles[1] = b"b".to_vec();
+        assert!(!w.holds(b"a"));
+        w.bundles.clear();
+        assert!(w.holds(b"anything"));
     }
 
     #[test]
