@@ -77,7 +77,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --log-format --verbose --quiet --help --version check profile completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --log-format --verbose --quiet --help --version check profile completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -108,6 +108,10 @@ _certgen() {
                     return 0
                     ;;
                 -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config-home)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -147,7 +151,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -178,6 +182,10 @@ _certgen() {
                     return 0
                     ;;
                 -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config-home)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

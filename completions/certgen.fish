@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -28,7 +28,8 @@ complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in pr
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
@@ -39,6 +40,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'H
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
+complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
@@ -58,13 +60,15 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Bu
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s h -l help -d 'Print help'

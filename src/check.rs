@@ -55,6 +55,22 @@ pub struct CheckReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rotation: Option<String>,
     pub secrets: Vec<Row>,
+    /// When certgen must run again at the latest (filled in by the caller).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_renewal: Option<crate::report::NextRenewal>,
+}
+
+impl CheckReport {
+    /// The next renewal due among the certificates checked.
+    pub fn with_next_renewal(mut self, config: &Config) -> Self {
+        self.next_renewal = crate::report::next_renewal(
+            config,
+            self.secrets
+                .iter()
+                .filter_map(|r| Some((r.secret.as_str(), r.not_after.as_deref()?))),
+        );
+        self
+    }
 }
 
 fn row(secret: &str, kind: &'static str) -> Row {
@@ -294,7 +310,9 @@ pub fn check(
         healthy,
         rotation,
         secrets: rows,
+        next_renewal: None,
     }
+    .with_next_renewal(config)
 }
 
 fn residual(seconds: i64) -> String {
@@ -379,6 +397,10 @@ impl CheckReport {
             out.push_str("\nACTION DUE\n");
             out.push_str(&problems.join("\n"));
             out.push('\n');
+        }
+        if let Some(next) = &self.next_renewal {
+            out.push('\n');
+            out.push_str(&next.to_text());
         }
         out
     }

@@ -5,9 +5,6 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-/// Where `--local` writes when given without a directory (Envoy Gateway's certgen default).
-pub const DEFAULT_LOCAL_DIR: &str = "/tmp/envoy-gateway/certs";
-
 const AFTER_HELP: &str = "\
 Examples:
   certgen --local ./certs              create the envoy-gateway Secrets as files under ./certs
@@ -62,9 +59,18 @@ pub struct TargetArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
-    /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}`.
-    #[arg(short, long, value_name = "DIR", num_args = 0..=1, default_missing_value = DEFAULT_LOCAL_DIR)]
-    pub local: Option<PathBuf>,
+    /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the
+    /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+].
+    #[arg(short, long, value_name = "DIR", num_args = 0..=1)]
+    pub local: Option<Option<PathBuf>>,
+    /// Envoy Gateway's config home: `--local` without DIR writes `DIR/certs` [default:
+    /// ~/.config/envoy-gateway]. Only used with --local.
+    #[arg(long, value_name = "DIR")]
+    pub config_home: Option<PathBuf>,
+    /// Leave Envoy Gateway's topology injector webhook alone: do not keep the caBundle of
+    /// MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step.
+    #[arg(long)]
+    pub disable_topology_injector: bool,
     /// Format of the report on standard output.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -177,9 +183,57 @@ pub enum LogFormat {
     Json,
 }
 
+/// The command-line arguments, accepting Envoy Gateway's spelling: when the binary is invoked
+/// as `envoy-gateway` (a link, so an image can replace Envoy Gateway's in its chart's certgen
+/// Job, whose command is `envoy-gateway certgen`), the `certgen` word after it is dropped. Any
+/// other `envoy-gateway` subcommand is an error naming what this binary is.
+pub fn compat_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<Vec<std::ffi::OsString>, String> {
+    let mut args: Vec<_> = args.into_iter().collect();
+    let invoked_as = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    if invoked_as == "envoy-gateway" {
+        match args.get(1).and_then(|a| a.to_str()) {
+            Some("certgen") => {
+                args.remove(1);
+            }
+            other => {
+                return Err(format!(
+                    "this is certgen, invoked as envoy-gateway: only `envoy-gateway certgen` is provided (got {})",
+                    other.map_or("no subcommand".to_string(), |o| format!("{o:?}"))
+                ));
+            }
+        }
+    }
+    Ok(args)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn envoy_gateways_command_is_accepted_when_invoked_as_envoy_gateway() {
+        let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert_eq!(
+            super::compat_args(os(&["/usr/local/bin/envoy-gateway", "certgen", "-o"])).unwrap(),
+            os(&["/usr/local/bin/envoy-gateway", "-o"])
+        );
+        assert!(
+            super::compat_args(os(&["envoy-gateway", "server"]))
+                .unwrap_err()
+                .contains("only `envoy-gateway certgen`")
+        );
+        // As certgen, nothing is rewritten.
+        assert_eq!(
+            super::compat_args(os(&["certgen", "certgen"])).unwrap(),
+            os(&["certgen", "certgen"])
+        );
+    }
 
     #[test]
     fn cli_definition_is_consistent() {

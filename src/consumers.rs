@@ -207,6 +207,12 @@ pub async fn run(
                 }
             }
         }
+        // Features dropped for missing RBAC verbs (src/access.rs) are said, not hidden.
+        if !consumer.skipped.is_empty() {
+            let mut notes = consumer.skipped.clone();
+            notes.extend(report.note.take());
+            report.note = Some(notes.join("; "));
+        }
         reports.push(report);
     }
 

@@ -6,6 +6,7 @@
 //! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
 //! into exit codes.
 
+pub mod access;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -24,6 +25,7 @@ pub mod servertime;
 pub mod store;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
@@ -35,7 +37,18 @@ use crate::store::{KubeStore, LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args = match cli::compat_args(std::env::args_os()) {
+        Ok(args) => args,
+        Err(message) => {
+            let e = Error::Config(config::ConfigError {
+                source_name: "command line".into(),
+                message,
+            });
+            eprintln!("certgen: error: {e}");
+            return e.exit_code();
+        }
+    };
+    let cli = Cli::parse_from(args);
     init_logging(&cli);
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
@@ -126,17 +139,54 @@ pub fn target_source(target: &cli::TargetArgs) -> Source {
     }
 }
 
-async fn run(args: RunArgs) -> Result<(), Error> {
+/// Every Secret name the config manages (the CA Secret first).
+fn secret_names(config: &Config) -> Vec<&str> {
+    std::iter::once(config.ca.secret_name.as_str())
+        .chain(config.tls.iter().map(|t| t.name.as_str()))
+        .chain(config.hmac.iter().map(|h| h.name.as_str()))
+        .collect()
+}
+
+/// Resolves the configuration and the local directory (`None` in a cluster) of a target.
+fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>), Error> {
     let overrides = Overrides {
-        namespace: args.target.namespace.clone(),
-        cluster_domain: args.target.cluster_domain.clone(),
+        namespace: target.namespace.clone(),
+        cluster_domain: target.cluster_domain.clone(),
     };
-    let config = Config::resolve(
-        &target_source(&args.target),
-        &overrides,
-        &Env::from_process(),
+    let mut config = Config::resolve(&target_source(target), &overrides, &Env::from_process())?;
+    if target.disable_topology_injector && !config.disable_topology_injector() {
+        tracing::debug!("--disable-topology-injector: the config declares no topology injector");
+    }
+    let local = config::local_dir(
+        target.local.clone(),
+        target.config_home.as_deref(),
+        config::home_dir().as_deref(),
     )?;
-    let default_delay = if args.target.local.is_some() { 0 } else { 90 };
+    if local.is_none() && target.config_home.is_some() {
+        // Envoy Gateway ignores it in a cluster too; say so rather than stay silent.
+        tracing::warn!("--config-home only matters with --local; ignored");
+    }
+    Ok((config, local))
+}
+
+async fn run(args: RunArgs) -> Result<(), Error> {
+    let (mut config, local) = resolve_target(&args.target)?;
+    // In a cluster: what this identity may do, once, before anything else (src/access.rs).
+    let cluster = match &local {
+        Some(_) => None,
+        None => {
+            let client = kube_client(&args.target).await?;
+            let access = access::discover(&client, &config.namespace).await;
+            let asked = access::Asked {
+                wait: args.wait,
+                probe: args.probe,
+            };
+            let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
+            Some((client, access, skipped))
+        }
+    };
+    let config = config;
+    let default_delay = if local.is_some() { 0 } else { 90 };
     let plan = plan::Options {
         overwrite: args.overwrite,
         rotate_hmac: args.rotate_hmac,
@@ -167,27 +217,43 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         client,
         lock,
     };
-    let (report, failure) = match &args.target.local {
+    let (report, failure) = match &local {
         Some(dir) => {
             let lock = driver::LockTarget::File(dir.clone());
             driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
         }
         None => {
-            let client = kube_client(&args.target).await?;
-            let store = KubeStore::new(client.clone(), &config.namespace);
+            let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
+            let store = KubeStore::new(client.clone(), &config.namespace)
+                .with_labels(config.labels.clone())
+                .with_write_verb(access.secret_write_verb(&secret_names(&config)));
+            if store.write_verb() == store::SecretWriteVerb::Update {
+                tracing::info!(
+                    "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
+                );
+            }
             let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
-            driver::drive(&store, context(Some(&deployments), Some(&client), lock)).await?
+            driver::drive(&store, context(Some(&deployments), Some(client), lock)).await?
         }
     };
     let mut report = report;
-    if args.target.local.is_none() {
+    if let Some((_, _, skipped)) = &cluster {
         report.api_requests = Some(metrics::snapshot());
+        report.skipped = skipped.clone();
+        report.skipped.extend(lock::skipped().map(str::to_string));
     }
+    report.next_renewal = report::next_renewal(
+        &config,
+        report
+            .secrets
+            .iter()
+            .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
+    );
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
@@ -199,13 +265,9 @@ async fn run(args: RunArgs) -> Result<(), Error> {
 }
 
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let overrides = Overrides {
-        namespace: target.namespace.clone(),
-        cluster_domain: target.cluster_domain.clone(),
-    };
-    let config = Config::resolve(&target_source(&target), &overrides, &Env::from_process())?;
+    let (config, local) = resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
-    let report = match &target.local {
+    let report = match &local {
         Some(dir) => {
             let store = LocalStore::new(dir);
             let observed = engine::observe(&store, &config).await?;

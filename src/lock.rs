@@ -79,7 +79,8 @@ pub enum Held {
         _file: std::fs::File,
         path: PathBuf,
     },
-    /// No lock was taken: writes are fenced by their preconditions alone.
+    /// No lock was taken: writes are fenced by their preconditions alone (no lock asked for,
+    /// or the identity may not use Leases: see `without_lock`).
     Unlocked,
 }
 
@@ -177,10 +178,13 @@ pub async fn acquire_lease(
     let taken = loop {
         let current = match current.take() {
             Some(assumed) => assumed,
-            None => api
-                .get_opt(name)
-                .await
-                .map_err(|e| api_failure("get", namespace, name, e))?,
+            None => match api.get_opt(name).await {
+                Ok(lease) => lease,
+                Err(kube::Error::Api(s)) if s.code == 403 => {
+                    return Ok(without_lock(namespace, name, "get"));
+                }
+                Err(e) => return Err(api_failure("get", namespace, name, e).into()),
+            },
         };
         let verb = if current.is_some() {
             "update"
@@ -301,6 +305,28 @@ pub async fn acquire_lease(
         renewed,
         duration: Duration::from_secs(seconds as u64),
     })
+}
+
+/// Set once a run proceeds without its Lease, for the report.
+static SKIPPED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Why this run holds no lock, when it proceeded without one.
+pub fn skipped() -> Option<&'static str> {
+    SKIPPED.get().map(String::as_str)
+}
+
+/// The run lock is an extra, not a requirement: where the identity may not use Leases (Envoy
+/// Gateway's chart Role grants none), the run goes on without it and says so once. Safety does
+/// not depend on it: every write carries the resourceVersion it was planned from, so a
+/// concurrent run makes this one re-read and re-plan (or exit 4), never overwrite.
+fn without_lock(namespace: &str, name: &str, verb: &str) -> Held {
+    let note = format!(
+        "run lock: this identity may not {verb} leases.coordination.k8s.io in namespace {namespace} (Lease {name}); running without it, every write is still fenced by its resourceVersion"
+    );
+    if SKIPPED.set(note.clone()).is_ok() {
+        tracing::warn!("{note}");
+    }
+    Held::Unlocked
 }
 
 /// Takes an exclusive lock on `dir/.certgen.lock`, waiting until `deadline`.

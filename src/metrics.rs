@@ -12,6 +12,7 @@ static CREATE: AtomicU64 = AtomicU64::new(0);
 static UPDATE: AtomicU64 = AtomicU64::new(0);
 static PATCH: AtomicU64 = AtomicU64::new(0);
 static DELETE: AtomicU64 = AtomicU64::new(0);
+static REVIEW: AtomicU64 = AtomicU64::new(0);
 
 /// Requests made so far, by verb.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -26,6 +27,8 @@ pub struct ApiRequests {
     pub update: u64,
     pub patch: u64,
     pub delete: u64,
+    /// Access reviews (a POST that changes nothing, counted with the reads).
+    pub review: u64,
 }
 
 /// Records one request.
@@ -39,6 +42,9 @@ pub fn record<B>(req: &http::Request<B>) {
         // A collection GET (no name after the resource) is a list.
         http::Method::GET if is_collection(req.uri().path()) => &LIST,
         http::Method::GET => &GET,
+        http::Method::POST if req.uri().path().starts_with("/apis/authorization.k8s.io/") => {
+            &REVIEW
+        }
         http::Method::POST => &CREATE,
         http::Method::PUT => &UPDATE,
         http::Method::PATCH => &PATCH,
@@ -59,9 +65,11 @@ fn is_collection(path: &str) -> bool {
 
 /// The counts so far.
 pub fn snapshot() -> ApiRequests {
-    let [get, list, watch, create, update, patch, delete] =
-        [&GET, &LIST, &WATCH, &CREATE, &UPDATE, &PATCH, &DELETE].map(|c| c.load(Ordering::Relaxed));
-    let reads = get + list + watch;
+    let [get, list, watch, create, update, patch, delete, review] = [
+        &GET, &LIST, &WATCH, &CREATE, &UPDATE, &PATCH, &DELETE, &REVIEW,
+    ]
+    .map(|c| c.load(Ordering::Relaxed));
+    let reads = get + list + watch + review;
     let writes = create + update + patch + delete;
     ApiRequests {
         total: reads + writes,
@@ -74,5 +82,6 @@ pub fn snapshot() -> ApiRequests {
         update,
         patch,
         delete,
+        review,
     }
 }

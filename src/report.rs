@@ -58,6 +58,64 @@ pub struct Report {
     /// Kubernetes API requests made by the whole run (cluster runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_requests: Option<crate::metrics::ApiRequests>,
+    /// When certgen must run again at the latest, so nothing expires unrenewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_renewal: Option<NextRenewal>,
+    /// Features skipped because this identity lacks their verbs, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// The earliest moment a Secret becomes due: its certificate's expiry minus its renewBefore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextRenewal {
+    /// RFC 3339.
+    pub due: String,
+    /// The Secret that is due first.
+    pub secret: String,
+}
+
+/// The next renewal due among `not_after` (Secret name, RFC 3339 expiry): the earliest
+/// `not_after - renewBefore`, with each Secret's renewBefore from `config` (the CA's for the CA
+/// Secret). Secrets without a certificate or not in the config are left out.
+pub fn next_renewal<'a>(
+    config: &crate::config::Config,
+    not_after: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<NextRenewal> {
+    let renew_before = |name: &str| {
+        if name == config.ca.secret_name {
+            Some(config.ca.renew_before)
+        } else {
+            config
+                .tls
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.renew_before)
+        }
+    };
+    not_after
+        .into_iter()
+        .filter_map(|(name, t)| {
+            let t = OffsetDateTime::parse(t, &Rfc3339).ok()?;
+            let before = time::Duration::try_from(renew_before(name)?).ok()?;
+            Some((t.checked_sub(before)?, name))
+        })
+        .min()
+        .map(|(due, secret)| NextRenewal {
+            due: rfc3339(due),
+            secret: secret.to_string(),
+        })
+}
+
+impl NextRenewal {
+    /// The report line.
+    pub fn to_text(&self) -> String {
+        format!(
+            "Next renewal due: {} ({}); certgen must run again before then (certgen's chart runs a CronJob).\n",
+            self.due, self.secret
+        )
+    }
 }
 
 /// RFC 3339 in UTC, for reports.
@@ -107,6 +165,8 @@ impl Report {
             consumers: Vec::new(),
             note: None,
             api_requests: None,
+            next_renewal: None,
+            skipped: Vec::new(),
         }
     }
 
@@ -189,6 +249,47 @@ impl Report {
         if let Some(note) = &self.note {
             out.push_str(&format!("Later: {note}\n"));
         }
+        for s in &self.skipped {
+            out.push_str(&format!("Skipped: {s}\n"));
+        }
+        if let Some(next) = &self.next_renewal {
+            out.push_str(&next.to_text());
+        }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Env, Overrides, Source};
+
+    #[test]
+    fn next_renewal_is_the_earliest_not_after_minus_renew_before() {
+        let config = Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides::default(),
+            &Env::default(),
+        )
+        .unwrap();
+        // The CA renews 90 days ahead, leaves 30: a CA expiring 50 days after a leaf is due
+        // 10 days before it.
+        let entries = [
+            ("envoy-gateway-ca", "2030-03-02T00:00:00Z"),
+            ("envoy", "2030-01-11T00:00:00Z"),
+            ("envoy-oidc-hmac", "2000-01-01T00:00:00Z"),
+            ("not-in-config", "2000-01-01T00:00:00Z"),
+            ("envoy-gateway", "garbage"),
+        ];
+        let next = next_renewal(&config, entries).unwrap();
+        assert_eq!(next.secret, "envoy-gateway-ca");
+        assert_eq!(next.due, "2029-12-02T00:00:00Z");
+        assert_eq!(
+            next_renewal(&config, [("envoy", "2030-01-11T00:00:00Z")])
+                .unwrap()
+                .due,
+            "2029-12-12T00:00:00Z"
+        );
+        assert_eq!(next_renewal(&config, []), None);
     }
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 pub use duration::HumanDuration;
 pub use schema::{
     CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
+    WebhookFile, WebhookKind,
 };
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
@@ -29,6 +30,64 @@ pub const DEFAULT_PROFILE: &str = "envoy-gateway";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Its value.
 pub const MANAGED_BY: &str = "certgen";
+
+/// The name (before `.{namespace}`) of Envoy Gateway's topology injector
+/// MutatingWebhookConfiguration, the target `--disable-topology-injector` removes.
+pub const TOPOLOGY_INJECTOR_PREFIX: &str = "envoy-gateway-topology-injector";
+
+/// Envoy Gateway's config home below the home directory (v1.6+): `~/.config/envoy-gateway`.
+pub const EG_CONFIG_HOME: &str = ".config/envoy-gateway";
+
+/// Where `--local` writes when given without a directory, Envoy Gateway v1.6+'s rule:
+/// `<config home>/certs`, the config home being `--config-home` or `~/.config/envoy-gateway`.
+/// `home` is the user's home directory (`None` when it cannot be found).
+pub fn local_dir(
+    local: Option<Option<PathBuf>>,
+    config_home: Option<&Path>,
+    home: Option<&Path>,
+) -> Result<Option<PathBuf>, ConfigError> {
+    match local {
+        None => Ok(None),
+        Some(Some(dir)) => Ok(Some(dir)),
+        Some(None) => {
+            let config_home = match (config_home, home) {
+                (Some(c), _) => c.to_path_buf(),
+                (None, Some(h)) => h.join(EG_CONFIG_HOME),
+                (None, None) => {
+                    return Err(ConfigError::new(
+                        "--local",
+                        "cannot find the home directory for the default ~/.config/envoy-gateway/certs; pass --local DIR or --config-home DIR",
+                    ));
+                }
+            };
+            Ok(Some(config_home.join("certs")))
+        }
+    }
+}
+
+/// The user's home directory as Envoy Gateway finds it (Go's `user.Current().HomeDir`:
+/// `$HOME`, else the passwd entry of the current user).
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+        .or_else(passwd_home)
+}
+
+fn passwd_home() -> Option<PathBuf> {
+    let uid = std::fs::read_to_string("/proc/self/status").ok()?;
+    let uid = uid
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .to_string();
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2] == uid).then(|| PathBuf::from(f[5]))
+    })
+}
 
 /// The YAML text of a built-in profile.
 pub fn builtin_profile(name: &str) -> Option<&'static str> {
@@ -66,17 +125,20 @@ pub enum Source {
 #[derive(Debug, Clone, Default)]
 pub struct Env {
     pub certgen_namespace: Option<String>,
+    /// Kept even when set and empty: Envoy Gateway would use the empty namespace, so certgen
+    /// refuses it instead of silently using another one.
     pub envoy_gateway_namespace: Option<String>,
     pub cluster_domain: Option<String>,
 }
 
 impl Env {
-    /// Reads the process environment; empty values count as unset.
+    /// Reads the process environment; empty values count as unset, except
+    /// `ENVOY_GATEWAY_NAMESPACE` (see [`Env::envoy_gateway_namespace`]).
     pub fn from_process() -> Self {
         let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
         Self {
             certgen_namespace: var("CERTGEN_NAMESPACE"),
-            envoy_gateway_namespace: var("ENVOY_GATEWAY_NAMESPACE"),
+            envoy_gateway_namespace: std::env::var("ENVOY_GATEWAY_NAMESPACE").ok(),
             cluster_domain: var("KUBERNETES_CLUSTER_DOMAIN"),
         }
     }
@@ -142,6 +204,18 @@ pub struct Consumer {
     pub mounts: Vec<String>,
     pub required: bool,
     pub probe: Option<Probe>,
+    /// What certgen will not do for this consumer, and why (missing RBAC verbs), for the report.
+    pub skipped: Vec<String>,
+}
+
+/// A validated `caBundle` target: a cluster-scoped object whose CA bundle follows the `ca.crt`
+/// of the managed TLS Secret `bundle_from`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    pub kind: WebhookKind,
+    /// The rendered name.
+    pub name: String,
+    pub bundle_from: String,
 }
 
 /// The resolved, validated configuration the engine runs on.
@@ -154,6 +228,10 @@ pub struct Config {
     pub tls: Vec<TlsSecret>,
     pub hmac: Vec<HmacSecret>,
     pub consumers: Vec<Consumer>,
+    /// Labels for every Secret certgen writes, besides [`MANAGED_BY_LABEL`] (which is always set).
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// `caBundle` targets (none after `--disable-topology-injector` removed the injector's).
+    pub webhooks: Vec<Webhook>,
 }
 
 impl Config {
@@ -179,12 +257,18 @@ impl Config {
     }
 
     fn from_file(file: ConfigFile, overrides: &Overrides, env: &Env) -> Result<Self, String> {
-        let namespace = overrides
-            .namespace
-            .clone()
-            .or_else(|| env.certgen_namespace.clone())
-            .or_else(|| env.envoy_gateway_namespace.clone())
-            .unwrap_or(file.namespace.clone());
+        let namespace = match (&overrides.namespace, &env.certgen_namespace) {
+            (Some(n), _) | (None, Some(n)) => n.clone(),
+            (None, None) => match env.envoy_gateway_namespace.as_deref() {
+                // Envoy Gateway would write Secrets with an empty namespace (and fail); falling
+                // back to the profile's namespace would write somewhere nobody asked for.
+                Some("") => {
+                    return Err("ENVOY_GATEWAY_NAMESPACE is set but empty; set it to the namespace of the Secrets (Envoy Gateway's chart sets it from metadata.namespace), unset it to use the profile's namespace, or pass -n/--namespace".into());
+                }
+                Some(n) => n.to_string(),
+                None => file.namespace.clone(),
+            },
+        };
         validate::dns1123_label(&namespace).map_err(|e| format!("namespace {namespace:?}: {e}"))?;
         let cluster_domain = overrides
             .cluster_domain
@@ -230,6 +314,22 @@ impl Config {
             }
             consumers.push(validate::consumer(&field, c, &namespace, &tls, &hmac)?);
         }
+        let labels = validate::labels(&file.labels)?;
+        let mut webhooks: Vec<Webhook> = Vec::new();
+        for (i, w) in file.webhooks.iter().enumerate() {
+            let field = format!("webhooks[{i}]");
+            let hook = validate::webhook(&field, w, &namespace, &tls)?;
+            if webhooks
+                .iter()
+                .any(|k| k.kind == hook.kind && k.name == hook.name)
+            {
+                return Err(format!(
+                    "{field}: {:?} {} is listed twice",
+                    hook.kind, hook.name
+                ));
+            }
+            webhooks.push(hook);
+        }
         Ok(Self {
             profile: file.name,
             namespace,
@@ -238,7 +338,23 @@ impl Config {
             tls,
             hmac,
             consumers,
+            labels,
+            webhooks,
         })
+    }
+}
+
+impl Config {
+    /// `--disable-topology-injector` (Envoy Gateway's meaning): leave the topology injector
+    /// MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` alone. Returns
+    /// whether the config had it.
+    pub fn disable_topology_injector(&mut self) -> bool {
+        let injector = format!("{TOPOLOGY_INJECTOR_PREFIX}.{}", self.namespace);
+        let before = self.webhooks.len();
+        self.webhooks.retain(|w| {
+            !(w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector)
+        });
+        self.webhooks.len() != before
     }
 }
 

@@ -23,6 +23,35 @@ pub struct ConfigFile {
     /// The workloads that mount those Secrets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<ConsumerFile>,
+    /// Labels put on every Secret certgen writes, beside `app.kubernetes.io/managed-by`.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// Webhook configurations and APIServices whose `caBundle` follows a Secret's `ca.crt`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub webhooks: Vec<WebhookFile>,
+}
+
+/// The kind of object whose `caBundle` certgen keeps in step with a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WebhookKind {
+    /// `admissionregistration.k8s.io/v1`: every entry of `webhooks[]` gets the bundle.
+    MutatingWebhookConfiguration,
+    /// `admissionregistration.k8s.io/v1`: every entry of `webhooks[]` gets the bundle.
+    ValidatingWebhookConfiguration,
+    /// `apiregistration.k8s.io/v1`: `spec.caBundle`.
+    #[serde(rename = "APIService")]
+    ApiService,
+}
+
+/// One object whose `caBundle` follows a managed Secret's `ca.crt`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WebhookFile {
+    pub kind: WebhookKind,
+    /// The object's name (cluster-scoped); `{namespace}` is replaced by the namespace.
+    pub name: String,
+    /// The managed TLS Secret whose `ca.crt` bundle the `caBundle` follows.
+    pub ca_bundle_from: String,
 }
 
 /// How a consumer picks up new certificates.

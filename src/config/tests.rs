@@ -1,4 +1,5 @@
 use super::*;
+use std::collections::BTreeMap;
 
 fn resolve_text(text: &str, overrides: &Overrides, env: &Env) -> Result<Config, String> {
     let file = ConfigFile::parse(text)?;
@@ -90,8 +91,8 @@ fn unknown_fields_are_rejected_with_their_name() {
 fn validation_names_the_field() {
     let cases = [
         (
-            "validity: 365d\n    renewBefore: 30d",
-            "validity: 365d\n    renewBefore: 400d",
+            "validity: 1825d\n    renewBefore: 30d",
+            "validity: 1825d\n    renewBefore: 2000d",
             "secrets[0].renewBefore",
         ),
         (
@@ -113,8 +114,8 @@ fn validation_names_the_field() {
         ("validity: 1825d", "validity: forever", "forever"),
         ("bytes: 32", "bytes: 4", "secrets[3].bytes"),
         (
-            "- \"*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 365d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
-            "- \"a.*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 365d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
+            "- \"*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 1825d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
+            "- \"a.*.{namespace}\"\n    usages: [server, client]\n    keyAlgorithm: ecdsa-p256\n    validity: 1825d\n    renewBefore: 30d\n  - name: envoy-rate-limit",
             "secrets[1].dnsNames[0]",
         ),
     ];
@@ -208,4 +209,147 @@ fn consumers_are_validated_against_the_secrets() {
         let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
         assert!(err.contains(expect), "expected {expect:?} in: {err}");
     }
+}
+
+#[test]
+fn envoy_gateway_profile_keeps_envoy_gateways_labels_and_webhook() {
+    let c = resolve_text(eg(), &Overrides::default(), &Env::default()).unwrap();
+    assert_eq!(
+        c.labels,
+        BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())])
+    );
+    assert_eq!(
+        c.webhooks,
+        [Webhook {
+            kind: WebhookKind::MutatingWebhookConfiguration,
+            name: "envoy-gateway-topology-injector.envoy-gateway-system".into(),
+            bundle_from: "envoy-gateway".into(),
+        }]
+    );
+}
+
+#[test]
+fn envoy_gateway_profile_lifetimes_are_no_shorter_than_envoy_gateways() {
+    // Envoy Gateway v1.9.1 (internal/crypto/certgen.go): CA and leaves valid 365 * 5 days.
+    let c = resolve_text(eg(), &Overrides::default(), &Env::default()).unwrap();
+    let five_years = std::time::Duration::from_secs(1825 * 86_400);
+    assert!(c.ca.spec.validity >= five_years);
+    for t in &c.tls {
+        assert!(t.leaf.validity >= five_years, "{}", t.name);
+    }
+}
+
+#[test]
+fn disable_topology_injector_removes_only_the_injector() {
+    let text = eg().replace(
+        "webhooks:\n",
+        "webhooks:\n  - kind: ValidatingWebhookConfiguration\n    name: other.{namespace}\n    caBundleFrom: envoy\n",
+    );
+    let env = Env {
+        envoy_gateway_namespace: Some("eg".into()),
+        ..Env::default()
+    };
+    let mut c = resolve_text(&text, &Overrides::default(), &env).unwrap();
+    assert_eq!(c.webhooks.len(), 2);
+    assert!(c.disable_topology_injector());
+    assert_eq!(c.webhooks.len(), 1);
+    assert_eq!(c.webhooks[0].name, "other.eg");
+    assert!(!c.disable_topology_injector());
+}
+
+#[test]
+fn bad_labels_and_webhooks_name_the_field() {
+    let cases = [
+        (
+            "control-plane: envoy-gateway",
+            "control-plane: -bad",
+            "labels.control-plane",
+        ),
+        (
+            "control-plane: envoy-gateway",
+            "app.kubernetes.io/managed-by: helm",
+            "certgen sets this label itself",
+        ),
+        (
+            "control-plane: envoy-gateway",
+            "bad key!: x",
+            "is not a label key",
+        ),
+        (
+            "caBundleFrom: envoy-gateway",
+            "caBundleFrom: envoy-oidc-hmac",
+            "webhooks[0].caBundleFrom",
+        ),
+        (
+            "caBundleFrom: envoy-gateway",
+            "caBundleFrom: nope",
+            "not a TLS Secret",
+        ),
+        (
+            "name: envoy-gateway-topology-injector.{namespace}",
+            "name: x.{clusterDomain}",
+            "webhooks[0].name",
+        ),
+        (
+            "name: envoy-gateway-topology-injector.{namespace}",
+            "name: Bad_Name",
+            "webhooks[0].name",
+        ),
+        (
+            "kind: MutatingWebhookConfiguration",
+            "kind: Deployment",
+            "Deployment",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let text = eg().replace(from, to);
+        assert_ne!(text, eg(), "{from} is in the profile");
+        let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
+        assert!(err.contains(want), "{to}: {err}");
+    }
+}
+
+#[test]
+fn empty_envoy_gateway_namespace_is_refused_unless_overridden() {
+    let env = Env {
+        envoy_gateway_namespace: Some(String::new()),
+        ..Env::default()
+    };
+    let err = resolve_text(eg(), &Overrides::default(), &env).unwrap_err();
+    assert!(
+        err.contains("ENVOY_GATEWAY_NAMESPACE is set but empty"),
+        "{err}"
+    );
+    let flag = Overrides {
+        namespace: Some("ns1".into()),
+        ..Overrides::default()
+    };
+    assert_eq!(resolve_text(eg(), &flag, &env).unwrap().namespace, "ns1");
+    let certgen_env = Env {
+        certgen_namespace: Some("ns2".into()),
+        ..env
+    };
+    let c = resolve_text(eg(), &Overrides::default(), &certgen_env).unwrap();
+    assert_eq!(c.namespace, "ns2");
+}
+
+#[test]
+fn local_default_is_envoy_gateways_config_home() {
+    let home = Path::new("/home/u");
+    let dir = |local, config_home: Option<&str>| {
+        local_dir(local, config_home.map(Path::new), Some(home)).unwrap()
+    };
+    assert_eq!(dir(None, None), None);
+    assert_eq!(dir(None, Some("/c")), None);
+    assert_eq!(
+        dir(Some(None), None),
+        Some(PathBuf::from("/home/u/.config/envoy-gateway/certs"))
+    );
+    assert_eq!(dir(Some(None), Some("/c")), Some(PathBuf::from("/c/certs")));
+    assert_eq!(
+        dir(Some(Some(PathBuf::from("/d"))), Some("/c")),
+        Some(PathBuf::from("/d"))
+    );
+    let err = local_dir(Some(None), None, None).unwrap_err();
+    assert!(err.message.contains("--config-home"), "{err}");
 }

@@ -329,5 +329,84 @@ pub fn consumer(
         mounts: c.mounts.clone(),
         required: c.required,
         probe,
+        skipped: Vec::new(),
+    })
+}
+
+/// Labels for the Secrets certgen writes: Kubernetes label syntax, and not certgen's own
+/// ownership label (certgen always sets that one).
+pub fn labels(
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let part = |x: &str| {
+        !x.is_empty()
+            && x.len() <= 63
+            && x.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && x.as_bytes()[0].is_ascii_alphanumeric()
+            && x.as_bytes()[x.len() - 1].is_ascii_alphanumeric()
+    };
+    for (k, v) in labels {
+        if k == super::MANAGED_BY_LABEL {
+            return Err(format!(
+                "labels.{k}: certgen sets this label itself ({}={}); remove it from labels",
+                super::MANAGED_BY_LABEL,
+                super::MANAGED_BY
+            ));
+        }
+        let (prefix, name) = match k.split_once('/') {
+            Some((p, n)) => (Some(p), n),
+            None => (None, k.as_str()),
+        };
+        if let Some(p) = prefix {
+            dns1123_subdomain(p).map_err(|e| format!("labels: key {k:?}: prefix {e}"))?;
+        }
+        if !part(name) {
+            return Err(format!(
+                "labels: key {k:?} is not a label key (an optional DNS prefix and '/', then 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+            ));
+        }
+        if !v.is_empty() && !part(v) {
+            return Err(format!(
+                "labels.{k}: value {v:?} is not a label value (empty, or 1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+            ));
+        }
+    }
+    Ok(labels.clone())
+}
+
+/// A `caBundle` target: its rendered name is an object name, and the Secret it follows is a
+/// managed TLS Secret (whose `ca.crt` is the bundle).
+pub fn webhook(
+    field: &str,
+    w: &super::WebhookFile,
+    namespace: &str,
+    tls: &[TlsSecret],
+) -> Result<super::Webhook, String> {
+    let name = w
+        .name
+        .replace("{namespace}", namespace)
+        .replace("{clusterDomain}", "");
+    if w.name.contains("{clusterDomain}") || name.contains('{') {
+        return Err(format!(
+            "{field}.name {:?}: the only placeholder in a webhook name is {{namespace}}",
+            w.name
+        ));
+    }
+    dns1123_subdomain(&name).map_err(|e| format!("{field}.name {name:?}: {e}"))?;
+    if !tls.iter().any(|t| t.name == w.ca_bundle_from) {
+        return Err(format!(
+            "{field}.caBundleFrom {:?} is not a TLS Secret of this config; name one of: {}",
+            w.ca_bundle_from,
+            tls.iter()
+                .map(|t| t.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(super::Webhook {
+        kind: w.kind,
+        name,
+        bundle_from: w.ca_bundle_from.clone(),
     })
 }

@@ -1,7 +1,11 @@
 //! The Kubernetes store: Secrets in one namespace, read consistently and written with
-//! resourceVersion preconditions (create, or JSON merge patch carrying the resourceVersion).
+//! resourceVersion preconditions (create, or JSON merge patch carrying the resourceVersion; or,
+//! where the identity may not `patch` Secrets, as under Envoy Gateway's chart Role, an `update`
+//! of the whole Secret carrying the resourceVersion it was read at).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -12,10 +16,25 @@ use super::{ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, 
 
 const FIELD_MANAGER: &str = "certgen";
 
+/// How a change to an existing Secret is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretWriteVerb {
+    /// A JSON merge patch carrying the resourceVersion (one request, only the changed keys).
+    Patch,
+    /// An update of the whole Secret as read, carrying its resourceVersion.
+    Update,
+}
+
 /// Secrets in one namespace of a cluster.
 pub struct KubeStore {
     api: Api<Secret>,
     namespace: String,
+    /// Labels added to every write (the profile's `labels:`); the write's own labels win.
+    labels: BTreeMap<String, String>,
+    /// 0: patch, falling back to update on a 403; 1: update.
+    verb: AtomicU8,
+    /// The last version read of each Secret: the base of an update, so it costs no extra read.
+    read: Mutex<HashMap<String, Secret>>,
 }
 
 impl KubeStore {
@@ -24,6 +43,115 @@ impl KubeStore {
         Self {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
+            labels: BTreeMap::new(),
+            verb: AtomicU8::new(0),
+            read: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Adds `labels` to every Secret written (for the envoy-gateway profile,
+    /// `control-plane: envoy-gateway`, as Envoy Gateway's certgen writes).
+    pub fn with_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Writes changes with `verb` from the start (when access discovery found that `patch` is
+    /// not granted). Without it, a 403 on the first patch switches to update for the run.
+    pub fn with_write_verb(self, verb: SecretWriteVerb) -> Self {
+        self.verb
+            .store(u8::from(verb == SecretWriteVerb::Update), Ordering::SeqCst);
+        self
+    }
+
+    /// How changes are written now.
+    pub fn write_verb(&self) -> SecretWriteVerb {
+        if self.verb.load(Ordering::SeqCst) == 1 {
+            SecretWriteVerb::Update
+        } else {
+            SecretWriteVerb::Patch
+        }
+    }
+
+    fn labels_for(&self, write: &SecretWrite) -> BTreeMap<String, String> {
+        let mut labels = self.labels.clone();
+        labels.extend(write.labels.clone());
+        labels
+    }
+
+    /// The fenced update: the Secret as last read at `rv` (read again if the cache holds another
+    /// version), with the write's keys, labels and annotations applied, sent with `rv`.
+    async fn update(&self, write: &SecretWrite, rv: &str) -> Result<(), StoreError> {
+        let cached = self.read.lock().unwrap().get(&write.name).cloned();
+        let base = match cached {
+            Some(s) if s.metadata.resource_version.as_deref() == Some(rv) => s,
+            _ => match self.api.get_opt(&write.name).await {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    return Err(StoreError::Conflict {
+                        what: self.object(&write.name),
+                        detail: "it was deleted after certgen read it".into(),
+                    });
+                }
+                Err(e) => return Err(self.api_error("get", &write.name, e)),
+            },
+        };
+        if base.metadata.resource_version.as_deref() != Some(rv) {
+            return Err(StoreError::Conflict {
+                what: self.object(&write.name),
+                detail: format!("resourceVersion is no longer {rv}"),
+            });
+        }
+        let mut secret = base;
+        let data = secret.data.get_or_insert_with(BTreeMap::new);
+        for k in &write.remove {
+            data.remove(k);
+        }
+        for (k, v) in &write.data {
+            data.insert(k.clone(), ByteString(v.clone()));
+        }
+        // Only the raw `data` is sent back; `stringData` is write-only and never read.
+        secret.string_data = None;
+        secret
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .extend(self.labels_for(write));
+        if !write.annotations.is_empty() {
+            secret
+                .metadata
+                .annotations
+                .get_or_insert_with(BTreeMap::new)
+                .extend(write.annotations.clone());
+        }
+        secret.metadata.resource_version = Some(rv.to_string());
+        // Managed fields are the server's; sending them back stale is refused or ignored.
+        secret.metadata.managed_fields = None;
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match self.api.replace(&write.name, &pp, &secret).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Err(StoreError::Conflict {
+                what: self.object(&write.name),
+                detail: format!("resourceVersion is no longer {rv}"),
+            }),
+            Err(e) if is_status(&e, 404) => Err(StoreError::Conflict {
+                what: self.object(&write.name),
+                detail: "it was deleted after certgen read it".into(),
+            }),
+            Err(e) if is_status(&e, 403) => {
+                let mut err = self.api_error("update", &write.name, e);
+                if let StoreError::Api(f) = &mut err {
+                    f.hint = format!(
+                        "; grant the patch verb on secrets in namespace {} to this identity (or update: certgen writes with update where patch is not granted, and this identity has neither)",
+                        self.namespace
+                    );
+                }
+                Err(err)
+            }
+            Err(e) => Err(self.api_error("update", &write.name, e)),
         }
     }
 
@@ -57,7 +185,13 @@ impl SecretStore for KubeStore {
         // No resourceVersion: a consistent (quorum) read, as a read that gates writes must be.
         match self.api.get_opt(name).await {
             Ok(None) => Ok(Observed::Absent),
-            Ok(Some(secret)) => Ok(Observed::Present(from_secret(secret))),
+            Ok(Some(secret)) => {
+                self.read
+                    .lock()
+                    .unwrap()
+                    .insert(name.to_string(), secret.clone());
+                Ok(Observed::Present(from_secret(secret)))
+            }
             Err(e) => Err(self.api_error("get", name, e)),
         }
     }
@@ -69,7 +203,7 @@ impl SecretStore for KubeStore {
                     metadata: ObjectMeta {
                         name: Some(write.name.clone()),
                         namespace: Some(self.namespace.clone()),
-                        labels: Some(write.labels.clone()),
+                        labels: Some(self.labels_for(write)),
                         annotations: Some(write.annotations.clone()).filter(|a| !a.is_empty()),
                         ..ObjectMeta::default()
                     },
@@ -97,6 +231,9 @@ impl SecretStore for KubeStore {
                     Err(e) => Err(self.api_error("create", &write.name, e)),
                 }
             }
+            Expect::Version(rv) if self.write_verb() == SecretWriteVerb::Update => {
+                self.update(write, rv).await
+            }
             Expect::Version(rv) => {
                 let mut data: BTreeMap<&String, Option<ByteString>> = write
                     .data
@@ -108,7 +245,7 @@ impl SecretStore for KubeStore {
                 let patch = json!({
                     "metadata": {
                         "resourceVersion": rv,
-                        "labels": write.labels,
+                        "labels": self.labels_for(write),
                         "annotations": write.annotations,
                     },
                     "data": data,
@@ -131,6 +268,20 @@ impl SecretStore for KubeStore {
                         what: self.object(&write.name),
                         detail: "it was deleted after certgen read it".into(),
                     }),
+                    // Not allowed to patch (Envoy Gateway's chart Role grants get, create and
+                    // update): write the same change as a fenced update, for the rest of the
+                    // run too. Deciding on the server's own answer to the real request, rather
+                    // than on a guess, costs one refused request where patch is missing and
+                    // nothing where it is granted; access discovery (src/access.rs) usually
+                    // spares even that request by selecting update before the first write.
+                    Err(e) if is_status(&e, 403) => {
+                        tracing::warn!(
+                            "this identity may not patch Secrets in namespace {}; writing them with updates fenced by resourceVersion instead",
+                            self.namespace
+                        );
+                        self.verb.store(1, Ordering::SeqCst);
+                        self.update(write, rv).await
+                    }
                     Err(e) => Err(self.api_error("patch", &write.name, e)),
                 }
             }

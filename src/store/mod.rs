@@ -6,12 +6,14 @@
 
 mod kube;
 mod local;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use self::kube::KubeStore;
+pub use self::kube::{KubeStore, SecretWriteVerb};
 pub use self::local::LocalStore;
+pub use self::webhook::{ObservedWebhook, WebhookObserved, WebhookStore};
 
 /// The Secret type certgen writes for TLS Secrets (and the CA Secret).
 pub const TYPE_TLS: &str = "kubernetes.io/tls";
@@ -182,9 +184,14 @@ impl ApiFailure {
                 } else {
                     format!(" (group {group})")
                 };
+                let scope = if namespace.is_empty() {
+                    "cluster-wide (a ClusterRole)".to_string()
+                } else {
+                    format!("in namespace {namespace}")
+                };
                 let hint = match s.code {
                     403 => format!(
-                        "; grant the {verb} verb on {resource}{group} in namespace {namespace} to this identity (see the RBAC section of the README)"
+                        "; grant the {verb} verb on {resource}{group} {scope} to this identity (see the RBAC section of the README)"
                     ),
                     401 => {
                         "; the credentials were rejected: check --kubeconfig/--context".to_string()

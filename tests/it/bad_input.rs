@@ -116,14 +116,14 @@ const CASES: &[Case] = &[
         fresh: true,
         code: 2,
         expect: &["forever", "365d"],
-        setup: |_, t| config(t, "validity: 1825d", "validity: forever"),
+        setup: |_, t| config(t, "validity: 3650d", "validity: forever"),
     },
     Case {
         name: "renewBefore not shorter than validity",
         fresh: true,
         code: 2,
         expect: &["ca.renewBefore must be shorter"],
-        setup: |_, t| config(t, "renewBefore: 90d", "renewBefore: 2000d"),
+        setup: |_, t| config(t, "renewBefore: 90d", "renewBefore: 4000d"),
     },
     Case {
         name: "unknown key algorithm",
@@ -421,7 +421,7 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
     let tmp = tempdir();
     let dir = tmp.path();
     let p = profile()
-        .replace("validity: 1825d", "validity: 1h")
+        .replace("validity: 3650d", "validity: 1h")
         .replace("renewBefore: 90d", "renewBefore: 30m")
         .replace("renewBefore: 30d", "renewBefore: 10m");
     let short = write(dir, "short.yaml", &p);

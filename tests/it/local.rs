@@ -564,14 +564,14 @@ fn check_exits_1_naming_what_is_due() {
         dir,
         "short.yaml",
         &profile
-            .replace("validity: 365d", "validity: 2h")
+            .replace("validity: 1825d", "validity: 2h")
             .replace("renewBefore: 30d", "renewBefore: 1h"),
     );
     let long = write(
         dir,
         "long.yaml",
         &profile
-            .replace("validity: 365d", "validity: 10d")
+            .replace("validity: 1825d", "validity: 10d")
             .replace("renewBefore: 30d", "renewBefore: 5d"),
     );
     let certs = dir.join("certs");

@@ -6,6 +6,7 @@ mod api_faults;
 mod bad_input;
 mod cluster;
 mod docs;
+mod eg_flags;
 mod fuzz_regressions;
 mod hygiene;
 mod local;

@@ -38,9 +38,10 @@ const MANIFESTS_HEADER: &str = "\
 #
 # kubectl apply -f deploy/manifests/certgen.yaml    (the namespace must exist)
 # creates the ServiceAccount, a least-privilege Role and RoleBinding, and a Job that runs
-# certgen once. The helm.sh/hook annotations only matter to Helm. A Job cannot be changed in
-# place: to run certgen again, `kubectl delete job certgen -n envoy-gateway-system` and apply
-# again. For another namespace or periodic renewal (CronJob), render the chart with your values.
+# certgen once, and a CronJob that runs it daily to renew what is due. The helm.sh/hook
+# annotations only matter to Helm. A Job cannot be changed in place: to run certgen again by
+# hand, `kubectl delete job certgen -n envoy-gateway-system` and apply again. For another
+# namespace or schedule, render the chart with your values.
 ";
 
 fn root() -> PathBuf {
@@ -277,7 +278,11 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
     // What the manifests hold, for people who read them rather than the chart.
     let docs = documents(&checked_in);
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["ServiceAccount", "Role", "RoleBinding", "Job"]);
+    assert_eq!(
+        kinds,
+        ["CronJob", "ServiceAccount", "Role", "RoleBinding", "Job"],
+        "the CronJob is on by default: a hook alone renews only on upgrades"
+    );
     assert!(
         docs.iter()
             .all(|d| d["metadata"]["namespace"] == MANIFESTS_NAMESPACE),

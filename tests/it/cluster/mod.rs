@@ -6,11 +6,13 @@
 
 mod chart;
 mod consumers;
+mod eg_compat;
 mod faults;
 mod harness;
 mod rotation;
 mod smoke;
 mod store;
+mod webhook;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

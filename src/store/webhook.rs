@@ -1,0 +1,287 @@
+//! The `caBundle` of cluster-scoped objects that must trust a managed CA bundle:
+//! MutatingWebhookConfiguration, ValidatingWebhookConfiguration (every entry of `webhooks[]`)
+//! and APIService (`spec.caBundle`).
+//!
+//! A small adapter, like the Secret store: a read (absent is data, not an error) returns each
+//! entry's bundle with the object's uid and resourceVersion; a write puts one bundle into every
+//! entry with an `update` that carries both, so a change in between (409) or a deleted object
+//! (404), or one deleted and recreated under the same name (a new uid), is a
+//! [`StoreError::Conflict`] and the caller re-reads and re-plans. It decides nothing: what the
+//! bundle should be is the planner's job.
+//!
+//! Why `update` and not `patch`: Envoy Gateway's chart grants `update` (and `patch`) on its
+//! webhook and its own certgen uses `update`, so `update` is the verb every deployment has. A
+//! JSON merge patch cannot address one entry of `webhooks[]` (it replaces the list), and the
+//! update sends back the whole object as read (unknown fields included, through
+//! [`DynamicObject`]), changing only the bundles.
+
+use k8s_openapi::ByteString;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use serde_json::Value;
+
+use super::{ApiFailure, StoreError};
+use crate::config::WebhookKind;
+
+const FIELD_MANAGER: &str = "certgen";
+
+/// A `caBundle` target as read.
+#[derive(Clone)]
+pub struct ObservedWebhook {
+    pub kind: WebhookKind,
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion a write must match.
+    pub version: String,
+    /// The `caBundle` of each entry, in order (one for an APIService); empty when unset.
+    pub bundles: Vec<Vec<u8>>,
+    object: DynamicObject,
+}
+
+impl std::fmt::Debug for ObservedWebhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObservedWebhook")
+            .field("kind", &self.kind)
+            .field("name", &self.name)
+            .field("uid", &self.uid)
+            .field("version", &self.version)
+            .field("entries", &self.bundles.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ObservedWebhook {
+    /// Whether every entry already holds `bundle` (so a write would change nothing; a
+    /// configuration without entries holds anything).
+    pub fn holds(&self, bundle: &[u8]) -> bool {
+        self.bundles.iter().all(|b| b == bundle)
+    }
+}
+
+/// What a read found.
+#[derive(Debug, Clone)]
+pub enum WebhookObserved {
+    Absent,
+    Present(Box<ObservedWebhook>),
+}
+
+/// Reads and writes `caBundle` targets through one client.
+#[derive(Clone)]
+pub struct WebhookStore {
+    client: kube::Client,
+}
+
+fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
+    let (group, version, kind_name, plural) = match kind {
+        WebhookKind::MutatingWebhookConfiguration => (
+            "admissionregistration.k8s.io",
+            "v1",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+        ),
+        WebhookKind::ValidatingWebhookConfiguration => (
+            "admissionregistration.k8s.io",
+            "v1",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+        ),
+        WebhookKind::ApiService => ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind_name);
+    (
+        ApiResource::from_gvk_with_plural(&gvk, plural),
+        plural,
+        group,
+    )
+}
+
+/// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.
+pub fn describe(kind: WebhookKind, name: &str) -> String {
+    format!("{} {name}", resource(kind).0.kind)
+}
+
+impl WebhookStore {
+    /// A store using `client`.
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    fn api(&self, kind: WebhookKind) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &resource(kind).0)
+    }
+
+    fn failure(verb: &'static str, kind: WebhookKind, name: &str, e: kube::Error) -> StoreError {
+        let (_, plural, group) = resource(kind);
+        ApiFailure::from_kube(verb, plural, group, "", name, e)
+    }
+
+    /// Reads a target; `Absent` only on 404. A consistent read (no resourceVersion).
+    pub async fn get(&self, kind: WebhookKind, name: &str) -> Result<WebhookObserved, StoreError> {
+        match self.api(kind).get_opt(name).await {
+            Ok(None) => Ok(WebhookObserved::Absent),
+            Ok(Some(object)) => {
+                let bundles = bundles(kind, &object.data).map_err(|message| {
+                    StoreError::Api(Box::new(ApiFailure {
+                        verb: "get",
+                        resource: resource(kind).1,
+                        namespace: String::new(),
+                        name: name.to_string(),
+                        status: None,
+                        message,
+                        hint: String::new(),
+                    }))
+                })?;
+                Ok(WebhookObserved::Present(Box::new(ObservedWebhook {
+                    kind,
+                    name: name.to_string(),
+                    uid: object.metadata.uid.clone().unwrap_or_default(),
+                    version: object.metadata.resource_version.clone().unwrap_or_default(),
+                    bundles,
+                    object,
+                })))
+            }
+            Err(e) => Err(Self::failure("get", kind, name, e)),
+        }
+    }
+
+    /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, fenced by
+    /// its resourceVersion and uid. Nothing else of the object changes.
+    pub async fn put_ca_bundle(
+        &self,
+        read: &ObservedWebhook,
+        bundle: &[u8],
+    ) -> Result<(), StoreError> {
+        let mut object = read.object.clone();
+        set_bundles(read.kind, &mut object.data, bundle);
+        // Both are preconditions of an update: the API server answers 409 when either no
+        // longer matches (a change, or an object deleted and recreated under the same name).
+        object.metadata.resource_version = Some(read.version.clone());
+        object.metadata.uid = Some(read.uid.clone());
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        match self.api(read.kind).replace(&read.name, &pp, &object).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Err(StoreError::Conflict {
+                what: describe(read.kind, &read.name),
+                detail: format!(
+                    "resourceVersion is no longer {} or uid is no longer {}",
+                    read.version, read.uid
+                ),
+            }),
+            Err(kube::Error::Api(s)) if s.code == 404 => Err(StoreError::Conflict {
+                what: describe(read.kind, &read.name),
+                detail: "it was deleted after certgen read it".into(),
+            }),
+            Err(e) => Err(Self::failure("update", read.kind, &read.name, e)),
+        }
+    }
+}
+
+/// The `caBundle` of each entry (decoded from base64), in order.
+fn bundles(kind: WebhookKind, data: &Value) -> Result<Vec<Vec<u8>>, String> {
+    let decode = |v: Option<&Value>| -> Result<Vec<u8>, String> {
+        match v {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(v) => serde_json::from_value::<ByteString>(v.clone())
+                .map(|b| b.0)
+                .map_err(|e| format!("caBundle is not base64: {e}")),
+        }
+    };
+    match kind {
+        WebhookKind::ApiService => Ok(vec![decode(data.pointer("/spec/caBundle"))?]),
+        _ => data
+            .get("webhooks")
+            .and_then(Value::as_array)
+            .map(|list| list.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|w| decode(w.pointer("/clientConfig/caBundle")))
+            .collect(),
+    }
+}
+
+fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8]) {
+    let encoded = serde_json::to_value(ByteString(bundle.to_vec())).expect("bytes serialize");
+    match kind {
+        WebhookKind::ApiService => {
+            if let Some(spec) = data.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.insert("caBundle".into(), encoded);
+            }
+        }
+        _ => {
+            if let Some(list) = data.get_mut("webhooks").and_then(Value::as_array_mut) {
+                for w in list {
+                    if let Some(w) = w.as_object_mut() {
+                        let cc = w
+                            .entry("clientConfig")
+                            .or_insert_with(|| Value::Object(Default::default()));
+                        if let Some(cc) = cc.as_object_mut() {
+                            cc.insert("caBundle".into(), encoded.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_and_sets_every_entry() {
+        let mut data = json!({"webhooks": [
+            {"name": "a", "clientConfig": {"caBundle": "b2xk"}},
+            {"name": "b", "clientConfig": {"service": {"name": "x"}}},
+        ]});
+        let kind = WebhookKind::MutatingWebhookConfiguration;
+        assert_eq!(bundles(kind, &data).unwrap(), [b"old".to_vec(), vec![]]);
+        set_bundles(kind, &mut data, b"new");
+        assert_eq!(
+            bundles(kind, &data).unwrap(),
+            [b"new".to_vec(), b"new".to_vec()]
+        );
+        assert_eq!(data["webhooks"][1]["clientConfig"]["service"]["name"], "x");
+    }
+
+    #[test]
+    fn holds_means_every_entry() {
+        let mut w = ObservedWebhook {
+            kind: WebhookKind::MutatingWebhookConfiguration,
+            name: "w".into(),
+            uid: "u".into(),
+            version: "1".into(),
+            bundles: vec![b"a".to_vec(), b"a".to_vec()],
+            object: DynamicObject {
+                types: None,
+                metadata: Default::default(),
+                data: json!({}),
+            },
+        };
+        assert!(w.holds(b"a"));
+        assert!(!w.holds(b"b"));
+        w.bundles[1] = b"b".to_vec();
+        assert!(!w.holds(b"a"));
+        w.bundles.clear();
+        assert!(w.holds(b"anything"));
+    }
+
+    #[test]
+    fn api_service_bundle_is_in_spec() {
+        let mut data = json!({"spec": {"service": {"name": "m"}, "groupPriorityMinimum": 100}});
+        let kind = WebhookKind::ApiService;
+        assert_eq!(bundles(kind, &data).unwrap(), [Vec::<u8>::new()]);
+        set_bundles(kind, &mut data, b"pem");
+        assert_eq!(bundles(kind, &data).unwrap(), [b"pem".to_vec()]);
+        assert_eq!(data["spec"]["groupPriorityMinimum"], 100);
+    }
+
+    #[test]
+    fn a_bundle_that_is_not_base64_is_an_error() {
+        let data = json!({"webhooks": [{"clientConfig": {"caBundle": "%%%"}}]});
+        assert!(bundles(WebhookKind::ValidatingWebhookConfiguration, &data).is_err());
+    }
+}

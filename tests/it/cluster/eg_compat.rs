@@ -1,0 +1,623 @@
+//! certgen as a drop-in for Envoy Gateway's certgen, on the real control plane, under Envoy
+//! Gateway's own chart RBAC.
+//!
+//! Envoy Gateway's chart (gateway-helm v1.9.1, rendered by `tests/testenv/eg-chart` from its Go
+//! module with the test helm) installs the certgen ServiceAccount, a Role granting only
+//! `get/create/update` on Secrets, a ClusterRole for the topology injector webhook, and the
+//! webhook itself. With that ServiceAccount's token, the chart Job's command
+//! (`envoy-gateway certgen`, certgen linked as `envoy-gateway`) and the environment it sets
+//! (`ENVOY_GATEWAY_NAMESPACE`, `KUBERNETES_CLUSTER_DOMAIN`), certgen adopts Secrets written the
+//! way Envoy Gateway's certgen writes them, then rotates them (`--overwrite`, staged): no 403
+//! kills the run, every Secret snapshot taken while it runs is pairwise consistent, the end
+//! state trusts both CAs, Envoy Gateway's label is kept, and the report says what was skipped
+//! (restarts, probes, the run lock) and why.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use super::{Cluster, cluster};
+use crate::util::{Run, fingerprints, openssl, tempdir, webpki_trusts};
+
+/// The ServiceAccount of Envoy Gateway's certgen Job for release `eg`.
+const EG_SERVICE_ACCOUNT: &str = "eg-gateway-helm-certgen";
+const LEAVES: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Envoy Gateway's chart objects for `ns`, or `None` (with a note) when they cannot be
+/// rendered outside CI.
+fn eg_chart(ns: &str) -> Option<String> {
+    let out = Command::new(root().join("tests/testenv/eg-chart"))
+        .arg(ns)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tests/testenv/eg-chart failed under CI"
+        );
+        eprintln!(
+            "note: tests/testenv/eg-chart failed; skipping the Envoy Gateway compatibility test"
+        );
+        return None;
+    }
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+fn kubectl(c: &Cluster) -> Command {
+    let out = Command::new(root().join("tests/testenv/build"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tests/testenv/build failed");
+    let bin = String::from_utf8(out.stdout).unwrap();
+    let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
+    cmd.arg("--kubeconfig").arg(&c.kubeconfig);
+    cmd
+}
+
+fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
+    let mut child = kubectl(c)
+        .args(args)
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(yaml.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// Deletes the chart's objects (the cluster-scoped ones outlive the test namespace).
+struct Uninstall<'a>(&'a Cluster, String);
+
+impl Drop for Uninstall<'_> {
+    fn drop(&mut self) {
+        let _ = kubectl_stdin(
+            self.0,
+            &["delete", "--ignore-not-found", "--wait=false"],
+            &self.1,
+        );
+    }
+}
+
+/// A kubeconfig authenticating as the existing ServiceAccount `sa` (a TokenRequest token).
+async fn token_kubeconfig(c: &Cluster, ns: &str, sa: &str) -> PathBuf {
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            audiences: vec![],
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let token: TokenRequest = Api::<ServiceAccount>::namespaced(c.client.clone(), ns)
+        .create_subresource("token", sa, &PostParams::default(), &request)
+        .await
+        .unwrap();
+    let token = token.status.unwrap().token;
+    let admin = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
+    let cluster = admin.clusters[0].cluster.clone().unwrap();
+    let ca = cluster.certificate_authority_data.unwrap_or_else(|| {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(cluster.certificate_authority.unwrap()).unwrap())
+    });
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: {sa}\n  user:\n    token: {token}\ncontexts:\n- name: {sa}\n  context:\n    cluster: test\n    user: {sa}\n    namespace: {ns}\ncurrent-context: {sa}\n",
+        cluster.server.unwrap()
+    );
+    let dir = std::env::temp_dir().join(format!("certgen-test-{ns}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{sa}.kubeconfig"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Creates the Secrets as Envoy Gateway's certgen writes them (RSA-2048, one CA whose key is
+/// in no Secret, 5-year certificates, label `control-plane: envoy-gateway`, the rate limiter
+/// with its own leaf) and returns the CA certificate (PEM).
+async fn envoy_gateway_secrets(c: &Cluster, ns: &str) -> Vec<u8> {
+    let tmp = tempdir();
+    let p = |f: &str| tmp.path().join(f).to_str().unwrap().to_string();
+    let sh = |args: &[&str]| {
+        let (ok, text) = openssl(args);
+        assert!(ok, "openssl {args:?}: {text}");
+    };
+    sh(&["genrsa", "-traditional", "-out", &p("ca.key"), "2048"]);
+    sh(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        &p("ca.key"),
+        "-subj",
+        "/CN=envoy-gateway",
+        "-days",
+        "1825",
+        "-out",
+        &p("ca.crt"),
+    ]);
+    let svc =
+        |n: &str| format!("DNS:{n},DNS:{n}.{ns},DNS:{n}.{ns}.svc,DNS:{n}.{ns}.svc.cluster.local");
+    for (name, cn, sans) in [
+        ("envoy-gateway", "envoy-gateway", svc("envoy-gateway")),
+        ("envoy", "*", format!("DNS:*.{ns}")),
+        ("envoy-rate-limit", "*", format!("DNS:*.{ns}")),
+    ] {
+        sh(&[
+            "genrsa",
+            "-traditional",
+            "-out",
+            &p(&format!("{name}.key")),
+            "2048",
+        ]);
+        sh(&[
+            "req",
+            "-new",
+            "-key",
+            &p(&format!("{name}.key")),
+            "-subj",
+            &format!("/CN={cn}"),
+            "-out",
+            &p(&format!("{name}.csr")),
+        ]);
+        std::fs::write(
+            p(&format!("{name}.ext")),
+            format!("subjectAltName={sans}\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n"),
+        )
+        .unwrap();
+        sh(&[
+            "x509",
+            "-req",
+            "-in",
+            &p(&format!("{name}.csr")),
+            "-CA",
+            &p("ca.crt"),
+            "-CAkey",
+            &p("ca.key"),
+            "-CAcreateserial",
+            "-days",
+            "1825",
+            "-extfile",
+            &p(&format!("{name}.ext")),
+            "-out",
+            &p(&format!("{name}.crt")),
+        ]);
+    }
+    let read = |f: &str| ByteString(std::fs::read(p(f)).unwrap());
+    let labels = BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())]);
+    let api = c.secrets(ns);
+    for name in LEAVES {
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            type_: Some("kubernetes.io/tls".into()),
+            data: Some(BTreeMap::from([
+                ("ca.crt".to_string(), read("ca.crt")),
+                ("tls.crt".to_string(), read(&format!("{name}.crt"))),
+                ("tls.key".to_string(), read(&format!("{name}.key"))),
+            ])),
+            ..Default::default()
+        };
+        api.create(&PostParams::default(), &secret).await.unwrap();
+    }
+    let hmac = Secret {
+        metadata: ObjectMeta {
+            name: Some("envoy-oidc-hmac".into()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(BTreeMap::from([(
+            "hmac-secret".to_string(),
+            ByteString(vec![7; 32]),
+        )])),
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &hmac).await.unwrap();
+    std::fs::read(p("ca.crt")).unwrap()
+}
+
+fn data(s: &Secret, key: &str) -> Vec<u8> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .unwrap_or_default()
+}
+
+/// One read of every TLS Secret: (name, bundle, leaf).
+async fn snapshot(c: &Cluster, ns: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
+    let api = c.secrets(ns);
+    let mut out = Vec::new();
+    for name in LEAVES {
+        let s = api.get(name).await.unwrap();
+        out.push((name.to_string(), data(&s, "ca.crt"), data(&s, "tls.crt")));
+    }
+    out
+}
+
+/// Every leaf verifies against every bundle (rustls-webpki), and no bundle holds more than two
+/// CAs.
+fn pairwise(snap: &[(String, Vec<u8>, Vec<u8>)]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for (b, bundle, _) in snap {
+        if fingerprints(bundle).len() > 2 {
+            failures.push(format!("{b}: more than two CAs in the bundle"));
+        }
+        for (l, _, leaf) in snap {
+            if !webpki_trusts(bundle, leaf) {
+                failures.push(format!("{l}'s leaf is not trusted by {b}'s bundle"));
+            }
+        }
+    }
+    failures
+}
+
+/// The topology injector's caBundle, as a list of CA fingerprints per webhook entry.
+async fn injector_bundles(c: &Cluster, name: &str) -> Vec<Vec<u8>> {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    Api::<MutatingWebhookConfiguration>::all(c.client.clone())
+        .get(name)
+        .await
+        .unwrap()
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| w.client_config.ca_bundle.map(|b| b.0).unwrap_or_default())
+        .collect()
+}
+
+/// certgen linked as `envoy-gateway`, as an image replacing Envoy Gateway's would ship it.
+fn envoy_gateway_binary() -> PathBuf {
+    static LINK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    LINK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let link = dir.join("envoy-gateway");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
+        link
+    })
+    .clone()
+}
+
+/// Runs certgen as Envoy Gateway's chart Job does: `envoy-gateway certgen [args]`, its
+/// ServiceAccount, its environment, no -n.
+fn eg_job(kubeconfig: &Path, ns: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(envoy_gateway_binary());
+    for var in [
+        "CERTGEN_NAMESPACE",
+        "ENVOY_GATEWAY_NAMESPACE",
+        "KUBERNETES_CLUSTER_DOMAIN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.arg("certgen")
+        .env("KUBECONFIG", kubeconfig)
+        .env("ENVOY_GATEWAY_NAMESPACE", ns)
+        .env("KUBERNETES_CLUSTER_DOMAIN", "cluster.local")
+        .args(["--output", "json"])
+        .args(args);
+    cmd
+}
+
+/// `certgen --overwrite` as Envoy Gateway's Job, with Secret snapshots checked pairwise every
+/// 100 ms while it runs. Returns the run and the number of snapshots.
+async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str) -> (Run, usize) {
+    let mut child = eg_job(
+        kubeconfig,
+        ns,
+        &["--overwrite", "--propagation-delay", "2s", "-v"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut samples = 0;
+    let mut failures = Vec::new();
+    while child.try_wait().unwrap().is_none() {
+        let snap = snapshot(c, ns).await;
+        failures.extend(pairwise(&snap));
+        // TODO(issue 12, lead: after wiring `webhooks:` into the staged planner): check the
+        // injector's caBundle pairwise like a Secret's bundle, at every sample, e.g.
+        //   let serving = &snap.iter().find(|s| s.0 == "envoy-gateway").unwrap().2;
+        //   for bundle in injector_bundles(c, injector).await {
+        //       assert!(webpki_trusts(&bundle, serving), "webhook caBundle vs serving leaf");
+        //   }
+        // i.e. the webhook's caBundle trusts the serving certificate (envoy-gateway's tls.crt)
+        // at every step and holds the new CA before any leaf is signed by it; and at the end
+        // equals envoy-gateway's ca.crt.
+        let _ = (injector_bundles, injector);
+        samples += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let run = Run::from(child.wait_with_output().unwrap()).ok();
+    // For the README's migration guide: how long a rotation takes under Envoy Gateway's Role.
+    eprintln!(
+        "eg_compat: --overwrite took {:.1} s ({samples} samples), apiRequests {}",
+        started.elapsed().as_secs_f64(),
+        run.json()["apiRequests"]
+    );
+    assert!(
+        failures.is_empty(),
+        "pairwise trust broken during the rotation ({samples} samples): {failures:?}\n{}",
+        run.stderr
+    );
+    (run, samples)
+}
+
+#[tokio::test]
+async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-egcompat").await;
+    let Some(chart) = eg_chart(&ns.name) else {
+        return;
+    };
+    let (ok, text) = kubectl_stdin(&c, &["apply", "--server-side"], &chart);
+    assert!(ok, "applying Envoy Gateway's chart objects: {text}");
+    let _uninstall = Uninstall(&c, chart.clone());
+    let injector = format!("envoy-gateway-topology-injector.{}", ns.name);
+
+    // Envoy Gateway's certgen ran before: its Secrets, and its CA in the webhook's caBundle.
+    let eg_ca = envoy_gateway_secrets(&c, &ns.name).await;
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    let hooks = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    let mut wh = hooks.get(&injector).await.unwrap();
+    for w in wh.webhooks.iter_mut().flatten() {
+        w.client_config.ca_bundle = Some(ByteString(eg_ca.clone()));
+    }
+    hooks
+        .replace(&injector, &PostParams::default(), &wh)
+        .await
+        .unwrap();
+    let eg_fp = fingerprints(&eg_ca);
+
+    let kubeconfig = token_kubeconfig(&c, &ns.name, EG_SERVICE_ACCOUNT).await;
+
+    // The chart's hook runs `certgen` with no arguments: Envoy Gateway's valid Secrets are kept.
+    let first = Run::from(eg_job(&kubeconfig, &ns.name, &[]).output().unwrap()).ok();
+    let report = first.json();
+    eprintln!("eg_compat: hook run: apiRequests {}", report["apiRequests"]);
+    assert_eq!(report["writes"], 0, "{report}");
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains("envoy-ratelimit") && skipped.contains("patch deployments.apps"),
+        "the report says the restart is skipped and why: {report}"
+    );
+    assert!(
+        skipped.contains("list endpointslices.discovery.k8s.io"),
+        "the report says the probe is skipped and why: {report}"
+    );
+    assert!(!first.stderr.contains("error"), "{}", first.stderr);
+
+    // The first rotation adopts Envoy Gateway's Secrets: sampled while it runs.
+    let (rotation, _) = rotate_sampled(&c, &ns.name, &kubeconfig, &injector).await;
+    let report = rotation.json();
+    assert!(report["writes"].as_u64().unwrap() >= 4, "{report}");
+    let skipped = report["skipped"].to_string();
+    assert!(
+        skipped.contains("run lock") && skipped.contains("leases.coordination.k8s.io"),
+        "the report says the run lock was skipped and why: {report}"
+    );
+    assert!(
+        report["nextRenewal"]["due"].is_string(),
+        "the report says when certgen must run again: {report}"
+    );
+
+    // The end: leaves from the new CA, every bundle [new, Envoy Gateway's], Envoy Gateway's
+    // label kept beside certgen's, everything pairwise consistent.
+    let end = snapshot(&c, &ns.name).await;
+    assert!(pairwise(&end).is_empty(), "{:?}", pairwise(&end));
+    let new_ca_pem = {
+        let s = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
+        data(&s, "tls.crt")
+    };
+    let new_ca = fingerprints(&new_ca_pem);
+    for (name, bundle, leaf) in &end {
+        let fps = fingerprints(bundle);
+        assert_eq!(fps.len(), 2, "{name}: {fps:?}");
+        assert!(
+            fps.contains(&new_ca[0]) && fps.contains(&eg_fp[0]),
+            "{name}"
+        );
+        assert!(
+            webpki_trusts(&new_ca_pem, leaf),
+            "{name}: signed by the new CA"
+        );
+        assert!(
+            !webpki_trusts(&eg_ca, leaf),
+            "{name}: no longer by Envoy Gateway's"
+        );
+    }
+    // Every Secret certgen wrote (the CA Secret it created too) carries both labels.
+    for name in LEAVES.iter().chain(&["envoy-gateway-ca"]) {
+        let s = c.secrets(&ns.name).get(name).await.unwrap();
+        let labels = s.metadata.labels.unwrap_or_default();
+        assert_eq!(
+            labels.get("control-plane").map(String::as_str),
+            Some("envoy-gateway"),
+            "{name}"
+        );
+        assert_eq!(
+            labels
+                .get("app.kubernetes.io/managed-by")
+                .map(String::as_str),
+            Some("certgen"),
+            "{name}"
+        );
+    }
+    // The HMAC Secret is left alone, label and all.
+    let hmac = c.secrets(&ns.name).get("envoy-oidc-hmac").await.unwrap();
+    assert_eq!(data(&hmac, "hmac-secret"), vec![7; 32]);
+    assert_eq!(
+        hmac.metadata.labels.unwrap_or_default()["control-plane"],
+        "envoy-gateway"
+    );
+
+    // A second rotation is certgen's own staged one (trust, a 2 s gate, leaves), written with
+    // fenced updates only: pairwise trust holds at every sample, and Envoy Gateway's CA leaves.
+    let (_, samples) = rotate_sampled(&c, &ns.name, &kubeconfig, &injector).await;
+    assert!(samples >= 10, "the gate was sampled ({samples} samples)");
+    for (name, bundle, _) in snapshot(&c, &ns.name).await {
+        let fps = fingerprints(&bundle);
+        assert!(
+            fps.contains(&new_ca[0]) && !fps.contains(&eg_fp[0]),
+            "{name}: {fps:?}"
+        );
+    }
+
+    // A plain re-run under the same Role is a no-op.
+    let again = Run::from(eg_job(&kubeconfig, &ns.name, &[]).output().unwrap()).ok();
+    assert_eq!(again.json()["writes"], 0, "{}", again.stdout);
+}
+
+#[tokio::test]
+async fn explicit_wait_under_envoy_gateways_role_is_exit_5_naming_the_verb() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-egwait").await;
+    let Some(chart) = eg_chart(&ns.name) else {
+        return;
+    };
+    let (ok, text) = kubectl_stdin(&c, &["apply", "--server-side"], &chart);
+    assert!(ok, "{text}");
+    let _uninstall = Uninstall(&c, chart.clone());
+    let kubeconfig = token_kubeconfig(&c, &ns.name, EG_SERVICE_ACCOUNT).await;
+    let run = Run::from(eg_job(&kubeconfig, &ns.name, &["--wait"]).output().unwrap());
+    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--wait") && run.stderr.contains("deployments"),
+        "{}",
+        run.stderr
+    );
+    let secrets = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
+    assert!(
+        secrets
+            .items
+            .iter()
+            .all(|s| s.metadata.name.as_deref() != Some("envoy-gateway")),
+        "nothing is written before the refusal"
+    );
+}
+
+/// Without access discovery's hint, a refused patch is retried once as an update fenced by the
+/// resourceVersion, and the store keeps using updates; a stale version is still a conflict.
+#[tokio::test]
+async fn a_refused_patch_becomes_a_fenced_update() {
+    use certgen::store::{
+        Expect, KubeStore, SecretStore, SecretWrite, SecretWriteVerb, StoreError,
+    };
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-nopatch").await;
+    let kubeconfig = c
+        .service_account_kubeconfig(
+            &ns.name,
+            "no-patch",
+            vec![super::rule(
+                &[""],
+                &["secrets"],
+                &["get", "create", "update"],
+            )],
+        )
+        .await;
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let store = KubeStore::new(kube::Client::try_from(config).unwrap(), &ns.name).with_labels(
+        BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())]),
+    );
+    let write = |data: &[(&str, &[u8])], expect: Expect| SecretWrite {
+        name: "s".into(),
+        type_: "Opaque",
+        data: data
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect(),
+        secret_keys: vec![],
+        remove: vec![],
+        labels: BTreeMap::from([("app.kubernetes.io/managed-by".into(), "certgen".into())]),
+        annotations: BTreeMap::new(),
+        expect,
+    };
+    store
+        .put(&write(&[("a", b"1"), ("b", b"2")], Expect::Absent))
+        .await
+        .unwrap();
+    let read = |o: certgen::store::Observed| o.present().unwrap().clone();
+    let first = read(store.get("s").await.unwrap());
+    assert_eq!(store.write_verb(), SecretWriteVerb::Patch);
+    store
+        .put(&write(
+            &[("a", b"3")],
+            Expect::Version(first.version.clone()),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.write_verb(),
+        SecretWriteVerb::Update,
+        "switched after the 403"
+    );
+    let second = read(store.get("s").await.unwrap());
+    assert_eq!(second.data["a"], b"3");
+    assert_eq!(second.data["b"], b"2", "keys not written are kept");
+    assert_eq!(second.labels["control-plane"], "envoy-gateway");
+    assert_eq!(second.labels["app.kubernetes.io/managed-by"], "certgen");
+    // The version it was planned from is gone: a conflict, not an overwrite.
+    let err = store
+        .put(&write(&[("a", b"4")], Expect::Version(first.version)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert_eq!(read(store.get("s").await.unwrap()).data["a"], b"3");
+    // Changed by someone else after certgen's read (certgen's copy still looks current): the
+    // API server's resourceVersion precondition refuses the update.
+    let third = read(store.get("s").await.unwrap());
+    c.secrets(&ns.name)
+        .patch(
+            "s",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"data": {"b": "OQ=="}})),
+        )
+        .await
+        .unwrap();
+    let err = store
+        .put(&write(&[("a", b"5")], Expect::Version(third.version)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let last = read(store.get("s").await.unwrap());
+    assert_eq!(
+        (last.data["a"].as_slice(), last.data["b"].as_slice()),
+        (&b"3"[..], &b"9"[..])
+    );
+}

@@ -1,0 +1,200 @@
+//! The `caBundle` adapter (`certgen::store::WebhookStore`) on a real API server: absent is
+//! data, a read returns every entry's bundle with uid and resourceVersion, a write reaches every
+//! entry and nothing else, and a change or a delete-and-recreate between read and write is a
+//! conflict, not an overwrite.
+
+use certgen::config::WebhookKind;
+use certgen::store::{ObservedWebhook, StoreError, WebhookObserved, WebhookStore};
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::cluster;
+
+const KIND: WebhookKind = WebhookKind::MutatingWebhookConfiguration;
+
+/// A MutatingWebhookConfiguration shaped like Envoy Gateway's topology injector, with two
+/// entries, one of which already has a bundle.
+pub fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
+    serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {"certgen.dev/test": "true"}},
+        "webhooks": [
+            {
+                "name": "topology.webhook.gateway.envoyproxy.io",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "clientConfig": {"service": {"name": "envoy-gateway", "namespace": ns,
+                    "path": "/inject-pod-topology", "port": 9443}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["pods/binding"]}],
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                    "operator": "In", "values": [ns]}]}
+            },
+            {
+                "name": "second.webhook.example.com",
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Ignore",
+                "clientConfig": {"caBundle": "b2xk", "service": {"name": "other", "namespace": ns}},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["configmaps"]}],
+                "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                    "operator": "In", "values": [ns]}]}
+            }
+        ]
+    }))
+    .unwrap()
+}
+
+/// Deletes a cluster-scoped webhook configuration when the test ends.
+pub struct Cleanup(pub String);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let name = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                if let Ok(client) = kube::Client::try_default().await {
+                    let _ = Api::<MutatingWebhookConfiguration>::all(client)
+                        .delete(&name, &DeleteParams::default())
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+async fn read(store: &WebhookStore, name: &str) -> ObservedWebhook {
+    match store.get(KIND, name).await.unwrap() {
+        WebhookObserved::Present(w) => *w,
+        WebhookObserved::Absent => panic!("{name} should exist"),
+    }
+}
+
+#[tokio::test]
+async fn read_write_conflict_and_recreate_on_a_real_api_server() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-webhook").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.client.clone());
+    let store = WebhookStore::new(c.client.clone());
+
+    // Absent is data.
+    assert!(matches!(
+        store.get(KIND, &name).await.unwrap(),
+        WebhookObserved::Absent
+    ));
+
+    let _cleanup = Cleanup(name.clone());
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let first = read(&store, &name).await;
+    assert_eq!(first.bundles, [Vec::new(), b"old".to_vec()]);
+    assert!(!first.uid.is_empty() && !first.version.is_empty());
+
+    // A write reaches every entry, and leaves everything else as it was.
+    let bundle =
+        b"-----BEGIN CERTIFICATE-----\nnot checked by the API server\n-----END CERTIFICATE-----\n";
+    store.put_ca_bundle(&first, bundle).await.unwrap();
+    let after = read(&store, &name).await;
+    assert_eq!(after.bundles, [bundle.to_vec(), bundle.to_vec()]);
+    assert_eq!(after.uid, first.uid);
+    let object = api.get(&name).await.unwrap();
+    let hooks = object.webhooks.unwrap();
+    assert_eq!(
+        hooks[0]
+            .client_config
+            .service
+            .as_ref()
+            .unwrap()
+            .path
+            .as_deref(),
+        Some("/inject-pod-topology")
+    );
+    assert_eq!(hooks[1].name, "second.webhook.example.com");
+    assert_eq!(
+        object.metadata.labels.unwrap()["certgen.dev/test"],
+        "true",
+        "labels survive"
+    );
+
+    // Writing from the stale read is a conflict, and changes nothing.
+    let err = store.put_ca_bundle(&first, b"stale").await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert_eq!(read(&store, &name).await.bundles[0], bundle.to_vec());
+
+    // Someone else changes it between our read and our write: conflict.
+    let current = read(&store, &name).await;
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"someone": "else"}}})),
+    )
+    .await
+    .unwrap();
+    let err = store.put_ca_bundle(&current, b"late").await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+
+    // Deleted: a write from the old read is a conflict (404), not a create.
+    let current = read(&store, &name).await;
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    let err = store.put_ca_bundle(&current, b"gone").await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    assert!(matches!(
+        store.get(KIND, &name).await.unwrap(),
+        WebhookObserved::Absent
+    ));
+
+    // Deleted and recreated under the same name: the old read's uid no longer matches.
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let err = store
+        .put_ca_bundle(&current, b"recreated")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
+    let fresh = read(&store, &name).await;
+    assert_ne!(fresh.uid, current.uid);
+    assert_eq!(fresh.bundles, [Vec::new(), b"old".to_vec()], "untouched");
+    // And a write from a fresh read succeeds.
+    store.put_ca_bundle(&fresh, bundle).await.unwrap();
+    assert_eq!(read(&store, &name).await.bundles[1], bundle.to_vec());
+}
+
+#[tokio::test]
+async fn a_forbidden_update_names_the_verb_and_resource() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-webhook-rbac").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let _cleanup = Cleanup(name.clone());
+    Api::<MutatingWebhookConfiguration>::all(c.client.clone())
+        .create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    // Cluster-scoped reads need a ClusterRole; a namespaced Role grants nothing here.
+    let kubeconfig = c
+        .service_account_kubeconfig(&ns.name, "no-webhooks", vec![])
+        .await;
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let store = WebhookStore::new(kube::Client::try_from(config).unwrap());
+    let err = store.get(KIND, &name).await.unwrap_err().to_string();
+    assert!(
+        err.contains("get mutatingwebhookconfigurations") && err.contains("403"),
+        "{err}"
+    );
+}
