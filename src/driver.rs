@@ -41,6 +41,8 @@ pub struct Context<'a> {
     pub deadline: Instant,
     pub deployments: Option<&'a Deployments>,
     pub client: Option<&'a kube::Client>,
+    /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
+    pub webhooks: Option<&'a crate::store::WebhookStore>,
     pub lock: LockTarget,
 }
 
@@ -93,7 +95,9 @@ pub async fn drive<S: SecretStore>(
         report.consumers = reports;
         return Ok((report, None));
     }
-    let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady;
+    let needs_lock = !look.written.is_empty()
+        || look.phase != Phase::Steady
+        || webhooks_behind(&ctx, &look.bundles).await?;
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
         let options = consumers::Options {
@@ -177,6 +181,14 @@ async fn steps<S: SecretStore>(
         )
         .await?;
         attempts += outcome.report.attempts;
+        // caBundle targets follow their Secret's bundle right after it is written; a write
+        // there is one more change consumers (the API server) must load before the next step.
+        let synced = sync_webhooks(ctx, &outcome.bundles).await?;
+        let webhook_wrote = synced.iter().any(|e| e.action.writes());
+        if webhook_wrote {
+            plan_options.other_written_at = Some(store.now());
+        }
+        written.extend(synced.iter().filter(|e| e.action.writes()).cloned());
         // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
         if outcome.ca_written {
             plan_options.overwrite = false;
@@ -230,6 +242,8 @@ async fn steps<S: SecretStore>(
                 ));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
+            // A gate computed before a caBundle write: plan again, counting from that write.
+            Phase::Gate { .. } if webhook_wrote => continue,
             Phase::Gate {
                 ready_at,
                 reason,
@@ -294,6 +308,100 @@ async fn steps<S: SecretStore>(
         }
     }
     Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// Whether a `caBundle` target differs from the bundle of the Secret it follows (so a run with
+/// nothing else to do still has this to write).
+async fn webhooks_behind(
+    ctx: &Context<'_>,
+    bundles: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Result<bool, Error> {
+    let Some(api) = ctx.webhooks else {
+        return Ok(false);
+    };
+    for target in &ctx.config.webhooks {
+        let Some(bundle) = bundles.get(&target.bundle_from) else {
+            continue;
+        };
+        if let crate::store::WebhookObserved::Present(o) =
+            api.get(target.kind, &target.name).await?
+            && !o.holds(bundle)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Writes each `caBundle` target that differs from its Secret's bundle, fenced by the
+/// resourceVersion and uid read (re-read and retried on a conflict). A target that does not
+/// exist is reported and left alone: certgen does not create webhook configurations.
+async fn sync_webhooks(
+    ctx: &Context<'_>,
+    bundles: &std::collections::BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<Entry>, Error> {
+    use crate::store::{StoreError, WebhookObserved, webhook::describe};
+    let Some(api) = ctx.webhooks else {
+        return Ok(vec![]);
+    };
+    let mut entries = Vec::new();
+    for target in &ctx.config.webhooks {
+        let what = describe(target.kind, &target.name);
+        let entry = |action, reason: String| Entry {
+            secret: what.clone(),
+            kind: plan::Kind::Webhook,
+            action,
+            reason,
+            ca_sha256: None,
+            not_after: None,
+        };
+        let Some(bundle) = bundles.get(&target.bundle_from) else {
+            continue;
+        };
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let observed = match api.get(target.kind, &target.name).await? {
+                WebhookObserved::Absent => {
+                    entries.push(entry(
+                        plan::Action::Keep,
+                        format!(
+                            "not found; its caBundle would follow Secret {}",
+                            target.bundle_from
+                        ),
+                    ));
+                    break;
+                }
+                WebhookObserved::Present(o) => o,
+            };
+            if observed.holds(bundle) {
+                entries.push(entry(
+                    plan::Action::Keep,
+                    format!("caBundle is Secret {}'s ca.crt", target.bundle_from),
+                ));
+                break;
+            }
+            match api.put_ca_bundle(&observed, bundle).await {
+                Ok(()) => {
+                    let reason = format!("caBundle follows Secret {}'s ca.crt", target.bundle_from);
+                    tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {reason}");
+                    entries.push(entry(plan::Action::UpdateBundle, reason));
+                    break;
+                }
+                Err(StoreError::Conflict { what, detail }) if attempt < engine::MAX_ATTEMPTS => {
+                    tracing::warn!(object = %what, attempt, "{detail}; re-reading");
+                }
+                Err(e @ StoreError::Conflict { .. }) => {
+                    return Err(Error::Contended {
+                        attempts: attempt,
+                        last: e,
+                    });
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(entries)
 }
 
 /// Every write of every step, then the final state of the Secrets nothing wrote.

@@ -70,6 +70,8 @@ pub struct Outcome {
     pub pending: Option<CaKey>,
     /// When each Secret was last written, on the store's clock (now, for this step's writes).
     pub written_at: BTreeMap<String, OffsetDateTime>,
+    /// Each TLS Secret's `ca.crt` after the step, for the `caBundle` targets that follow it.
+    pub bundles: BTreeMap<String, Vec<u8>>,
     /// What this step did, and so what comes next.
     pub phase: Phase,
     /// Whether this step stored a CA (so `--overwrite` has been acted on).
@@ -166,6 +168,7 @@ pub async fn run<S: SecretStore>(
                 digests: stored.digests,
                 written,
                 written_at: stored.written_at,
+                bundles: stored.bundles,
                 leaves: stored.leaves,
                 signer,
                 pending: plan.ca.pending,
@@ -199,6 +202,7 @@ pub async fn run<S: SecretStore>(
                     digests: progress.digests,
                     written,
                     written_at: progress.written_at,
+                    bundles: progress.bundles,
                     leaves: progress.leaves,
                     signer,
                     pending: progress.pending.take(),
@@ -258,6 +262,7 @@ struct Progress {
     hmac_written: bool,
     digests: BTreeMap<String, String>,
     written_at: BTreeMap<String, OffsetDateTime>,
+    bundles: BTreeMap<String, Vec<u8>>,
     leaves: BTreeMap<String, Cert>,
 }
 
@@ -278,6 +283,9 @@ impl Progress {
             && let Ok(mut chain) = crate::pki::parse_cert_chain(crt)
         {
             self.leaves.insert(name.to_string(), chain.remove(0));
+        }
+        if let Some(bundle) = data.get("ca.crt") {
+            self.bundles.insert(name.to_string(), bundle.clone());
         }
         if let Some(at) = written_at.or_else(|| base.and_then(|s| s.written_at)) {
             self.written_at.insert(name.to_string(), at);

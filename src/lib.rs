@@ -200,13 +200,14 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             .unwrap_or(std::time::Duration::from_secs(default_delay)),
         trust_confirmed: None,
         gate_waited: None,
+        other_written_at: None,
     };
     // An absurd --timeout (10000y) means "no bound", not an overflow.
     let now = tokio::time::Instant::now();
     let deadline = now
         .checked_add(args.timeout)
         .unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400));
-    let context = |deployments, client, lock| driver::Context {
+    let context = |deployments, client, webhooks, lock| driver::Context {
         config: &config,
         plan,
         dry_run: args.dry_run,
@@ -215,12 +216,13 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         deadline,
         deployments,
         client,
+        webhooks,
         lock,
     };
     let (report, failure) = match &local {
         Some(dir) => {
             let lock = driver::LockTarget::File(dir.clone());
-            driver::drive(&LocalStore::new(dir), context(None, None, lock)).await?
+            driver::drive(&LocalStore::new(dir), context(None, None, None, lock)).await?
         }
         None => {
             let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
@@ -238,7 +240,13 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
-            driver::drive(&store, context(Some(&deployments), Some(client), lock)).await?
+            let webhooks = store::WebhookStore::new(client.clone());
+            let webhooks = (!config.webhooks.is_empty()).then_some(&webhooks);
+            driver::drive(
+                &store,
+                context(Some(&deployments), Some(client), webhooks, lock),
+            )
+            .await?
         }
     };
     let mut report = report;

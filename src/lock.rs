@@ -241,6 +241,9 @@ pub async fn acquire_lease(
         match attempt {
             Ok(lease) => break lease,
             Err(kube::Error::Api(s)) if s.code == 409 => continue, // someone else moved first
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Ok(without_lock(namespace, name, verb));
+            }
             Err(e) => return Err(api_failure(verb, namespace, name, e).into()),
         }
     };

@@ -56,6 +56,9 @@ pub struct Options {
     /// This run already waited out a gate for the stored state with this digest (see
     /// [`state_digest`]): the gate is open for it even if the store's clock disagrees.
     pub gate_waited: Option<[u8; 32]>,
+    /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
+    /// store's clock: gates count from it too.
+    pub other_written_at: Option<OffsetDateTime>,
 }
 
 /// How a CA rotation is written.
@@ -260,6 +263,8 @@ pub enum Kind {
     Ca,
     Tls,
     Hmac,
+    /// A webhook configuration's (or APIService's) `caBundle`, following a TLS Secret's bundle.
+    Webhook,
 }
 
 /// The whole plan of one step.
@@ -719,12 +724,14 @@ pub fn plan(
         .iter()
         .filter_map(|t| observed.get(&t.name).present())
         .filter_map(|s| s.written_at)
+        .chain(options.other_written_at)
         .map(|w| w.min(now))
         .max();
     let gate = Gate {
         ready_at: last_write.map_or(now, |w| after(w, options.propagation_delay)),
         state,
-        waited: options.gate_waited == Some(state),
+        waited: options.gate_waited == Some(state)
+            && options.other_written_at.is_none_or(|w| w <= now),
     };
 
     let input = Input {

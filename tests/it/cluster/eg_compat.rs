@@ -345,16 +345,19 @@ async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str
     while child.try_wait().unwrap().is_none() {
         let snap = snapshot(c, ns).await;
         failures.extend(pairwise(&snap));
-        // TODO(issue 12, lead: after wiring `webhooks:` into the staged planner): check the
-        // injector's caBundle pairwise like a Secret's bundle, at every sample, e.g.
-        //   let serving = &snap.iter().find(|s| s.0 == "envoy-gateway").unwrap().2;
-        //   for bundle in injector_bundles(c, injector).await {
-        //       assert!(webpki_trusts(&bundle, serving), "webhook caBundle vs serving leaf");
-        //   }
-        // i.e. the webhook's caBundle trusts the serving certificate (envoy-gateway's tls.crt)
-        // at every step and holds the new CA before any leaf is signed by it; and at the end
-        // equals envoy-gateway's ca.crt.
-        let _ = (injector_bundles, injector);
+        // The injector's caBundle is a trust bundle like a Secret's: at every sample it trusts
+        // the serving certificate (envoy-gateway's tls.crt).
+        let serving = &snap.iter().find(|s| s.0 == "envoy-gateway").unwrap().2;
+        for bundle in injector_bundles(c, injector).await {
+            if !webpki_trusts(&bundle, serving) {
+                failures.push(
+                    "the injector's caBundle does not trust envoy-gateway's serving leaf".into(),
+                );
+            }
+            if fingerprints(&bundle).len() > 2 {
+                failures.push("the injector's caBundle holds more than two CAs".into());
+            }
+        }
         samples += 1;
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
@@ -431,8 +434,9 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
         "the report says when certgen must run again: {report}"
     );
 
-    // The end: leaves from the new CA, every bundle [new, Envoy Gateway's], Envoy Gateway's
-    // label kept beside certgen's, everything pairwise consistent.
+    // The end: leaves from the new CA, and once consumers present them (the second gate)
+    // Envoy Gateway's CA dropped; its label kept beside certgen's; the injector's caBundle is
+    // envoy-gateway's ca.crt; everything pairwise consistent.
     let end = snapshot(&c, &ns.name).await;
     assert!(pairwise(&end).is_empty(), "{:?}", pairwise(&end));
     let new_ca_pem = {
@@ -442,11 +446,8 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     let new_ca = fingerprints(&new_ca_pem);
     for (name, bundle, leaf) in &end {
         let fps = fingerprints(bundle);
-        assert_eq!(fps.len(), 2, "{name}: {fps:?}");
-        assert!(
-            fps.contains(&new_ca[0]) && fps.contains(&eg_fp[0]),
-            "{name}"
-        );
+        assert_eq!(fps, new_ca, "{name}: the new CA alone");
+        assert!(!fps.contains(&eg_fp[0]), "{name}");
         assert!(
             webpki_trusts(&new_ca_pem, leaf),
             "{name}: signed by the new CA"
@@ -454,6 +455,13 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
         assert!(
             !webpki_trusts(&eg_ca, leaf),
             "{name}: no longer by Envoy Gateway's"
+        );
+    }
+    let serving_bundle = &end.iter().find(|s| s.0 == "envoy-gateway").unwrap().1;
+    for bundle in injector_bundles(&c, &injector).await {
+        assert_eq!(
+            &bundle, serving_bundle,
+            "the injector's caBundle follows envoy-gateway's ca.crt"
         );
     }
     // Every Secret certgen wrote (the CA Secret it created too) carries both labels.
@@ -481,15 +489,23 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
         "envoy-gateway"
     );
 
-    // A second rotation is certgen's own staged one (trust, a 2 s gate, leaves), written with
-    // fenced updates only: pairwise trust holds at every sample, and Envoy Gateway's CA leaves.
+    // A second rotation is certgen's own staged one (trust, a 2 s gate, leaves, a 2 s gate,
+    // cleanup), written with fenced updates only: pairwise trust holds at every sample.
     let (_, samples) = rotate_sampled(&c, &ns.name, &kubeconfig, &injector).await;
     assert!(samples >= 10, "the gate was sampled ({samples} samples)");
-    for (name, bundle, _) in snapshot(&c, &ns.name).await {
-        let fps = fingerprints(&bundle);
+    let after = snapshot(&c, &ns.name).await;
+    for (name, bundle, _) in &after {
+        let fps = fingerprints(bundle);
         assert!(
-            fps.contains(&new_ca[0]) && !fps.contains(&eg_fp[0]),
-            "{name}: {fps:?}"
+            fps.len() == 1 && !fps.contains(&new_ca[0]) && !fps.contains(&eg_fp[0]),
+            "{name}: the newest CA alone: {fps:?}"
+        );
+    }
+    let serving_bundle = &after.iter().find(|s| s.0 == "envoy-gateway").unwrap().1;
+    for bundle in injector_bundles(&c, &injector).await {
+        assert_eq!(
+            &bundle, serving_bundle,
+            "the injector's caBundle follows envoy-gateway's ca.crt"
         );
     }
 

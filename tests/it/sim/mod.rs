@@ -384,6 +384,7 @@ fn options(spec: &RunSpec) -> Options {
         propagation_delay: DELAY,
         trust_confirmed: None,
         gate_waited: None,
+        other_written_at: None,
     }
 }
 
@@ -404,6 +405,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         deadline: tokio::time::Instant::now() + spec.timeout.unwrap_or(Duration::from_secs(300)),
         deployments: None,
         client: None,
+        webhooks: None,
         lock: LockTarget::None,
     };
     let (code, message, note) = match driver::drive(&session, ctx).await {
