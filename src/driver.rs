@@ -73,7 +73,7 @@ pub async fn drive<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &ctx).await;
+        return locked(store, &ctx, None).await;
     };
     if ctx.dry_run {
         let options = consumers::Options {
@@ -120,19 +120,20 @@ pub async fn drive<S: SecretStore>(
         report.consumers = reports;
         return Ok((report, verdict.into_error()));
     }
-    locked(store, &ctx).await
+    locked(store, &ctx, Some(&look)).await
 }
 
 /// Takes the lock, runs the steps, releases the lock.
 async fn locked<S: SecretStore>(
     store: &S,
     ctx: &Context<'_>,
+    look: Option<&engine::Outcome>,
 ) -> Result<(Report, Option<Error>), Error> {
     let held = take_lock(ctx).await?;
     let (result, writes) = {
         let still_held = || !held.lost();
         let guard = engine::Guard::new(&still_held);
-        let result = steps(store, ctx, &guard).await;
+        let result = steps(store, ctx, &guard, look).await;
         (result, guard.writes())
     };
     held.release().await;
@@ -159,6 +160,7 @@ async fn steps<S: SecretStore>(
     store: &S,
     ctx: &Context<'_>,
     guard: &engine::Guard<'_>,
+    look: Option<&engine::Outcome>,
 ) -> Result<(Report, Option<Error>), Error> {
     let config = ctx.config;
     let mut plan_options = ctx.plan;
@@ -166,6 +168,47 @@ async fn steps<S: SecretStore>(
     let mut last_report: Option<Report>;
     let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
     let mut attempts = 0;
+    // Before anything is written: a restart-only consumer that missed the restart for what is
+    // stored now (a run stopped between its writes and the patch) is restarted and waited for,
+    // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
+    if let (Some(look), Some(_)) = (look, ctx.deployments) {
+        // What is stored, nothing written yet.
+        let mut stored = look.clone();
+        stored.written.clear();
+        let options = consumers::Options {
+            wait: true,
+            probe: false,
+            dry_run: false,
+            deadline: ctx.deadline,
+        };
+        let (reports, verdict) = consumers::run(
+            config,
+            &stored,
+            ctx.deployments,
+            ctx.client,
+            options,
+            store.now(),
+        )
+        .await?;
+        if let Some(e) = verdict.into_error() {
+            let mut report = look.report.clone();
+            report.dry_run = false;
+            report.consumers = reports;
+            return Ok((report, Some(e)));
+        }
+        // Only a restart it made belongs in the report: the steps report the rest.
+        let mut reports = reports;
+        for r in &mut reports {
+            r.deployments.retain(|d| {
+                !matches!(
+                    d.action.as_str(),
+                    "up-to-date" | "hot" | "already-restarted"
+                )
+            });
+        }
+        reports.retain(|r| !r.deployments.is_empty());
+        merge_consumers(&mut consumer_reports, reports);
+    }
     for _ in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);

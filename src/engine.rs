@@ -55,7 +55,7 @@ pub struct RunOptions {
 }
 
 /// What a run leaves behind, for the steps after it (restarts, waits, probes).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Outcome {
     pub report: Report,
     /// Digest of each managed Secret's data after the run (empty for a dry run).

@@ -144,8 +144,11 @@ pub fn restart_needed(
         .creation_timestamp
         .as_ref()
         .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
+    // Both on the API server's clock: the creation time truncated to the second, the write
+    // time rounded up to the next one (so a Deployment created in the same second as the
+    // write counts as older: a needless restart rather than a missed one).
     let predates_write = match (created, mounts_last_written) {
-        (Some(c), Some(w)) => c <= w,
+        (Some(c), Some(w)) => c < w,
         (None, Some(_)) => true,
         (_, None) => false,
     };
@@ -469,7 +472,7 @@ mod tests {
                 "spec": {"selector": {}, "template": {"metadata": {"annotations": annotations}}}
             }))
         };
-        let before = Some(time::macros::datetime!(2025-12-31 23:59:59 UTC));
+        let before = Some(time::macros::datetime!(2026-01-01 00:00:00 UTC));
         let after = Some(time::macros::datetime!(2026-01-01 00:00:01 UTC));
         assert_eq!(
             restart_needed(&with(Some("abc")), "abc", true, after),

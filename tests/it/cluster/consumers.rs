@@ -531,3 +531,132 @@ async fn probes_work_against_openssl_s_server() {
     );
     assert_eq!(rotated.code, 1, "{}", rotated.stderr);
 }
+
+/// A run stopped between the trust writes and the restart of a restart-only consumer: the next
+/// run restarts it (and waits for the rollout) before any leaf from the new CA is written. (Was:
+/// a template without certgen's fingerprint counted as up to date, so the trust bundle never
+/// reached it before the leaves changed.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("lostrestart").await;
+    // The Secrets exist before the Deployment (as after a Helm install), so its template has
+    // no fingerprint: the first run finds it up to date.
+    run_async(certgen_args(&c, &ns.name, &[])).await.ok();
+    // The API server's times have one-second resolution: a Deployment created in the same
+    // second as the write would count as older.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let api = create(&c, &ns.name, deployment("envoy-ratelimit", true, json!({}))).await;
+    rolled_out(&api, "envoy-ratelimit").await;
+    let r = run_async(certgen_args(&c, &ns.name, &[])).await.ok();
+    assert_eq!(
+        consumer(&r.json(), "envoy-ratelimit")["deployments"][0]["action"],
+        "up-to-date",
+        "{}",
+        r.stdout
+    );
+    let generation = api
+        .get("envoy-ratelimit")
+        .await
+        .unwrap()
+        .metadata
+        .generation;
+    // Killed right after the trust writes (CA Secret and three bundles), before the restart.
+    let mut killed = certgen_args(&c, &ns.name, &["--overwrite"]);
+    killed.env(certgen::engine::CRASH_ENV, "4");
+    let out = run_async(killed).await;
+    assert_eq!(out.code, certgen::engine::CRASH_EXIT, "{}", out.stderr);
+    assert_eq!(
+        api.get("envoy-ratelimit")
+            .await
+            .unwrap()
+            .metadata
+            .generation,
+        generation,
+        "not restarted yet"
+    );
+    // The re-run restarts it for the trust bundle first, then for the leaves, then for the
+    // cleanup; each rollout is waited for before the next step.
+    let r = run_async(certgen_args(
+        &c,
+        &ns.name,
+        &["--wait", "-v", "--log-format", "json"],
+    ))
+    .await
+    .ok();
+    let report = r.json();
+    let rolls: Vec<&str> = consumer(&report, "envoy-ratelimit")["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(rolls, ["restarted", "restarted", "restarted"], "{report}");
+    // The first restart comes before the promotion.
+    let events: Vec<Value> = r
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(|e| pred(e));
+    let restart = first(&|e: &Value| e["deployment"] == "envoy-ratelimit").expect("restart logged");
+    let promote = first(&|e: &Value| e["action"] == "promote").expect("promotion logged");
+    assert!(
+        restart < promote,
+        "restarted for the trust bundle before the leaves"
+    );
+}
+
+/// A restart-only consumer whose rollout takes longer than the propagation delay holds the
+/// gate: the leaves wait for the rollout, not only for the delay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_slower_than_the_delay_holds_the_gate() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("slowroll").await;
+    let api = create(
+        &c,
+        &ns.name,
+        deployment("envoy-ratelimit", true, json!({"minReadySeconds": 6})),
+    )
+    .await;
+    run_async(certgen_args(&c, &ns.name, &["--wait", "--timeout", "120s"]))
+        .await
+        .ok();
+    rolled_out(&api, "envoy-ratelimit").await;
+    let mut cmd = certgen();
+    cmd.args([
+        "--kubeconfig",
+        c.kubeconfig.to_str().unwrap(),
+        "-n",
+        &ns.name,
+        "--output",
+        "json",
+        "--overwrite",
+        "--propagation-delay",
+        "1s",
+        "--timeout",
+        "120s",
+        "--log-format",
+        "json",
+    ]);
+    let r = run_async(cmd).await.ok();
+    let at = |action: &str| -> time::OffsetDateTime {
+        r.stderr
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["action"] == action)
+            .and_then(|e| {
+                time::OffsetDateTime::parse(
+                    e["timestamp"].as_str()?,
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .ok()
+            })
+            .unwrap_or_else(|| panic!("no {action} event: {}", r.stderr))
+    };
+    let waited = at("promote") - at("trust");
+    assert!(
+        waited >= time::Duration::seconds(6),
+        "the leaves waited {waited} after the trust writes: less than the 6 s rollout"
+    );
+}
