@@ -598,7 +598,7 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(|e| pred(e));
+    let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
     let restart = first(&|e: &Value| e["deployment"] == "envoy-ratelimit").expect("restart logged");
     let promote = first(&|e: &Value| e["action"] == "promote").expect("promotion logged");
     assert!(
