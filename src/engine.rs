@@ -9,7 +9,10 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::exit::Error;
-use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes, rotation_bundle};
+use crate::pki::{
+    CaKey, Cert, bundle_pem, generate_keys, issue_ca_with_key, issue_leaf, issue_leaf_with_key,
+    random_bytes, rotation_bundle,
+};
 use crate::plan::{
     self, Action, Kind, LEAVES_WRITTEN_AT, ObservedState, Options, Phase, Plan, TRUST_WRITTEN_AT,
 };
@@ -64,18 +67,15 @@ pub async fn observe<S: SecretStore>(
         .chain(config.tls.iter().map(|t| &t.name))
         .chain(config.hmac.iter().map(|h| &h.name))
         .collect();
-    // Bounded concurrency: fast for a thousand Secrets, gentle on the API server.
-    let reads: Vec<(&String, Result<Observed, StoreError>)> = futures::stream::iter(names)
-        .map(|name| async move { (name, store.get(name).await) })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
+    // One LIST when the store can and may, else by name with bounded concurrency.
+    let keys: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+    let reads = store.get_many(&keys).await?;
     let mut state = ObservedState::default();
-    for (name, observed) in reads {
+    for (name, observed) in names.into_iter().zip(reads) {
         if *name == config.ca.secret_name {
-            state.ca = Some(observed?);
+            state.ca = Some(observed);
         } else {
-            state.secrets.insert(name.clone(), observed?);
+            state.secrets.insert(name.clone(), observed);
         }
     }
     Ok(state)
@@ -104,6 +104,16 @@ pub async fn run<S: SecretStore>(
             }
             Err(e) => return Err(e.into()),
         };
+        if !plan_options.force
+            && let Some(d) = foreign_file(&observed)
+        {
+            return Err(plan::Invalid {
+                object: d.path.clone(),
+                problem: format!("{}; certgen cannot tell whether it or its own copy in ..data/{} is the one meant", d.describe(), d.key),
+                fix: "nothing was written; delete it to have certgen link its own copy back, or run with --force to replace it".into(),
+            }
+            .into());
+        }
         // If the CA Secret changed since the first read (a CA write whose answer was lost, say;
         // the lock keeps other certgen runs out), --overwrite has been acted on: never rotate twice.
         let ca_version = observed
@@ -120,7 +130,7 @@ pub async fn run<S: SecretStore>(
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if options.dry_run {
-            let written = plan
+            let mut written: BTreeSet<String> = plan
                 .secrets
                 .iter()
                 .filter(|s| s.action.writes())
@@ -131,7 +141,18 @@ pub async fn run<S: SecretStore>(
             for name in observed.secrets.keys() {
                 stored.record(name, &observed, false, &BTreeMap::new());
             }
-            let report = Report::from_plan(&config.profile, store.describe(), &plan);
+            let mut report = Report::from_plan(&config.profile, store.describe(), &plan);
+            // Files consumers read that a run would put back (local mode).
+            for entry in report.secrets.iter_mut().filter(|e| !e.action.writes()) {
+                let stored = if entry.secret == config.ca.secret_name {
+                    observed.ca.as_ref()
+                } else {
+                    observed.secrets.get(&entry.secret)
+                };
+                if relink(stored, Some(entry)).is_some() {
+                    written.insert(entry.secret.clone());
+                }
+            }
             return Ok(Outcome {
                 report,
                 digests: stored.digests,
@@ -334,10 +355,49 @@ async fn apply<S: SecretStore>(
     };
     let now_text = rfc3339(now);
 
+    // Every key this step needs, generated side by side (RSA keys take long; they are
+    // independent of each other): the CA's when one is issued, then each new leaf's.
+    let ca_issues = matches!(
+        ca_plan.action,
+        Action::Create | Action::Rotate | Action::Trust
+    );
+    let leaf_algorithms: Vec<(&str, crate::pki::KeyAlgorithm)> = secrets
+        .iter()
+        .filter(|s| {
+            s.kind != Kind::Hmac
+                && !matches!(
+                    s.action,
+                    Action::Keep | Action::UpdateBundle | Action::Repair
+                )
+        })
+        .filter_map(|s| {
+            let t = config.tls.iter().find(|t| t.name == s.name)?;
+            Some((t.name.as_str(), t.leaf.key_algorithm))
+        })
+        .collect();
+    let algorithms: Vec<_> = ca_issues
+        .then_some(config.ca.spec.key_algorithm)
+        .into_iter()
+        .chain(leaf_algorithms.iter().map(|(_, a)| *a))
+        .collect();
+    let mut keys = generate_keys(&algorithms)?.into_iter();
+    let mut ca_key = if ca_issues { keys.next() } else { None };
+    let mut leaf_keys: BTreeMap<&str, _> = leaf_algorithms
+        .iter()
+        .map(|(name, _)| *name)
+        .zip(keys)
+        .collect();
+    let mut new_ca = |spec: &crate::pki::CaSpec| {
+        let key = ca_key
+            .take()
+            .expect("a CA key was generated for this action");
+        issue_ca_with_key(spec, key, now)
+    };
+
     // The CA first: its key is stored before anything it signs.
     let (signer, bundle): (Option<CaKey>, Vec<Cert>) = match ca_plan.action {
         Action::Create | Action::Rotate => {
-            let (ca, issued) = issue_ca(&config.ca.spec, now)?;
+            let (ca, issued) = new_ca(&config.ca.spec)?;
             let bundle = rotation_bundle(&ca.cert, ca_plan.prior.as_ref());
             let data = BTreeMap::from([
                 ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
@@ -369,7 +429,7 @@ async fn apply<S: SecretStore>(
             let active = ca_plan
                 .active
                 .expect("a trust phase starts from an active CA");
-            let (pending, issued) = issue_ca(&config.ca.spec, now)?;
+            let (pending, issued) = new_ca(&config.ca.spec)?;
             let bundle = rotation_bundle(&pending.cert, Some(&active.cert));
             let data = BTreeMap::from([
                 ("ca.crt".to_string(), bundle_pem(&bundle).into_bytes()),
@@ -455,7 +515,7 @@ async fn apply<S: SecretStore>(
             ));
             (Some(ca), ca_plan.bundle)
         }
-        Action::Keep | Action::Renew => {
+        Action::Keep | Action::Renew | Action::Repair => {
             progress.pending = ca_plan.pending;
             progress.entries.push(Entry {
                 secret: ca_plan.name.clone(),
@@ -470,8 +530,22 @@ async fn apply<S: SecretStore>(
     };
 
     let mut writes = Vec::new();
+    // Local mode: the CA's data is kept, but files consumers read are put back.
+    if !ca_plan.action.writes()
+        && let Some(write) = relink(observed.ca.as_ref(), progress.entries.last_mut())
+    {
+        writes.push(write);
+    }
     for s in secrets {
         let mut entry = Entry::planned(&s);
+        if s.action == Action::Keep
+            && let Some(write) = relink(observed.secrets.get(&s.name), Some(&mut entry))
+        {
+            progress.record(&s.name, observed, false, &BTreeMap::new());
+            progress.entries.push(entry);
+            writes.push(write);
+            continue;
+        }
         let mut data = BTreeMap::new();
         let mut secret_keys = Vec::new();
         let mut annotations = BTreeMap::new();
@@ -502,7 +576,10 @@ async fn apply<S: SecretStore>(
                     .find(|t| t.name == s.name)
                     .expect("planned from config");
                 let ca = signer.as_ref().expect("a leaf is issued only with a CA");
-                let issued = issue_leaf(&t.leaf, ca, now)?;
+                let issued = match leaf_keys.remove(s.name.as_str()) {
+                    Some(key) => issue_leaf_with_key(&t.leaf, key, ca, now)?,
+                    None => issue_leaf(&t.leaf, ca, now)?,
+                };
                 data.insert("ca.crt".to_string(), bundle_pem(&bundle).into_bytes());
                 data.insert("tls.crt".to_string(), issued.cert.pem().into_bytes());
                 data.insert(
@@ -544,7 +621,59 @@ async fn apply<S: SecretStore>(
         .collect()
         .await;
     results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    // Every write durable before the run reports it (and before the lock is released).
+    store.flush().await?;
     Ok(signer)
+}
+
+/// The first visible file certgen cannot account for (local mode), in any observed Secret.
+fn foreign_file(observed: &ObservedState) -> Option<&crate::store::Divergence> {
+    observed
+        .ca
+        .iter()
+        .chain(observed.secrets.values())
+        .filter_map(Observed::present)
+        .flat_map(|s| &s.divergent)
+        .find(|d| !d.repairable())
+}
+
+/// A write that changes no data but puts back the files consumers read (local mode), for a
+/// Secret the plan keeps; its entry becomes a repair naming the files.
+fn relink(
+    observed: Option<&Observed>,
+    entry: Option<&mut Entry>,
+) -> Option<(SecretWrite, Action, String)> {
+    let s = observed?.present()?;
+    if s.divergent.is_empty() {
+        return None;
+    }
+    let reason = format!(
+        "restoring what consumers read: {}",
+        s.divergent
+            .iter()
+            .map(|d| d.describe())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if let Some(entry) = entry {
+        entry.action = Action::Repair;
+        entry.reason = reason.clone();
+    }
+    let write = SecretWrite {
+        name: s.name.clone(),
+        type_: if s.type_ == TYPE_OPAQUE {
+            TYPE_OPAQUE
+        } else {
+            TYPE_TLS
+        },
+        data: BTreeMap::new(),
+        secret_keys: vec![],
+        remove: vec![],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        expect: Expect::Version(s.version.clone()),
+    };
+    Some((write, Action::Repair, reason))
 }
 
 /// Test-only fault injection: with `CERTGEN_TEST_CRASH_AFTER_WRITES=N` the process ends (exit
@@ -588,5 +717,6 @@ fn action_name(action: Action) -> &'static str {
         Action::Rotate => "rotate",
         Action::Trust => "trust",
         Action::Promote => "promote",
+        Action::Repair => "repair",
     }
 }

@@ -43,6 +43,7 @@ fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
         annotations: BTreeMap::new(),
         owners: vec![],
         version: "1".into(),
+        divergent: vec![],
     })
 }
 

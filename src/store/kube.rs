@@ -10,6 +10,8 @@ use serde_json::json;
 
 use super::{ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret};
 
+mod list;
+
 const FIELD_MANAGER: &str = "certgen";
 
 /// Secrets in one namespace of a cluster.
@@ -56,6 +58,10 @@ impl SecretStore for KubeStore {
             Ok(Some(secret)) => Ok(Observed::Present(from_secret(secret))),
             Err(e) => Err(self.api_error("get", name, e)),
         }
+    }
+
+    async fn get_many(&self, names: &[&str]) -> Result<Vec<Observed>, StoreError> {
+        list::get_many(self, names).await
     }
 
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
@@ -156,5 +162,6 @@ fn from_secret(secret: Secret) -> StoredSecret {
             .map(|o| format!("{}/{}", o.kind, o.name))
             .collect(),
         version: meta.resource_version.unwrap_or_default(),
+        divergent: Vec::new(),
     }
 }

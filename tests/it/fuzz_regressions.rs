@@ -125,6 +125,7 @@ mod found {
                 .collect(),
             owners: vec![],
             version: "1".into(),
+            divergent: vec![],
         })
     }
 
