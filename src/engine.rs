@@ -109,7 +109,11 @@ pub async fn run<S: SecretStore>(
         {
             return Err(plan::Invalid {
                 object: d.path.clone(),
-                problem: format!("{}; certgen cannot tell whether it or its own copy in ..data/{} is the one meant", d.describe(), d.key),
+                problem: format!(
+                    "{}; certgen cannot tell whether it or its own copy in ..data/{} is the one meant",
+                    d.what(),
+                    d.key
+                ),
                 fix: "nothing was written; delete it to have certgen link its own copy back, or run with --force to replace it".into(),
             }
             .into());

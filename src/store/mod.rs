@@ -71,17 +71,21 @@ impl Divergence {
         self.found != Found::Foreign
     }
 
-    /// For messages: what consumers find at the path.
-    pub fn describe(&self) -> String {
-        let what = match self.found {
+    /// What consumers find at the path: "is missing", "is a truncated copy ...".
+    pub fn what(&self) -> &'static str {
+        match self.found {
             Found::Missing => "is missing",
             Found::Copy => {
                 "is a copy, not the link into ..data, and will not follow the next write"
             }
             Found::Truncated => "is a truncated copy of certgen's file, not the link into ..data",
             Found::Foreign => "is not the file certgen wrote, nor the link into ..data",
-        };
-        format!("{} {what}", self.path)
+        }
+    }
+
+    /// For messages: the path and what consumers find there.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.path, self.what())
     }
 }
 
