@@ -437,13 +437,25 @@ fn write_file(path: &Path, value: &[u8], mode: u32) -> Result<(), StoreError> {
             .mode(mode)
             .open(path)?;
         f.write_all(value)?;
-        fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        // The mode again, whatever the umask took away (on the open file: no path lookup).
+        f.set_permissions(fs::Permissions::from_mode(mode))
     })();
     result.map_err(|e| LocalStore::err(path, format!("cannot write: {e}")))
 }
 
-/// Points `dir/name` at `target` atomically (a temporary link renamed over it).
+/// Points `dir/name` at `target` atomically: a new link when nothing is there yet (a new
+/// Secret, a missing name), else a temporary link renamed over what is there.
 fn swap_symlink(dir: &Path, name: &str, target: &Path) -> Result<(), StoreError> {
+    match std::os::unix::fs::symlink(target, dir.join(name)) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(LocalStore::err(
+                &dir.join(name),
+                format!("cannot write: {e}"),
+            ));
+        }
+    }
     let tmp = dir.join(format!(
         ".{name}.certgen-{}",
         hex(&crate::pki::random_bytes(6))
