@@ -292,6 +292,31 @@ pub fn check(
         rows.push(r);
     }
 
+    // Local mode: judge what consumers read, not only certgen's own copy.
+    for r in &mut rows {
+        let stored = if r.secret == config.ca.secret_name {
+            observed.ca.as_ref()
+        } else {
+            observed.secrets.get(&r.secret)
+        };
+        for d in stored
+            .and_then(Observed::present)
+            .into_iter()
+            .flat_map(|s| &s.divergent)
+        {
+            r.problems.push(if d.repairable() {
+                format!("{}: run certgen to restore it", d.describe())
+            } else {
+                format!(
+                    "{}: certgen cannot tell which copy is meant; delete it to have certgen restore its own, or run certgen --force to replace it",
+                    d.describe()
+                )
+            });
+            if r.status == "ok" {
+                r.status = "invalid";
+            }
+        }
+    }
     for r in &mut rows {
         if r.status == "ok" && !r.problems.is_empty() {
             let invalid = r.problems.iter().any(|p| {

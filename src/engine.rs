@@ -9,7 +9,10 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, MANAGED_BY, MANAGED_BY_LABEL};
 use crate::exit::Error;
-use crate::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf, random_bytes};
+use crate::pki::{
+    CaKey, Cert, bundle_pem, generate_keys, issue_ca_with_key, issue_leaf, issue_leaf_with_key,
+    random_bytes,
+};
 use crate::plan::{self, Action, CaRef, Kind, ObservedState, Options, Phase, Plan, Signer};
 use crate::report::{Entry, Report, rfc3339};
 use crate::store::{
@@ -90,18 +93,15 @@ pub async fn observe<S: SecretStore>(
         .chain(config.tls.iter().map(|t| &t.name))
         .chain(config.hmac.iter().map(|h| &h.name))
         .collect();
-    // Bounded concurrency: fast for a thousand Secrets, gentle on the API server.
-    let reads: Vec<(&String, Result<Observed, StoreError>)> = futures::stream::iter(names)
-        .map(|name| async move { (name, store.get(name).await) })
-        .buffered(CONCURRENCY)
-        .collect()
-        .await;
+    // One LIST when the store can and may, else by name with bounded concurrency.
+    let keys: Vec<&str> = names.iter().map(|n| n.as_str()).collect();
+    let reads = store.get_many(&keys).await?;
     let mut state = ObservedState::default();
-    for (name, observed) in reads {
+    for (name, observed) in names.into_iter().zip(reads) {
         if *name == config.ca.secret_name {
-            state.ca = Some(observed?);
+            state.ca = Some(observed);
         } else {
-            state.secrets.insert(name.clone(), observed?);
+            state.secrets.insert(name.clone(), observed);
         }
     }
     Ok(state)
@@ -134,6 +134,20 @@ pub async fn run<S: SecretStore>(
             }
             Err(e) => return Err(e.into()),
         };
+        if !plan_options.force
+            && let Some(d) = foreign_file(&observed)
+        {
+            return Err(plan::Invalid {
+                object: d.path.clone(),
+                problem: format!(
+                    "{}; certgen cannot tell whether it or its own copy in ..data/{} is the one meant",
+                    d.what(),
+                    d.key
+                ),
+                fix: "nothing was written; delete it to have certgen link its own copy back, or run with --force to replace it".into(),
+            }
+            .into());
+        }
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
         // another run's rotation), --overwrite has been acted on: never a second new CA.
         let ca_version = observed
@@ -150,7 +164,7 @@ pub async fn run<S: SecretStore>(
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if options.dry_run {
-            let written = plan
+            let written: BTreeSet<String> = plan
                 .secrets
                 .iter()
                 .filter(|s| s.action.writes())
@@ -161,7 +175,19 @@ pub async fn run<S: SecretStore>(
             for name in observed.secrets.keys() {
                 stored.record(name, &observed, &BTreeMap::new(), None);
             }
-            let report = Report::from_plan(&config.profile, store.describe(), &plan);
+            let mut report = Report::from_plan(&config.profile, store.describe(), &plan);
+            let mut written = written;
+            // Files consumers read that a run would put back (local mode).
+            for entry in report.secrets.iter_mut().filter(|e| !e.action.writes()) {
+                let stored = if entry.secret == config.ca.secret_name {
+                    observed.ca.as_ref()
+                } else {
+                    observed.secrets.get(&entry.secret)
+                };
+                if relink(stored, Some(entry)).is_some() {
+                    written.insert(entry.secret.clone());
+                }
+            }
             let signer = plan.ca.active.clone();
             return Ok(Outcome {
                 report,
@@ -350,11 +376,35 @@ async fn apply<S: SecretStore>(
     guard: &Guard<'_>,
 ) -> Result<Option<CaKey>, ApplyError> {
     let phase = plan.phase.name();
+    // Every key this step needs, generated side by side (RSA keys take long and are
+    // independent of each other): the new CA's, then each issued leaf's.
+    let leaf_algorithms: Vec<(&str, crate::pki::KeyAlgorithm)> = plan
+        .secrets
+        .iter()
+        .filter(|s| s.signer.is_some() && s.action.writes())
+        .filter_map(|s| {
+            let t = config.tls.iter().find(|t| t.name == s.name)?;
+            Some((t.name.as_str(), t.leaf.key_algorithm))
+        })
+        .collect();
+    let algorithms: Vec<_> = plan
+        .generates_ca()
+        .then_some(config.ca.spec.key_algorithm)
+        .into_iter()
+        .chain(leaf_algorithms.iter().map(|(_, a)| *a))
+        .collect();
+    let mut keys = generate_keys(&algorithms)?.into_iter();
     let new_ca = if plan.generates_ca() {
-        Some(issue_ca(&config.ca.spec, now)?.0)
+        let key = keys.next().expect("a key per algorithm");
+        Some(issue_ca_with_key(&config.ca.spec, key, now)?.0)
     } else {
         None
     };
+    let mut leaf_keys: BTreeMap<String, _> = leaf_algorithms
+        .iter()
+        .map(|(name, _)| name.to_string())
+        .zip(keys)
+        .collect();
     let ca_plan = plan.ca;
     let pem = |c: &Cert| c.pem().into_bytes();
     let bundle_bytes = |b: &[CaRef]| bundle_pem(&resolve(b, new_ca.as_ref())).into_bytes();
@@ -402,7 +452,7 @@ async fn apply<S: SecretStore>(
             let shown = ca.cert.clone();
             (Some(ca), None, Some(shown))
         }
-        Action::UpdateBundle | Action::Keep | Action::Renew => {
+        Action::UpdateBundle | Action::Keep | Action::Renew | Action::Repair => {
             let shown = ca_plan.active_cert().cloned();
             (ca_plan.active.clone(), ca_plan.pending.clone(), shown)
         }
@@ -439,8 +489,24 @@ async fn apply<S: SecretStore>(
     });
 
     let mut writes = Vec::new();
+    // Local mode: the CA's data is kept, but files consumers read are put back.
+    if !ca_plan.action.writes()
+        && let Some((write, action, reason)) =
+            relink(observed.ca.as_ref(), progress.entries.last_mut())
+    {
+        writes.push((write, Kind::Ca, action, reason));
+    }
     for s in plan.secrets {
         let mut entry = Entry::planned(&s);
+        if s.action == Action::Keep
+            && let Some((write, action, reason)) =
+                relink(observed.secrets.get(&s.name), Some(&mut entry))
+        {
+            progress.record(&s.name, observed, &BTreeMap::new(), None);
+            progress.entries.push(entry);
+            writes.push((write, s.kind, action, reason));
+            continue;
+        }
         let mut data = BTreeMap::new();
         let mut secret_keys = Vec::new();
         let mut annotations = BTreeMap::new();
@@ -474,7 +540,10 @@ async fn apply<S: SecretStore>(
                     Signer::New => new_ca.as_ref(),
                 }
                 .expect("the plan names a signer whose key it holds");
-                let issued = issue_leaf(&t.leaf, ca, now)?;
+                let issued = match leaf_keys.remove(s.name.as_str()) {
+                    Some(key) => issue_leaf_with_key(&t.leaf, key, ca, now)?,
+                    None => issue_leaf(&t.leaf, ca, now)?,
+                };
                 data.insert("ca.crt".to_string(), bundle_bytes(&s.bundle));
                 data.insert("tls.crt".to_string(), issued.cert.pem().into_bytes());
                 data.insert(
@@ -523,10 +592,62 @@ async fn apply<S: SecretStore>(
             }
         }
     }
-    match first_error {
-        Some(e) => Err(e),
-        None => Ok(signer),
+    if let Some(e) = first_error {
+        return Err(e);
     }
+    // Every write durable before the run reports it (and before the lock is released).
+    store.flush().await?;
+    Ok(signer)
+}
+
+/// The first visible file certgen cannot account for (local mode), in any observed Secret.
+fn foreign_file(observed: &ObservedState) -> Option<&crate::store::Divergence> {
+    observed
+        .ca
+        .iter()
+        .chain(observed.secrets.values())
+        .filter_map(Observed::present)
+        .flat_map(|s| &s.divergent)
+        .find(|d| !d.repairable())
+}
+
+/// A write that changes no data but puts back the files consumers read (local mode), for a
+/// Secret the plan keeps; its entry becomes a repair naming the files.
+fn relink(
+    observed: Option<&Observed>,
+    entry: Option<&mut Entry>,
+) -> Option<(SecretWrite, Action, String)> {
+    let s = observed?.present()?;
+    if s.divergent.is_empty() {
+        return None;
+    }
+    let reason = format!(
+        "restoring what consumers read: {}",
+        s.divergent
+            .iter()
+            .map(|d| d.describe())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if let Some(entry) = entry {
+        entry.action = Action::Repair;
+        entry.reason = reason.clone();
+    }
+    let write = SecretWrite {
+        name: s.name.clone(),
+        type_: if s.type_ == TYPE_OPAQUE {
+            TYPE_OPAQUE
+        } else {
+            TYPE_TLS
+        },
+        data: BTreeMap::new(),
+        secret_keys: vec![],
+        remove: vec![],
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        expect: Expect::Version(s.version.clone()),
+    };
+    Some((write, Action::Repair, reason))
 }
 
 /// Test-only fault injection (cargo feature `test-hooks`, never in a release build): with
@@ -588,5 +709,6 @@ fn action_name(action: Action) -> &'static str {
         Action::Rotate => "rotate",
         Action::Trust => "trust",
         Action::Promote => "promote",
+        Action::Repair => "repair",
     }
 }

@@ -178,6 +178,9 @@ pub enum Action {
     Trust,
     /// Staged rotation: the pending CA becomes the active one (CA Secret only).
     Promote,
+    /// Local mode: the data is right, but files consumers read are not the links into it
+    /// ([`crate::store::StoredSecret::divergent`]); the links are put back, the data kept.
+    Repair,
 }
 
 impl Action {

@@ -53,7 +53,7 @@ impl KeyAlgorithm {
         }
     }
 
-    fn is_rsa(self) -> bool {
+    pub(super) fn is_rsa(self) -> bool {
         matches!(self, Self::Rsa2048 | Self::Rsa3072 | Self::Rsa4096)
     }
 
@@ -177,7 +177,16 @@ fn duration(d: Duration) -> time::Duration {
 
 /// Issues a self-signed CA: `basicConstraints CA:TRUE, pathlen:0`, `keyCertSign` and `cRLSign`.
 pub fn issue_ca(spec: &CaSpec, now: OffsetDateTime) -> Result<(CaKey, Issued), IssueError> {
-    let key = spec.key_algorithm.generate()?;
+    issue_ca_with_key(spec, spec.key_algorithm.generate()?, now)
+}
+
+/// [`issue_ca`] with a key generated beforehand (see [`super::generate_keys`]); the key must be
+/// of the spec's algorithm.
+pub fn issue_ca_with_key(
+    spec: &CaSpec,
+    key: KeyPair,
+    now: OffsetDateTime,
+) -> Result<(CaKey, Issued), IssueError> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, spec.common_name.as_str());
@@ -212,7 +221,20 @@ pub fn issue_leaf(spec: &LeafSpec, ca: &CaKey, now: OffsetDateTime) -> Result<Is
     if ca.cert.is_expired_at(now) {
         return Err(IssueError::CaExpired(ca.cert.not_after));
     }
-    let key = spec.key_algorithm.generate()?;
+    issue_leaf_with_key(spec, spec.key_algorithm.generate()?, ca, now)
+}
+
+/// [`issue_leaf`] with a key generated beforehand (see [`super::generate_keys`]); the key must
+/// be of the spec's algorithm.
+pub fn issue_leaf_with_key(
+    spec: &LeafSpec,
+    key: KeyPair,
+    ca: &CaKey,
+    now: OffsetDateTime,
+) -> Result<Issued, IssueError> {
+    if ca.cert.is_expired_at(now) {
+        return Err(IssueError::CaExpired(ca.cert.not_after));
+    }
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, spec.common_name.as_str());

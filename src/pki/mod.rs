@@ -7,6 +7,7 @@
 mod bundle;
 mod cert;
 mod issue;
+mod keys;
 
 pub use bundle::{
     BundleError, MAX_BUNDLE, check_bundle, choose_prior_ca, rotation_bundle, steady_bundle,
@@ -14,8 +15,9 @@ pub use bundle::{
 pub use cert::{Cert, CertError, KeyError, load_signing_key, parse_cert_chain, parse_single_cert};
 pub use issue::{
     CaKey, CaSpec, IssueError, Issued, KeyAlgorithm, LeafSpec, Usages, bundle_pem, issue_ca,
-    issue_leaf,
+    issue_ca_with_key, issue_leaf, issue_leaf_with_key,
 };
+pub use keys::generate_keys;
 
 use std::fmt;
 

@@ -14,6 +14,8 @@ use serde_json::json;
 
 use super::{ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret};
 
+mod list;
+
 const FIELD_MANAGER: &str = "certgen";
 
 /// How a change to an existing Secret is written.
@@ -196,6 +198,10 @@ impl SecretStore for KubeStore {
         }
     }
 
+    async fn get_many(&self, names: &[&str]) -> Result<Vec<Observed>, StoreError> {
+        list::get_many(self, names).await
+    }
+
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
         match &write.expect {
             Expect::Absent => {
@@ -326,5 +332,6 @@ fn from_secret(secret: Secret) -> StoredSecret {
             .map(|o| format!("{}/{}", o.kind, o.name))
             .collect(),
         version: meta.resource_version.unwrap_or_default(),
+        divergent: Vec::new(),
     }
 }

@@ -36,6 +36,63 @@ pub struct StoredSecret {
     /// cluster, rounded up to the next second; the file system's locally). Staged rotation
     /// gates count from the last write consumers may still be loading.
     pub written_at: Option<time::OffsetDateTime>,
+    /// Local mode only: the files consumers read (`DIR/<secret>/<key>`) that do not show
+    /// certgen's own copy (`DIR/<secret>/..data/<key>`, which `data` holds). Empty when every
+    /// visible name is the link into `..data`, and always empty in a cluster. `data` is what
+    /// certgen wrote; these are what consumers would see instead. A plan must not call such a
+    /// Secret healthy: [`Divergence::repairable`] ones are fixed by rewriting the Secret's links
+    /// (any [`SecretStore::put`] of it does, even one with no data), the others need `--force`
+    /// or a person, because certgen cannot tell which copy is right.
+    pub divergent: Vec<Divergence>,
+}
+
+/// A file consumers read that is not the link into certgen's `..data` copy (local mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divergence {
+    /// The data key (`tls.crt`).
+    pub key: String,
+    /// The path consumers open (`DIR/envoy/tls.crt`).
+    pub path: String,
+    pub found: Found,
+}
+
+/// What stands at a visible name instead of the link into `..data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing: consumers cannot open it.
+    Missing,
+    /// A regular file, byte-for-byte certgen's copy: right today, but it will not follow the
+    /// next write.
+    Copy,
+    /// A regular file holding the start of certgen's copy (empty, or cut short).
+    Truncated,
+    /// Something certgen did not write: a file with other content, a link elsewhere, a
+    /// directory. Certgen cannot tell whether it or its own copy is the one meant.
+    Foreign,
+}
+
+impl Divergence {
+    /// Whether certgen's own copy can simply be linked back in its place.
+    pub fn repairable(&self) -> bool {
+        self.found != Found::Foreign
+    }
+
+    /// What consumers find at the path: "is missing", "is a truncated copy ...".
+    pub fn what(&self) -> &'static str {
+        match self.found {
+            Found::Missing => "is missing",
+            Found::Copy => {
+                "is a copy, not the link into ..data, and will not follow the next write"
+            }
+            Found::Truncated => "is a truncated copy of certgen's file, not the link into ..data",
+            Found::Foreign => "is not the file certgen wrote, nor the link into ..data",
+        }
+    }
+
+    /// For messages: the path and what consumers find there.
+    pub fn describe(&self) -> String {
+        format!("{} {}", self.path, self.what())
+    }
 }
 
 impl fmt::Debug for StoredSecret {
@@ -45,6 +102,7 @@ impl fmt::Debug for StoredSecret {
             .field("type", &self.type_)
             .field("keys", &self.data.keys().collect::<Vec<_>>())
             .field("version", &self.version)
+            .field("divergent", &self.divergent)
             .finish_non_exhaustive()
     }
 }
@@ -141,13 +199,47 @@ pub trait SecretStore {
     fn object(&self, name: &str) -> String;
     /// Reads a Secret; `Absent` only when it does not exist.
     async fn get(&self, name: &str) -> Result<Observed, StoreError>;
-    /// Writes a Secret under the write's precondition.
+    /// Reads several Secrets, answering in the order of `names`; `Absent` only for those that
+    /// do not exist. The default reads each by name, [`READ_CONCURRENCY`] at a time; a store may
+    /// read them all in one request.
+    async fn get_many(&self, names: &[&str]) -> Result<Vec<Observed>, StoreError> {
+        get_by_name(self, names).await
+    }
+    /// Writes a Secret under the write's precondition. A store may defer part of the
+    /// durability work to [`SecretStore::flush`], but a Secret it has written is never torn and
+    /// every earlier write is durable before a later one can be seen (so the CA key is durable
+    /// before anything it signs).
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError>;
     /// Now, on the same clock as [`StoredSecret::written_at`]: gates compare the two, so a
     /// writer's clock never has to agree with a reader's.
     fn now(&self) -> time::OffsetDateTime {
         time::OffsetDateTime::now_utc()
     }
+    /// Makes every write so far durable and finishes its clean-up. Call it once after the last
+    /// write of a run (and before releasing the run lock). A no-op for stores whose writes are
+    /// durable when `put` returns (the Kubernetes API).
+    async fn flush(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// How many reads by name are in flight at once: fast for a thousand Secrets, gentle on the
+/// API server.
+pub const READ_CONCURRENCY: usize = 16;
+
+/// [`SecretStore::get_many`] by one `get` per name, [`READ_CONCURRENCY`] at a time.
+pub async fn get_by_name<S: SecretStore + ?Sized>(
+    store: &S,
+    names: &[&str],
+) -> Result<Vec<Observed>, StoreError> {
+    use futures::StreamExt;
+    futures::stream::iter(names)
+        .map(|name| store.get(name))
+        .buffered(READ_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect()
 }
 
 /// A refused or failed Kubernetes API call, naming the verb, resource and namespace.

@@ -125,6 +125,7 @@ mod found {
             owners: vec![],
             version: "1".into(),
             written_at: written_at.map(|w| OffsetDateTime::parse(w, &Rfc3339).unwrap()),
+            divergent: vec![],
         })
     }
 

@@ -531,6 +531,126 @@ fn check(dir: &Path, extra: &[&str]) -> crate::util::Run {
     run(&args)
 }
 
+/// What each Secret's visible names read (links followed), and whether each is a link.
+fn visible_files(dir: &Path) -> Vec<(String, Vec<u8>, bool)> {
+    let mut out = Vec::new();
+    for secret in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+    ] {
+        for key in ["ca.crt", "tls.crt", "tls.key"] {
+            let path = dir.join(secret).join(key);
+            let link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+            out.push((
+                format!("{secret}/{key}"),
+                std::fs::read(&path).unwrap_or_default(),
+                link,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn check_judges_the_files_consumers_read_and_a_plain_run_restores_them() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    local(dir, &[]).ok();
+    let healthy = visible_files(dir);
+    assert!(
+        healthy
+            .iter()
+            .all(|(_, data, link)| *link && !data.is_empty())
+    );
+    // Consumers read the top-level names; certgen's copies in ..data stay intact.
+    let ca = dir.join("envoy/ca.crt");
+    let full = std::fs::read(&ca).unwrap();
+    std::fs::remove_file(&ca).unwrap();
+    std::fs::write(&ca, &full[..full.len() / 2]).unwrap(); // a truncated copy replaces the link
+    let gone = dir.join("envoy-gateway/tls.crt");
+    std::fs::remove_file(&gone).unwrap();
+    let key = dir.join("envoy-rate-limit/tls.key");
+    let key_data = std::fs::read(&key).unwrap();
+    std::fs::remove_file(&key).unwrap();
+    std::fs::write(&key, &key_data).unwrap(); // a plain copy: right today, stale after a rotation
+
+    let r = check(dir, &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    for path in [&ca, &gone, &key] {
+        assert!(
+            r.stdout.contains(&path.display().to_string()),
+            "{} not named:\n{}",
+            path.display(),
+            r.stdout
+        );
+    }
+    let report = check(dir, &["--output", "json"]).json();
+    assert_eq!(report["healthy"], false, "{report}");
+
+    // A dry run writes nothing; a plain run puts the links back and keeps every key.
+    let before = tree(dir);
+    local(dir, &["--dry-run"]).ok();
+    assert_eq!(tree(dir), before);
+    let report = local(dir, &[]).ok().json();
+    let repaired: Vec<&str> = report["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "repair")
+        .map(|e| e["secret"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        repaired,
+        ["envoy-gateway", "envoy", "envoy-rate-limit"],
+        "{report}"
+    );
+    assert_eq!(visible_files(dir), healthy, "same data, links again");
+    check(dir, &[]).ok();
+    let after = tree(dir);
+    let report = local(dir, &[]).ok().json();
+    assert_eq!(report["writes"], 0, "{report}");
+    assert_eq!(tree(dir), after, "repaired means a no-op next time");
+}
+
+#[test]
+fn a_visible_file_certgen_cannot_account_for_is_refused_naming_it() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    local(dir, &[]).ok();
+    let ca = dir.join("envoy/ca.crt");
+    std::fs::remove_file(&ca).unwrap();
+    // Someone else's file where the link was: certgen cannot tell which copy is meant.
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nsomeone else's\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let before = tree(dir);
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let r = local(dir, extra);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&ca.display().to_string()) && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(tree(dir), before, "nothing written");
+    }
+    let r = check(dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.contains(&ca.display().to_string()), "{}", r.stdout);
+    local(dir, &["--force"]).ok();
+    assert!(
+        std::fs::symlink_metadata(&ca)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    check(dir, &[]).ok();
+}
+
 #[test]
 fn check_reports_a_healthy_installation_and_exits_0() {
     let tmp = tempdir();

@@ -9,6 +9,7 @@ mod consumers;
 mod eg_compat;
 mod faults;
 mod harness;
+mod list;
 mod rotation;
 mod smoke;
 mod store;

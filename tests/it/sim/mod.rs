@@ -152,6 +152,7 @@ impl World {
                 owners: vec![],
                 version: String::new(),
                 written_at: None,
+                divergent: vec![],
             },
         };
         secret
