@@ -1,1 +1,551 @@
-//! Unit tests of the planner: see the trajectory simulation in tests/it/sim for sequences.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use time::macros::datetime;
+
+use super::*;
+use crate::config::{Env, Overrides, Source};
+use crate::pki::{CaKey, CaSpec, Issued, bundle_pem, issue_ca, issue_leaf};
+use crate::store::StoredSecret;
+
+const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
+const DAY: time::Duration = time::Duration::DAY;
+
+fn immediate() -> Options {
+    Options {
+        strategy: Strategy::Immediate,
+        ..Options::default()
+    }
+}
+
+/// The built-in profile with the lifetimes these tests' dates were written for: a 5-year CA
+/// and 1-year leaves.
+fn config() -> Config {
+    let mut config = Config::resolve(
+        &Source::Profile("envoy-gateway".into()),
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap();
+    config.ca.spec.validity = Duration::from_secs(1825 * 86_400);
+    for t in &mut config.tls {
+        t.leaf.validity = Duration::from_secs(365 * 86_400);
+    }
+    config
+}
+
+fn object(name: &str) -> String {
+    format!("Secret ns/{name}")
+}
+
+fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
+    Observed::Present(StoredSecret {
+        name: name.into(),
+        type_: type_.into(),
+        data: data
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        owners: vec![],
+        version: "1".into(),
+        written_at: None,
+        divergent: vec![],
+    })
+}
+
+fn new_ca(at: OffsetDateTime) -> (CaKey, Issued) {
+    issue_ca(&config().ca.spec, at).unwrap()
+}
+
+/// A cluster where certgen already ran at `at` with the given CA.
+struct World {
+    config: Config,
+    state: ObservedState,
+}
+
+impl World {
+    fn installed(ca: &(CaKey, Issued), at: OffsetDateTime) -> Self {
+        let config = config();
+        let mut state = ObservedState::default();
+        let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
+        state.ca = Some(secret(
+            &config.ca.secret_name,
+            TYPE_TLS,
+            &[
+                ("ca.crt", bundle.clone()),
+                ("tls.crt", ca.1.cert.pem().into_bytes()),
+                ("tls.key", ca.1.key.expose().as_bytes().to_vec()),
+            ],
+        ));
+        for t in &config.tls {
+            let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();
+            state
+                .secrets
+                .insert(t.name.clone(), tls_secret(&t.name, &bundle, &leaf));
+        }
+        for h in &config.hmac {
+            state.secrets.insert(
+                h.name.clone(),
+                secret(&h.name, TYPE_OPAQUE, &[(&h.key, vec![7; 32])]),
+            );
+        }
+        Self { config, state }
+    }
+
+    fn plan(&self, now: OffsetDateTime, options: Options) -> Result<Plan, Invalid> {
+        plan(&self.config, &self.state, now, options, &object)
+    }
+
+    fn edit(&mut self, name: &str, f: impl FnOnce(&mut StoredSecret)) {
+        let slot = if name == self.config.ca.secret_name {
+            self.state.ca.as_mut().unwrap()
+        } else {
+            self.state.secrets.get_mut(name).unwrap()
+        };
+        let Observed::Present(s) = slot else {
+            panic!("{name} is absent")
+        };
+        f(s);
+    }
+}
+
+fn tls_secret(name: &str, bundle: &[u8], leaf: &Issued) -> Observed {
+    secret(
+        name,
+        TYPE_TLS,
+        &[
+            ("ca.crt", bundle.to_vec()),
+            ("tls.crt", leaf.cert.pem().into_bytes()),
+            ("tls.key", leaf.key.expose().as_bytes().to_vec()),
+        ],
+    )
+}
+
+fn actions(plan: &Plan) -> Vec<(String, Action)> {
+    std::iter::once((plan.ca.name.clone(), plan.ca.action))
+        .chain(plan.secrets.iter().map(|s| (s.name.clone(), s.action)))
+        .collect()
+}
+
+fn action_of(plan: &Plan, name: &str) -> Action {
+    actions(plan)
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap()
+        .1
+}
+
+#[test]
+fn a_fresh_namespace_creates_everything() {
+    let plan = plan(
+        &config(),
+        &ObservedState::default(),
+        NOW,
+        Options::default(),
+        &object,
+    )
+    .unwrap();
+    assert!(
+        actions(&plan).iter().all(|(_, a)| *a == Action::Create),
+        "{:?}",
+        actions(&plan)
+    );
+    assert_eq!(plan.secrets.len(), 4);
+}
+
+#[test]
+fn a_valid_installation_is_a_no_op() {
+    let ca = new_ca(NOW - DAY * 10);
+    let world = World::installed(&ca, NOW - DAY * 10);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+}
+
+#[test]
+fn a_leaf_within_renew_before_is_renewed_alone() {
+    let ca = new_ca(NOW - DAY * 400);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    let t = world.config.tls[1].clone();
+    let old_leaf = issue_leaf(&t.leaf, &ca.0, NOW - DAY * 340).unwrap();
+    let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
+    world
+        .state
+        .secrets
+        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &old_leaf));
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Renew);
+    assert!(
+        plan.secrets[1].reason.contains("within renewBefore"),
+        "{}",
+        plan.secrets[1].reason
+    );
+    let writes: Vec<_> = actions(&plan)
+        .into_iter()
+        .filter(|(_, a)| a.writes())
+        .collect();
+    assert_eq!(writes, [("envoy".to_string(), Action::Renew)]);
+}
+
+#[test]
+fn a_san_change_in_the_config_renews_the_leaf() {
+    let ca = new_ca(NOW);
+    let world = World::installed(&ca, NOW);
+    let other_ns = World {
+        config: Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides {
+                namespace: Some("envoy-gateway-system".into()),
+                cluster_domain: Some("corp.example".into()),
+            },
+            &Env::default(),
+        )
+        .unwrap(),
+        state: world.state.clone(),
+    };
+    let plan = other_ns.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy-gateway"), Action::Renew);
+    assert!(
+        plan.secrets[0]
+            .reason
+            .contains("envoy-gateway.envoy-gateway-system.svc.corp.example")
+    );
+    // The wildcard SANs do not mention the cluster domain, so those leaves stay.
+    assert_eq!(action_of(&plan, "envoy"), Action::Keep);
+}
+
+#[test]
+fn overwrite_rotates_the_ca_keeps_the_prior_and_leaves_hmac_alone() {
+    let ca = new_ca(NOW - DAY);
+    let world = World::installed(&ca, NOW - DAY);
+    let plan = world
+        .plan(
+            NOW,
+            Options {
+                overwrite: true,
+                ..immediate()
+            },
+        )
+        .unwrap();
+    assert_eq!(plan.ca.action, Action::Rotate);
+    assert_eq!(
+        plan.ca.bundle,
+        [CaRef::New, CaRef::Cert(ca.0.cert.clone())],
+        "the active CA stays trusted beside the new one"
+    );
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        assert_eq!(action_of(&plan, name), Action::Renew);
+    }
+    assert_eq!(action_of(&plan, "envoy-oidc-hmac"), Action::Keep);
+    let plan = world
+        .plan(
+            NOW,
+            Options {
+                overwrite: true,
+                rotate_hmac: true,
+                ..immediate()
+            },
+        )
+        .unwrap();
+    assert_eq!(action_of(&plan, "envoy-oidc-hmac"), Action::Renew);
+}
+
+#[test]
+fn a_ca_near_expiry_rotates_by_itself() {
+    let ca = new_ca(NOW - DAY * 1800);
+    let world = World::installed(&ca, NOW - DAY);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Trust, "staged by default");
+    assert!(plan.ca.reason.contains("expires in"), "{}", plan.ca.reason);
+    let plan = world.plan(NOW, immediate()).unwrap();
+    assert_eq!(plan.ca.action, Action::Rotate);
+}
+
+#[test]
+fn a_leaf_from_another_ca_is_reissued_by_the_active_one() {
+    let ca = new_ca(NOW);
+    let other = new_ca(NOW);
+    let mut world = World::installed(&ca, NOW);
+    let t = world.config.tls[0].clone();
+    let stray = issue_leaf(&t.leaf, &other.0, NOW).unwrap();
+    let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
+    world
+        .state
+        .secrets
+        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &stray));
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy-gateway"), Action::Renew);
+    assert!(plan.secrets[0].reason.contains("other than the active"));
+}
+
+#[test]
+fn an_expired_prior_is_dropped_from_every_bundle() {
+    let old = issue_ca(
+        &CaSpec {
+            validity: Duration::from_secs(30 * 86_400),
+            ..config().ca.spec
+        },
+        NOW - DAY * 40,
+    )
+    .unwrap();
+    let ca = new_ca(NOW - DAY * 20);
+    let mut world = World::installed(&ca, NOW - DAY * 20);
+    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
+    for name in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+    ] {
+        world.edit(name, |s| {
+            s.data.insert("ca.crt".into(), two.clone());
+        });
+    }
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::UpdateBundle);
+    assert_eq!(plan.ca.bundle, [CaRef::Cert(ca.0.cert.clone())]);
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        assert_eq!(action_of(&plan, name), Action::UpdateBundle);
+    }
+}
+
+#[test]
+fn foreign_owned_secrets_are_refused_unless_forced() {
+    let ca = new_ca(NOW);
+    let owners: [fn(&mut StoredSecret); 3] = [
+        |s| {
+            s.annotations
+                .insert("cert-manager.io/certificate-name".into(), "envoy".into());
+        },
+        |s| s.owners.push("Certificate/envoy".into()),
+        |s| {
+            s.labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
+        },
+    ];
+    for own in owners {
+        let mut world = World::installed(&ca, NOW);
+        world.edit("envoy", own);
+        let err = world
+            .plan(
+                NOW,
+                Options {
+                    overwrite: true,
+                    ..immediate()
+                },
+            )
+            .unwrap_err();
+        assert_eq!(err.object, "Secret ns/envoy");
+        assert!(err.problem.contains("refusing to take it over"), "{err}");
+        assert!(err.fix.contains("--force"), "{err}");
+        let forced = world.plan(
+            NOW,
+            Options {
+                overwrite: true,
+                force: true,
+                ..immediate()
+            },
+        );
+        assert_eq!(action_of(&forced.unwrap(), "envoy"), Action::Renew);
+    }
+}
+
+#[test]
+fn a_secret_of_the_wrong_type_is_refused_even_when_forced() {
+    let ca = new_ca(NOW);
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy", |s| s.type_ = "Opaque".into());
+    for force in [false, true] {
+        let err = world
+            .plan(
+                NOW,
+                Options {
+                    force,
+                    ..immediate()
+                },
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("has type \"Opaque\", expected \"kubernetes.io/tls\""),
+            "{err}"
+        );
+        assert!(err.fix.contains("delete it"), "{err}");
+    }
+}
+
+#[test]
+fn unusable_contents_are_errors_naming_the_key_and_force_replaces_them() {
+    let ca = new_ca(NOW);
+    let other = new_ca(NOW);
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        (
+            "envoy",
+            "tls.crt",
+            b"not a certificate".to_vec(),
+            "tls.crt: no PEM certificate",
+        ),
+        (
+            "envoy",
+            "tls.crt",
+            b"-----BEGIN CERTIFICATE-----\nMIIB".to_vec(),
+            "tls.crt: malformed PEM",
+        ),
+        (
+            "envoy",
+            "tls.key",
+            other.1.key.expose().as_bytes().to_vec(),
+            "tls.key: the private key does not match",
+        ),
+        (
+            "envoy",
+            "tls.key",
+            b"".to_vec(),
+            "tls.crt or tls.key is missing",
+        ),
+        (
+            "envoy",
+            "ca.crt",
+            bundle_pem(&[ca.0.cert.clone(), other.0.cert.clone(), new_ca(NOW).0.cert]).into_bytes(),
+            "3 distinct CAs",
+        ),
+        (
+            "envoy-gateway-ca",
+            "tls.key",
+            other.1.key.expose().as_bytes().to_vec(),
+            "tls.key: the private key does not match",
+        ),
+    ];
+    for (name, key, value, expect) in cases {
+        let mut world = World::installed(&ca, NOW);
+        world.edit(name, |s| {
+            s.data.insert(key.into(), value.clone());
+        });
+        let err = world.plan(NOW, Options::default()).unwrap_err();
+        assert_eq!(err.object, format!("Secret ns/{name}"));
+        assert!(err.problem.contains(expect), "expected {expect:?} in {err}");
+        assert!(
+            !err.to_string().contains("PRIVATE KEY"),
+            "an error must not quote key material: {err}"
+        );
+        let forced = world
+            .plan(
+                NOW,
+                Options {
+                    force: true,
+                    ..immediate()
+                },
+            )
+            .unwrap();
+        let want = if name == "envoy-gateway-ca" {
+            Action::Rotate
+        } else {
+            Action::Renew
+        };
+        assert_eq!(action_of(&forced, name), want, "{expect}");
+    }
+}
+
+#[test]
+fn an_hmac_secret_without_its_key_is_refused_unless_forced() {
+    let ca = new_ca(NOW);
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy-oidc-hmac", |s| {
+        s.data.clear();
+        s.data.insert("other".into(), vec![1]);
+    });
+    let err = world.plan(NOW, Options::default()).unwrap_err();
+    assert!(err.problem.contains("\"hmac-secret\" is missing"), "{err}");
+    let forced = world
+        .plan(
+            NOW,
+            Options {
+                force: true,
+                ..immediate()
+            },
+        )
+        .unwrap();
+    assert_eq!(action_of(&forced, "envoy-oidc-hmac"), Action::Renew);
+}
+
+#[test]
+fn leaves_from_another_tool_are_kept_until_due_then_moved_to_a_certgen_ca() {
+    // Envoy Gateway's certgen: no CA Secret, leaves signed by a CA whose key certgen never sees.
+    let theirs = new_ca(NOW - DAY * 300);
+    let mut world = World::installed(&theirs, NOW - DAY * 300);
+    world.state.ca = Some(Observed::Absent);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    assert!(
+        plan.ca.reason.contains("another tool"),
+        "{}",
+        plan.ca.reason
+    );
+
+    let later = NOW + DAY * 40; // the leaves are now within renewBefore
+    let plan = world.plan(later, Options::default()).unwrap();
+    // Staged like any rotation: their CA is the current trust, the new one is added first.
+    assert_eq!(plan.ca.action, Action::Trust);
+    assert_eq!(plan.phase, Phase::Trust);
+    assert_eq!(plan.ca.adopted.as_ref(), Some(&theirs.0.cert));
+    assert_eq!(
+        plan.ca.bundle,
+        [CaRef::New, CaRef::Cert(theirs.0.cert.clone())],
+        "their CA stays trusted"
+    );
+    assert!(
+        plan.secrets
+            .iter()
+            .filter(|s| s.kind == Kind::Tls)
+            .all(|s| s.action == Action::UpdateBundle),
+        "no leaf changes before the gate: {:?}",
+        actions(&plan)
+    );
+}
+
+#[test]
+fn clipped_leaves_are_not_renewed_by_a_ca_about_to_be_replaced() {
+    // The CA has 20 days left: inside its own renewBefore (90 days) and the leaves' (30
+    // days). Re-issued by it, a leaf would be clipped and due again at once.
+    let ca = new_ca(NOW - DAY * 1805);
+    let world = World::installed(&ca, NOW - DAY * 100);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Trust, "the CA rotates, staged");
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        assert_eq!(action_of(&plan, name), Action::UpdateBundle, "{name}");
+    }
+}
+
+#[test]
+fn the_prior_ca_is_dropped_only_after_the_gate() {
+    let old = new_ca(NOW - DAY * 10);
+    let ca = new_ca(NOW - DAY * 2);
+    let mut world = World::installed(&ca, NOW - DAY * 2);
+    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
+    for name in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+    ] {
+        world.edit(name, |s| {
+            s.data.insert("ca.crt".into(), two.clone());
+            s.written_at = Some(NOW - time::Duration::seconds(30));
+        });
+    }
+    let delay = |secs| Options {
+        propagation_delay: Duration::from_secs(secs),
+        ..Options::default()
+    };
+    // The last leaf write was 30 s ago: with a 90 s delay, the cleanup waits (optional).
+    let plan = world.plan(NOW, delay(90)).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    assert!(matches!(plan.phase, Phase::Gate { optional: true, .. }));
+    // With a 10 s delay it is due: every bundle becomes the active CA alone.
+    let plan = world.plan(NOW, delay(10)).unwrap();
+    assert_eq!(plan.phase, Phase::Cleanup { last: true });
+    assert_eq!(plan.ca.bundle, [CaRef::Cert(ca.0.cert.clone())]);
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        assert_eq!(action_of(&plan, name), Action::UpdateBundle, "{name}");
+    }
+}

@@ -109,6 +109,7 @@ impl fmt::Debug for StoredSecret {
 
 /// What a read found.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // one per Secret read; boxing buys nothing
 pub enum Observed {
     Absent,
     Present(StoredSecret),

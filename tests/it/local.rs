@@ -851,3 +851,20 @@ async fn probes_open_the_trust_gate_early_only_when_every_hot_consumer_has_the_n
     assert!(r.stderr.contains("every bundle trusts"), "{}", r.stderr);
     stale.abort();
 }
+
+#[test]
+fn an_absurd_timeout_means_no_bound_not_a_panic() {
+    // Was: `--timeout 584542046090y` overflowed the deadline and panicked (exit 101).
+    let tmp = tempdir();
+    let out = crate::util::certgen()
+        .args(["--local", tmp.path().to_str().unwrap(), "-q"])
+        .args(["--timeout", "584542046090y"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
