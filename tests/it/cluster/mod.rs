@@ -8,6 +8,7 @@ mod chart;
 mod consumers;
 mod faults;
 mod harness;
+mod real_node;
 mod rotation;
 mod smoke;
 mod store;
