@@ -52,14 +52,15 @@ fn sync_period(settings: &str) -> Duration {
     Duration::from_secs(if unit == "m" { n * 60 } else { n })
 }
 
-/// The staged gate for hot-reloading consumers: with the test node's 10 s sync period
-/// (observed propagation stays under 15 s) 30 s, a margin of two; with a longer period (e.g.
-/// the kubelet's default 1m, via CERTGEN_NODE_SYNC_FREQUENCY) certgen's default, 90 s.
+/// The staged gate for hot-reloading consumers. The kubelet syncs each pod again after
+/// `syncFrequency` plus up to 50% jitter (pod_workers.go: workerResyncIntervalJitterFactor), so
+/// a Secret can take 1.5 sync periods and a little more to reach a pod: 30 s for the test
+/// node's 10 s period, 2 min for the kubelet's default 1m (CERTGEN_NODE_SYNC_FREQUENCY=1m).
 fn gate(sync: Duration) -> Duration {
     if sync <= Duration::from_secs(10) {
         Duration::from_secs(30)
     } else {
-        Duration::from_secs(90)
+        sync * 3 / 2 + Duration::from_secs(30)
     }
 }
 
@@ -201,6 +202,8 @@ struct Tally {
     /// Dials that found nothing listening (a pod starting or stopping), not handshakes.
     unreachable: u64,
     examples: Vec<String>,
+    /// Every failure of kind io (connection resets), as "role peer".
+    io: Vec<String>,
 }
 
 impl Tally {
@@ -227,7 +230,14 @@ impl Tally {
                     e.v["role"].as_str().unwrap().to_string(),
                     e.v["kind"].as_str().unwrap().to_string(),
                 );
-                *t.failed.entry(key).or_default() += 1;
+                *t.failed.entry(key.clone()).or_default() += 1;
+                if key.1 == "io" {
+                    t.io.push(format!(
+                        "{} {}",
+                        key.0,
+                        e.v["peer"].as_str().unwrap_or_default()
+                    ));
+                }
                 if t.examples.len() < 5 {
                     t.examples.push(format!("{} {}", e.pod, e.v));
                 }
@@ -239,6 +249,14 @@ impl Tally {
             t.unreachable += unreachable - unreachable0;
         }
         t
+    }
+
+    fn of_kind(&self, kind: &str) -> u64 {
+        self.failed
+            .iter()
+            .filter(|((_, k), _)| k == kind)
+            .map(|(_, n)| n)
+            .sum()
     }
 
     fn client_failures(&self) -> u64 {
@@ -901,11 +919,24 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
         staged.line()
     );
     assert_eq!(
-        staged.failed.values().sum::<u64>(),
+        staged.of_kind("tls"),
         0,
         "a staged rotation must not fail a handshake: {}\n{:?}",
         staged.line(),
         staged.examples
+    );
+    // A connection reset is not about certificates: it can only happen when the restarted
+    // peer's old pod closes its listener (the peer drains its queue first, so it is rare).
+    assert!(
+        staged.io.len() <= 2 && staged.io.iter().all(|f| f == "client envoy-ratelimit"),
+        "connection failures beyond a restart during the staged rotation: {}\n{:?}",
+        staged.line(),
+        staged.examples
+    );
+    let load_errors: Vec<_> = events.iter().filter(|e| e.ev() == "load_error").collect();
+    assert!(
+        load_errors.is_empty(),
+        "a peer could not load its Secret: {load_errors:?}"
     );
     assert!(
         immediate.client_failures() > 0,
@@ -913,13 +944,7 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
          tell the strategies apart: {}",
         immediate.line()
     );
-    let tls_failed: u64 = immediate
-        .failed
-        .iter()
-        .filter(|((_, kind), _)| kind == "tls")
-        .map(|(_, n)| n)
-        .sum();
-    assert!(tls_failed > 0, "{}", immediate.line());
+    assert!(immediate.of_kind("tls") > 0, "{}", immediate.line());
     let peers_seen: BTreeSet<_> = events.iter().map(|e| e.pod.clone()).collect();
     assert!(peers_seen.len() >= 4, "{peers_seen:?}");
 }

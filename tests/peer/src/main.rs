@@ -478,7 +478,11 @@ fn main() {
         );
         threads.push(thread::spawn(move || {
             let mut workers: Vec<thread::JoinHandle<()>> = Vec::new();
-            while running() {
+            loop {
+                // Once stopping, take what is already queued, then close at once: connections
+                // left in the queue of a closed listener are reset. From then on the kernel
+                // sends new connections to the other pod sharing the port.
+                let stopping = !running();
                 match listener.accept() {
                     Ok((sock, from)) => {
                         let cfg = current.read().unwrap().server.clone().expect("serving");
@@ -503,16 +507,19 @@ fn main() {
                         workers.retain(|w| !w.is_finished());
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if stopping {
+                            break;
+                        }
                         thread::sleep(Duration::from_millis(2))
                     }
+                    Err(_) if stopping => break,
                     Err(e) => {
                         log.event("accept_error", &format!("\"err\":{}", json_str(&e.to_string())));
                         thread::sleep(Duration::from_millis(50));
                     }
                 }
             }
-            // Stop accepting first (the other pod sharing the port takes new connections), then
-            // let the handshakes in flight finish.
+            // Let the handshakes in flight finish.
             drop(listener);
             for w in workers {
                 let _ = w.join();
