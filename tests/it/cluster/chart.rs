@@ -48,13 +48,13 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn chart() -> PathBuf {
+pub(super) fn chart() -> PathBuf {
     root().join("deploy/helm/certgen")
 }
 
 /// helm from `tests/testenv/build-helm` (built once per machine, then cached), or `None` with a
 /// note when it cannot be built outside CI.
-fn helm() -> Option<PathBuf> {
+pub(super) fn helm() -> Option<PathBuf> {
     static HELM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = HELM.get_or_init(|| {
         let script = root().join("tests/testenv/build-helm");
@@ -91,7 +91,7 @@ fn helm() -> Option<PathBuf> {
 }
 
 /// Runs helm; its stdout, or a panic with its stderr.
-fn run_helm(helm: &Path, args: &[&str]) -> String {
+pub(super) fn run_helm(helm: &Path, args: &[&str]) -> String {
     let out = Command::new(helm)
         .args(args)
         // No user configuration or repositories: the chart is rendered from the tree alone.

@@ -10,6 +10,7 @@ mod eg_compat;
 mod faults;
 mod harness;
 mod list;
+mod real_node;
 mod rotation;
 mod smoke;
 mod store;

@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the Kubernetes control-plane commands that certgen's
+// Package tools pins the Kubernetes commands that certgen's
 // test environment builds. Nothing here is compiled into certgen.
 package tools
 
@@ -9,4 +9,5 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubectl"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

@@ -1,0 +1,950 @@
+//! certgen on a real kubelet: the chart's hook Job runs the built image in a pod, and a staged
+//! rotation keeps real peer pods handshaking without a single failure while the kubelet
+//! propagates the Secrets at its own pace; the immediate strategy, in the same setup, fails some.
+//!
+//! Needs the node that `tests/testenv/node-up` adds beside kwok's (containerd + a kubelet,
+//! tainted so only pods that tolerate it land there). It exports `CERTGEN_REAL_NODE`,
+//! `CERTGEN_REAL_NODE_DIR`, `CERTGEN_IMAGE` and `CERTGEN_PEER_IMAGE`; without them this test is
+//! skipped with a note, except under `CI`, where that fails the run.
+//!
+//! Topology (Envoy Gateway's, with the built-in profile): `envoy-gateway` (hot reload) and
+//! `envoy-ratelimit` (reads certificates only at start; certgen restarts it) serve mutual TLS
+//! on 127.0.0.1 ports (hostNetwork; pods have no other network here), and two `envoy` proxy
+//! pods (hot reload) dial both every 50 ms. Every peer appends its events (loads, failures,
+//! totals) to a file on the node's disk (hostPath), which this test reads. The Secrets and the
+//! peers live in a namespace of their own; the chart's release (ServiceAccount, Role, hook Job)
+//! lives in a namespace that enforces the restricted Pod Security Standard.
+//!
+//! Measured and written to `target/tmp/real-node-report.txt` (tests/run-all prints it): the
+//! kubelet's propagation delays (a stamp Secret updated every ~12 s and the rotation's own
+//! writes, from the API write to the pod seeing the new files), handshakes and failures per
+//! strategy, and each hook Job's duration.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::TryStreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::chart::{chart, helm, run_helm};
+use super::{Cluster, cluster};
+
+const RELEASE: &str = "rn";
+const JOB: &str = "rn-certgen";
+/// The node's kubelet sync period (`syncFrequency` in the settings node-up recorded).
+fn sync_period(settings: &str) -> Duration {
+    let v = settings
+        .lines()
+        .find_map(|l| l.strip_prefix("syncFrequency "))
+        .unwrap_or("1m")
+        .trim();
+    let (n, unit) = v.split_at(v.len() - 1);
+    let n: u64 = n.parse().unwrap_or(60);
+    Duration::from_secs(if unit == "m" { n * 60 } else { n })
+}
+
+/// The staged gate for hot-reloading consumers. The kubelet syncs each pod again after
+/// `syncFrequency` plus up to 50% jitter (pod_workers.go: workerResyncIntervalJitterFactor), so
+/// a Secret can take 1.5 sync periods and a little more to reach a pod: 30 s for the test
+/// node's 10 s period, 2 min for the kubelet's default 1m (CERTGEN_NODE_SYNC_FREQUENCY=1m).
+fn gate(sync: Duration) -> Duration {
+    if sync <= Duration::from_secs(10) {
+        Duration::from_secs(30)
+    } else {
+        sync * 3 / 2 + Duration::from_secs(30)
+    }
+}
+
+struct Node {
+    name: String,
+    dir: PathBuf,
+    image: String,
+    peer_image: String,
+}
+
+fn real_node() -> Option<Node> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    match (
+        var("CERTGEN_REAL_NODE"),
+        var("CERTGEN_REAL_NODE_DIR"),
+        var("CERTGEN_IMAGE"),
+        var("CERTGEN_PEER_IMAGE"),
+    ) {
+        (Some(name), Some(dir), Some(image), Some(peer_image)) => Some(Node {
+            name,
+            dir: PathBuf::from(dir),
+            image,
+            peer_image,
+        }),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI is set but no real node is up (CERTGEN_REAL_NODE etc.): run tests/testenv/node-up \
+             after tests/testenv/up, as tests/run-all does"
+        ),
+        _ => {
+            eprintln!("note: no real node (tests/testenv/node-up); skipping a real-node test");
+            None
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Two distinct free loopback ports below the ephemeral range.
+fn free_ports() -> (u16, u16) {
+    let mut held = Vec::new();
+    let mut ports = Vec::new();
+    let mut p = 20000 + (now_ms() % 10000) as u16;
+    while ports.len() < 2 {
+        p = if p >= 31999 { 20000 } else { p + 7 };
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", p)) {
+            held.push(l);
+            ports.push(p);
+        }
+    }
+    (ports[0], ports[1])
+}
+
+/// Short SHA-256 fingerprints of the certificates in a PEM bundle, as the peer logs them.
+fn fingerprints(pem_text: &[u8]) -> Vec<String> {
+    pem::parse_many(pem_text)
+        .unwrap()
+        .iter()
+        .map(|p| {
+            Sha256::digest(p.contents())[..8]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect()
+        })
+        .collect()
+}
+
+/// (CA fingerprints, leaf fingerprint) of a TLS Secret: what a peer reports when it loads it.
+fn secret_state(s: &Secret) -> Option<(Vec<String>, String)> {
+    let data = s.data.as_ref()?;
+    let cas = fingerprints(&data.get("ca.crt")?.0);
+    let leaf = fingerprints(&data.get("tls.crt")?.0).into_iter().next()?;
+    Some((cas, leaf))
+}
+
+/// One line of a peer's event file.
+#[derive(Debug, Clone)]
+struct Event {
+    pod: String,
+    t: i64,
+    v: Value,
+}
+
+impl Event {
+    fn ev(&self) -> &str {
+        self.v["ev"].as_str().unwrap_or_default()
+    }
+    fn loaded(&self) -> Option<(Vec<String>, String)> {
+        (self.ev() == "load").then(|| {
+            (
+                self.v["ca"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|c| c.as_str().unwrap().to_string())
+                    .collect(),
+                self.v["leaf"].as_str().unwrap().to_string(),
+            )
+        })
+    }
+}
+
+fn read_events(dir: &Path) -> Vec<Event> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let pod = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            // The last line may be half written.
+            if let Ok(v) = serde_json::from_str::<Value>(line) {
+                let t = v["t"].as_i64().unwrap_or_default();
+                out.push(Event {
+                    pod: pod.clone(),
+                    t,
+                    v,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|e| e.t);
+    out
+}
+
+/// Handshake totals and failures in [from, to), from the peers' events.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Client handshakes that completed, from the dialers' running totals.
+    ok: u64,
+    /// Failed handshakes by (role, kind).
+    failed: BTreeMap<(String, String), u64>,
+    /// Dials that found nothing listening (a pod starting or stopping), not handshakes.
+    unreachable: u64,
+    examples: Vec<String>,
+    /// Every failure of kind io (connection resets), as "role peer".
+    io: Vec<String>,
+}
+
+impl Tally {
+    fn of(events: &[Event], from: i64, to: i64) -> Tally {
+        let mut t = Tally::default();
+        // Running totals per pod: the last value before `from` and before `to`.
+        let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut last: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for e in events {
+            if e.ev() == "stats" {
+                let v = (
+                    e.v["ok"].as_u64().unwrap(),
+                    e.v["unreachable"].as_u64().unwrap(),
+                );
+                if e.t < from {
+                    first.insert(&e.pod, v);
+                }
+                if e.t < to {
+                    last.insert(&e.pod, v);
+                }
+            }
+            if e.ev() == "fail" && e.t >= from && e.t < to {
+                let key = (
+                    e.v["role"].as_str().unwrap().to_string(),
+                    e.v["kind"].as_str().unwrap().to_string(),
+                );
+                *t.failed.entry(key.clone()).or_default() += 1;
+                if key.1 == "io" {
+                    t.io.push(format!(
+                        "{} {}",
+                        key.0,
+                        e.v["peer"].as_str().unwrap_or_default()
+                    ));
+                }
+                if t.examples.len() < 5 {
+                    t.examples.push(format!("{} {}", e.pod, e.v));
+                }
+            }
+        }
+        for (pod, (ok, unreachable)) in &last {
+            let (ok0, unreachable0) = first.get(pod).copied().unwrap_or_default();
+            t.ok += ok - ok0;
+            t.unreachable += unreachable - unreachable0;
+        }
+        t
+    }
+
+    fn of_kind(&self, kind: &str) -> u64 {
+        self.failed
+            .iter()
+            .filter(|((_, k), _)| k == kind)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn client_failures(&self) -> u64 {
+        self.failed
+            .iter()
+            .filter(|((role, _), _)| role == "client")
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "{} handshakes ok, failed {:?}, {} dials unreachable",
+            self.ok, self.failed, self.unreachable
+        )
+    }
+}
+
+/// A Secret write seen by the test's watch: when, which Secret, and what a peer would load.
+#[derive(Debug, Clone)]
+struct Write {
+    t: i64,
+    secret: String,
+    state: (Vec<String>, String),
+}
+
+fn percentile(sorted: &[i64], p: f64) -> i64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn distribution(mut v: Vec<i64>) -> String {
+    if v.is_empty() {
+        return "no samples".into();
+    }
+    v.sort();
+    format!(
+        "n={} min={:.1}s p50={:.1}s p90={:.1}s max={:.1}s",
+        v.len(),
+        v[0] as f64 / 1000.0,
+        percentile(&v, 0.5) as f64 / 1000.0,
+        percentile(&v, 0.9) as f64 / 1000.0,
+        v[v.len() - 1] as f64 / 1000.0
+    )
+}
+
+/// One Deployment of test peers.
+struct Peer<'a> {
+    name: &'a str,
+    labels: Value,
+    replicas: i32,
+    /// The Secret mounted at /certs.
+    secret: &'a str,
+    args: Vec<String>,
+    /// More Secret volumes: (volume name, mount path, volume source).
+    extra_volumes: Vec<(&'a str, &'a str, Value)>,
+}
+
+fn peer_deployment(node: &Node, results: &Path, peer: Peer) -> Deployment {
+    let Peer {
+        name,
+        labels,
+        replicas,
+        secret,
+        args,
+        extra_volumes,
+    } = peer;
+    let mut volumes = vec![
+        json!({"name": "certs", "secret": {"secretName": secret}}),
+        json!({"name": "results", "hostPath": {"path": results, "type": "Directory"}}),
+    ];
+    let mut mounts = vec![
+        json!({"name": "certs", "mountPath": "/certs", "readOnly": true}),
+        json!({"name": "results", "mountPath": "/results"}),
+    ];
+    for (vname, path, source) in extra_volumes {
+        let mut v = source;
+        v["name"] = json!(vname);
+        volumes.push(v);
+        mounts.push(json!({"name": vname, "mountPath": path, "readOnly": true}));
+    }
+    let mut all_args = vec![
+        "--name".to_string(),
+        name.to_string(),
+        "--certs".into(),
+        "/certs".into(),
+        "--out".into(),
+        "/results/$(POD_NAME).jsonl".into(),
+        "--max-seconds".into(),
+        "1500".into(),
+    ];
+    all_args.extend(args);
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "hostNetwork": true,
+                    "nodeSelector": {"kubernetes.io/hostname": node.name},
+                    "tolerations": [{"key": "certgen.dev/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds": 5,
+                    "automountServiceAccountToken": false,
+                    "containers": [{
+                        "name": "peer",
+                        "image": node.peer_image,
+                        "imagePullPolicy": "Never",
+                        "args": all_args,
+                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                        "securityContext": {
+                            "runAsNonRoot": true,
+                            "runAsUser": 65532,
+                            "runAsGroup": 65532,
+                            "readOnlyRootFilesystem": true,
+                            "allowPrivilegeEscalation": false,
+                            "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"},
+                        },
+                        "volumeMounts": mounts,
+                    }],
+                    "volumes": volumes,
+                }
+            }
+        }
+    }))
+    .unwrap()
+}
+
+/// Waits (bounded) until every Deployment has rolled out on the real node.
+async fn rolled_out(api: &Api<Deployment>, names: &[&str], within: Duration) {
+    let deadline = Instant::now() + within;
+    for name in names {
+        loop {
+            let d = api.get(name).await.unwrap();
+            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            let s = d.status.clone().unwrap_or_default();
+            if s.observed_generation == d.metadata.generation
+                && s.updated_replicas == Some(want)
+                && s.available_replicas == Some(want)
+                && s.replicas == Some(want)
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Deployment {name} did not roll out on the real node within {within:?}: {:?}",
+                s
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// The hook pod's log, read from the node's disk (the API server cannot reach this kubelet).
+fn hook_log(node: &Node, ns: &str) -> String {
+    let mut out = String::new();
+    if let Ok(entries) = std::fs::read_dir(node.dir.join("pod-logs")) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&format!("{ns}_{JOB}-")) {
+                for f in walk(&e.path()) {
+                    let _ = writeln!(out, "--- {}", f.display());
+                    out.push_str(&std::fs::read_to_string(&f).unwrap_or_default());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files.extend(walk(&p));
+        } else {
+            files.push(p);
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The hook Job after Helm returned: it succeeded on the real node; returns its duration.
+async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
+    let job = Api::<Job>::namespaced(c.client.clone(), rel)
+        .get(JOB)
+        .await
+        .unwrap();
+    let status = job.status.clone().unwrap_or_default();
+    assert_eq!(
+        status.succeeded,
+        Some(1),
+        "the hook Job did not succeed: {status:?}\n{}",
+        hook_log(node, rel)
+    );
+    // This Job's pods only: Helm deletes the previous hook Job, not necessarily its pods yet.
+    let uid = job.metadata.uid.clone().unwrap();
+    let pods = Api::<Pod>::namespaced(c.client.clone(), rel)
+        .list(&ListParams::default().labels(&format!("batch.kubernetes.io/controller-uid={uid}")))
+        .await
+        .unwrap();
+    let pod = pods
+        .items
+        .iter()
+        .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
+        .expect("a succeeded hook pod");
+    let spec = pod.spec.as_ref().unwrap();
+    assert_eq!(spec.node_name.as_deref(), Some(node.name.as_str()));
+    let container = &spec.containers[0];
+    assert_eq!(container.image.as_deref(), Some(node.image.as_str()));
+    assert_eq!(
+        container
+            .security_context
+            .as_ref()
+            .and_then(|s| s.read_only_root_filesystem),
+        Some(true)
+    );
+    let state = pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0]
+        .state
+        .clone()
+        .unwrap();
+    let terminated = state.terminated.expect("the certgen container terminated");
+    assert_eq!(terminated.exit_code, 0);
+    // A real container ran it (kwok's pods have no container IDs).
+    assert!(
+        terminated
+            .container_id
+            .as_deref()
+            .unwrap_or_default()
+            .starts_with("containerd://"),
+        "{terminated:?}"
+    );
+    let start = status.start_time.unwrap().0;
+    let end = status.completion_time.unwrap().0;
+    end.duration_since(start).as_secs_f64()
+}
+
+/// Waits (bounded) until every pod of the hot peers has loaded the current Secret, and every
+/// ratelimit pod has started with it.
+async fn converged(c: &Cluster, ns: &str, results: &Path, within: Duration) -> i64 {
+    let secrets = c.secrets(ns);
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), ns);
+    let deadline = Instant::now() + within;
+    loop {
+        let mut want = BTreeMap::new();
+        for (app, secret) in [
+            ("envoy-gateway", "envoy-gateway"),
+            ("envoy-proxy", "envoy"),
+            ("envoy-ratelimit", "envoy-rate-limit"),
+        ] {
+            want.insert(
+                app,
+                secret_state(&secrets.get(secret).await.unwrap()).unwrap(),
+            );
+        }
+        let running: Vec<Pod> = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .collect();
+        let events = read_events(results);
+        let mut behind = Vec::new();
+        for p in &running {
+            let name = p.metadata.name.clone().unwrap();
+            let app = p.metadata.labels.as_ref().unwrap()["app"].clone();
+            let last = events
+                .iter()
+                .filter(|e| e.pod == name)
+                .filter_map(Event::loaded)
+                .next_back();
+            if last.as_ref() != want.get(app.as_str()) {
+                behind.push(name);
+            }
+        }
+        if behind.is_empty() && running.len() == 4 {
+            return now_ms();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "peers did not load the current Secrets within {within:?}: {behind:?} ({} running)",
+            running.len()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
+    let Some(c) = cluster().await else { return };
+    let Some(node) = real_node() else { return };
+    let Some(helm) = helm() else { return };
+    let mut report = String::new();
+    let settings = std::fs::read_to_string(node.dir.join("settings")).unwrap_or_default();
+    let _ = writeln!(report, "real node: {}", settings.trim().replace('\n', "; "));
+    let sync = sync_period(&settings);
+    let gate = gate(sync);
+    // Stamps further apart than the sync period, so that each one is seen on its own.
+    let spacing = sync + Duration::from_millis(1000);
+    // How long peers may take to load what a rotation wrote: a few sync periods.
+    let settle = sync * 3 + Duration::from_secs(60);
+
+    // The release (hook Job) in a namespace enforcing the restricted profile; the Secrets and
+    // the hostNetwork peers (which the restricted and baseline profiles forbid) in another.
+    let rel = c.namespace("real-hook").await;
+    let tgt = c.namespace("real-peers").await;
+    let namespaces = Api::<Namespace>::all(c.client.clone());
+    for (ns, labels) in [
+        (
+            &rel.name,
+            json!({"pod-security.kubernetes.io/enforce": "restricted"}),
+        ),
+        (&tgt.name, json!({})),
+    ] {
+        // The test control plane sends pods to kwok's node unless their namespace selects
+        // another (PodNodeSelector, see tests/testenv/up).
+        let annotations =
+            json!({"scheduler.alpha.kubernetes.io/node-selector": "certgen.dev/real-node=true"});
+        namespaces
+            .patch(
+                ns,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": labels, "annotations": annotations}})),
+            )
+            .await
+            .unwrap();
+    }
+    let results = node.dir.join("results").join(&tgt.name);
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::set_permissions(
+        &results,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+
+    // Watch the Secrets from the start: the arrival time of each write is the reference for
+    // the propagation delays.
+    let writes: Arc<Mutex<Vec<Write>>> = Arc::default();
+    let watch = {
+        let writes = writes.clone();
+        let api = c.secrets(&tgt.name);
+        tokio::spawn(async move {
+            let mut stream = std::pin::pin!(watcher(api, watcher::Config::default()));
+            while let Ok(Some(ev)) = stream.try_next().await {
+                let t = now_ms();
+                if let watcher::Event::Apply(s) | watcher::Event::InitApply(s) = ev
+                    && let Some(state) = secret_state(&s)
+                {
+                    writes.lock().unwrap().push(Write {
+                        t,
+                        secret: s.metadata.name.clone().unwrap(),
+                        state,
+                    });
+                }
+            }
+        })
+    };
+
+    // ---------------------------------------------------------------- helm install
+    let chart = chart();
+    let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
+    let helm_args = |verb: &str, extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            verb,
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--kubeconfig",
+            &kubeconfig,
+            "--namespace",
+            &rel.name,
+            "--wait",
+            "--timeout",
+            "300s",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let values = [
+        "--set".to_string(),
+        format!("namespace={}", tgt.name),
+        "--set".into(),
+        format!("propagationDelay={}s", gate.as_secs()),
+        "--set-json".into(),
+        format!(
+            "nodeSelector={}",
+            json!({"kubernetes.io/hostname": node.name})
+        ),
+        "--set-json".into(),
+        r#"tolerations=[{"key":"certgen.dev/real-node","operator":"Exists","effect":"NoSchedule"}]"#
+            .into(),
+    ];
+    let run_helm_async = |args: Vec<String>| {
+        let helm = helm.clone();
+        tokio::task::spawn_blocking(move || {
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_helm(&helm, &refs)
+        })
+    };
+    let mut args = helm_args("install", &[]);
+    args.extend(values.iter().cloned());
+    let out = run_helm_async(args).await.unwrap();
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    // The chart's image defaults name the image tests/testenv/node-up built and imported.
+    let install_secs = hook_job(&c, &node, &rel.name).await;
+    let _ = writeln!(
+        report,
+        "hook Job (install, image {}): {install_secs:.0} s",
+        node.image
+    );
+    for name in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+        "envoy-oidc-hmac",
+    ] {
+        assert!(
+            c.secrets(&tgt.name).get_opt(name).await.unwrap().is_some(),
+            "the hook Job did not create Secret {name}"
+        );
+    }
+
+    // ------------------------------------------------------------------ the peers
+    let (gw_port, rl_port) = free_ports();
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), &tgt.name);
+    let stamp_secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "propagation-stamp"},
+        "stringData": {"stamp": "0"},
+    }))
+    .unwrap();
+    c.secrets(&tgt.name)
+        .create(&PostParams::default(), &stamp_secret)
+        .await
+        .unwrap();
+    let app = |name: &str| json!({"app": name});
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let (gw, rl) = (
+        format!("127.0.0.1:{gw_port}"),
+        format!("127.0.0.1:{rl_port}"),
+    );
+    let peers = [
+        Peer {
+            name: "envoy-gateway",
+            labels: app("envoy-gateway"),
+            replicas: 1,
+            secret: "envoy-gateway",
+            args: args(&["--listen", &gw, "--reload", "hot"]),
+            extra_volumes: vec![],
+        },
+        Peer {
+            name: "envoy-ratelimit",
+            labels: app("envoy-ratelimit"),
+            replicas: 1,
+            secret: "envoy-rate-limit",
+            args: args(&["--listen", &rl, "--reload", "start"]),
+            extra_volumes: vec![],
+        },
+        Peer {
+            name: "envoy-proxy",
+            // The labels the envoy-gateway profile selects its hot `envoy-proxies` consumer by.
+            labels: json!({
+                "app": "envoy-proxy",
+                "app.kubernetes.io/managed-by": "envoy-gateway",
+                "app.kubernetes.io/component": "proxy",
+            }),
+            replicas: 2,
+            secret: "envoy",
+            args: args(&[
+                "--reload",
+                "hot",
+                "--interval-ms",
+                "50",
+                "--dial",
+                &format!("envoy-gateway={gw}@envoy-gateway"),
+                "--dial",
+                &format!("envoy-ratelimit={rl}@envoy-rate-limit"),
+                "--watch",
+                "/stamp/stamp",
+            ]),
+            extra_volumes: vec![(
+                "stamp",
+                "/stamp",
+                json!({"secret": {"secretName": "propagation-stamp"}}),
+            )],
+        },
+    ];
+    for peer in peers {
+        let d = peer_deployment(&node, &results, peer);
+        deployments
+            .create(&PostParams::default(), &d)
+            .await
+            .unwrap();
+    }
+    rolled_out(
+        &deployments,
+        &["envoy-gateway", "envoy-ratelimit", "envoy-proxy"],
+        Duration::from_secs(120),
+    )
+    .await;
+    // Handshakes flow before anything rotates, and none fails.
+    let baseline_from = now_ms();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let t = Tally::of(&read_events(&results), 0, now_ms());
+        assert_eq!(
+            t.failed.values().sum::<u64>(),
+            0,
+            "handshakes fail before any rotation: {:?}",
+            t.examples
+        );
+        if t.ok > 100 && now_ms() - baseline_from > 3000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the proxies complete no handshakes: {}",
+            t.line()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // ------------------------------------------- propagation stamps, during the rotation
+    let stamps = {
+        let api = c.secrets(&tgt.name);
+        tokio::spawn(async move {
+            let mut sent = Vec::new();
+            for i in 0..6 {
+                let t = now_ms();
+                api.patch(
+                    "propagation-stamp",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"stringData": {"stamp": t.to_string()}})),
+                )
+                .await
+                .unwrap();
+                sent.push(t);
+                // Longer than the kubelet's sync period, so each stamp is seen on its own.
+                tokio::time::sleep(spacing + Duration::from_millis(700 * (i % 3))).await;
+            }
+            sent
+        })
+    };
+
+    // ------------------------------------------------------- staged --overwrite rotation
+    let staged_from = now_ms();
+    let mut args = helm_args("upgrade", &["--reuse-values"]);
+    args.extend(["--set".into(), "job.extraArgs={--overwrite}".into()]);
+    let out = run_helm_async(args).await.unwrap();
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let staged_secs = hook_job(&c, &node, &rel.name).await;
+    let staged_to = converged(&c, &tgt.name, &results, settle).await + 3000;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let events = read_events(&results);
+    let staged = Tally::of(&events, staged_from, staged_to);
+    let _ = writeln!(
+        report,
+        "staged --overwrite (gate {}s): hook Job {staged_secs:.0} s; {}",
+        gate.as_secs(),
+        staged.line()
+    );
+    let sent = stamps.await.unwrap();
+
+    // ---------------------------------------------------- immediate, same setup
+    let immediate_from = now_ms();
+    let mut args = helm_args("upgrade", &["--reuse-values"]);
+    args.extend([
+        "--set".into(),
+        "job.extraArgs={--overwrite,--strategy,immediate}".into(),
+    ]);
+    let out = run_helm_async(args).await.unwrap();
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    let immediate_secs = hook_job(&c, &node, &rel.name).await;
+    let immediate_to = converged(&c, &tgt.name, &results, settle).await + 3000;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let events = read_events(&results);
+    let immediate = Tally::of(&events, immediate_from, immediate_to);
+    let _ = writeln!(
+        report,
+        "immediate --overwrite: hook Job {immediate_secs:.0} s; {}",
+        immediate.line()
+    );
+    watch.abort();
+
+    // ------------------------------------------------------------ propagation delays
+    // Stamps: from just before the API write to the proxy pod seeing the new file.
+    let mut stamp_delays = Vec::new();
+    for e in events.iter().filter(|e| e.ev() == "file") {
+        let content = e.v["content"].as_str().unwrap_or_default();
+        if let Some(t0) = sent.iter().find(|s| s.to_string() == content) {
+            stamp_delays.push(e.t - t0);
+        }
+    }
+    // Rotation writes: from the watch event to a hot peer loading that Secret version.
+    let writes = writes.lock().unwrap().clone();
+    let mut rotation_delays = Vec::new();
+    for e in &events {
+        let Some(state) = e.loaded() else { continue };
+        let secret = if e.pod.starts_with("envoy-gateway-") {
+            "envoy-gateway"
+        } else if e.pod.starts_with("envoy-proxy-") {
+            "envoy"
+        } else {
+            continue;
+        };
+        if let Some(w) = writes
+            .iter()
+            .rfind(|w| w.secret == secret && w.state == state && w.t <= e.t)
+            && w.t >= staged_from
+        {
+            rotation_delays.push(e.t - w.t);
+        }
+    }
+    let _ = writeln!(
+        report,
+        "Secret propagation, stamp updates: {}",
+        distribution(stamp_delays.clone())
+    );
+    let _ = writeln!(
+        report,
+        "Secret propagation, rotation writes: {}",
+        distribution(rotation_delays.clone())
+    );
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("real-node-report.txt");
+    std::fs::write(&path, &report).unwrap();
+    eprintln!("{report}");
+
+    // ---------------------------------------------------------------------- claims
+    assert!(
+        stamp_delays.len() >= 6,
+        "too few propagation samples ({stamp_delays:?}); sent {sent:?}"
+    );
+    assert!(
+        stamp_delays
+            .iter()
+            .chain(&rotation_delays)
+            .all(|d| *d >= 0 && *d < gate.as_millis() as i64),
+        "a propagation delay reached the {gate:?} gate: {stamp_delays:?} {rotation_delays:?}"
+    );
+    assert!(
+        staged.ok > 1000,
+        "too few handshakes during the staged rotation: {}",
+        staged.line()
+    );
+    assert_eq!(
+        staged.of_kind("tls"),
+        0,
+        "a staged rotation must not fail a handshake: {}\n{:?}",
+        staged.line(),
+        staged.examples
+    );
+    // A connection reset is not about certificates: it can only happen when the restarted
+    // peer's old pod closes its listener (the peer drains its queue first, so it is rare).
+    assert!(
+        staged.io.len() <= 2 && staged.io.iter().all(|f| f == "client envoy-ratelimit"),
+        "connection failures beyond a restart during the staged rotation: {}\n{:?}",
+        staged.line(),
+        staged.examples
+    );
+    let load_errors: Vec<_> = events.iter().filter(|e| e.ev() == "load_error").collect();
+    assert!(
+        load_errors.is_empty(),
+        "a peer could not load its Secret: {load_errors:?}"
+    );
+    assert!(
+        immediate.client_failures() > 0,
+        "the immediate strategy failed no handshake in the same setup, so this test could not \
+         tell the strategies apart: {}",
+        immediate.line()
+    );
+    assert!(immediate.of_kind("tls") > 0, "{}", immediate.line());
+    let peers_seen: BTreeSet<_> = events.iter().map(|e| e.pod.clone()).collect();
+    assert!(peers_seen.len() >= 4, "{peers_seen:?}");
+}
