@@ -33,7 +33,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
             [CompletionResult]::new('--strategy', '--strategy', [CompletionResultType]::ParameterName, 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)')
-            [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]')
+            [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Bound on all waiting and probing (e.g. 90s, 5m)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
             [CompletionResult]::new('--disable-topology-injector', '--disable-topology-injector', [CompletionResultType]::ParameterName, 'Leave Envoy Gateway''s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step')

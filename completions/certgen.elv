@@ -30,7 +30,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --context 'Kubeconfig context to use'
             cand --strategy 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)'
-            cand --propagation-delay 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]'
+            cand --propagation-delay 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]'
             cand --timeout 'Bound on all waiting and probing (e.g. 90s, 5m)'
             cand --log-format 'Log format on standard error'
             cand --disable-topology-injector 'Leave Envoy Gateway''s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'

@@ -36,7 +36,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconf
 complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
-complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 90s in a cluster, 0s with --local]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"

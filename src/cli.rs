@@ -100,7 +100,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = StrategyArg::Staged)]
     pub strategy: StrategyArg,
     /// How long hot-reloading consumers get to load a change before the next rotation phase
-    /// relies on it [default: 90s in a cluster, 0s with --local].
+    /// relies on it [default: 2m in a cluster, 0s with --local].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub propagation_delay: Option<std::time::Duration>,
     /// Wait for the rollouts of restarted Deployments before exiting.

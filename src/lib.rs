@@ -186,7 +186,10 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         }
     };
     let config = config;
-    let default_delay = if local.is_some() { 0 } else { 90 };
+    // A kubelet re-syncs a pod's volumes every syncFrequency (1 m by default) plus up to 50 %
+    // jitter, so a Secret update can take about 91 s to reach a pod with default settings
+    // (measured on a real kubelet: up to 84.8 s). Two minutes leaves a margin.
+    let default_delay = if local.is_some() { 0 } else { 120 };
     let plan = plan::Options {
         overwrite: args.overwrite,
         rotate_hmac: args.rotate_hmac,
