@@ -280,13 +280,34 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["CronJob", "ServiceAccount", "Role", "RoleBinding", "Job"],
-        "the CronJob is on by default: a hook alone renews only on upgrades"
+        [
+            "CronJob",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Job"
+        ],
+        "the CronJob is on by default: a hook alone renews only on upgrades; the ClusterRole \
+         lets certgen keep the topology injector's caBundle in step"
     );
     assert!(
         docs.iter()
+            .filter(|d| !d["kind"].as_str().unwrap().starts_with("Cluster"))
             .all(|d| d["metadata"]["namespace"] == MANIFESTS_NAMESPACE),
-        "every object names its namespace, so `kubectl apply -f` needs no -n"
+        "every namespaced object names its namespace, so `kubectl apply -f` needs no -n"
+    );
+    let webhooks = object(&docs, "ClusterRole");
+    assert_eq!(
+        webhooks["rules"],
+        serde_json::json!([{
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": [format!("envoy-gateway-topology-injector.{MANIFESTS_NAMESPACE}")],
+            "verbs": ["get", "update"]
+        }]),
+        "limited by name to the injector"
     );
 }
 
@@ -305,12 +326,20 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     ));
 
     // Hooks: ServiceAccount, then Role, then RoleBinding, then the Job; the CronJob is an
-    // ordinary release resource.
+    // ordinary release resource. The ClusterRole and its binding go with the Role's.
     let weights: Vec<i64> = ["ServiceAccount", "Role", "RoleBinding", "Job"]
         .iter()
         .map(|k| hook_weight(object(&docs, k)))
         .collect();
     assert!(weights.windows(2).all(|w| w[0] < w[1]), "{weights:?}");
+    assert_eq!(
+        hook_weight(object(&docs, "ClusterRole")),
+        hook_weight(object(&docs, "Role"))
+    );
+    assert_eq!(
+        hook_weight(object(&docs, "ClusterRoleBinding")),
+        hook_weight(object(&docs, "RoleBinding"))
+    );
     let cron = object(&docs, "CronJob");
     assert!(
         cron["metadata"]["annotations"]

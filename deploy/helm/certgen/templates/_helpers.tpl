@@ -105,6 +105,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - --propagation-delay
 - {{ . | quote }}
 {{- end }}
+{{- if not .Values.topologyInjector }}
+- --disable-topology-injector
+{{- end }}
 {{- with .Values.logFormat }}
 - --log-format
 - {{ . | quote }}
