@@ -411,15 +411,21 @@ async fn apply<S: SecretStore>(
 
     let mut data = BTreeMap::new();
     let mut annotations = BTreeMap::new();
+    // The CA Secret's active CA: `tls.crt`/`tls.key`, and the annotation naming it.
+    let make_active = |ca: &CaKey,
+                       data: &mut BTreeMap<String, Vec<u8>>,
+                       annotations: &mut BTreeMap<String, String>| {
+        data.insert("tls.crt".to_string(), pem(&ca.cert));
+        data.insert(
+            "tls.key".to_string(),
+            ca.key_pem().expose().as_bytes().to_vec(),
+        );
+        *annotations = ca_annotations(&ca.cert);
+    };
     let (signer, pending, shown) = match ca_plan.action {
         Action::Create | Action::Rotate => {
             let ca = new_ca.clone().expect("generated above");
-            data.insert("tls.crt".to_string(), pem(&ca.cert));
-            data.insert(
-                "tls.key".to_string(),
-                ca.key_pem().expose().as_bytes().to_vec(),
-            );
-            annotations = ca_annotations(&ca.cert);
+            make_active(&ca, &mut data, &mut annotations);
             let shown = ca.cert.clone();
             (Some(ca), None, Some(shown))
         }
@@ -443,12 +449,7 @@ async fn apply<S: SecretStore>(
                 .pending
                 .clone()
                 .expect("a promotion has a pending CA");
-            data.insert("tls.crt".to_string(), pem(&ca.cert));
-            data.insert(
-                "tls.key".to_string(),
-                ca.key_pem().expose().as_bytes().to_vec(),
-            );
-            annotations = ca_annotations(&ca.cert);
+            make_active(&ca, &mut data, &mut annotations);
             let shown = ca.cert.clone();
             (Some(ca), None, Some(shown))
         }

@@ -233,14 +233,24 @@ pub fn local_snapshot(dir: &Path) -> Snapshot {
 /// Does `leaf` chain to one of `bundle`'s CAs for TLS client and server use? Decided by
 /// rustls-webpki at the current time.
 pub fn webpki_trusts(bundle: &[u8], leaf: &[u8]) -> bool {
-    use rustls_pki_types::{CertificateDer, UnixTime};
     let Ok(cas) = certgen::pki::parse_cert_chain(bundle) else {
         return false;
     };
     let Ok(leaf) = certgen::pki::parse_cert_chain(leaf) else {
         return false;
     };
-    let ders: Vec<CertificateDer> = cas
+    webpki_verifies(&leaf[0], &cas, rustls_pki_types::UnixTime::now()).is_ok()
+}
+
+/// rustls-webpki's verdict on `leaf` against the trust anchors `bundle` at `at`, for server
+/// and for client use: the independent verifier every rotation check relies on.
+pub fn webpki_verifies(
+    leaf: &certgen::pki::Cert,
+    bundle: &[certgen::pki::Cert],
+    at: rustls_pki_types::UnixTime,
+) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    let ders: Vec<CertificateDer> = bundle
         .iter()
         .map(|c| CertificateDer::from(c.der().to_vec()))
         .collect();
@@ -248,28 +258,24 @@ pub fn webpki_trusts(bundle: &[u8], leaf: &[u8]) -> bool {
         .iter()
         .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
         .collect();
-    let leaf_der = CertificateDer::from(leaf[0].der().to_vec());
-    let Ok(ee) = webpki::EndEntityCert::try_from(&leaf_der) else {
-        return false;
-    };
-    let now = UnixTime::now();
-    [
+    let leaf_der = CertificateDer::from(leaf.der().to_vec());
+    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
+    for usage in [
         webpki::KeyUsage::server_auth(),
         webpki::KeyUsage::client_auth(),
-    ]
-    .into_iter()
-    .all(|usage| {
+    ] {
         ee.verify_for_usage(
             webpki::ALL_VERIFICATION_ALGS,
             &anchors,
             &[],
-            now,
+            at,
             usage,
             None,
             None,
         )
-        .is_ok()
-    })
+        .map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(())
 }
 
 /// The guarantees at any instant: every peer's leaf verifies against every peer's bundle, and

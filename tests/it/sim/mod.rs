@@ -32,7 +32,7 @@ use certgen::plan::{Options, Strategy as PlanStrategy};
 use certgen::store::{
     ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
 };
-use rustls_pki_types::{CertificateDer, UnixTime};
+use rustls_pki_types::UnixTime;
 use time::OffsetDateTime;
 
 /// The virtual clock's origin.
@@ -471,33 +471,8 @@ async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Op
 }
 
 fn verifies(leaf: &Cert, bundle: &[Cert], at: OffsetDateTime) -> Result<(), String> {
-    let ders: Vec<CertificateDer> = bundle
-        .iter()
-        .map(|c| CertificateDer::from(c.der().to_vec()))
-        .collect();
-    let anchors: Vec<_> = ders
-        .iter()
-        .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
-        .collect();
-    let leaf_der = CertificateDer::from(leaf.der().to_vec());
-    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
     let time = UnixTime::since_unix_epoch(Duration::from_secs(at.unix_timestamp() as u64));
-    for usage in [
-        webpki::KeyUsage::server_auth(),
-        webpki::KeyUsage::client_auth(),
-    ] {
-        ee.verify_for_usage(
-            webpki::ALL_VERIFICATION_ALGS,
-            &anchors,
-            &[],
-            time,
-            usage,
-            None,
-            None,
-        )
-        .map_err(|e| format!("{e:?}"))?;
-    }
-    Ok(())
+    crate::util::webpki_verifies(leaf, bundle, time)
 }
 
 /// What the oracle checked.
