@@ -197,3 +197,127 @@ async fn the_lease_serialises_writers_and_is_not_taken_by_no_op_runs() {
             .is_none()
     );
 }
+
+/// A holder whose clock runs far behind (its renewTime says 2020) but that keeps renewing is
+/// alive: certgen judges expiry by whether the Lease changes, timed on its own clock, like
+/// client-go. (Was: the holder's renewTime against certgen's clock, so the Lease was taken over
+/// at once and two runs wrote at the same time.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lease_renewed_by_a_holder_whose_clock_lags_is_not_taken_over() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("leaseclock").await;
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns.name);
+    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    let behind = "2020-01-01T00:00:00Z";
+    let held: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "envoy-gateway-certgen-lock"},
+        "spec": {"holderIdentity": "lagging-clock", "leaseDurationSeconds": 2, "acquireTime": behind, "renewTime": behind}
+    }))
+    .unwrap();
+    leases.create(&PostParams::default(), &held).await.unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let renewer = {
+        let (leases, stop) = (leases.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                n += 1;
+                // A renewal: the holder's (lagging) clock, and a new resourceVersion.
+                if let Ok(mut lease) = leases.get("envoy-gateway-certgen-lock").await {
+                    let spec = lease.spec.get_or_insert_with(Default::default);
+                    spec.lease_transitions = Some(n);
+                    let _ = leases
+                        .replace("envoy-gateway-certgen-lock", &PostParams::default(), &lease)
+                        .await;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            }
+        })
+    };
+    let before = snapshot(&c, &ns.name).await;
+    let mut writer = cmd(&c, &ns.name);
+    writer.args(["--overwrite", "--timeout", "6s"]);
+    let r = Run::from(run(writer).await);
+    assert_eq!(r.code, 4, "a renewed Lease is held: {}", r.stderr);
+    assert_eq!(snapshot(&c, &ns.name).await, before, "nothing written");
+    // Once the holder stops renewing, the Lease expires (2 s unchanged) and certgen takes it.
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    renewer.await.unwrap();
+    let mut writer = cmd(&c, &ns.name);
+    writer.args(["--overwrite", "--timeout", "20s"]);
+    Run::from(run(writer).await).ok();
+}
+
+/// A run whose Lease is taken over while it waits at a gate stops before its next write, with
+/// exit 4, leaving every bundle trusting every leaf. (Was: a lost Lease was only warned about at
+/// the end, after the run had kept writing beside the new holder.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_loses_its_lease_stops_before_its_next_write() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("leaselost").await;
+    let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns.name);
+    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    let mut rotate = certgen();
+    rotate
+        .args([
+            "--kubeconfig",
+            c.kubeconfig.to_str().unwrap(),
+            "-n",
+            &ns.name,
+        ])
+        .args([
+            "-q",
+            "--overwrite",
+            "--propagation-delay",
+            "8s",
+            "--timeout",
+            "60s",
+        ])
+        .env(certgen::lock::LEASE_SECONDS_ENV, "2")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let child = rotate.spawn().unwrap();
+    // Wait for the trust phase (a pending CA), then take the Lease over.
+    let secrets = c.secrets(&ns.name);
+    let mut pending = false;
+    for _ in 0..100 {
+        let ca = secrets.get("envoy-gateway-ca").await.unwrap();
+        if ca.data.unwrap_or_default().contains_key("next.crt") {
+            pending = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(pending, "the trust phase was written");
+    let mut stolen = false;
+    for _ in 0..20 {
+        let mut lease = leases.get("envoy-gateway-certgen-lock").await.unwrap();
+        lease
+            .spec
+            .get_or_insert_with(Default::default)
+            .holder_identity = Some("thief".into());
+        if leases
+            .replace("envoy-gateway-certgen-lock", &PostParams::default(), &lease)
+            .await
+            .is_ok()
+        {
+            stolen = true;
+            break;
+        }
+    }
+    assert!(stolen);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("run lock was lost"), "{stderr}");
+    // Stopped before promoting: still the trust phase, and every bundle trusts every leaf.
+    let ca = secrets.get("envoy-gateway-ca").await.unwrap();
+    assert!(
+        ca.data.unwrap_or_default().contains_key("next.crt"),
+        "not promoted"
+    );
+    let (failures, _) = check_snapshot(&snapshot(&c, &ns.name).await);
+    assert!(failures.is_empty(), "{failures:?}");
+}
