@@ -46,6 +46,34 @@ pub struct Context<'a> {
     pub lock: LockTarget,
 }
 
+impl Context<'_> {
+    /// Restarts, waits and probes for what `outcome` holds (consumers.rs), as asked.
+    async fn consumers<S: SecretStore>(
+        &self,
+        store: &S,
+        outcome: &engine::Outcome,
+        wait: bool,
+        probe: bool,
+        dry_run: bool,
+    ) -> Result<(Vec<ConsumerReport>, consumers::Verdict), Error> {
+        let options = consumers::Options {
+            wait,
+            probe,
+            dry_run,
+            deadline: self.deadline,
+        };
+        consumers::run(
+            self.config,
+            outcome,
+            self.deployments,
+            self.client,
+            options,
+            store.now(),
+        )
+        .await
+    }
+}
+
 /// Runs certgen's main job and returns the report, plus the error to exit with (after printing).
 pub async fn drive<S: SecretStore>(
     store: &S,
@@ -76,21 +104,7 @@ pub async fn drive<S: SecretStore>(
         return locked(store, &ctx, None).await;
     };
     if ctx.dry_run {
-        let options = consumers::Options {
-            wait: false,
-            probe: false,
-            dry_run: true,
-            deadline: ctx.deadline,
-        };
-        let (reports, _) = consumers::run(
-            config,
-            &look,
-            ctx.deployments,
-            ctx.client,
-            options,
-            store.now(),
-        )
-        .await?;
+        let (reports, _) = ctx.consumers(store, &look, false, false, true).await?;
         let mut report = look.report;
         report.consumers = reports;
         return Ok((report, None));
@@ -100,21 +114,9 @@ pub async fn drive<S: SecretStore>(
         || webhooks_behind(&ctx, &look.bundles).await?;
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
-        let options = consumers::Options {
-            wait: ctx.wait,
-            probe: ctx.probe,
-            dry_run: false,
-            deadline: ctx.deadline,
-        };
-        let (reports, verdict) = consumers::run(
-            config,
-            &look,
-            ctx.deployments,
-            ctx.client,
-            options,
-            store.now(),
-        )
-        .await?;
+        let (reports, verdict) = ctx
+            .consumers(store, &look, ctx.wait, ctx.probe, false)
+            .await?;
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
@@ -175,21 +177,7 @@ async fn steps<S: SecretStore>(
         // What is stored, nothing written yet.
         let mut stored = look.clone();
         stored.written.clear();
-        let options = consumers::Options {
-            wait: true,
-            probe: false,
-            dry_run: false,
-            deadline: ctx.deadline,
-        };
-        let (reports, verdict) = consumers::run(
-            config,
-            &stored,
-            ctx.deployments,
-            ctx.client,
-            options,
-            store.now(),
-        )
-        .await?;
+        let (reports, verdict) = ctx.consumers(store, &stored, true, false, false).await?;
         if let Some(e) = verdict.into_error() {
             let mut report = look.report.clone();
             report.dry_run = false;
@@ -209,7 +197,7 @@ async fn steps<S: SecretStore>(
         reports.retain(|r| !r.deployments.is_empty());
         merge_consumers(&mut consumer_reports, reports);
     }
-    for _ in 0..MAX_STEPS {
+    for step in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);
         }
@@ -226,7 +214,7 @@ async fn steps<S: SecretStore>(
         attempts += outcome.report.attempts;
         // caBundle targets follow their Secret's bundle right after it is written; a write
         // there is one more change consumers (the API server) must load before the next step.
-        let synced = sync_webhooks(ctx, &outcome.bundles).await?;
+        let synced = sync_webhooks(ctx, &outcome, step == 0).await?;
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
         if webhook_wrote {
             plan_options.other_written_at = Some(store.now());
@@ -251,21 +239,9 @@ async fn steps<S: SecretStore>(
         // A step that others follow relies on restart-only consumers having loaded it: their
         // rollouts are part of the gate, whatever --wait says. Probes verify the end state.
         let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
-        let options = consumers::Options {
-            wait: ctx.wait || !last,
-            probe: ctx.probe && last,
-            dry_run: false,
-            deadline: ctx.deadline,
-        };
-        let (reports, verdict) = consumers::run(
-            config,
-            &outcome,
-            ctx.deployments,
-            ctx.client,
-            options,
-            store.now(),
-        )
-        .await?;
+        let (reports, verdict) = ctx
+            .consumers(store, &outcome, ctx.wait || !last, ctx.probe && last, false)
+            .await?;
         merge_consumers(&mut consumer_reports, reports);
         let phase = outcome.phase.clone();
         let outcome_pending = outcome.pending;
@@ -378,10 +354,13 @@ async fn webhooks_behind(
 
 /// Writes each `caBundle` target that differs from its Secret's bundle, fenced by the
 /// resourceVersion and uid read (re-read and retried on a conflict). A target that does not
-/// exist is reported and left alone: certgen does not create webhook configurations.
+/// exist is reported and left alone: certgen does not create webhook configurations. Only the
+/// first step reads every target (drift since the last run); later steps read a target only
+/// when they wrote the Secret it follows.
 async fn sync_webhooks(
     ctx: &Context<'_>,
-    bundles: &std::collections::BTreeMap<String, Vec<u8>>,
+    outcome: &engine::Outcome,
+    first: bool,
 ) -> Result<Vec<Entry>, Error> {
     use crate::store::{StoreError, WebhookObserved, webhook::describe};
     let Some(api) = ctx.webhooks else {
@@ -398,9 +377,12 @@ async fn sync_webhooks(
             ca_sha256: None,
             not_after: None,
         };
-        let Some(bundle) = bundles.get(&target.bundle_from) else {
+        let Some(bundle) = outcome.bundles.get(&target.bundle_from) else {
             continue;
         };
+        if !first && !outcome.written.contains(&target.bundle_from) {
+            continue;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;

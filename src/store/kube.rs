@@ -135,14 +135,7 @@ impl KubeStore {
         };
         match self.api.replace(&write.name, &pp, &secret).await {
             Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => Err(StoreError::Conflict {
-                what: self.object(&write.name),
-                detail: format!("resourceVersion is no longer {rv}"),
-            }),
-            Err(e) if is_status(&e, 404) => Err(StoreError::Conflict {
-                what: self.object(&write.name),
-                detail: "it was deleted after certgen read it".into(),
-            }),
+            Err(e) if self.lost_race(&e) => Err(self.conflict(&write.name, rv, &e)),
             Err(e) if is_status(&e, 403) => {
                 let mut err = self.api_error("update", &write.name, e);
                 if let StoreError::Api(f) = &mut err {
@@ -154,6 +147,25 @@ impl KubeStore {
                 Err(err)
             }
             Err(e) => Err(self.api_error("update", &write.name, e)),
+        }
+    }
+
+    /// Whether a fenced write failed because the Secret changed (409) or went away (404)
+    /// since it was read: a lost race, re-read and re-planned, never an API failure.
+    fn lost_race(&self, err: &kube::Error) -> bool {
+        is_status(err, 409) || is_status(err, 404)
+    }
+
+    /// The conflict a lost race (see [`Self::lost_race`]) is reported as.
+    fn conflict(&self, name: &str, rv: &str, err: &kube::Error) -> StoreError {
+        let detail = if is_status(err, 404) {
+            "it was deleted after certgen read it".to_string()
+        } else {
+            format!("resourceVersion is no longer {rv}")
+        };
+        StoreError::Conflict {
+            what: self.object(name),
+            detail,
         }
     }
 
@@ -266,14 +278,7 @@ impl SecretStore for KubeStore {
                     .await
                 {
                     Ok(_) => Ok(()),
-                    Err(e) if is_status(&e, 409) => Err(StoreError::Conflict {
-                        what: self.object(&write.name),
-                        detail: format!("resourceVersion is no longer {rv}"),
-                    }),
-                    Err(e) if is_status(&e, 404) => Err(StoreError::Conflict {
-                        what: self.object(&write.name),
-                        detail: "it was deleted after certgen read it".into(),
-                    }),
+                    Err(e) if self.lost_race(&e) => Err(self.conflict(&write.name, rv, &e)),
                     // Not allowed to patch (Envoy Gateway's chart Role grants get, create and
                     // update): write the same change as a fenced update, for the rest of the
                     // run too. Deciding on the server's own answer to the real request, rather

@@ -495,7 +495,7 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
 // ------------------------------------------------------------------------ on the cluster
 
 /// kubectl from the test control plane's build (already cached when a cluster is up).
-fn kubectl(c: &Cluster) -> Command {
+pub(super) fn kubectl(c: &Cluster) -> Command {
     let out = Command::new(root().join("tests/testenv/build"))
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
@@ -509,7 +509,7 @@ fn kubectl(c: &Cluster) -> Command {
 }
 
 /// `kubectl ARGS -f -` with `yaml` on stdin.
-fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
+pub(super) fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
     let mut child = kubectl(c)
         .args(args)
         .args(["-f", "-"])

@@ -93,6 +93,14 @@ fn consumer<'a>(report: &'a Value, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no consumer {name} in {report}"))
 }
 
+/// The events of a run with `--log-format json`, in order.
+fn log_events(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 fn template_annotations(d: &Deployment) -> std::collections::BTreeMap<String, String> {
     d.spec
         .as_ref()
@@ -593,11 +601,7 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
         .collect();
     assert_eq!(rolls, ["restarted", "restarted", "restarted"], "{report}");
     // The first restart comes before the promotion.
-    let events: Vec<Value> = r
-        .stderr
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let events = log_events(&r.stderr);
     let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
     let restart = first(&|e: &Value| e["deployment"] == "envoy-ratelimit").expect("restart logged");
     let promote = first(&|e: &Value| e["action"] == "promote").expect("promotion logged");
@@ -640,10 +644,10 @@ async fn a_rollout_slower_than_the_delay_holds_the_gate() {
         "json",
     ]);
     let r = run_async(cmd).await.ok();
+    let events = log_events(&r.stderr);
     let at = |action: &str| -> time::OffsetDateTime {
-        r.stderr
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        events
+            .iter()
             .find(|e| e["action"] == action)
             .and_then(|e| {
                 time::OffsetDateTime::parse(

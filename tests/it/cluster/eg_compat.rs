@@ -13,7 +13,6 @@
 //! (restarts, probes, the run lock) and why.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -22,6 +21,7 @@ use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use kube::api::{Api, ObjectMeta, PostParams};
 
+use super::chart::kubectl_stdin;
 use super::{Cluster, cluster};
 use crate::util::{Run, fingerprints, openssl, tempdir, webpki_trusts};
 
@@ -53,40 +53,6 @@ fn eg_chart(ns: &str) -> Option<String> {
         return None;
     }
     Some(String::from_utf8(out.stdout).unwrap())
-}
-
-fn kubectl(c: &Cluster) -> Command {
-    let out = Command::new(root().join("tests/testenv/build"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "tests/testenv/build failed");
-    let bin = String::from_utf8(out.stdout).unwrap();
-    let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
-    cmd.arg("--kubeconfig").arg(&c.kubeconfig);
-    cmd
-}
-
-fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
-    let mut child = kubectl(c)
-        .args(args)
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 /// Deletes the chart's objects (the cluster-scoped ones outlive the test namespace).
