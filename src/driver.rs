@@ -17,7 +17,7 @@ use crate::rollout::Deployments;
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
-const MAX_STEPS: usize = 12;
+pub const MAX_STEPS: usize = 12;
 
 /// What the run lock is.
 pub enum LockTarget {
