@@ -98,11 +98,3 @@ fn man_dir_writes_every_page_and_man_prints_the_root_page() {
     }
     assert_eq!(crate::util::run(&["man"]).ok().stdout, certgen::man_page());
 }
-
-#[test]
-fn help_shows_the_exit_codes() {
-    let r = crate::util::run(&["--help"]).ok();
-    for line in ["0  done", "2  bad usage", "5  the Kubernetes API"] {
-        assert!(r.stdout.contains(line), "{line:?} missing from --help");
-    }
-}
