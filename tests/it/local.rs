@@ -5,8 +5,8 @@ use std::path::Path;
 
 use crate::util::trust::{LEAF_SECRETS, openssl, openssl_verify};
 use crate::util::{
-    KILLED, Run, certgen, check_local, kill_after_write, local, profile, run, run_local, tempdir,
-    tree, write,
+    KILLED, Run, certgen, check_local, check_row, kill_after_write, local, profile, run, run_local,
+    tempdir, tree, write,
 };
 
 fn sans(cert: &Path) -> String {
@@ -322,13 +322,7 @@ fn check_exits_1_naming_what_is_due() {
     );
     let report = r.json();
     assert_eq!(report["healthy"], false);
-    let envoy = report["secrets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["secret"] == "envoy")
-        .unwrap()
-        .clone();
+    let envoy = check_row(&report, "envoy");
     assert_eq!(envoy["status"], "due");
     assert!(
         envoy["problems"][0]

@@ -21,7 +21,9 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Certgen, Cluster, chart_dir, cluster, deployment, helm, rolled_out, run_helm};
+use super::{
+    Certgen, Cluster, chart_dir, cluster, deployment, generation, helm, rolled_out, run_helm,
+};
 use crate::util::{Run, check_generated, consumer, root, tempdir};
 
 /// The release name the plain manifests are rendered with.
@@ -566,12 +568,7 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
     assert_eq!(consumer_actions(&report, "envoy-ratelimit"), ["restarted"]);
     let installed = c.versions(&ns.name).await;
     assert!(installed.values().all(Option::is_some), "{installed:?}");
-    let generation = deployments
-        .get("envoy-ratelimit")
-        .await
-        .unwrap()
-        .metadata
-        .generation;
+    let installed_generation = generation(&deployments, "envoy-ratelimit").await;
 
     // The CronJob's run with nothing due: no write, no restart.
     let report = certgen_as(&kubeconfig, &cron_args)
@@ -585,13 +582,8 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
     );
     assert_eq!(c.versions(&ns.name).await, installed);
     assert_eq!(
-        deployments
-            .get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        generation
+        generation(&deployments, "envoy-ratelimit").await,
+        installed_generation
     );
 
     // A rotation with --overwrite (the rendered arguments hold --wait): trust, leaves, then

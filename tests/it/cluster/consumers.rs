@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{DeleteParams, PostParams};
 use serde_json::json;
 
-use super::{cluster, deployment, rolled_out, unschedulable};
+use super::{cluster, deployment, generation, rolled_out, unschedulable};
 use crate::util::{Run, consumer};
 
 fn template_annotations(d: &Deployment) -> std::collections::BTreeMap<String, String> {
@@ -73,14 +73,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         consumer(&report, "envoy-ratelimit")["deployments"][0]["action"],
         "already-restarted"
     );
-    assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        Some(2)
-    );
+    assert_eq!(generation(&api, "envoy-ratelimit").await, Some(2));
 
     // A staged rotation changes what it mounts three times: the trust bundle (the restart-only
     // consumer must load the new CA before any peer presents a leaf from it), its leaf, then
@@ -116,14 +109,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
 
     // And repeating the run rolls nothing.
     c.certgen(&ns.name).args(["--wait"]).run_async().await.ok();
-    assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        Some(5)
-    );
+    assert_eq!(generation(&api, "envoy-ratelimit").await, Some(5));
 
     // The one-write strategy rolls once, then once more when the cleanup drops the old CA.
     c.certgen(&ns.name)
@@ -131,14 +117,7 @@ async fn a_restart_rolls_exactly_once_per_content_and_the_wait_follows_kubectls_
         .run_async()
         .await
         .ok();
-    assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        Some(7)
-    );
+    assert_eq!(generation(&api, "envoy-ratelimit").await, Some(7));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -161,14 +140,7 @@ async fn a_deployment_recreated_mid_wait_is_an_error_not_followed() {
         .unwrap();
     // Once certgen has patched (generation 2), delete and recreate the Deployment.
     for _ in 0..300 {
-        if api
-            .get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation
-            == Some(2)
-        {
+        if generation(&api, "envoy-ratelimit").await == Some(2) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -199,11 +171,7 @@ async fn a_deployment_recreated_mid_wait_is_an_error_not_followed() {
         "the error came at once, not at the timeout"
     );
     assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
+        generation(&api, "envoy-ratelimit").await,
         Some(1),
         "the new object was never patched"
     );
@@ -262,11 +230,7 @@ async fn a_paused_deployment_gets_a_clear_error() {
         r.stderr
     );
     assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
+        generation(&api, "envoy-ratelimit").await,
         Some(1),
         "not patched"
     );

@@ -15,7 +15,7 @@
 //! Run it on its own (and as a benchmark) with
 //! `HARNESS_ROTATIONS=100 cargo test --test it cluster::harness -- --nocapture`.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::{Cluster, Mounted, Volume, cluster, deployment, kubelet, random_up_to};
-use crate::util::tls::{configs, s_server};
+use crate::util::tls::{self, configs, s_server};
 
 /// Longest kubelet sync delay of the stand-in (the real one is about a minute; the propagation
 /// delay given to certgen scales with it).
@@ -232,38 +232,8 @@ fn s_client(from: &Peer, to: &Peer, ns: &str) -> Result<(), String> {
     let loaded = from.current().ok_or("client not loaded")?;
     let snap = tempfile::tempdir().unwrap();
     loaded.mounted.write_to(snap.path());
-    let p = |f: &str| snap.path().join(f).to_str().unwrap().to_string();
     let host = format!("{}.{ns}.svc", to.spec.secret);
-    let out = Command::new("openssl")
-        .args([
-            "s_client",
-            "-connect",
-            &format!("127.0.0.1:{}", to.port.load(Ordering::SeqCst)),
-            "-servername",
-            &host,
-            "-verify_hostname",
-            &host,
-            "-cert",
-            &p("tls.crt"),
-            "-key",
-            &p("tls.key"),
-            "-CAfile",
-            &p("ca.crt"),
-            "-verify_return_error",
-            "-brief",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() && !text.contains("alert") {
-        Ok(())
-    } else {
-        Err(format!(
-            "openssl s_client: {}",
-            text.lines().last().unwrap_or("")
-        ))
-    }
+    tls::s_client(snap.path(), to.port.load(Ordering::SeqCst), &host)
 }
 
 /// Runs `rotations` rotations with `strategy` while the peers handshake; returns

@@ -547,6 +547,11 @@ fn merge(into: &mut Value, from: Value) {
     }
 }
 
+/// Deployment `name`'s generation: it grows with every change to its spec (a restart too).
+pub async fn generation(api: &Api<Deployment>, name: &str) -> Option<i64> {
+    api.get(name).await.unwrap().metadata.generation
+}
+
 /// Waits until Deployment `name` has rolled out by kubectl's rule: the controller has seen its
 /// latest generation, and every replica is updated and available, with no old ones left.
 pub async fn rolled_out(api: &Api<Deployment>, name: &str, within: Duration) {

@@ -15,7 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
-use super::{Certgen, Cluster, cluster, deployment, rolled_out};
+use super::{Certgen, Cluster, cluster, deployment, generation, rolled_out};
 use crate::util::trust::{CA_SECRET, check_snapshot, fingerprints};
 use crate::util::{KILLED, consumer};
 
@@ -315,12 +315,7 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
         "{}",
         r.stdout
     );
-    let generation = api
-        .get("envoy-ratelimit")
-        .await
-        .unwrap()
-        .metadata
-        .generation;
+    let installed_generation = generation(&api, "envoy-ratelimit").await;
     // Killed right after the trust writes (CA Secret and three bundles), before the restart.
     let out = c
         .certgen(&ns.name)
@@ -330,12 +325,8 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
         .await;
     assert_eq!(out.code, KILLED, "{}", out.stderr);
     assert_eq!(
-        api.get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        generation,
+        generation(&api, "envoy-ratelimit").await,
+        installed_generation,
         "not restarted yet"
     );
     // The re-run restarts it for the trust bundle first, then for the leaves, then for the

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::{Certgen, Cluster, cluster, data, rule};
 use crate::util::trust::{CA_SECRET, LEAF_SECRETS, PROFILE_SECRETS, fingerprints, openssl_verify};
-use crate::util::{consumer, tempdir, write};
+use crate::util::{check_row, consumer, tempdir, write};
 
 async fn verify_all(c: &Cluster, ns: &str) {
     let tmp = tempdir();
@@ -360,14 +360,8 @@ async fn check_reads_the_cluster_and_exits_1_when_action_is_due() {
         .unwrap();
     let r = check(&ns.name);
     assert_eq!(r.code, 1);
-    let rows = r.json()["secrets"].clone();
-    let envoy = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["secret"] == "envoy")
-        .unwrap()
-        .clone();
+    let report = r.json();
+    let envoy = check_row(&report, "envoy");
     assert_eq!(envoy["status"], "invalid", "{envoy}");
 }
 

@@ -202,6 +202,16 @@ pub fn consumer<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json
         .unwrap_or_else(|| panic!("no consumer {name} in {report}"))
 }
 
+/// The row of Secret `secret` in a `certgen check` JSON report.
+pub fn check_row<'a>(report: &'a serde_json::Value, secret: &str) -> &'a serde_json::Value {
+    report["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["secret"] == secret)
+        .unwrap_or_else(|| panic!("no Secret {secret} in {report}"))
+}
+
 /// A checked-in file generated from the tree (docs, completions, manifests): fails when `path`
 /// differs from `generated`, or writes it when `CERTGEN_UPDATE_DOCS` is set. `tests` is the test
 /// filter that regenerates it.

@@ -92,26 +92,30 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// openssl's flags for the peer whose files are in `dir`: it presents `tls.crt` and trusts
+/// `ca.crt`.
+fn openssl_identity(dir: &Path) -> Vec<String> {
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
+    [
+        "-cert",
+        &p("tls.crt"),
+        "-key",
+        &p("tls.key"),
+        "-CAfile",
+        &p("ca.crt"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// `openssl s_server` on a free port of 127.0.0.1 with the files in `dir`, requiring a client
 /// certificate, with `extra` flags; returns once it accepts connections. It never reloads.
 pub fn s_server(dir: &Path, extra: &[&str]) -> (Child, u16) {
     let port = free_port();
-    let p = |f: &str| dir.join(f).to_str().unwrap().to_string();
     let child = Command::new("openssl")
-        .args([
-            "s_server",
-            "-accept",
-            &format!("127.0.0.1:{port}"),
-            "-cert",
-            &p("tls.crt"),
-            "-key",
-            &p("tls.key"),
-            "-CAfile",
-            &p("ca.crt"),
-            "-Verify",
-            "1",
-            "-quiet",
-        ])
+        .args(["s_server", "-accept", &format!("127.0.0.1:{port}")])
+        .args(openssl_identity(dir))
+        .args(["-Verify", "1", "-quiet"])
         .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -125,4 +129,27 @@ pub fn s_server(dir: &Path, extra: &[&str]) -> (Child, u16) {
         std::thread::sleep(Duration::from_millis(10));
     }
     (child, port)
+}
+
+/// `openssl s_client` to 127.0.0.1:`port` as the peer whose files are in `dir`, checking the
+/// server's chain and its name, `host`. Ok when the handshake completed without an alert;
+/// otherwise openssl's last word.
+pub fn s_client(dir: &Path, port: u16, host: &str) -> Result<(), String> {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
+        .args(["-servername", host, "-verify_hostname", host])
+        .args(openssl_identity(dir))
+        .args(["-verify_return_error", "-brief"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() && !text.contains("alert") {
+        Ok(())
+    } else {
+        Err(format!(
+            "openssl s_client: {}",
+            text.lines().last().unwrap_or("")
+        ))
+    }
 }
