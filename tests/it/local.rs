@@ -1,4 +1,8 @@
-//! The binary end to end in `--local` mode: what a newcomer runs first.
+//! The local store through the binary (`--local`): what a newcomer runs first and the files it
+//! writes (modes, SANs, links through `..data`), byte-for-byte no-op re-runs, the dry run,
+//! `profile show`, the namespace from the environment, and `certgen check` on a directory,
+//! including the files consumers read and a plain run that restores them. Refused input is in
+//! `bad_input`, rotations in `rotation`, probes in `probe`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

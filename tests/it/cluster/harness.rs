@@ -1,9 +1,9 @@
 //! The rotation harness: real mutual-TLS peers that handshake with each other continuously while
 //! certgen rotates their certificates, counting every failed handshake.
 //!
-//! - Each peer is a "pod" with its own directory. A kubelet stand-in copies the peer's Secret
-//!   from the API server into that directory after a random delay (independently per pod), with
-//!   the kubelet's atomic `..data` symlink swap.
+//! - Each peer is a "pod" with its own directory. The kubelet stand-in (`cluster::kubelet`)
+//!   copies the peer's Secret from the API server into that directory after a random delay
+//!   (independently per pod), with the kubelet's atomic `..data` symlink swap.
 //! - Hot peers (rustls servers and clients) reload whenever their files change. Restart-only
 //!   peers load their files at start and again only when their Deployment's pod template changes
 //!   (a restart mounts the Secret as it is at that moment). One restart-only peer is

@@ -194,22 +194,27 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// The entry of consumer `name` in a run's JSON report.
 pub fn consumer<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["consumers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no consumer {name} in {report}"))
+    entry(report, "consumers", "name", name)
 }
 
 /// The row of Secret `secret` in a `certgen check` JSON report.
 pub fn check_row<'a>(report: &'a serde_json::Value, secret: &str) -> &'a serde_json::Value {
-    report["secrets"]
+    entry(report, "secrets", "secret", secret)
+}
+
+/// The element of `report[list]` whose `key` is `value`.
+fn entry<'a>(
+    report: &'a serde_json::Value,
+    list: &str,
+    key: &str,
+    value: &str,
+) -> &'a serde_json::Value {
+    report[list]
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["secret"] == secret)
-        .unwrap_or_else(|| panic!("no Secret {secret} in {report}"))
+        .find(|e| e[key] == value)
+        .unwrap_or_else(|| panic!("no {list} entry with {key} {value:?} in {report}"))
 }
 
 /// A checked-in file generated from the tree (docs, completions, manifests): fails when `path`
