@@ -159,7 +159,7 @@ fn the_report_and_check_say_when_the_next_renewal_is_due() {
 #[test]
 fn invoked_as_envoy_gateway_the_certgen_subcommand_is_accepted() {
     let tmp = tempdir();
-    let link = envoy_gateway::binary();
+    let link = envoy_gateway::link_in(tmp.path());
     let dir = tmp.path().join("certs");
     let r = Run::of(command(&link).args(["certgen", "--local", dir.to_str().unwrap(), "-o", "-q"]))
         .ok();

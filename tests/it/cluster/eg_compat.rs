@@ -13,8 +13,9 @@
 //! (restarts, probes, the run lock) and why.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -113,7 +114,12 @@ async fn injector_bundles(c: &Cluster, name: &str) -> Vec<Vec<u8>> {
 /// Runs certgen as Envoy Gateway's chart Job does: `envoy-gateway certgen [args]`, its
 /// ServiceAccount, its environment, no -n.
 fn eg_job(kubeconfig: &Path, ns: &str, args: &[&str]) -> Command {
-    let mut cmd = command(&envoy_gateway::binary());
+    static LINK: OnceLock<PathBuf> = OnceLock::new();
+    let link = LINK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
+        envoy_gateway::link_in(&dir)
+    });
+    let mut cmd = command(link);
     cmd.arg("certgen")
         .env("KUBECONFIG", kubeconfig)
         .env("ENVOY_GATEWAY_NAMESPACE", ns)

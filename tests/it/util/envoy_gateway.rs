@@ -1,4 +1,4 @@
-//! certgen under Envoy Gateway's name ([`binary`]), and Secrets as Envoy Gateway's own certgen
+//! certgen under Envoy Gateway's name ([`link_in`]), and Secrets as Envoy Gateway's own certgen
 //! writes them, made with the openssl CLI rather than
 //! certgen's code: RSA-2048 PKCS#1 keys, one CA whose key is in no Secret, `ca.crt` = that CA in
 //! every TLS Secret, the HMAC Secret, and no CA Secret. The local tests write them as files
@@ -6,23 +6,17 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use super::trust::openssl;
 
-/// certgen linked as `envoy-gateway`, as an image replacing Envoy Gateway's would ship it (run
-/// it through `util::command`).
-pub fn binary() -> PathBuf {
-    static LINK: OnceLock<PathBuf> = OnceLock::new();
-    LINK.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("envoy-gateway");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
-        link
-    })
-    .clone()
+/// certgen linked as `dir/envoy-gateway`, as an image replacing Envoy Gateway's would ship it
+/// (run it through `util::command`).
+pub fn link_in(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let link = dir.join("envoy-gateway");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
+    link
 }
 
 /// The HMAC Secret's key as Envoy Gateway's certgen left it.
