@@ -122,6 +122,12 @@ pub struct ObservedState {
 }
 
 impl ObservedState {
+    /// Whether none of the Secrets is stored: a fresh install.
+    pub fn nothing_stored(&self) -> bool {
+        let absent = |o: &Observed| matches!(o, Observed::Absent);
+        self.ca.as_ref().is_none_or(absent) && self.secrets.values().all(absent)
+    }
+
     fn get(&self, name: &str) -> &Observed {
         self.secrets.get(name).unwrap_or(&Observed::Absent)
     }
