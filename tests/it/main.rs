@@ -1,30 +1,30 @@
-//! certgen's integration tests, one binary. Where each behaviour is tested (a file in `cluster/`
-//! checks the same behaviour as the top-level file of the same name, on the real control plane
-//! that `tests/testenv/up` starts; `cargo test -- --skip cluster::` runs everything else):
+//! certgen's integration tests, one binary. A file in `cluster/` tests the same behaviour as the
+//! top-level file of the same name, against the real control plane that `tests/testenv/up`
+//! starts; `cargo test -- --skip cluster::` runs everything else. Where each behaviour is tested:
 //!
-//! | behaviour                              | no cluster         | real control plane            |
-//! |----------------------------------------|--------------------|-------------------------------|
-//! | what certgen issues (webpki verifies)  | `pki_verify`       |                               |
-//! | the local store, `check` on files      | `local`            |                               |
-//! | the Kubernetes store, races, RBAC, LIST|                    | `cluster::store`              |
-//! | refused input, `--force` repairs       | `bad_input`        | `cluster::bad_input`          |
-//! | rotation: staging, kills, concurrency  | `rotation`, `sim`  | `cluster::rotation`           |
-//! | rotation with real TLS peers           |                    | `cluster::harness`, `cluster::real_node` |
-//! | consumers: restarts, rollout waits     |                    | `cluster::consumers`          |
-//! | probes                                 | `probe`            | `cluster::probe`              |
-//! | API faults (fake server / TCP proxy)   | `faults`           | `cluster::faults`             |
-//! | Envoy Gateway compatibility            | `eg_compat`        | `cluster::eg_compat`          |
-//! | topology injector's caBundle           |                    | `cluster::webhook`            |
-//! | Helm chart and plain manifests         |                    | `cluster::chart`              |
-//! | the test control plane itself          |                    | `cluster::smoke`              |
-//! | no key material in output, no TLS skip | `hygiene`          |                               |
-//! | docs, completions, man page up to date | `docs`             |                               |
-//! | inputs the fuzzers found               | `fuzz_regressions` |                               |
+//! - what certgen issues, checked by rustls-webpki: `pki_verify`
+//! - the local store, and `check` on a directory: `local`
+//! - the Kubernetes store (create, renew, races, RBAC, one LIST): `cluster::store`
+//! - refused input, and what `--force` repairs: `bad_input`, `cluster::bad_input`
+//! - rotation (staging, kills at every write, concurrent runs, the Lease, gates): `rotation`,
+//!   `cluster::rotation`; whole trajectories in-process on a virtual clock: `sim`; real TLS
+//!   peers handshaking throughout: `cluster::harness`, `cluster::real_node`
+//! - consumers (restarts, rollout waits): `cluster::consumers`
+//! - probes: `probe`, `cluster::probe`
+//! - API faults: `faults` (an HTTP-level fake for the answers a real server will not give on
+//!   demand: 429, 503, 500), `cluster::faults` (a TCP proxy to the real server: resets, slow
+//!   answers, dropped watches)
+//! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
+//! - the topology injector's caBundle: `cluster::webhook`
+//! - the Helm chart and the plain manifests: `cluster::chart`
+//! - the test control plane itself: `cluster::smoke`
+//! - reports and `--help` as users read them (insta): `snapshots`
+//! - docs, completions and man pages up to date: `docs`
+//! - no key material in any output, no way to skip TLS verification: `hygiene`
+//! - inputs the fuzzers found: `fuzz_regressions`
 //!
-//! `sim` is the trajectory simulation: certgen's driver, planner and apply step in-process on a
-//! virtual clock, checked by an independent oracle. Shared helpers: `util` (the binary, files,
-//! trust checks, TLS servers, Envoy Gateway's own output); the cluster fixture, with every
-//! cluster helper, is `cluster/mod.rs`.
+//! Shared helpers: `util` (the binary, files, trust checks, TLS servers, Envoy Gateway's own
+//! output); every cluster helper is on the cluster fixture, `cluster/mod.rs`.
 
 mod bad_input;
 mod cluster;
