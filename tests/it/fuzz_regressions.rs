@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 
-#[allow(dead_code)]
 #[path = "../../fuzz/src/lib.rs"]
 mod harness;
 
