@@ -9,17 +9,16 @@ use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::config::{Config, Consumer, Reload, Workload};
 use crate::engine::Outcome;
 use crate::exit::Error;
-use crate::probe::{self, ClientIdentity, EndpointResult, Expected};
-use crate::rollout::{
-    Deployments, RestartAction, RolloutError, Target, fingerprint, restart_needed,
-};
+use crate::k8s::{self, Deployments, EndpointsError};
+use crate::probe::{self, ClientIdentity, Expected};
+use crate::report::{ConsumerReport, DeploymentReport};
+use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
 
 /// What to do after the Secrets.
 #[derive(Debug, Clone, Copy)]
@@ -28,35 +27,6 @@ pub struct Options {
     pub probe: bool,
     pub dry_run: bool,
     pub deadline: Instant,
-}
-
-/// One Deployment of a consumer in the report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeploymentReport {
-    pub name: String,
-    /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
-    pub action: String,
-    /// done, failed, pending (with `--wait`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout_seconds: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// One consumer in the report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsumerReport {
-    pub name: String,
-    pub reload: Reload,
-    pub deployments: Vec<DeploymentReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub probes: Vec<EndpointResult>,
 }
 
 /// How the consumer steps ended, beyond the report.
@@ -85,16 +55,6 @@ impl Verdict {
         } else {
             None
         }
-    }
-}
-
-fn deployment_report(name: &str, action: &str) -> DeploymentReport {
-    DeploymentReport {
-        name: name.into(),
-        action: action.into(),
-        rollout: None,
-        rollout_seconds: None,
-        detail: None,
     }
 }
 
@@ -153,7 +113,7 @@ pub async fn run(
                 for d in found {
                     let name = d.metadata.name.clone().unwrap_or_default();
                     if consumer.reload == Reload::Hot {
-                        report.deployments.push(deployment_report(&name, "hot"));
+                        report.deployments.push(DeploymentReport::new(&name, "hot"));
                         continue;
                     }
                     let (fp, written, last_written) = content(consumer, outcome);
@@ -168,17 +128,17 @@ pub async fn run(
                     };
                     let mut entry = match decision {
                         RestartAction::AlreadyRestarted => {
-                            deployment_report(&name, "already-restarted")
+                            DeploymentReport::new(&name, "already-restarted")
                         }
-                        RestartAction::UpToDate => deployment_report(&name, "up-to-date"),
+                        RestartAction::UpToDate => DeploymentReport::new(&name, "up-to-date"),
                         RestartAction::Restarted if options.dry_run => {
-                            deployment_report(&name, "would-restart")
+                            DeploymentReport::new(&name, "would-restart")
                         }
                         RestartAction::Restarted => match api.restart(&d, &fp, now).await? {
                             Ok(target) => {
                                 tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
                                 targets.push((reports.len(), report.deployments.len(), target));
-                                deployment_report(&name, "restarted")
+                                DeploymentReport::new(&name, "restarted")
                             }
                             Err(e) => {
                                 let action = match e {
@@ -187,7 +147,7 @@ pub async fn run(
                                     _ => "recreated",
                                 };
                                 verdict.failed.push(e.to_string());
-                                let mut r = deployment_report(&name, action);
+                                let mut r = DeploymentReport::new(&name, action);
                                 r.detail = Some(e.to_string());
                                 r
                             }
@@ -382,14 +342,14 @@ async fn probe_all(
         };
         let endpoints = match (client, &p.service) {
             (Some(client), Some(service)) => {
-                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
                     Ok(e) => e,
-                    Err(probe::EndpointsError::Api(e)) => {
+                    Err(EndpointsError::Api(e)) => {
                         report.note = Some(e.to_string());
                         verdict.refused.get_or_insert(e);
                         continue;
                     }
-                    Err(probe::EndpointsError::Missing(e)) => {
+                    Err(EndpointsError::Missing(e)) => {
                         verdict
                             .failed
                             .push(format!("consumer {}: {e}", consumer.name));
@@ -458,7 +418,7 @@ pub async fn trust_confirmed(
         let p = consumer.probe.as_ref().expect("checked above");
         let endpoints = match (client, &p.service) {
             (Some(client), Some(service)) => {
-                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
                     Ok(e) if !e.is_empty() => e,
                     _ => return false,
                 }

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::consumers::{self, ConsumerReport};
+use crate::consumers;
 use crate::engine::{self, RunOptions};
 use crate::exit::Error;
+use crate::k8s::Deployments;
 use crate::lock::{self, LockError};
 use crate::plan::{self, Phase};
-use crate::report::{Entry, Report};
-use crate::rollout::Deployments;
+use crate::report::{ConsumerReport, Entry, Report};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -42,7 +42,7 @@ pub struct Context<'a> {
     pub deployments: Option<&'a Deployments>,
     pub client: Option<&'a kube::Client>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
-    pub webhooks: Option<&'a crate::store::WebhookStore>,
+    pub webhooks: Option<&'a crate::k8s::WebhookStore>,
     pub lock: LockTarget,
 }
 
@@ -308,13 +308,13 @@ async fn steps<S: SecretStore>(
                         // Every consumer works as things are; the next run drops the old CA.
                         report.note = Some(format!(
                             "{reason}; that is past --timeout, so a run after {} finishes it",
-                            crate::report::rfc3339(ready_at)
+                            crate::timefmt::rfc3339(ready_at)
                         ));
                         return Ok((report, None));
                     }
                     let e = Error::Timeout(format!(
                         "{reason}; that is past --timeout. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen after {} to finish",
-                        crate::report::rfc3339(ready_at)
+                        crate::timefmt::rfc3339(ready_at)
                     ));
                     return Ok((report, Some(e)));
                 }
@@ -342,8 +342,7 @@ async fn webhooks_behind(
         let Some(bundle) = bundles.get(&target.bundle_from) else {
             continue;
         };
-        if let crate::store::WebhookObserved::Present(o) =
-            api.get(target.kind, &target.name).await?
+        if let crate::k8s::WebhookObserved::Present(o) = api.get(target.kind, &target.name).await?
             && !o.holds(bundle)
         {
             return Ok(true);
@@ -362,7 +361,8 @@ async fn sync_webhooks(
     outcome: &engine::Outcome,
     first: bool,
 ) -> Result<Vec<Entry>, Error> {
-    use crate::store::{StoreError, WebhookObserved, webhook::describe};
+    use crate::k8s::{WebhookObserved, webhooks::describe};
+    use crate::store::StoreError;
     let Some(api) = ctx.webhooks else {
         return Ok(vec![]);
     };
@@ -454,7 +454,7 @@ fn merge_consumers(all: &mut Vec<ConsumerReport>, new: Vec<ConsumerReport>) {
             None => all.push(r),
             Some(a) => {
                 // Later steps add what they did; quiet states ("up-to-date", "hot") are shown once.
-                let quiet = |d: &crate::consumers::DeploymentReport| {
+                let quiet = |d: &crate::report::DeploymentReport| {
                     d.action == "up-to-date" || d.action == "hot"
                 };
                 for d in r.deployments {

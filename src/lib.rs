@@ -7,6 +7,7 @@
 //! into exit codes.
 
 pub mod access;
+pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -14,15 +15,19 @@ pub mod consumers;
 pub mod driver;
 pub mod engine;
 pub mod exit;
+pub mod k8s;
 pub mod lock;
 pub mod metrics;
+pub mod observe;
 pub mod pki;
 pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod rollout;
+pub mod secret;
 pub mod servertime;
 pub mod store;
+pub mod timefmt;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -237,13 +242,13 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                     "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
                 );
             }
-            let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
+            let deployments = k8s::Deployments::new(client.clone(), &config.namespace);
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
-            let webhooks = store::WebhookStore::new(client.clone());
+            let webhooks = k8s::WebhookStore::new(client.clone());
             let webhooks = (!config.webhooks.is_empty()).then_some(&webhooks);
             driver::drive(
                 &store,
@@ -281,13 +286,13 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let report = match &local {
         Some(dir) => {
             let store = LocalStore::new(dir);
-            let observed = engine::observe(&store, &config).await?;
+            let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
         }
         None => {
             let client = kube_client(&target).await?;
             let store = KubeStore::new(client, &config.namespace);
-            let observed = engine::observe(&store, &config).await?;
+            let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
         }
     };

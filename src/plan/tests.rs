@@ -4,9 +4,11 @@ use std::time::Duration;
 use time::macros::datetime;
 
 use super::*;
+use crate::config::MANAGED_BY_LABEL;
 use crate::config::{Env, Overrides, Source};
+use crate::observe::Snapshot;
 use crate::pki::{CaKey, CaSpec, Issued, bundle_pem, issue_ca, issue_leaf};
-use crate::store::StoredSecret;
+use crate::secret::{StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
@@ -62,13 +64,13 @@ fn new_ca(at: OffsetDateTime) -> (CaKey, Issued) {
 /// A cluster where certgen already ran at `at` with the given CA.
 struct World {
     config: Config,
-    state: ObservedState,
+    state: Snapshot,
 }
 
 impl World {
     fn installed(ca: &(CaKey, Issued), at: OffsetDateTime) -> Self {
         let config = config();
-        let mut state = ObservedState::default();
+        let mut state = Snapshot::default();
         let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
         state.ca = Some(secret(
             &config.ca.secret_name,
@@ -141,7 +143,7 @@ fn action_of(plan: &Plan, name: &str) -> Action {
 fn a_fresh_namespace_creates_everything() {
     let plan = plan(
         &config(),
-        &ObservedState::default(),
+        &Snapshot::default(),
         NOW,
         Options::default(),
         &object,

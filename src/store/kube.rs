@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret};
+use super::{ApiFailure, SecretStore, StoreError};
+use crate::secret::{Expect, Observed, SecretWrite, StoredSecret};
 
 mod list;
 
@@ -321,7 +322,7 @@ fn from_secret(secret: Secret) -> StoredSecret {
         name: meta.name.unwrap_or_default(),
         type_: secret
             .type_
-            .unwrap_or_else(|| super::TYPE_OPAQUE.to_string()),
+            .unwrap_or_else(|| crate::secret::TYPE_OPAQUE.to_string()),
         data: secret
             .data
             .unwrap_or_default()

@@ -31,14 +31,14 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
 use std::sync::Mutex;
 
-use super::{
-    Divergence, Expect, Found, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
-    TYPE_OPAQUE, TYPE_TLS, data_digest as digest,
-};
+use super::{SecretStore, StoreError};
 use crate::pki::hex;
+use crate::secret::{
+    Divergence, Expect, Found, Observed, SecretWrite, StoredSecret, TYPE_OPAQUE, TYPE_TLS,
+    data_digest as digest,
+};
 
 /// The most a single file may hold; larger files are refused as not being certgen's.
 const MAX_FILE: u64 = 1 << 20;

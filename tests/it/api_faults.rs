@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use certgen::store::{KubeStore, Observed, SecretStore, StoreError};
+use certgen::secret::Observed;
+use certgen::store::{KubeStore, SecretStore, StoreError};
 use kube::client::{Body, ClientBuilder};
 use serde_json::json;
 

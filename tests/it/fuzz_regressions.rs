@@ -87,11 +87,12 @@ mod found {
     use std::time::Duration;
 
     use certgen::config::{Config, Env, Overrides, Source};
+    use certgen::observe::Snapshot;
     use certgen::pki::{
         CaKey, Cert, bundle_pem, issue_ca, issue_leaf, load_signing_key, parse_single_cert,
     };
-    use certgen::plan::{ObservedState, Options, plan};
-    use certgen::store::{Observed, StoredSecret, TYPE_TLS};
+    use certgen::plan::{Options, plan};
+    use certgen::secret::{Observed, StoredSecret, TYPE_TLS};
     use time::OffsetDateTime;
     use time::macros::datetime;
 
@@ -134,7 +135,7 @@ mod found {
     }
 
     /// Plans and requires a clean outcome: no panic, and an error (if any) naming the CA Secret.
-    fn plan_cleanly(config: &Config, observed: &ObservedState, options: Options) {
+    fn plan_cleanly(config: &Config, observed: &Snapshot, options: Options) {
         let object = |n: &str| format!("Secret {n}");
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             plan(config, observed, NOW, options, &object)
@@ -152,11 +153,11 @@ mod found {
 
     /// A staged rotation whose trust phase is complete (every bundle holds the pending and the
     /// active CA) and whose bundles the store says were written at `written_at`.
-    fn trust_phase_done(config: &Config, written_at: &str) -> ObservedState {
+    fn trust_phase_done(config: &Config, written_at: &str) -> Snapshot {
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let (pending, pending_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let trust = bundle_pem(&[pending.cert.clone(), active.cert.clone()]).into_bytes();
-        let mut observed = ObservedState {
+        let mut observed = Snapshot {
             ca: Some(secret(
                 &config.ca.secret_name,
                 &[
@@ -217,7 +218,7 @@ mod found {
         let config = profile();
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let (previous, _) = issue_ca(&config.ca.spec, NOW).unwrap();
-        let observed = ObservedState {
+        let observed = Snapshot {
             ca: Some(secret(
                 &config.ca.secret_name,
                 &[

@@ -7,7 +7,8 @@ use std::path::Path;
 
 use certgen::config::{Config, Env, Overrides, Source};
 use certgen::engine::{RunOptions, run};
-use certgen::store::{KubeStore, Observed, SecretStore, SecretWrite, StoreError};
+use certgen::secret::{Observed, SecretWrite};
+use certgen::store::{KubeStore, SecretStore, StoreError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};

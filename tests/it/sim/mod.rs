@@ -29,9 +29,8 @@ use certgen::config::{Config, Env, Overrides, Source};
 use certgen::driver::{self, Context, LockTarget};
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::plan::{Options, Strategy as PlanStrategy};
-use certgen::store::{
-    ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
-};
+use certgen::secret::{Expect, Observed, SecretWrite, StoredSecret};
+use certgen::store::{ApiFailure, SecretStore, StoreError};
 use rustls_pki_types::UnixTime;
 use time::OffsetDateTime;
 

@@ -1,11 +1,19 @@
-//! The run's report: what was planned or done to each Secret and why, as text for people or as a
-//! stable JSON document for tools. Never contains key material.
+//! Reports: what a run planned or did to each Secret and why ([`Report`]), and what `certgen
+//! check` found ([`CheckReport`]), as text for people or as a stable JSON document for tools.
+//!
+//! The one place reports are built and rendered: the run's steps hand over their entries and
+//! the consumers' outcomes, and this module assembles them. It never contains key material, and
+//! it must not decide anything a run does (that is [`crate::plan`]'s) or do IO.
+
+mod check;
 
 use serde::Serialize;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
-use crate::plan::{Action, Kind, Plan};
+pub use self::check::{BundleEntry, CheckReport, Row};
+use crate::config::Reload;
+use crate::pki::Cert;
+use crate::plan::{Action, CaPlan, Kind, Plan, SecretPlan};
+use crate::timefmt::{parse_rfc3339, rfc3339};
 
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -25,7 +33,7 @@ pub struct Entry {
 
 impl Entry {
     /// The line for a planned Secret, before anything is written.
-    pub fn planned(s: &crate::plan::SecretPlan) -> Self {
+    pub fn planned(s: &SecretPlan) -> Self {
         Self {
             secret: s.name.clone(),
             kind: s.kind,
@@ -33,6 +41,52 @@ impl Entry {
             reason: s.reason.clone(),
             ca_sha256: None,
             not_after: s.not_after.map(rfc3339),
+        }
+    }
+
+    /// This line once the step issued `leaf`, signed by `ca`.
+    pub fn issued(self, ca: &Cert, leaf: &Cert) -> Self {
+        Self {
+            ca_sha256: Some(ca.fingerprint_hex()),
+            not_after: Some(rfc3339(leaf.not_after)),
+            ..self
+        }
+    }
+
+    /// The line for the CA Secret, showing the CA `shown` (the active one after the step, or
+    /// the one it generates).
+    pub fn ca(ca: &CaPlan, shown: Option<&Cert>) -> Self {
+        Self {
+            secret: ca.name.clone(),
+            kind: Kind::Ca,
+            action: ca.action,
+            reason: ca.reason.clone(),
+            ca_sha256: shown.map(Cert::fingerprint_hex),
+            not_after: shown.map(|c| rfc3339(c.not_after)),
+        }
+    }
+
+    /// A `caBundle` target's line.
+    pub fn webhook(what: &str, action: Action, reason: String) -> Self {
+        Self {
+            secret: what.to_string(),
+            kind: Kind::Webhook,
+            action,
+            reason,
+            ca_sha256: None,
+            not_after: None,
+        }
+    }
+}
+
+/// Adds `new` entries to `done`: later entries replace earlier ones for the same Secret, but
+/// a Keep never hides a write.
+pub fn merge(done: &mut Vec<Entry>, new: Vec<Entry>) {
+    for entry in new {
+        match done.iter_mut().find(|e| e.secret == entry.secret) {
+            Some(old) if entry.action.writes() || !old.action.writes() => *old = entry,
+            Some(_) => {}
+            None => done.push(entry),
         }
     }
 }
@@ -51,7 +105,7 @@ pub struct Report {
     pub secrets: Vec<Entry>,
     /// Restarts, rollouts and probes of the consumers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub consumers: Vec<crate::consumers::ConsumerReport>,
+    pub consumers: Vec<ConsumerReport>,
     /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -64,6 +118,58 @@ pub struct Report {
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+}
+
+/// One consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerReport {
+    pub name: String,
+    pub reload: Reload,
+    pub deployments: Vec<DeploymentReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<EndpointResult>,
+}
+
+/// One Deployment of a consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentReport {
+    pub name: String,
+    /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
+    pub action: String,
+    /// done, failed, pending (with `--wait`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl DeploymentReport {
+    /// A Deployment and what was done to it, nothing else known yet.
+    pub fn new(name: &str, action: &str) -> Self {
+        Self {
+            name: name.into(),
+            action: action.into(),
+            rollout: None,
+            rollout_seconds: None,
+            detail: None,
+        }
+    }
+}
+
+/// The result of probing one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointResult {
+    pub endpoint: String,
+    pub ok: bool,
+    pub detail: String,
+    pub attempts: u32,
 }
 
 /// The earliest moment a Secret becomes due: its certificate's expiry minus its renewBefore.
@@ -97,7 +203,7 @@ pub fn next_renewal<'a>(
     not_after
         .into_iter()
         .filter_map(|(name, t)| {
-            let t = OffsetDateTime::parse(t, &Rfc3339).ok()?;
+            let t = parse_rfc3339(t)?;
             let before = time::Duration::try_from(renew_before(name)?).ok()?;
             Some((t.checked_sub(before)?, name))
         })
@@ -118,24 +224,12 @@ impl NextRenewal {
     }
 }
 
-/// RFC 3339 in UTC, for reports.
-pub fn rfc3339(t: OffsetDateTime) -> String {
-    t.to_offset(time::UtcOffset::UTC)
-        .format(&Rfc3339)
-        .unwrap_or_default()
-}
-
 impl Report {
     /// A report of a plan that was not applied (`--dry-run`).
     pub fn from_plan(profile: &str, store: String, plan: &Plan) -> Self {
-        let mut secrets = vec![Entry {
-            secret: plan.ca.name.clone(),
-            kind: Kind::Ca,
-            action: plan.ca.action,
-            reason: plan.ca.reason.clone(),
-            ca_sha256: plan.ca.active.as_ref().map(|c| c.cert.fingerprint_hex()),
-            not_after: plan.ca.active.as_ref().map(|c| rfc3339(c.cert.not_after)),
-        }];
+        // The CA certgen holds now (the plan's CA is not generated yet).
+        let held = plan.ca.active.as_ref().map(|c| &c.cert);
+        let mut secrets = vec![Entry::ca(&plan.ca, held)];
         secrets.extend(plan.secrets.iter().map(Entry::planned));
         Self::new(profile, store, true, 1, secrets)
     }
@@ -209,8 +303,8 @@ impl Report {
         }
         for c in &self.consumers {
             let reload = match c.reload {
-                crate::config::Reload::Hot => "hot",
-                crate::config::Reload::Restart => "restart",
+                Reload::Hot => "hot",
+                Reload::Restart => "restart",
             };
             out.push_str(&format!("  {} ({reload})", c.name));
             if let Some(note) = &c.note {
