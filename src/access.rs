@@ -83,6 +83,14 @@ pub fn rule_grants(rule: &Rule, v: Verb, name: Option<&str>) -> bool {
 }
 
 impl Access {
+    /// Nothing known (no review made): every verb is tried and the server's answer acted on.
+    pub fn unknown() -> Self {
+        Self {
+            rules: vec![],
+            incomplete: true,
+        }
+    }
+
     /// `Some(true)` granted, `Some(false)` not granted, `None` unknown (incomplete review).
     pub fn allows(&self, v: Verb, name: Option<&str>) -> Option<bool> {
         if self.rules.iter().any(|r| rule_grants(r, v, name)) {

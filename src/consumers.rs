@@ -88,10 +88,22 @@ pub async fn run(
             (Some(_), Some(_)) if consumer.reload == Reload::Hot => {
                 report.note = Some("reloads by itself".into());
             }
-            (Some(api), Some(workload)) => {
+            (Some(api), Some(workload)) => 'restart: {
+                // A 403 earlier in this run (no --wait, so no review proved the verbs first).
+                if let Some(note) = api.refused() {
+                    refused(consumer, &mut report, note);
+                    break 'restart;
+                }
                 let found = match workload {
-                    Workload::Name(n) => api.get(n).await?.into_iter().collect::<Vec<_>>(),
-                    Workload::Selector(s) => api.select(s).await?,
+                    Workload::Name(n) => api.get(n).await.map(|d| d.into_iter().collect()),
+                    Workload::Selector(s) => api.select(s).await,
+                };
+                let found: Vec<_> = match found {
+                    Ok(found) => found,
+                    Err(e) => {
+                        refused(consumer, &mut report, api.refuse(e)?);
+                        break 'restart;
+                    }
                 };
                 if found.is_empty() {
                     let what = match workload {
@@ -134,23 +146,31 @@ pub async fn run(
                         RestartAction::Restarted if options.dry_run => {
                             DeploymentReport::new(&name, "would-restart")
                         }
-                        RestartAction::Restarted => match api.restart(&d, &fp, now).await? {
-                            Ok(target) => {
-                                tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
-                                targets.push((reports.len(), report.deployments.len(), target));
-                                DeploymentReport::new(&name, "restarted")
-                            }
+                        RestartAction::Restarted => match api.restart(&d, &fp, now).await {
                             Err(e) => {
-                                let action = match e {
-                                    RolloutError::Paused { .. } => "paused",
-                                    RolloutError::Deleted { .. } => "deleted",
-                                    _ => "recreated",
-                                };
-                                verdict.failed.push(e.to_string());
-                                let mut r = DeploymentReport::new(&name, action);
-                                r.detail = Some(e.to_string());
-                                r
+                                report.deployments.clear();
+                                targets.retain(|(ci, _, _)| *ci != reports.len());
+                                refused(consumer, &mut report, api.refuse(e)?);
+                                break 'restart;
                             }
+                            Ok(restarted) => match restarted {
+                                Ok(target) => {
+                                    tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
+                                    targets.push((reports.len(), report.deployments.len(), target));
+                                    DeploymentReport::new(&name, "restarted")
+                                }
+                                Err(e) => {
+                                    let action = match e {
+                                        RolloutError::Paused { .. } => "paused",
+                                        RolloutError::Deleted { .. } => "deleted",
+                                        _ => "recreated",
+                                    };
+                                    verdict.failed.push(e.to_string());
+                                    let mut r = DeploymentReport::new(&name, action);
+                                    r.detail = Some(e.to_string());
+                                    r
+                                }
+                            },
                         },
                     };
                     if options.wait && entry.action == "already-restarted" {
@@ -195,6 +215,13 @@ pub async fn run(
         .await?;
     }
     Ok((reports, verdict))
+}
+
+/// A restart-only consumer left alone because the API server refused a Deployment request
+/// (`note` says which verb): said in the report and logged, as when a rules review rules it out.
+fn refused(consumer: &Consumer, report: &mut ConsumerReport, note: String) {
+    tracing::debug!(consumer = %consumer.name, "{note}");
+    report.note = Some(note);
 }
 
 /// The restart fingerprint of a consumer, whether this step wrote anything it mounts, and when

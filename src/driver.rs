@@ -122,7 +122,29 @@ pub async fn drive<S: SecretStore>(
         report.consumers = reports;
         return Ok((report, verdict.into_error()));
     }
+    if fresh_install(&ctx, &look) {
+        // Every write of a fresh install is a create, which the API server refuses when the
+        // object exists: two runs cannot both create a Secret, and the one that loses re-reads
+        // and continues from what the other stored (a plain re-plan, as after any lost race).
+        // There is nothing earlier to be consistent with, so neither the lock nor a second read
+        // under it can change what is written: the look's read is the plan's input (design.md,
+        // "API requests"). Runs without Lease verbs rely on the same fencing for every step.
+        tracing::debug!(
+            "fresh install: creates only, each fenced by the Secret's absence; no run lock"
+        );
+        let guard = engine::Guard::new(&|| true);
+        let result = steps(store, &ctx, &guard, Some(&look)).await;
+        return result.map_err(|e| e.after(guard.writes()));
+    }
     locked(store, &ctx, Some(&look)).await
+}
+
+/// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
+/// then a create fenced by the API server, and the look's read can be planned from directly.
+/// Not in local mode, whose file lock costs no request and whose creates are not exclusive
+/// across processes without it.
+fn fresh_install(ctx: &Context<'_>, look: &engine::Outcome) -> bool {
+    !matches!(ctx.lock, LockTarget::File(_)) && look.observed.nothing_stored()
 }
 
 /// Takes the lock, runs the steps, releases the lock.
@@ -173,7 +195,9 @@ async fn steps<S: SecretStore>(
     // Before anything is written: a restart-only consumer that missed the restart for what is
     // stored now (a run stopped between its writes and the patch) is restarted and waited for,
     // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
-    if let (Some(look), Some(_)) = (look, ctx.deployments) {
+    // When nothing is stored there is no restart to have missed (and no Deployment read).
+    let fresh = look.is_some_and(|l| fresh_install(ctx, l));
+    if let (Some(look), Some(_), false) = (look, ctx.deployments, fresh) {
         // What is stored, nothing written yet.
         let mut stored = look.clone();
         stored.written.clear();
@@ -201,7 +225,12 @@ async fn steps<S: SecretStore>(
         if !(guard.held)() {
             return Err(Error::LockLost);
         }
-        let outcome = engine::run(
+        // A fresh install plans from the look's read (see `drive`); every other first step
+        // reads again under the lock, since another run may have written since the look.
+        let seed = (step == 0 && fresh)
+            .then(|| look.map(|l| l.observed.clone()))
+            .flatten();
+        let outcome = engine::run_from(
             store,
             config,
             RunOptions {
@@ -209,6 +238,7 @@ async fn steps<S: SecretStore>(
                 dry_run: false,
             },
             guard,
+            seed,
         )
         .await?;
         attempts += outcome.report.attempts;
@@ -342,7 +372,17 @@ async fn webhooks_behind(
         let Some(bundle) = bundles.get(&target.bundle_from) else {
             continue;
         };
-        if let crate::k8s::WebhookObserved::Present(o) = api.get(target.kind, &target.name).await?
+        if api.is_refused(target.kind, &target.name) {
+            continue;
+        }
+        let observed = match api.get(target.kind, &target.name).await {
+            Ok(observed) => observed,
+            Err(e) => {
+                api.refuse(target.kind, &target.name, e)?;
+                continue;
+            }
+        };
+        if let crate::k8s::WebhookObserved::Present(o) = observed
             && !o.holds(bundle)
         {
             return Ok(true);
@@ -383,10 +423,21 @@ async fn sync_webhooks(
         if !first && !outcome.written.contains(&target.bundle_from) {
             continue;
         }
+        // Refused earlier in the run: left alone, as a rules review would have decided.
+        if api.is_refused(target.kind, &target.name) {
+            continue;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let observed = match api.get(target.kind, &target.name).await? {
+            let observed = match api.get(target.kind, &target.name).await {
+                Ok(observed) => observed,
+                Err(e) => {
+                    api.refuse(target.kind, &target.name, e)?;
+                    break;
+                }
+            };
+            let observed = match observed {
                 WebhookObserved::Absent => {
                     entries.push(entry(
                         plan::Action::Keep,
@@ -422,7 +473,10 @@ async fn sync_webhooks(
                         last: e,
                     });
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    api.refuse(target.kind, &target.name, e)?;
+                    break;
+                }
             }
         }
     }

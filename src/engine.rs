@@ -12,7 +12,7 @@ use crate::apply::{Applied, ApplyError, apply};
 pub use crate::apply::{CRASH_ENV, CRASH_EXIT};
 use crate::config::Config;
 use crate::exit::Error;
-use crate::observe::observe;
+use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
 use crate::plan::{self, Action, Options, Phase};
 use crate::report::{Entry, Report};
@@ -52,6 +52,8 @@ pub struct Outcome {
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
+    /// What the step's plan was made from (the last read, after any re-plan).
+    pub observed: Snapshot,
 }
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
@@ -63,6 +65,19 @@ pub async fn run<S: SecretStore>(
     options: RunOptions,
     guard: &Guard<'_>,
 ) -> Result<Outcome, Error> {
+    run_from(store, config, options, guard, None).await
+}
+
+/// [`run`], planning its first attempt from `seed` instead of reading the store (the caller
+/// proves that what it read earlier is still current; see the driver). A re-plan after a lost
+/// race reads the store as usual.
+pub async fn run_from<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    options: RunOptions,
+    guard: &Guard<'_>,
+    mut seed: Option<Snapshot>,
+) -> Result<Outcome, Error> {
     let mut plan_options = options.plan;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
@@ -70,7 +85,11 @@ pub async fn run<S: SecretStore>(
     let mut hmac_written = false;
     let mut first_ca_version: Option<Option<String>> = None;
     loop {
-        let observed = match observe(store, config).await {
+        let read = match seed.take() {
+            Some(o) => Ok(o),
+            None => observe(store, config).await,
+        };
+        let observed = match read {
             Ok(o) => o,
             Err(e) if transient(&e) && attempt < MAX_ATTEMPTS => {
                 tracing::warn!(attempt, "{e}; retrying");
@@ -123,6 +142,7 @@ pub async fn run<S: SecretStore>(
                 phase,
                 ca_written: false,
                 hmac_written: false,
+                observed,
             });
         }
         let mut progress = Applied::default();
@@ -157,6 +177,7 @@ pub async fn run<S: SecretStore>(
                     phase,
                     ca_written,
                     hmac_written,
+                    observed,
                 });
             }
             Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {

@@ -110,14 +110,26 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         }
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man) => print(&man_page()),
-        Some(Command::Check(args)) => runtime()?.block_on(check(args.target)),
-        None => runtime()?.block_on(run(cli.run)),
+        Some(Command::Check(args)) => {
+            runtime(args.target.local.is_some())?.block_on(check(args.target))
+        }
+        None => runtime(cli.run.target.local.is_some())?.block_on(run(cli.run)),
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+/// The async runtime of a run. Local mode does its file IO synchronously and talks to no
+/// server, so one thread serves it (no worker threads to start: about a tenth of a local run's
+/// time); a cluster run keeps two workers so the lock's renewal and the rollout watchers are
+/// not held up by key generation.
+fn runtime(local: bool) -> Result<tokio::runtime::Runtime, Error> {
+    let mut builder = if local {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    };
+    builder
         .enable_all()
         .build()
         .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))
@@ -181,7 +193,15 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         Some(_) => None,
         None => {
             let client = kube_client(&args.target).await?;
-            let access = access::discover(&client, &config.namespace).await;
+            // The rules review is one request on every run. It is made only when --wait or
+            // --probe was given, so that missing verbs fail the run before anything is
+            // written; otherwise every optional feature is tried and a 403 skips it for the
+            // rest of the run with the same warning and report line (src/access.rs).
+            let access = if args.wait || args.probe {
+                access::discover(&client, &config.namespace).await
+            } else {
+                access::Access::unknown()
+            };
             let asked = access::Asked {
                 wait: args.wait,
                 probe: args.probe,
@@ -227,6 +247,8 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         webhooks,
         lock,
     };
+    // Optional features the API server refused during the run (a 403 without a review).
+    let mut refused: Vec<String> = Vec::new();
     let (report, failure) = match &local {
         Some(dir) => {
             let lock = driver::LockTarget::File(dir.clone());
@@ -243,24 +265,46 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                 );
             }
             let deployments = k8s::Deployments::new(client.clone(), &config.namespace);
+            let deployments = if args.wait {
+                deployments
+            } else {
+                deployments.skip_refused()
+            };
             let lock = driver::LockTarget::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
             let webhooks = k8s::WebhookStore::new(client.clone());
-            let webhooks = (!config.webhooks.is_empty()).then_some(&webhooks);
-            driver::drive(
+            let driven = driver::drive(
                 &store,
-                context(Some(&deployments), Some(client), webhooks, lock),
+                context(
+                    Some(&deployments),
+                    Some(client),
+                    (!config.webhooks.is_empty()).then_some(&webhooks),
+                    lock,
+                ),
             )
-            .await?
+            .await?;
+            refused = webhooks.refusals();
+            if let Some(note) = deployments.refused() {
+                let (report, _) = &driven;
+                refused.extend(
+                    report
+                        .consumers
+                        .iter()
+                        .filter(|c| c.note.as_deref() == Some(note.as_str()))
+                        .map(|c| format!("consumer {}: {note}", c.name)),
+                );
+            }
+            driven
         }
     };
     let mut report = report;
     if let Some((_, _, skipped)) = &cluster {
         report.api_requests = Some(metrics::snapshot());
         report.skipped = skipped.clone();
+        report.skipped.extend(refused);
         report.skipped.extend(lock::skipped().map(str::to_string));
     }
     report.next_renewal = report::next_renewal(

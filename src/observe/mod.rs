@@ -22,6 +22,12 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// Whether none of the Secrets is stored: a fresh install.
+    pub fn nothing_stored(&self) -> bool {
+        let absent = |o: &Observed| matches!(o, Observed::Absent);
+        self.ca.as_ref().is_none_or(absent) && self.secrets.values().all(absent)
+    }
+
     /// The Secret `name` (not the CA Secret) as read; absent when it was not read.
     pub fn get(&self, name: &str) -> &Observed {
         self.secrets.get(name).unwrap_or(&Observed::Absent)

@@ -376,14 +376,12 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     eprintln!("eg_compat: hook run: apiRequests {}", report["apiRequests"]);
     assert_eq!(report["writes"], 0, "{report}");
     let skipped = report["skipped"].to_string();
+    // No --wait or --probe: no rules review; the refused Deployment read says what is missing.
     assert!(
-        skipped.contains("envoy-ratelimit") && skipped.contains("patch deployments.apps"),
+        skipped.contains("envoy-ratelimit") && skipped.contains("get deployments.apps"),
         "the report says the restart is skipped and why: {report}"
     );
-    assert!(
-        skipped.contains("list endpointslices.discovery.k8s.io"),
-        "the report says the probe is skipped and why: {report}"
-    );
+    assert_eq!(report["apiRequests"]["review"], 0, "{report}");
     assert!(!first.stderr.contains("error"), "{}", first.stderr);
 
     // The first rotation adopts Envoy Gateway's Secrets: sampled while it runs.
@@ -601,4 +599,113 @@ async fn a_refused_patch_becomes_a_fenced_update() {
         (last.data["a"].as_slice(), last.data["b"].as_slice()),
         (&b"3"[..], &b"9"[..])
     );
+}
+
+/// Without `--wait` or `--probe` no rules review is made (docs/api-requests.md): a Role with
+/// only Secret verbs (no patch, no Deployments, no Leases, no webhook configurations) still
+/// installs and rotates, each refused extra is skipped for the rest of the run and said once in
+/// the report, and nothing refused is asked again in a later step.
+#[tokio::test]
+async fn refused_extras_are_skipped_as_found_without_a_review() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-lazy").await;
+    let kubeconfig = c
+        .service_account_kubeconfig(
+            &ns.name,
+            "secrets-only",
+            vec![super::rule(
+                &[""],
+                &["secrets"],
+                &["get", "create", "update"],
+            )],
+        )
+        .await;
+    let run = |extra: &[&str]| {
+        let mut cmd = crate::util::certgen();
+        cmd.env_remove("ENVOY_GATEWAY_NAMESPACE")
+            .env("KUBECONFIG", &kubeconfig)
+            .args([
+                "-n",
+                &ns.name,
+                "--output",
+                "json",
+                "--propagation-delay",
+                "0s",
+            ])
+            .args(extra);
+        Run::from(cmd.output().unwrap())
+    };
+    let webhook = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let skipped = |report: &serde_json::Value| -> Vec<String> {
+        report["skipped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+
+    // A fresh install: creates only, so no Lease is tried; both refusals are said once.
+    let fresh = run(&[]).ok();
+    let report = fresh.json();
+    assert_eq!(report["writes"], 5, "{report}");
+    assert_eq!(report["apiRequests"]["review"], 0, "{report}");
+    assert_eq!(report["apiRequests"]["total"], 12, "{report}");
+    let lines = skipped(&report);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains(&webhook)
+            && l.contains("caBundle not kept in step")
+            && l.contains("get mutatingwebhookconfigurations")),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("consumer envoy-ratelimit: not restarted")
+                && l.contains("get deployments.apps")),
+        "{lines:?}"
+    );
+
+    // A staged rotation: three steps; the refused webhook and Deployment are not asked again,
+    // the Lease's 403 runs it without the lock, the patch's 403 switches to fenced updates.
+    let rotation = run(&["--overwrite"]).ok();
+    let report = rotation.json();
+    assert!(report["writes"].as_u64().unwrap() >= 4, "{report}");
+    let lines = skipped(&report);
+    assert_eq!(lines.len(), 3, "webhook, consumer, run lock: {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("leases.coordination.k8s.io")),
+        "{lines:?}"
+    );
+    let requests = &report["apiRequests"];
+    // 5 reads for the look and 5 per step (trust, leaves, cleanup), one refused read each for
+    // the webhook and the Deployment (before the first write), nothing else read.
+    assert_eq!(requests["get"], 22, "{report}");
+    assert_eq!(
+        requests["patch"], 1,
+        "one refused patch, then updates: {report}"
+    );
+    assert_eq!(requests["review"], 0, "{report}");
+    assert!(!rotation.stderr.contains("error"), "{}", rotation.stderr);
+
+    // With --wait the verbs are proved first: exit 5 naming one, nothing written.
+    let before = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
+    let waited = run(&["--overwrite", "--wait"]);
+    assert_eq!(waited.code, 5, "{}", waited.stderr);
+    assert!(
+        waited.stderr.contains("deployments.apps"),
+        "{}",
+        waited.stderr
+    );
+    let after = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
+    let versions = |l: &kube::api::ObjectList<Secret>| {
+        l.items
+            .iter()
+            .map(|s| s.metadata.resource_version.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(versions(&before), versions(&after), "nothing written");
 }
