@@ -2,8 +2,6 @@
 //! then the steps of a rotation (trust, gate, leaves) with the consumers' restarts and waits
 //! after each, and finally the report.
 
-use std::path::PathBuf;
-
 use tokio::time::Instant;
 
 use crate::config::Config;
@@ -19,18 +17,6 @@ use crate::store::SecretStore;
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
 const MAX_STEPS: usize = 12;
 
-/// What the run lock is.
-pub enum LockTarget {
-    Lease {
-        client: kube::Client,
-        namespace: String,
-        name: String,
-    },
-    File(PathBuf),
-    /// No lock: concurrent runs rely on their fenced writes alone.
-    None,
-}
-
 /// Everything a run needs besides the store.
 pub struct Context<'a> {
     pub config: &'a Config,
@@ -43,7 +29,7 @@ pub struct Context<'a> {
     pub client: Option<&'a kube::Client>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
     pub webhooks: Option<&'a crate::k8s::WebhookStore>,
-    pub lock: LockTarget,
+    pub lock: lock::Target,
 }
 
 impl Context<'_> {
@@ -144,7 +130,7 @@ pub async fn drive<S: SecretStore>(
 /// Not in local mode, whose file lock costs no request and whose creates are not exclusive
 /// across processes without it.
 fn fresh_install(ctx: &Context<'_>, look: &engine::Outcome) -> bool {
-    !matches!(ctx.lock, LockTarget::File(_)) && look.observed.nothing_stored()
+    !matches!(ctx.lock, lock::Target::File(_)) && look.observed.nothing_stored()
 }
 
 /// Takes the lock, runs the steps, releases the lock.
@@ -165,19 +151,12 @@ async fn locked<S: SecretStore>(
 }
 
 async fn take_lock(ctx: &Context<'_>) -> Result<lock::Held, Error> {
-    let taken = match &ctx.lock {
-        LockTarget::Lease {
-            client,
-            namespace,
-            name,
-        } => lock::acquire_lease(client, namespace, name, ctx.deadline).await,
-        LockTarget::File(dir) => lock::acquire_file(dir, ctx.deadline).await,
-        LockTarget::None => Ok(lock::Held::Unlocked),
-    };
-    taken.map_err(|e| match e {
-        LockError::Contended { .. } => Error::Locked(e.to_string()),
-        LockError::Store(s) => Error::Store(s),
-    })
+    lock::take(&ctx.lock, ctx.deadline)
+        .await
+        .map_err(|e| match e {
+            LockError::Contended { .. } => Error::Locked(e.to_string()),
+            LockError::Store(s) => Error::Store(s),
+        })
 }
 
 async fn steps<S: SecretStore>(

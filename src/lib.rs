@@ -25,7 +25,6 @@ pub mod probe;
 pub mod report;
 pub mod rollout;
 pub mod secret;
-pub mod servertime;
 pub mod store;
 pub mod timefmt;
 
@@ -38,7 +37,8 @@ use clap::{CommandFactory, Parser};
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
 use crate::config::{Config, Env, Overrides, Source};
 use crate::exit::Error;
-use crate::store::{KubeStore, LocalStore, SecretStore};
+use crate::k8s::KubeStore;
+use crate::store::{LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -192,13 +192,13 @@ async fn run(args: RunArgs) -> Result<(), Error> {
     let cluster = match &local {
         Some(_) => None,
         None => {
-            let client = kube_client(&args.target).await?;
+            let client = k8s::client(&args.target).await?;
             // The rules review is one request on every run. It is made only when --wait or
             // --probe was given, so that missing verbs fail the run before anything is
             // written; otherwise every optional feature is tried and a 403 skips it for the
             // rest of the run with the same warning and report line (src/access.rs).
             let access = if args.wait || args.probe {
-                access::discover(&client, &config.namespace).await
+                k8s::review(&client, &config.namespace).await
             } else {
                 access::Access::unknown()
             };
@@ -251,7 +251,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
     let mut refused: Vec<String> = Vec::new();
     let (report, failure) = match &local {
         Some(dir) => {
-            let lock = driver::LockTarget::File(dir.clone());
+            let lock = lock::Target::File(dir.clone());
             driver::drive(&LocalStore::new(dir), context(None, None, None, lock)).await?
         }
         None => {
@@ -259,7 +259,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             let store = KubeStore::new(client.clone(), &config.namespace)
                 .with_labels(config.labels.clone())
                 .with_write_verb(access.secret_write_verb(&secret_names(&config)));
-            if store.write_verb() == store::SecretWriteVerb::Update {
+            if store.write_verb() == access::SecretWriteVerb::Update {
                 tracing::info!(
                     "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
                 );
@@ -270,7 +270,7 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             } else {
                 deployments.skip_refused()
             };
-            let lock = driver::LockTarget::Lease {
+            let lock = lock::Target::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
@@ -305,7 +305,9 @@ async fn run(args: RunArgs) -> Result<(), Error> {
         report.api_requests = Some(metrics::snapshot());
         report.skipped = skipped.clone();
         report.skipped.extend(refused);
-        report.skipped.extend(lock::skipped().map(str::to_string));
+        report
+            .skipped
+            .extend(k8s::lease::skipped().map(str::to_string));
     }
     report.next_renewal = report::next_renewal(
         &config,
@@ -334,7 +336,7 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
             check::check(&config, &observed, now, store.describe())
         }
         None => {
-            let client = kube_client(&target).await?;
+            let client = k8s::client(&target).await?;
             let store = KubeStore::new(client, &config.namespace);
             let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
@@ -349,88 +351,6 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     } else {
         Err(Error::CheckFailed)
     }
-}
-
-async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
-                Error::Config(config::ConfigError {
-                    source_name: path.display().to_string(),
-                    message: format!("cannot read the kubeconfig: {e}"),
-                })
-            })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
-        None => kube::Config::infer().await.map_err(|e| {
-            kube::config::KubeconfigError::ReadConfig(
-                std::io::Error::other(e.to_string()),
-                "the default kubeconfig or in-cluster configuration".into(),
-            )
-        }),
-    };
-    let config = config.map_err(|e| {
-        Error::Config(config::ConfigError {
-            source_name: "kubeconfig".into(),
-            message: format!("{e}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
-        })
-    })?;
-    let mut config = config;
-    config.default_retry = false;
-    let builder =
-        kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
-    Ok(layered(builder))
-}
-
-/// certgen's client layers over any service: bounded retries and the request counter.
-///
-/// kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
-/// `--timeout`, so 429/503/504 are retried up to 8 times, 100 ms to 5 s apart, honouring
-/// Retry-After. Every request (retries included) is counted for the report.
-pub fn layered<Svc, B>(builder: kube::client::ClientBuilder<Svc>) -> kube::Client
-where
-    Svc: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
-        + Send
-        + 'static,
-    Svc::Future: Send + 'static,
-    Svc::Error: Into<tower::BoxError> + Send + Sync,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<tower::BoxError>,
-{
-    let counting = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
-        metrics::record(&req);
-        req
-    });
-    let policy = kube::client::retry::RetryPolicy::new(
-        std::time::Duration::from_millis(100),
-        std::time::Duration::from_secs(5),
-        8,
-        true,
-    )
-    .expect("valid retry bounds");
-    // The API server's clock, for staged-rotation gates (see `servertime`).
-    let clock = tower::util::MapResponseLayer::new(|res: http::Response<B>| {
-        if let Some(date) = res
-            .headers()
-            .get(http::header::DATE)
-            .and_then(|v| v.to_str().ok())
-        {
-            servertime::record(date);
-        }
-        res
-    });
-    builder
-        .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&tower::retry::RetryLayer::new(policy))
-        .with_layer(&counting)
-        .with_layer(&clock)
-        .build()
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

@@ -1,18 +1,27 @@
 //! The Kubernetes adapter: every call certgen makes to the Kubernetes API, and the conversion
 //! of its objects and errors into certgen's own types.
 //!
+//! The client and its layers, Secrets (the [`KubeStore`]), the run's Lease, the access review,
 //! Deployments (restarts and rollout watches), a Service's endpoints (for probes) and the
 //! `caBundle` of webhook configurations live here. The core (observe, plan, apply, report,
 //! check, pki, config) never imports this module: it sees Kubernetes only through the store
 //! trait ([`crate::store::SecretStore`]) and plain errors ([`crate::store::ApiFailure`]). This
 //! module must not decide anything: what to write, restart or wait for is decided elsewhere.
 
+mod access;
+mod client;
 mod deployments;
 mod endpoints;
+pub mod lease;
+mod secrets;
+pub mod servertime;
 pub mod webhooks;
 
+pub use self::access::review;
+pub use self::client::{client, layered};
 pub use self::deployments::Deployments;
 pub use self::endpoints::{EndpointsError, service_endpoints};
+pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
 
 use crate::store::{ApiFailure, StoreError};

@@ -1,13 +1,14 @@
-//! Where Secrets live: the Kubernetes API or a local directory, behind one small trait.
+//! Where Secrets live, behind one small trait: the seam between the core and the stores.
 //!
 //! A store reads a Secret (absent is data, not an error) and writes one with a precondition:
 //! "must not exist yet" or "must still be at the version I planned from". A failed
-//! precondition is [`StoreError::Conflict`]; the engine re-reads and re-plans, never overwrites.
+//! precondition is [`StoreError::Conflict`]; the caller re-reads and re-plans, never
+//! overwrites. Two stores implement it: a local directory ([`LocalStore`], here) and the
+//! Kubernetes API (`crate::k8s::KubeStore`, in the adapter). This module must not know
+//! Kubernetes: [`ApiFailure`] is plain data, filled in by the adapter.
 
-mod kube;
 mod local;
 
-pub use self::kube::{KubeStore, SecretWriteVerb};
 pub use self::local::LocalStore;
 
 use crate::secret::{Observed, SecretWrite};

@@ -1,13 +1,14 @@
 //! Faults a real API server will not produce on demand (429 with Retry-After, 503, 500), from an
-//! HTTP-level fake behind certgen's real client layers (`certgen::layered`): transient answers are
+//! HTTP-level fake behind certgen's real client layers (`certgen::k8s::layered`): transient answers are
 //! retried, Retry-After is honoured, and a 500 is reported at once as an API failure (exit 5).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use certgen::k8s::KubeStore;
 use certgen::secret::Observed;
-use certgen::store::{KubeStore, SecretStore, StoreError};
+use certgen::store::{SecretStore, StoreError};
 use kube::client::{Body, ClientBuilder};
 use serde_json::json;
 
@@ -43,7 +44,10 @@ fn fake(
             )
         }
     });
-    (certgen::layered(ClientBuilder::new(service, "ns")), calls)
+    (
+        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
+        calls,
+    )
 }
 
 #[tokio::test]

@@ -510,8 +510,10 @@ async fn explicit_wait_under_envoy_gateways_role_is_exit_5_naming_the_verb() {
 /// resourceVersion, and the store keeps using updates; a stale version is still a conflict.
 #[tokio::test]
 async fn a_refused_patch_becomes_a_fenced_update() {
+    use certgen::access::SecretWriteVerb;
+    use certgen::k8s::KubeStore;
     use certgen::secret::{Expect, SecretWrite};
-    use certgen::store::{KubeStore, SecretStore, SecretWriteVerb, StoreError};
+    use certgen::store::{SecretStore, StoreError};
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("certgen-nopatch").await;
     let kubeconfig = c

@@ -161,7 +161,7 @@ fn certgen_via(kubeconfig: &std::path::Path, ns: &str, extra: &[&str]) -> std::p
         "0s",
     ]);
     cmd.args(extra);
-    cmd.env(certgen::lock::LEASE_SECONDS_ENV, "2");
+    cmd.env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2");
     cmd
 }
 

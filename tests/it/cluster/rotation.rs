@@ -25,7 +25,7 @@ fn cmd(c: &Cluster, ns: &str) -> Command {
         "0s",
     ]);
     // A killed run leaves its Lease behind; let it expire quickly.
-    cmd.env(certgen::lock::LEASE_SECONDS_ENV, "2");
+    cmd.env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2");
     cmd
 }
 
@@ -273,7 +273,7 @@ async fn a_run_that_loses_its_lease_stops_before_its_next_write() {
             "--timeout",
             "60s",
         ])
-        .env(certgen::lock::LEASE_SECONDS_ENV, "2")
+        .env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2")
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let child = rotate.spawn().unwrap();

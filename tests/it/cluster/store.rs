@@ -7,8 +7,9 @@ use std::path::Path;
 
 use certgen::config::{Config, Env, Overrides, Source};
 use certgen::engine::{RunOptions, run};
+use certgen::k8s::KubeStore;
 use certgen::secret::{Observed, SecretWrite};
-use certgen::store::{KubeStore, SecretStore, StoreError};
+use certgen::store::{SecretStore, StoreError};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};

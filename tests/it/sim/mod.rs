@@ -26,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use certgen::config::{Config, Env, Overrides, Source};
-use certgen::driver::{self, Context, LockTarget};
+use certgen::driver::{self, Context};
+use certgen::lock;
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::plan::{Options, Strategy as PlanStrategy};
 use certgen::secret::{Expect, Observed, SecretWrite, StoredSecret};
@@ -406,7 +407,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         deployments: None,
         client: None,
         webhooks: None,
-        lock: LockTarget::None,
+        lock: lock::Target::None,
     };
     let (code, message, note) = match driver::drive(&session, ctx).await {
         Ok((report, None)) => (0, String::new(), report.note),

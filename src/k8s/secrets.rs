@@ -12,21 +12,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{ApiFailure, SecretStore, StoreError};
+use crate::access::SecretWriteVerb;
 use crate::secret::{Expect, Observed, SecretWrite, StoredSecret};
+use crate::store::{ApiFailure, SecretStore, StoreError};
 
 mod list;
 
 const FIELD_MANAGER: &str = "certgen";
-
-/// How a change to an existing Secret is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecretWriteVerb {
-    /// A JSON merge patch carrying the resourceVersion (one request, only the changed keys).
-    Patch,
-    /// An update of the whole Secret as read, carrying its resourceVersion.
-    Update,
-}
 
 /// Secrets in one namespace of a cluster.
 pub struct KubeStore {
@@ -193,7 +185,7 @@ impl SecretStore for KubeStore {
     }
 
     fn now(&self) -> time::OffsetDateTime {
-        crate::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc)
+        super::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc)
     }
 
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
