@@ -1,19 +1,19 @@
 //! certgen: generates and rotates the mutual-TLS certificates of a Kubernetes control plane.
 //!
 //! The layers, each forgetting the one before: [`cli`] (clap, no IO) → [`config`] (one
-//! resolution of flags, environment and file into validated values) → [`plan`] (pure decisions)
-//! → [`engine`] (reads, applies, retries on lost races) over a [`store`] (Kubernetes or local
-//! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
-//! into exit codes.
+//! resolution of flags, environment and file into validated values) → the [`rotation`] driver,
+//! which runs each step as [`observe`] (read and parse every Secret) → [`plan`] (pure
+//! decisions, down to every byte written) → [`apply`] (mechanical writes), then the consumers'
+//! restarts and probes, and hands its results to [`report`]. [`check`] judges what
+//! [`observe`] read. Secrets are reached through the [`store`] trait; every Kubernetes API
+//! call is in the [`k8s`] adapter, which the core never imports. [`pki`] is pure cryptography
+//! with `now` passed in. Only [`main`] turns results into exit codes.
 
 pub mod access;
 pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod consumers;
-pub mod driver;
-pub mod engine;
 pub mod exit;
 pub mod k8s;
 pub mod lock;
@@ -24,18 +24,18 @@ pub mod plan;
 pub mod probe;
 pub mod report;
 pub mod rollout;
+pub mod rotation;
 pub mod secret;
 pub mod store;
 pub mod timefmt;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
-use crate::config::{Config, Env, Overrides, Source};
+use crate::config::RunOptions;
 use crate::exit::Error;
 use crate::k8s::KubeStore;
 use crate::store::{LocalStore, SecretStore};
@@ -113,7 +113,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }
-        None => runtime(cli.run.target.local.is_some())?.block_on(run(cli.run)),
+        None => runtime(cli.run.target.local.is_some())?.block_on(main_job(cli.run)),
     }
 }
 
@@ -147,47 +147,11 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
-/// The configuration source the arguments select.
-pub fn target_source(target: &cli::TargetArgs) -> Source {
-    match (&target.config, &target.profile) {
-        (Some(path), _) => Source::File(path.clone()),
-        (None, Some(p)) => Source::Profile(p.clone()),
-        (None, None) => Source::Profile(config::DEFAULT_PROFILE.to_string()),
-    }
-}
-
-/// Every Secret name the config manages (the CA Secret first).
-fn secret_names(config: &Config) -> Vec<&str> {
-    std::iter::once(config.ca.secret_name.as_str())
-        .chain(config.tls.iter().map(|t| t.name.as_str()))
-        .chain(config.hmac.iter().map(|h| h.name.as_str()))
-        .collect()
-}
-
-/// Resolves the configuration and the local directory (`None` in a cluster) of a target.
-fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>), Error> {
-    let overrides = Overrides {
-        namespace: target.namespace.clone(),
-        cluster_domain: target.cluster_domain.clone(),
-    };
-    let mut config = Config::resolve(&target_source(target), &overrides, &Env::from_process())?;
-    if target.disable_topology_injector && !config.disable_topology_injector() {
-        tracing::debug!("--disable-topology-injector: the config declares no topology injector");
-    }
-    let local = config::local_dir(
-        target.local.clone(),
-        target.config_home.as_deref(),
-        config::home_dir().as_deref(),
-    )?;
-    if local.is_none() && target.config_home.is_some() {
-        // Envoy Gateway ignores it in a cluster too; say so rather than stay silent.
-        tracing::warn!("--config-home only matters with --local; ignored");
-    }
-    Ok((config, local))
-}
-
-async fn run(args: RunArgs) -> Result<(), Error> {
-    let (mut config, local) = resolve_target(&args.target)?;
+/// certgen's main job: resolve, then (in a cluster) adapt to what this identity may do, run
+/// the rotation driver against the store, print the report.
+async fn main_job(args: RunArgs) -> Result<(), Error> {
+    let (mut config, local) = config::resolve_target(&args.target)?;
+    let options = RunOptions::resolve(&args, local.is_some());
     // In a cluster: what this identity may do, once, before anything else (src/access.rs).
     let cluster = match &local {
         Some(_) => None,
@@ -197,75 +161,48 @@ async fn run(args: RunArgs) -> Result<(), Error> {
             // --probe was given, so that missing verbs fail the run before anything is
             // written; otherwise every optional feature is tried and a 403 skips it for the
             // rest of the run with the same warning and report line (src/access.rs).
-            let access = if args.wait || args.probe {
+            let access = if options.wait || options.probe {
                 k8s::review(&client, &config.namespace).await
             } else {
                 access::Access::unknown()
             };
             let asked = access::Asked {
-                wait: args.wait,
-                probe: args.probe,
+                wait: options.wait,
+                probe: options.probe,
             };
             let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
             Some((client, access, skipped))
         }
     };
     let config = config;
-    // A kubelet re-syncs a pod's volumes every syncFrequency (1 m by default) plus up to 50 %
-    // jitter, so a Secret update can take about 91 s to reach a pod with default settings
-    // (measured on a real kubelet: up to 84.8 s). Two minutes leaves a margin.
-    let default_delay = if local.is_some() { 0 } else { 120 };
-    let plan = plan::Options {
-        overwrite: args.overwrite,
-        rotate_hmac: args.rotate_hmac,
-        force: args.force,
-        strategy: match args.strategy {
-            cli::StrategyArg::Staged => plan::Strategy::Staged,
-            cli::StrategyArg::Immediate => plan::Strategy::Immediate,
-        },
-        propagation_delay: args
-            .propagation_delay
-            .unwrap_or(std::time::Duration::from_secs(default_delay)),
-        trust_confirmed: None,
-        gate_waited: None,
-        other_written_at: None,
-    };
-    // An absurd --timeout (10000y) means "no bound", not an overflow.
-    let now = tokio::time::Instant::now();
-    let deadline = now
-        .checked_add(args.timeout)
-        .unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400));
-    let context = |deployments, client, webhooks, lock| driver::Context {
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let invocation = |deployments, client, webhooks, lock| rotation::Invocation {
         config: &config,
-        plan,
-        dry_run: args.dry_run,
-        wait: args.wait,
-        probe: args.probe,
+        options,
         deadline,
         deployments,
         client,
         webhooks,
         lock,
     };
-    // Optional features the API server refused during the run (a 403 without a review).
-    let mut refused: Vec<String> = Vec::new();
     let (report, failure) = match &local {
         Some(dir) => {
             let lock = lock::Target::File(dir.clone());
-            driver::drive(&LocalStore::new(dir), context(None, None, None, lock)).await?
+            let store = LocalStore::new(dir);
+            rotation::run(&store, invocation(None, None, None, lock)).await?
         }
         None => {
-            let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
+            let (client, access, skipped) = cluster.as_ref().expect("a cluster run has a client");
             let store = KubeStore::new(client.clone(), &config.namespace)
                 .with_labels(config.labels.clone())
-                .with_write_verb(access.secret_write_verb(&secret_names(&config)));
+                .with_write_verb(access.secret_write_verb(&config.secret_names()));
             if store.write_verb() == access::SecretWriteVerb::Update {
                 tracing::info!(
                     "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
                 );
             }
             let deployments = k8s::Deployments::new(client.clone(), &config.namespace);
-            let deployments = if args.wait {
+            let deployments = if options.wait {
                 deployments
             } else {
                 deployments.skip_refused()
@@ -276,9 +213,9 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                 name: format!("{}-certgen-lock", config.profile),
             };
             let webhooks = k8s::WebhookStore::new(client.clone());
-            let driven = driver::drive(
+            let (report, failure) = rotation::run(
                 &store,
-                context(
+                invocation(
                     Some(&deployments),
                     Some(client),
                     (!config.webhooks.is_empty()).then_some(&webhooks),
@@ -286,36 +223,18 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                 ),
             )
             .await?;
-            refused = webhooks.refusals();
+            // Optional features skipped for missing verbs: found by the review, refused by the
+            // API server during the run (a 403 without a review), and the run lock.
+            let mut skipped = skipped.clone();
+            skipped.extend(webhooks.refusals());
             if let Some(note) = deployments.refused() {
-                let (report, _) = &driven;
-                refused.extend(
-                    report
-                        .consumers
-                        .iter()
-                        .filter(|c| c.note.as_deref() == Some(note.as_str()))
-                        .map(|c| format!("consumer {}: {note}", c.name)),
-                );
+                skipped.extend(report.consumers_noted(&note));
             }
-            driven
+            skipped.extend(k8s::lease::skipped().map(str::to_string));
+            (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };
-    let mut report = report;
-    if let Some((_, _, skipped)) = &cluster {
-        report.api_requests = Some(metrics::snapshot());
-        report.skipped = skipped.clone();
-        report.skipped.extend(refused);
-        report
-            .skipped
-            .extend(k8s::lease::skipped().map(str::to_string));
-    }
-    report.next_renewal = report::next_renewal(
-        &config,
-        report
-            .secrets
-            .iter()
-            .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
-    );
+    let report = report.with_next_renewal(&config);
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
@@ -326,8 +245,9 @@ async fn run(args: RunArgs) -> Result<(), Error> {
     }
 }
 
+/// `certgen check`: observe, check, print the report; exit 1 when action is due.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let (config, local) = resolve_target(&target)?;
+    let (config, local) = config::resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
     let report = match &local {
         Some(dir) => {

@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::config::{Config, HmacSecret, TlsSecret};
+use crate::config::{Config, HmacSecret, RunOptions, Strategy, TlsSecret};
 use crate::observe::Snapshot;
 use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
 use crate::secret::Observed;
@@ -67,16 +67,20 @@ pub struct Options {
     pub other_written_at: Option<OffsetDateTime>,
 }
 
-/// How a CA rotation is written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Trust first (every bundle gets the new CA beside the current one), then, once consumers
-    /// have it, the leaves; then, once consumers present the new leaves, the old CA goes.
-    #[default]
-    Staged,
-    /// Bundle and leaf in one write, for setups where every consumer restarts.
-    Immediate,
+impl Options {
+    /// The options a run starts from: what its flags ask for, nothing confirmed or waited yet.
+    pub fn from_run(run: &RunOptions) -> Self {
+        Self {
+            overwrite: run.overwrite,
+            rotate_hmac: run.rotate_hmac,
+            force: run.force,
+            strategy: run.strategy,
+            propagation_delay: run.propagation_delay,
+            trust_confirmed: None,
+            gate_waited: None,
+            other_written_at: None,
+        }
+    }
 }
 
 /// What this step does, and so what comes after it.

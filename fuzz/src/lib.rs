@@ -13,14 +13,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use certgen::config::{Config, ConfigFile, Env, Overrides, Source};
+use certgen::config::{Config, ConfigFile, Env, Overrides, Source, Strategy};
 use certgen::observe::Snapshot;
 use certgen::pki::{
     CaKey, Cert, KeyAlgorithm, KeyError, MAX_BUNDLE, bundle_pem, check_bundle, choose_prior_ca,
     issue_ca, issue_leaf, load_signing_key, parse_cert_chain, parse_single_cert, rotation_bundle,
     steady_bundle,
 };
-use certgen::plan::{Action, Kind, Options, Phase, Strategy};
+use certgen::plan::{Action, Kind, Options, Phase};
 use certgen::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, X509Certificate};

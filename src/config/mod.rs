@@ -1,10 +1,12 @@
 //! Profiles and configuration: the YAML schema, built-in profiles, validation, and the one place
-//! where flags, environment and file are merged (`flag > env > file > default`).
+//! where flags, environment and file are merged (`flag > env > file > default`), and where the
+//! main job's flags are resolved ([`RunOptions`]).
 //!
 //! The result, [`Config`], holds only validated values: rendered SANs, parsed durations, known
-//! algorithms. The engine never sees clap or raw YAML.
+//! algorithms. Nothing after this module sees clap or raw YAML.
 
 mod duration;
+mod run;
 mod schema;
 mod validate;
 
@@ -13,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use duration::HumanDuration;
+pub use run::{CLUSTER_PROPAGATION_DELAY, RunOptions, Strategy, resolve_target, source};
 pub use schema::{
     CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
     WebhookFile, WebhookKind,
@@ -355,6 +358,14 @@ impl Config {
             !(w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector)
         });
         self.webhooks.len() != before
+    }
+
+    /// Every Secret name the config manages (the CA Secret first).
+    pub fn secret_names(&self) -> Vec<&str> {
+        std::iter::once(self.ca.secret_name.as_str())
+            .chain(self.tls.iter().map(|t| t.name.as_str()))
+            .chain(self.hmac.iter().map(|h| h.name.as_str()))
+            .collect()
     }
 }
 

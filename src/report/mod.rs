@@ -11,6 +11,7 @@ use serde::Serialize;
 
 pub use self::check::{BundleEntry, CheckReport, Row};
 use crate::config::Reload;
+use crate::metrics::ApiRequests;
 use crate::pki::Cert;
 use crate::plan::{Action, CaPlan, Kind, Plan, SecretPlan};
 use crate::timefmt::{parse_rfc3339, rfc3339};
@@ -111,7 +112,7 @@ pub struct Report {
     pub note: Option<String>,
     /// Kubernetes API requests made by the whole run (cluster runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub api_requests: Option<crate::metrics::ApiRequests>,
+    pub api_requests: Option<ApiRequests>,
     /// When certgen must run again at the latest, so nothing expires unrenewed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_renewal: Option<NextRenewal>,
@@ -158,6 +159,31 @@ impl DeploymentReport {
             rollout: None,
             rollout_seconds: None,
             detail: None,
+        }
+    }
+}
+
+/// Adds what a later step did for each consumer to what earlier steps did: its restarts and
+/// rollouts are added (quiet states, "up-to-date" and "hot", are shown once per Deployment),
+/// its note and probes replace earlier ones.
+pub fn merge_consumers(all: &mut Vec<ConsumerReport>, new: Vec<ConsumerReport>) {
+    for r in new {
+        match all.iter_mut().find(|a| a.name == r.name) {
+            None => all.push(r),
+            Some(a) => {
+                let quiet = |d: &DeploymentReport| d.action == "up-to-date" || d.action == "hot";
+                for d in r.deployments {
+                    if !quiet(&d) || !a.deployments.iter().any(|x| x.name == d.name) {
+                        a.deployments.push(d);
+                    }
+                }
+                if r.note.is_some() {
+                    a.note = r.note;
+                }
+                if !r.probes.is_empty() {
+                    a.probes = r.probes;
+                }
+            }
         }
     }
 }
@@ -262,6 +288,53 @@ impl Report {
             next_renewal: None,
             skipped: Vec::new(),
         }
+    }
+
+    /// The report of a run that took steps: every write of every step (`written`), then the
+    /// final state of the Secrets nothing wrote (from `last`, the last step's report), and what
+    /// the consumers' steps did.
+    pub fn after_steps(
+        last: &Report,
+        written: Vec<Entry>,
+        consumers: Vec<ConsumerReport>,
+        attempts: u32,
+    ) -> Self {
+        let mut entries = written;
+        for e in &last.secrets {
+            if !entries.iter().any(|w| w.secret == e.secret) {
+                entries.push(e.clone());
+            }
+        }
+        let mut report = Report::new(&last.profile, last.store.clone(), false, attempts, entries);
+        report.consumers = consumers;
+        report
+    }
+
+    /// The report of a run in a cluster: with the API requests it made, and the features it
+    /// skipped for want of verbs.
+    pub fn in_cluster(mut self, api_requests: ApiRequests, skipped: Vec<String>) -> Self {
+        self.api_requests = Some(api_requests);
+        self.skipped = skipped;
+        self
+    }
+
+    /// The report lines of the consumers whose note is `note` (one that skipped them).
+    pub fn consumers_noted<'a>(&'a self, note: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.consumers
+            .iter()
+            .filter(move |c| c.note.as_deref() == Some(note))
+            .map(move |c| format!("consumer {}: {note}", c.name))
+    }
+
+    /// The report with the next renewal due among its Secrets' certificates.
+    pub fn with_next_renewal(mut self, config: &crate::config::Config) -> Self {
+        self.next_renewal = next_renewal(
+            config,
+            self.secrets
+                .iter()
+                .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
+        );
+        self
     }
 
     /// The JSON document.

@@ -107,12 +107,12 @@ fn overwrite_until_cleanup(dir: &Path, extra: &[&str]) {
     let out = crate::util::certgen()
         .args(["--local", dir.to_str().unwrap(), "-q", "--overwrite"])
         .args(extra)
-        .env(certgen::engine::CRASH_ENV, "8")
+        .env(certgen::apply::CRASH_ENV, "8")
         .output()
         .unwrap();
     assert_eq!(
         out.status.code(),
-        Some(certgen::engine::CRASH_EXIT),
+        Some(certgen::apply::CRASH_EXIT),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -756,10 +756,10 @@ fn check_shows_a_half_done_rotation_and_missing_trust() {
     // Stop a staged rotation after its first write: the pending CA is stored, bundles not yet.
     let out = crate::util::certgen()
         .args(["--local", dir.to_str().unwrap(), "--overwrite", "-q"])
-        .env(certgen::engine::CRASH_ENV, "1")
+        .env(certgen::apply::CRASH_ENV, "1")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(certgen::engine::CRASH_EXIT));
+    assert_eq!(out.status.code(), Some(certgen::apply::CRASH_EXIT));
     let r = check(dir, &["--output", "json"]);
     assert_eq!(r.code, 1);
     assert!(

@@ -31,10 +31,10 @@ fn crash_matrix(strategy: &str) -> usize {
         let old = active_ca(dir);
         let out = local(dir)
             .args(["--overwrite", "--strategy", strategy])
-            .env(certgen::engine::CRASH_ENV, n.to_string())
+            .env(certgen::apply::CRASH_ENV, n.to_string())
             .output()
             .unwrap();
-        let crashed = out.status.code() == Some(certgen::engine::CRASH_EXIT);
+        let crashed = out.status.code() == Some(certgen::apply::CRASH_EXIT);
         if !crashed {
             assert!(
                 out.status.success(),
@@ -179,11 +179,11 @@ fn one_write_at_a_time(
         let out = cmd
             .args(["--propagation-delay", delay])
             .args(flags(i))
-            .env(certgen::engine::CRASH_ENV, "1")
+            .env(certgen::apply::CRASH_ENV, "1")
             .output()
             .unwrap();
         match out.status.code() {
-            Some(c) if c == certgen::engine::CRASH_EXIT => record(&mut versions),
+            Some(c) if c == certgen::apply::CRASH_EXIT => record(&mut versions),
             Some(0) => {
                 record(&mut versions);
                 return (versions, i);

@@ -571,9 +571,9 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
         .generation;
     // Killed right after the trust writes (CA Secret and three bundles), before the restart.
     let mut killed = certgen_args(&c, &ns.name, &["--overwrite"]);
-    killed.env(certgen::engine::CRASH_ENV, "4");
+    killed.env(certgen::apply::CRASH_ENV, "4");
     let out = run_async(killed).await;
-    assert_eq!(out.code, certgen::engine::CRASH_EXIT, "{}", out.stderr);
+    assert_eq!(out.code, certgen::apply::CRASH_EXIT, "{}", out.stderr);
     assert_eq!(
         api.get("envoy-ratelimit")
             .await

@@ -69,9 +69,9 @@ async fn a_staged_rotation_killed_at_any_write_converges_on_rerun_without_a_thir
         let mut killed = cmd(&c, &ns.name);
         killed
             .arg("--overwrite")
-            .env(certgen::engine::CRASH_ENV, n.to_string());
+            .env(certgen::apply::CRASH_ENV, n.to_string());
         let out = run(killed).await;
-        let crashed = out.status.code() == Some(certgen::engine::CRASH_EXIT);
+        let crashed = out.status.code() == Some(certgen::apply::CRASH_EXIT);
         assert!(
             crashed || out.status.success(),
             "{}",

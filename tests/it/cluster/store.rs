@@ -1,12 +1,11 @@
 //! The Kubernetes store on a real API server: create, no-op, renew, overwrite, ownership,
-//! lost races (409) and read errors, through the binary and, for races, through the engine with
-//! another writer injected between certgen's read and its write.
+//! lost races (409) and read errors, through the binary and, for races, through one step of the
+//! rotation driver with another writer injected between certgen's read and its write.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use certgen::config::{Config, Env, Overrides, Source};
-use certgen::engine::{RunOptions, run};
 use certgen::k8s::KubeStore;
 use certgen::secret::{Observed, SecretWrite};
 use certgen::store::{SecretStore, StoreError};
@@ -321,23 +320,16 @@ where
         target,
         interfere: std::sync::Mutex::new(Some(interfere)),
     };
-    let options = RunOptions {
-        plan: certgen::plan::Options {
-            overwrite: true,
-            strategy: certgen::plan::Strategy::Immediate,
-            ..Default::default()
-        },
-        dry_run: false,
+    let options = certgen::plan::Options {
+        overwrite: true,
+        strategy: certgen::config::Strategy::Immediate,
+        ..Default::default()
     };
-    run(
-        &store,
-        &config(ns),
-        options,
-        &certgen::engine::Guard::new(&|| true),
-    )
-    .await
-    .expect("the run re-plans and succeeds")
-    .report
+    let guard = certgen::apply::Guard::new(&|| true);
+    certgen::rotation::step(&store, &config(ns), options, &guard, None)
+        .await
+        .expect("the run re-plans and succeeds")
+        .report
 }
 
 async fn assert_consistent(c: &Cluster, ns: &str, cas_before: &[String]) {

@@ -1,15 +1,13 @@
-//! Orchestration of one step: observe every Secret, plan, apply. A write that loses a race (the
-//! Secret changed since it was read) makes the step re-read and re-plan, a bounded number of
-//! times; it never overwrites blindly. Keys are generated only after every read succeeded.
+//! One step: observe every Secret, plan, apply. A write that loses a race (the Secret changed
+//! since it was read) makes the step re-read and re-plan, a bounded number of times; it never
+//! overwrites blindly. Keys are generated only after every read succeeded. [`look`] is the same
+//! step writing nothing (a dry run, and the read-only look every run starts with).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
-pub use crate::apply::Guard;
-use crate::apply::{Applied, ApplyError, apply};
-#[cfg(feature = "test-hooks")]
-pub use crate::apply::{CRASH_ENV, CRASH_EXIT};
+use crate::apply::{Applied, ApplyError, Guard, apply};
 use crate::config::Config;
 use crate::exit::Error;
 use crate::observe::{Snapshot, observe};
@@ -18,17 +16,10 @@ use crate::plan::{self, Action, Options, Phase};
 use crate::report::{Entry, Report};
 use crate::store::{SecretStore, StoreError};
 
-/// How many times a run re-reads and re-plans after losing a race.
+/// How many times a step re-reads and re-plans after losing a race.
 pub const MAX_ATTEMPTS: u32 = 5;
 
-/// How a run behaves.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RunOptions {
-    pub plan: Options,
-    pub dry_run: bool,
-}
-
-/// What a run leaves behind, for the steps after it (restarts, waits, probes).
+/// What a step leaves behind, for what follows it (restarts, waits, probes, the next step).
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub report: Report,
@@ -56,29 +47,56 @@ pub struct Outcome {
     pub observed: Snapshot,
 }
 
-/// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
-/// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
-/// number of times. Every write goes through `guard`.
-pub async fn run<S: SecretStore>(
+/// Plans one step from what is stored now and writes nothing: the outcome says what the step
+/// would write, and what is stored (the final state, when it would write nothing).
+pub async fn look<S: SecretStore>(
     store: &S,
     config: &Config,
-    options: RunOptions,
-    guard: &Guard<'_>,
+    options: Options,
 ) -> Result<Outcome, Error> {
-    run_from(store, config, options, guard, None).await
+    run(
+        store,
+        config,
+        options,
+        Mode::Look,
+        &Guard::new(&|| true),
+        None,
+    )
+    .await
 }
 
-/// [`run`], planning its first attempt from `seed` instead of reading the store (the caller
-/// proves that what it read earlier is still current; see the driver). A re-plan after a lost
-/// race reads the store as usual.
-pub async fn run_from<S: SecretStore>(
+/// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
+/// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
+/// number of times. Every write goes through `guard`. With `seed`, the first attempt plans
+/// from it instead of reading the store (the caller proves that what it read earlier is still
+/// current; see [`super::run`]); a re-plan after a lost race reads the store as usual.
+pub async fn step<S: SecretStore>(
     store: &S,
     config: &Config,
-    options: RunOptions,
+    options: Options,
+    guard: &Guard<'_>,
+    seed: Option<Snapshot>,
+) -> Result<Outcome, Error> {
+    run(store, config, options, Mode::Write, guard, seed).await
+}
+
+/// Whether a step writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Look,
+    Write,
+}
+
+/// [`step`] or [`look`].
+async fn run<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    options: Options,
+    mode: Mode,
     guard: &Guard<'_>,
     mut seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
-    let mut plan_options = options.plan;
+    let mut plan_options = options;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
     let mut ca_written = false;
@@ -115,7 +133,7 @@ pub async fn run_from<S: SecretStore>(
         let now = store.now();
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
-        if options.dry_run {
+        if mode == Mode::Look {
             // The Secrets the plan writes (of the CA Secret, only the files it relinks).
             let written: BTreeSet<String> = plan
                 .secrets
