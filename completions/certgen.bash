@@ -343,12 +343,16 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__man)
-            opts="-v -q -h -V --log-format --verbose --quiet --help --version"
+            opts="-v -q -h -V --dir --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --log-format)
                     COMPREPLY=($(compgen -W "text json" -- "${cur}"))
                     return 0

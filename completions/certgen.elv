@@ -52,7 +52,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
             cand completions 'Print shell completions'
-            cand man 'Print the man page (roff)'
+            cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'certgen;check'= {
@@ -137,6 +137,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --version 'Print version'
         }
         &'certgen;man'= {
+            cand --dir 'Write every man page into DIR instead: certgen.1 and one per subcommand (certgen-check.1, certgen-profile-show.1, ...), e.g. `--dir /usr/share/man/man1`'
             cand --log-format 'Log format on standard error'
             cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
             cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
@@ -151,7 +152,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
             cand completions 'Print shell completions'
-            cand man 'Print the man page (roff)'
+            cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'certgen;help;check'= {

@@ -54,7 +54,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -s V -l version -d 'Print 
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-in profiles'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page (roff)'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
@@ -103,6 +103,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand completions" -s v -l ver
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand man" -l dir -d 'Write every man page into DIR instead: certgen.1 and one per subcommand (certgen-check.1, certgen-profile-show.1, ...), e.g. `--dir /usr/share/man/man1`' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand man" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
@@ -112,7 +113,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "profile" -d 'Built-in profiles'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "man" -d 'Print the man page (roff)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles'

@@ -135,8 +135,13 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff).
-    Man,
+    /// Print the man page certgen(1) (roff), or write every page with --dir.
+    Man {
+        /// Write every man page into DIR instead: certgen.1 and one per subcommand
+        /// (certgen-check.1, certgen-profile-show.1, ...), e.g. `--dir /usr/share/man/man1`.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `certgen check`

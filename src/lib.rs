@@ -109,7 +109,8 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
             print(&(config::BUILTIN_PROFILES.join("\n") + "\n"))
         }
         Some(Command::Completions { shell }) => print(&completions(shell)),
-        Some(Command::Man) => print(&man_page()),
+        Some(Command::Man { dir: None }) => print(&man_page()),
+        Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }
@@ -280,11 +281,81 @@ pub fn completions(shell: clap_complete::Shell) -> String {
     String::from_utf8(out).expect("completions are UTF-8")
 }
 
-/// The man page, as checked in under `man/certgen.1`.
+/// The root man page, certgen(1), as checked in under `man/certgen.1`.
 pub fn man_page() -> String {
-    let mut out = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut out)
-        .expect("rendering the man page into memory cannot fail");
-    String::from_utf8(out).expect("the man page is UTF-8")
+    man_pages().swap_remove(0).1
+}
+
+/// Every man page as `(file name, roff)`, as checked in under `man/`: `certgen.1` first, then
+/// one per subcommand (`certgen-check.1`, `certgen-profile.1`, `certgen-profile-show.1`, ...).
+/// The root page's SEE ALSO names every other page; each other page names the pages above it.
+pub fn man_pages() -> Vec<(String, String)> {
+    /// `cmd` and every subcommand below it, each with its ancestors' page names.
+    fn walk(cmd: &clap::Command, parents: &[String], out: &mut Vec<(clap::Command, Vec<String>)>) {
+        out.push((cmd.clone(), parents.to_vec()));
+        let name = cmd.get_display_name().unwrap_or(cmd.get_name()).to_string();
+        let parents = [parents, &[name]].concat();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            walk(sub, &parents, out);
+        }
+    }
+    // clap's `help` subcommand is not a page of certgen's.
+    let mut root = Cli::command().disable_help_subcommand(true);
+    root.build();
+    let mut commands = Vec::new();
+    walk(&root, &[], &mut commands);
+    let pages: Vec<_> = commands
+        .into_iter()
+        .map(|(cmd, parents)| (clap_mangen::Man::new(cmd), parents))
+        .collect();
+    let others: Vec<String> = pages[1..]
+        .iter()
+        .map(|(man, _)| man.get_filename().trim_end_matches(".1").to_string())
+        .collect();
+    pages
+        .into_iter()
+        .map(|(man, parents)| {
+            let mut out = Vec::new();
+            man.render(&mut out)
+                .expect("rendering a man page into memory cannot fail");
+            let mut page = String::from_utf8(out).expect("the man page is UTF-8");
+            let see_also = if parents.is_empty() {
+                &others
+            } else {
+                &parents
+            };
+            page.push_str(&see_also_section(see_also));
+            (man.get_filename(), page)
+        })
+        .collect()
+}
+
+/// A roff SEE ALSO section naming `pages` of section 1: `.SH "SEE ALSO"` and `name(1), ...`.
+fn see_also_section(pages: &[String]) -> String {
+    use clap_mangen::roff::{Roff, bold, roman};
+    let mut roff = Roff::new();
+    roff.control("SH", ["SEE ALSO"]);
+    let mut refs = Vec::new();
+    for (i, page) in pages.iter().enumerate() {
+        let sep = if i + 1 < pages.len() { ", " } else { "" };
+        refs.push(bold(page.as_str()));
+        refs.push(roman(format!("(1){sep}")));
+    }
+    roff.text(refs);
+    roff.to_roff()
+}
+
+/// `certgen man --dir DIR`: every man page written into `DIR` (created if missing).
+fn write_man_pages(dir: &std::path::Path) -> Result<(), Error> {
+    let cannot = |path: &std::path::Path, e: std::io::Error| {
+        Error::Output(format!("cannot write {}: {e}", path.display()))
+    };
+    std::fs::create_dir_all(dir).map_err(|e| cannot(dir, e))?;
+    let pages = man_pages();
+    for (file, page) in &pages {
+        let path = dir.join(file);
+        std::fs::write(&path, page).map_err(|e| cannot(&path, e))?;
+    }
+    tracing::info!(dir = %dir.display(), pages = pages.len(), "wrote the man pages");
+    Ok(())
 }

@@ -24,7 +24,7 @@ use crate::report::{self, ConsumerReport, Entry, Report};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
-const MAX_STEPS: usize = 12;
+pub const MAX_STEPS: usize = 12;
 
 /// One invocation of the main job: everything it needs besides the store.
 pub struct Invocation<'a> {

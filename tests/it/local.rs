@@ -651,23 +651,14 @@ fn a_visible_file_certgen_cannot_account_for_is_refused_naming_it() {
     check(dir, &[]).ok();
 }
 
+/// The healthy report itself, text and JSON, is a snapshot (`snapshots.rs`); the fingerprints it
+/// filters out are compared here.
 #[test]
-fn check_reports_a_healthy_installation_and_exits_0() {
+fn check_names_the_active_ca_as_the_issuer_of_the_leaves() {
     let tmp = tempdir();
     local(tmp.path(), &[]).ok();
-    let r = check(tmp.path(), &[]).ok();
-    assert!(
-        r.stdout.contains("SECRET")
-            && r.stdout.contains("RESIDUAL")
-            && r.stdout.contains("Healthy"),
-        "{}",
-        r.stdout
-    );
     let report = check(tmp.path(), &["--output", "json"]).ok().json();
-    assert_eq!(report["healthy"], true);
     let rows = report["secrets"].as_array().unwrap();
-    assert_eq!(rows.len(), 5);
-    assert!(rows.iter().all(|r| r["status"] == "ok"), "{report}");
     assert_eq!(
         rows[1]["issuer"], rows[0]["issuer"],
         "leaves issued by the active CA"

@@ -14,4 +14,5 @@ mod pki_verify;
 mod probe;
 mod rotation;
 mod sim;
+mod snapshots;
 mod util;

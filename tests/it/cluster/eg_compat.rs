@@ -686,10 +686,14 @@ async fn refused_extras_are_skipped_as_found_without_a_review() {
     // 5 reads for the look and 5 per step (trust, leaves, cleanup), one refused read each for
     // the webhook and the Deployment (before the first write), nothing else read.
     assert_eq!(requests["get"], 22, "{report}");
-    assert_eq!(
-        requests["patch"], 1,
-        "one refused patch, then updates: {report}"
+    // The first step's writes run concurrently, so up to all four may be refused patches
+    // before the switch; every later write is an update.
+    let patches = requests["patch"].as_u64().unwrap();
+    assert!(
+        (1..=4).contains(&patches),
+        "refused patches, then updates: {report}"
     );
+    assert!(requests["update"].as_u64().unwrap() >= 8, "{report}");
     assert_eq!(requests["review"], 0, "{report}");
     assert!(!rotation.stderr.contains("error"), "{}", rotation.stderr);
 

@@ -199,3 +199,92 @@ async fn a_forbidden_update_names_the_verb_and_resource() {
         "{err}"
     );
 }
+
+/// A run with nothing else to do puts back a `caBundle` that drifted from its Secret's bundle
+/// (someone edited the webhook, or a chart upgrade restored its own), writing no Secret; the
+/// run after it writes nothing at all.
+#[tokio::test]
+async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-drift").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let _cleanup = Cleanup(name.clone());
+    let certgen = || {
+        let mut cmd = crate::util::certgen();
+        cmd.env_remove("ENVOY_GATEWAY_NAMESPACE").args([
+            "--kubeconfig",
+            c.kubeconfig.to_str().unwrap(),
+            "-n",
+            &ns.name,
+            "--output",
+            "json",
+            "-q",
+        ]);
+        crate::util::Run::from(cmd.output().unwrap()).ok().json()
+    };
+    let bundles = |w: &MutatingWebhookConfiguration| -> Vec<Vec<u8>> {
+        w.webhooks
+            .iter()
+            .flatten()
+            .map(|h| h.client_config.ca_bundle.clone().unwrap_or_default().0)
+            .collect()
+    };
+    let versions = || async {
+        let list = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
+        list.items
+            .into_iter()
+            .map(|s| {
+                (
+                    s.metadata.name.unwrap(),
+                    s.metadata.resource_version.unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+
+    certgen();
+    let secret = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
+    let bundle = secret.data.unwrap()["ca.crt"].0.clone();
+    assert_eq!(
+        bundles(&api.get(&name).await.unwrap()),
+        vec![bundle.clone(); 2]
+    );
+
+    // Drift: the first entry's caBundle is replaced behind certgen's back.
+    let patch =
+        json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"}]);
+    let drifted: MutatingWebhookConfiguration = api
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(bundles(&drifted)[0], b"old");
+    let before = versions().await;
+
+    let report = certgen();
+    let entries = report["secrets"].as_array().unwrap();
+    assert!(
+        entries.iter().any(
+            |e| e["action"] == "update-bundle" && e["secret"].as_str().unwrap().contains(&name)
+        ),
+        "{report}"
+    );
+    assert_eq!(versions().await, before, "no Secret written: {report}");
+    let repaired = api.get(&name).await.unwrap();
+    assert_eq!(bundles(&repaired), vec![bundle.clone(); 2]);
+
+    // In step now: the next run writes nothing, the webhook included.
+    let report = certgen();
+    assert_eq!(report["writes"], 0, "{report}");
+    assert_eq!(
+        api.get(&name).await.unwrap().metadata.resource_version,
+        repaired.metadata.resource_version
+    );
+}

@@ -20,6 +20,7 @@
 //! converge to a state where one more plain run writes nothing.
 
 mod cases;
+mod unfinished;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
