@@ -14,6 +14,7 @@ pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod error;
 pub mod exit;
 pub mod k8s;
 pub mod lock;
@@ -22,6 +23,7 @@ pub mod observe;
 pub mod pki;
 pub mod plan;
 pub mod probe;
+pub mod profiles;
 pub mod report;
 pub mod rollout;
 pub mod rotation;
@@ -36,7 +38,7 @@ use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
 use crate::config::RunOptions;
-use crate::exit::Error;
+use crate::error::Error;
 use crate::k8s::KubeStore;
 use crate::store::{LocalStore, SecretStore};
 
@@ -94,20 +96,18 @@ fn init_logging(cli: &Cli) {
 fn dispatch(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Some(Command::Profile(ProfileCommand::Show { name })) => {
-            let text = config::builtin_profile(&name).ok_or_else(|| {
+            let text = profiles::builtin(&name).ok_or_else(|| {
                 Error::Config(config::ConfigError {
                     source_name: "profile show".into(),
                     message: format!(
                         "unknown profile {name:?}; built-in profiles: {}",
-                        config::BUILTIN_PROFILES.join(", ")
+                        profiles::NAMES.join(", ")
                     ),
                 })
             })?;
             print(text)
         }
-        Some(Command::Profile(ProfileCommand::List)) => {
-            print(&(config::BUILTIN_PROFILES.join("\n") + "\n"))
-        }
+        Some(Command::Profile(ProfileCommand::List)) => print(&(profiles::NAMES.join("\n") + "\n")),
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),

@@ -1,8 +1,14 @@
-//! Time formatting shared by reports, messages and annotations.
+//! Times and durations as people read and write them: RFC 3339 timestamps in reports and
+//! annotations, and durations in configuration and flags (`90s`, `15m`, `720h`, `365d`,
+//! humantime syntax, shown back in the largest whole unit).
 //!
-//! A leaf module: it imports nothing of certgen, so that every module that prints a time can
-//! use it without two modules importing each other.
+//! A leaf module: it imports nothing of certgen, so that every module that prints a time or
+//! parses a duration can use it without two modules importing each other.
 
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -16,4 +22,65 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 /// Parses RFC 3339.
 pub fn parse_rfc3339(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
+}
+
+/// A duration written for people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HumanDuration(pub Duration);
+
+impl std::str::FromStr for HumanDuration {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        humantime::parse_duration(s.trim()).map(Self).map_err(|e| {
+            format!("{s:?} is not a duration ({e}); write it like 90s, 15m, 720h or 365d")
+        })
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.as_secs();
+        if secs == 0 {
+            return f.write_str("0s");
+        }
+        for (unit, n) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
+            if secs.is_multiple_of(n) {
+                return write!(f, "{}{unit}", secs / n);
+            }
+        }
+        write!(f, "{secs}s")
+    }
+}
+
+impl Serialize for HumanDuration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_trip_in_whole_units() {
+        for (text, shown) in [
+            ("90s", "90s"),
+            ("15m", "15m"),
+            ("720h", "30d"),
+            ("365d", "365d"),
+            ("25h", "25h"),
+        ] {
+            let d: HumanDuration = text.parse().unwrap();
+            assert_eq!(d.to_string(), shown);
+        }
+        assert!("ten days".parse::<HumanDuration>().is_err());
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Config, ConfigError, DEFAULT_PROFILE, Env, Overrides, Source, home_dir, local_dir};
+use super::{Config, ConfigError, Env, Overrides, Source, home_dir, local_dir};
 use crate::cli::{RunArgs, StrategyArg, TargetArgs};
 
 /// How a CA rotation is written.
@@ -86,7 +86,7 @@ pub fn source(target: &TargetArgs) -> Source {
     match (&target.config, &target.profile) {
         (Some(path), _) => Source::File(path.clone()),
         (None, Some(p)) => Source::Profile(p.clone()),
-        (None, None) => Source::Profile(DEFAULT_PROFILE.to_string()),
+        (None, None) => Source::Profile(crate::profiles::DEFAULT.to_string()),
     }
 }
 

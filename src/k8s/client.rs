@@ -4,7 +4,7 @@
 
 use crate::cli::TargetArgs;
 use crate::config::ConfigError;
-use crate::exit::Error;
+use crate::error::Error;
 
 /// A client for the cluster `--kubeconfig`/`--context` name (or the default kubeconfig, or the
 /// pod's service account), with certgen's layers.

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
-use crate::exit::Error;
+use crate::error::Error;
 use crate::k8s::{self, Deployments, EndpointsError};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
-use crate::exit::Error;
+use crate::error::Error;
 use crate::k8s::{Deployments, WebhookStore};
 use crate::lock::{self, LockError};
 use crate::plan::{self, Phase};

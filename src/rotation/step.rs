@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use crate::apply::{Applied, ApplyError, Guard, apply};
 use crate::config::Config;
-use crate::exit::Error;
+use crate::error::Error;
 use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
 use crate::plan::{self, Action, Options, Phase};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
-use crate::exit::Error;
+use crate::error::Error;
 use crate::k8s::{WebhookObserved, webhooks::describe};
 use crate::plan::Action;
 use crate::report::Entry;

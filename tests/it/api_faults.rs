@@ -99,7 +99,7 @@ async fn a_500_is_an_api_failure_at_once_and_exits_5() {
             && message.contains("fake answer 500"),
         "{message}"
     );
-    assert_eq!(certgen::exit::Error::Store(err).code(), certgen::exit::API);
+    assert_eq!(certgen::error::Error::Store(err).code(), certgen::exit::API);
 }
 
 #[tokio::test]

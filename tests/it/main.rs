@@ -9,6 +9,7 @@ mod docs;
 mod eg_flags;
 mod fuzz_regressions;
 mod hygiene;
+mod layout;
 mod local;
 mod pki_verify;
 mod probe;
