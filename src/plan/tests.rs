@@ -97,7 +97,11 @@ impl World {
     }
 
     fn plan(&self, now: OffsetDateTime, options: Options) -> Result<Plan, Invalid> {
-        plan(&self.config, &self.state, now, options, &object)
+        let planned = plan(&self.config, &self.state, now, options, &object);
+        if let Ok(p) = &planned {
+            complete(p);
+        }
+        planned
     }
 
     fn edit(&mut self, name: &str, f: impl FnOnce(&mut StoredSecret)) {
@@ -123,6 +127,60 @@ fn tls_secret(name: &str, bundle: &[u8], leaf: &Issued) -> Observed {
             ("tls.key", leaf.key.expose().as_bytes().to_vec()),
         ],
     )
+}
+
+/// What apply relies on: a Secret is written exactly when its action writes; every reference
+/// to the new CA comes with the spec to generate it; a leaf's certificate and key come with
+/// the leaf to issue.
+fn complete(plan: &Plan) {
+    let new = |r: &CaRef| matches!(r, CaRef::New);
+    let writes = std::iter::once((&plan.ca.name, plan.ca.action, &plan.ca.write))
+        .chain(plan.secrets.iter().map(|s| (&s.name, s.action, &s.write)));
+    for (name, action, write) in writes {
+        assert_eq!(action.writes(), write.is_some(), "{name}: {action:?}");
+        let Some(w) = write else { continue };
+        let mut refers_new = w.ca_annotation.as_ref().is_some_and(new)
+            || w.issue
+                .as_ref()
+                .is_some_and(|i| matches!(i.signer, Signer::New));
+        for (key, content) in &w.data {
+            refers_new |= match content {
+                Content::Bundle(refs) => refs.iter().any(new),
+                Content::Cert(r) => new(r),
+                Content::Key(s) => matches!(s, Signer::New),
+                Content::LeafCert | Content::LeafKey => {
+                    assert!(w.issue.is_some(), "{name}: {key} without a leaf to issue");
+                    false
+                }
+                Content::Random(_) | Content::Empty => false,
+            };
+        }
+        assert!(
+            !refers_new || plan.ca.new.is_some(),
+            "{name} refers to a new CA the plan does not generate"
+        );
+    }
+}
+
+fn keys(write: &Option<Write>) -> Vec<(&str, String)> {
+    let w = write.as_ref().expect("a write");
+    w.data
+        .iter()
+        .map(|(k, c)| {
+            let c = match c {
+                Content::Bundle(refs) => format!("bundle of {}", refs.len()),
+                Content::Cert(CaRef::New) => "new CA".into(),
+                Content::Cert(CaRef::Cert(c)) => format!("CA {}", c.short_fingerprint()),
+                Content::Key(Signer::New) => "new CA key".into(),
+                Content::Key(Signer::Held(k)) => format!("CA key {}", k.cert.short_fingerprint()),
+                Content::LeafCert => "leaf".into(),
+                Content::LeafKey => "leaf key".into(),
+                Content::Random(n) => format!("{n} random bytes"),
+                Content::Empty => "empty".into(),
+            };
+            (k.as_str(), c)
+        })
+        .collect()
 }
 
 fn actions(plan: &Plan) -> Vec<(String, Action)> {
@@ -155,6 +213,112 @@ fn a_fresh_namespace_creates_everything() {
         actions(&plan)
     );
     assert_eq!(plan.secrets.len(), 4);
+    complete(&plan);
+}
+
+#[test]
+fn every_byte_of_a_fresh_install_is_decided_by_the_plan() {
+    let config = config();
+    let plan = plan(
+        &config,
+        &Snapshot::default(),
+        NOW,
+        Options::default(),
+        &object,
+    )
+    .unwrap();
+    assert_eq!(plan.ca.new.as_ref(), Some(&config.ca.spec));
+    let ca = plan.ca.write.as_ref().unwrap();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 1".to_string()),
+            ("tls.crt", "new CA".into()),
+            ("tls.key", "new CA key".into())
+        ]
+    );
+    assert_eq!(ca.type_, TYPE_TLS);
+    assert_eq!(ca.secret_keys, ["tls.key"]);
+    assert_eq!(ca.remove, ["next.crt", "next.key"]);
+    assert_eq!(ca.expect, crate::secret::Expect::Absent);
+    assert!(matches!(ca.ca_annotation, Some(CaRef::New)));
+    assert_eq!(ca.labels[MANAGED_BY_LABEL], "certgen");
+    for (s, t) in plan.secrets.iter().zip(&config.tls) {
+        let w = s.write.as_ref().unwrap();
+        assert_eq!(
+            keys(&s.write),
+            [
+                ("ca.crt", "bundle of 1".to_string()),
+                ("tls.crt", "leaf".into()),
+                ("tls.key", "leaf key".into())
+            ]
+        );
+        assert_eq!(w.secret_keys, ["tls.key"]);
+        let issue = w.issue.as_ref().unwrap();
+        assert_eq!(issue.spec, t.leaf, "{}", s.name);
+        assert!(matches!(issue.signer, Signer::New));
+    }
+    let hmac = plan.secrets.last().unwrap();
+    assert_eq!(
+        keys(&hmac.write),
+        [("hmac-secret", "32 random bytes".to_string())]
+    );
+    let w = hmac.write.as_ref().unwrap();
+    assert_eq!(
+        (w.type_, w.secret_keys.as_slice()),
+        (TYPE_OPAQUE, &["hmac-secret".to_string()][..])
+    );
+    assert!(w.ca_annotation.is_none() && w.issue.is_none());
+}
+
+#[test]
+fn a_promotion_writes_the_pending_ca_as_active_and_signs_every_leaf_with_it() {
+    let ca = new_ca(NOW - DAY * 10);
+    let next = new_ca(NOW - DAY);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    let both = bundle_pem(&[next.0.cert.clone(), ca.0.cert.clone()]).into_bytes();
+    for name in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+    ] {
+        world.edit(name, |s| {
+            s.data.insert("ca.crt".into(), both.clone());
+        });
+    }
+    world.edit("envoy-gateway-ca", |s| {
+        s.data
+            .insert("next.crt".into(), next.1.cert.pem().into_bytes());
+        s.data
+            .insert("next.key".into(), next.1.key.expose().as_bytes().to_vec());
+    });
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Promote, "{:?}", actions(&plan));
+    assert!(plan.ca.new.is_none(), "a promotion generates no CA");
+    let fp = next.0.cert.short_fingerprint();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 2".to_string()),
+            ("tls.crt", format!("CA {fp}")),
+            ("tls.key", format!("CA key {fp}"))
+        ]
+    );
+    let w = plan.ca.write.as_ref().unwrap();
+    assert_eq!(w.remove, ["next.crt", "next.key"]);
+    assert_eq!(w.ca_annotation, Some(CaRef::Cert(next.0.cert.clone())));
+    assert_eq!(w.expect, crate::secret::Expect::Version("1".into()));
+    assert!(matches!(&plan.ca.after.signer, Some(Signer::Held(k)) if k.cert == next.0.cert));
+    assert!(plan.ca.after.pending.is_none());
+    for s in plan.secrets.iter().filter(|s| s.kind == Kind::Tls) {
+        let issue = s.write.as_ref().and_then(|w| w.issue.as_ref()).unwrap();
+        assert!(
+            matches!(&issue.signer, Signer::Held(k) if k.cert == next.0.cert),
+            "{}",
+            s.name
+        );
+    }
 }
 
 #[test]
@@ -503,6 +667,22 @@ fn leaves_from_another_tool_are_kept_until_due_then_moved_to_a_certgen_ca() {
         "no leaf changes before the gate: {:?}",
         actions(&plan)
     );
+    // The CA Secret is created holding their CA with an empty key, and the new one pending.
+    let fp = theirs.0.cert.short_fingerprint();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 2".to_string()),
+            ("next.crt", "new CA".into()),
+            ("next.key", "new CA key".into()),
+            ("tls.crt", format!("CA {fp}")),
+            ("tls.key", "empty".into())
+        ]
+    );
+    let w = plan.ca.write.as_ref().unwrap();
+    assert_eq!(w.secret_keys, ["next.key", "tls.key"]);
+    assert_eq!(w.expect, crate::secret::Expect::Absent);
+    assert!(w.ca_annotation.is_none(), "the active CA does not change");
 }
 
 #[test]

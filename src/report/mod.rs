@@ -459,4 +459,109 @@ mod tests {
         );
         assert_eq!(next_renewal(&config, []), None);
     }
+
+    fn consumer(name: &str, deployments: &[(&str, &str)]) -> ConsumerReport {
+        ConsumerReport {
+            name: name.into(),
+            reload: Reload::Restart,
+            deployments: deployments
+                .iter()
+                .map(|(d, action)| DeploymentReport::new(d, action))
+                .collect(),
+            note: None,
+            probes: vec![],
+        }
+    }
+
+    fn actions(r: &ConsumerReport) -> Vec<(&str, &str)> {
+        r.deployments
+            .iter()
+            .map(|d| (d.name.as_str(), d.action.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn later_steps_add_what_they_did_and_quiet_states_are_shown_once() {
+        let mut all = vec![consumer("gateway", &[("eg", "restarted")])];
+        merge_consumers(
+            &mut all,
+            vec![
+                consumer("gateway", &[("eg", "up-to-date"), ("eg-2", "up-to-date")]),
+                consumer("envoy", &[("proxy", "hot")]),
+            ],
+        );
+        merge_consumers(
+            &mut all,
+            vec![
+                consumer("gateway", &[("eg", "restarted"), ("eg-2", "up-to-date")]),
+                consumer("envoy", &[("proxy", "hot")]),
+            ],
+        );
+        assert_eq!(all.len(), 2, "one entry per consumer, in first-seen order");
+        assert_eq!(
+            actions(&all[0]),
+            [
+                ("eg", "restarted"),
+                ("eg-2", "up-to-date"),
+                ("eg", "restarted")
+            ],
+            "every restart is kept; a quiet state only for a Deployment not shown yet"
+        );
+        assert_eq!(all[1].name, "envoy");
+        assert_eq!(actions(&all[1]), [("proxy", "hot")]);
+    }
+
+    #[test]
+    fn later_notes_and_probes_replace_earlier_ones() {
+        let probe = |ok| EndpointResult {
+            endpoint: "10.0.0.1:443".into(),
+            ok,
+            detail: String::new(),
+            attempts: 1,
+        };
+        let mut first = consumer("gateway", &[]);
+        first.note = Some("first".into());
+        first.probes = vec![probe(false)];
+        let mut all = vec![first];
+        // Nothing new: the earlier note and probes stay.
+        merge_consumers(&mut all, vec![consumer("gateway", &[])]);
+        assert_eq!(all[0].note.as_deref(), Some("first"));
+        assert_eq!(all[0].probes, [probe(false)]);
+        let mut later = consumer("gateway", &[]);
+        later.note = Some("later".into());
+        later.probes = vec![probe(true)];
+        merge_consumers(&mut all, vec![later]);
+        assert_eq!(all[0].note.as_deref(), Some("later"));
+        assert_eq!(all[0].probes, [probe(true)]);
+    }
+
+    #[test]
+    fn a_keep_never_hides_a_write_of_the_same_secret() {
+        let entry = |secret: &str, action| Entry {
+            secret: secret.into(),
+            kind: Kind::Tls,
+            action,
+            reason: format!("{action:?}"),
+            ca_sha256: None,
+            not_after: None,
+        };
+        let mut done = vec![entry("a", Action::Renew), entry("b", Action::Keep)];
+        merge(
+            &mut done,
+            vec![
+                entry("a", Action::Keep),
+                entry("b", Action::UpdateBundle),
+                entry("c", Action::Keep),
+            ],
+        );
+        let got: Vec<(&str, Action)> = done.iter().map(|e| (e.secret.as_str(), e.action)).collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Action::Renew),
+                ("b", Action::UpdateBundle),
+                ("c", Action::Keep)
+            ]
+        );
+    }
 }
