@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
-use crate::plan::{self, Action, Options, Phase};
+use crate::plan::{self, Options, Phase};
 use crate::report::{Entry, Report};
 use crate::store::{SecretStore, StoreError};
 
@@ -134,13 +134,16 @@ async fn run<S: SecretStore>(
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if mode == Mode::Look {
-            // The Secrets the plan writes (of the CA Secret, only the files it relinks).
-            let written: BTreeSet<String> = plan
-                .secrets
-                .iter()
-                .filter(|s| s.action.writes())
-                .map(|s| s.name.clone())
-                .chain((plan.ca.action == Action::Repair).then(|| plan.ca.name.clone()))
+            // The Secrets the plan writes, the CA Secret included.
+            let written: BTreeSet<String> = std::iter::once(&plan.ca.name)
+                .filter(|_| plan.ca.action.writes())
+                .chain(
+                    plan.secrets
+                        .iter()
+                        .filter(|s| s.action.writes())
+                        .map(|s| &s.name),
+                )
+                .cloned()
                 .collect();
             // What is stored now: the final state when the plan writes nothing.
             let mut stored = Applied::default();
