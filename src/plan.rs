@@ -2,11 +2,12 @@
 //! with the reason people will read in the report.
 //!
 //! Nothing here reads the clock, the network or files, and nothing generates keys: a plan says
-//! which CA signs each leaf ([`Signer`]) and which CAs each bundle holds ([`CaRef`]), so
-//! `--dry-run` prints exactly what `apply` will write, and `apply` makes no decisions. Problems
-//! with what is stored (garbage PEM, a key that does not match, a Secret owned by another
-//! manager) are [`Invalid`] errors that name the object and the fix; `--force` turns the
-//! repairable ones into renewals.
+//! which CA signs each leaf ([`Signer`]), which CAs each bundle holds ([`CaRef`]) and, for every
+//! Secret written, each data key and what it holds ([`Write`], made in `plan/writes.rs`), so
+//! `--dry-run` prints what `apply` will write, and `apply` makes no decisions. Problems with
+//! what is stored (garbage PEM, a key that does not match, a Secret owned by another manager)
+//! are [`Invalid`] errors that name the object and the fix (`plan/stored.rs`); `--force` turns
+//! the repairable ones into renewals.
 //!
 //! # The rotation invariant
 //!

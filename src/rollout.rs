@@ -1,4 +1,4 @@
-//! Restarting Deployments that do not hot-reload, and waiting for their rollouts.
+//! When to restart a Deployment that does not hot-reload, and when its rollout is done.
 //!
 //! The restart is what `kubectl rollout restart` does (a `restartedAt` pod-template annotation),
 //! plus a certgen annotation with the fingerprint of the Secrets' contents, so repeating a run

@@ -1,11 +1,10 @@
-use std::collections::BTreeMap;
-
 use time::macros::datetime;
 
 use super::*;
 use crate::config::{Env, Overrides, Source};
-use crate::pki::{CaKey, Issued, bundle_pem, issue_ca, issue_leaf};
-use crate::secret::{Found, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::observe::fixtures::installed;
+use crate::pki::{CaKey, Issued, issue_ca, issue_leaf};
+use crate::secret::{Found, StoredSecret};
 
 const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
@@ -17,23 +16,6 @@ fn config() -> Config {
         &Env::default(),
     )
     .unwrap()
-}
-
-fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
-    Observed::Present(StoredSecret {
-        name: name.into(),
-        type_: type_.into(),
-        data: data
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        owners: vec![],
-        version: "1".into(),
-        written_at: None,
-        divergent: vec![],
-    })
 }
 
 fn pem(c: &Cert) -> Vec<u8> {
@@ -51,40 +33,7 @@ impl Stored {
     fn installed(at: OffsetDateTime) -> Self {
         let config = config();
         let ca = issue_ca(&config.ca.spec, at).unwrap();
-        let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
-        let mut snapshot = Snapshot {
-            ca: Some(secret(
-                &config.ca.secret_name,
-                TYPE_TLS,
-                &[
-                    ("ca.crt", bundle.clone()),
-                    ("tls.crt", pem(&ca.1.cert)),
-                    ("tls.key", ca.1.key.expose().as_bytes().to_vec()),
-                ],
-            )),
-            secrets: BTreeMap::new(),
-        };
-        for t in &config.tls {
-            let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();
-            snapshot.secrets.insert(
-                t.name.clone(),
-                secret(
-                    &t.name,
-                    TYPE_TLS,
-                    &[
-                        ("ca.crt", bundle.clone()),
-                        ("tls.crt", pem(&leaf.cert)),
-                        ("tls.key", leaf.key.expose().as_bytes().to_vec()),
-                    ],
-                ),
-            );
-        }
-        for h in &config.hmac {
-            snapshot.secrets.insert(
-                h.name.clone(),
-                secret(&h.name, TYPE_OPAQUE, &[(&h.key, vec![7; 32])]),
-            );
-        }
+        let snapshot = installed(&config, &ca, at);
         Self {
             config,
             ca,
@@ -93,15 +42,7 @@ impl Stored {
     }
 
     fn edit(&mut self, name: &str, f: impl FnOnce(&mut StoredSecret)) {
-        let slot = if name == self.config.ca.secret_name {
-            self.snapshot.ca.as_mut().unwrap()
-        } else {
-            self.snapshot.secrets.get_mut(name).unwrap()
-        };
-        let Observed::Present(s) = slot else {
-            panic!("{name} is absent")
-        };
-        f(s);
+        self.snapshot.edit(name, f);
     }
 
     fn check(&self, now: OffsetDateTime) -> CheckReport {
@@ -307,18 +248,9 @@ fn a_leaf_of_an_unknown_ca_is_untrusted_by_every_peer() {
 fn a_staged_rotation_in_progress_is_not_healthy_but_nothing_is_wrong() {
     let mut stored = Stored::installed(NOW - DAY);
     let (next, _) = issue_ca(&stored.config.ca.spec, NOW).unwrap();
-    let both = bundle_pem(&[next.cert.clone(), stored.ca.0.cert.clone()]).into_bytes();
-    for name in [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-    ] {
-        let both = both.clone();
-        stored.edit(name, |s| {
-            s.data.insert("ca.crt".into(), both);
-        });
-    }
+    stored
+        .snapshot
+        .set_bundles(&[next.cert.clone(), stored.ca.0.cert.clone()]);
     stored.edit("envoy-gateway-ca", |s| {
         s.data.insert("next.crt".into(), pem(&next.cert));
         s.data.insert(

@@ -6,6 +6,8 @@
 //! `check` both judge. This module must not decide anything (that is [`crate::plan`] and
 //! [`crate::check`]) nor know which store it reads.
 
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod parse;
 
 use std::collections::BTreeMap;

@@ -220,19 +220,13 @@ fn active(
     key: Field<CaKey>,
     bundle: Field<Bundle>,
 ) -> Result<(Active, Vec<Cert>), String> {
-    let cert = match cert {
-        Field::Absent => return Err("tls.crt is missing".into()),
-        _ if matches!(key, Field::Absent) => return Err("tls.key is missing".into()),
-        Field::Ok(c) => c,
-        Field::Bad(p) => return Err(format!("tls.crt: {p}")),
-        Field::Empty | Field::Unchecked => return Err(format!("tls.crt: {}", CertError::Empty)),
-    };
-    if !cert.is_ca {
-        return Err(format!(
-            "tls.crt ({}) is not a CA certificate",
-            cert.subject
-        ));
-    }
+    let cert = ca_cert(
+        cert,
+        &key,
+        "tls.crt",
+        "tls.crt is missing",
+        "tls.key is missing",
+    )?;
     let active = match key {
         // An empty key: the CA of another tool, kept as the active trust while a staged
         // migration to a certgen CA runs (see `Active::Adopted`).
@@ -255,21 +249,13 @@ fn active(
 
 /// The pending CA, or the first problem with it (at least one of its keys is there).
 fn pending(cert: Field<Cert>, key: Field<CaKey>) -> Result<CaKey, String> {
-    let cert = match cert {
-        Field::Absent => return Err("next.key is present but next.crt is missing".into()),
-        _ if matches!(key, Field::Absent) => {
-            return Err("next.crt is present but next.key is missing".into());
-        }
-        Field::Ok(c) => c,
-        Field::Bad(p) => return Err(format!("next.crt: {p}")),
-        Field::Empty | Field::Unchecked => return Err(format!("next.crt: {}", CertError::Empty)),
-    };
-    if !cert.is_ca {
-        return Err(format!(
-            "next.crt ({}) is not a CA certificate",
-            cert.subject
-        ));
-    }
+    ca_cert(
+        cert,
+        &key,
+        "next.crt",
+        "next.key is present but next.crt is missing",
+        "next.crt is present but next.key is missing",
+    )?;
     match key {
         Field::Ok(k) => Ok(k),
         Field::Bad(p) => Err(format!("next.key: {p}")),
@@ -277,4 +263,26 @@ fn pending(cert: Field<Cert>, key: Field<CaKey>) -> Result<CaKey, String> {
             Err(format!("next.key: {}", KeyError::Unreadable))
         }
     }
+}
+
+/// The CA certificate in the data key `name`, or the first problem with it and its key
+/// (`no_cert` or `no_key` when either data key is absent).
+fn ca_cert<K>(
+    cert: Field<Cert>,
+    key: &Field<K>,
+    name: &str,
+    no_cert: &str,
+    no_key: &str,
+) -> Result<Cert, String> {
+    let cert = match cert {
+        Field::Absent => return Err(no_cert.into()),
+        _ if matches!(key, Field::Absent) => return Err(no_key.into()),
+        Field::Ok(c) => c,
+        Field::Bad(p) => return Err(format!("{name}: {p}")),
+        Field::Empty | Field::Unchecked => return Err(format!("{name}: {}", CertError::Empty)),
+    };
+    if !cert.is_ca {
+        return Err(format!("{name} ({}) is not a CA certificate", cert.subject));
+    }
+    Ok(cert)
 }

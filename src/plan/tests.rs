@@ -1,12 +1,11 @@
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use time::macros::datetime;
 
 use super::*;
-use crate::config::MANAGED_BY_LABEL;
-use crate::config::{Env, Overrides, Source};
+use crate::config::{Env, MANAGED_BY_LABEL, Overrides, Source};
 use crate::observe::Snapshot;
+use crate::observe::fixtures::{installed, tls};
 use crate::pki::{CaKey, CaSpec, Issued, bundle_pem, issue_ca, issue_leaf};
 use crate::secret::{StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
@@ -40,23 +39,6 @@ fn object(name: &str) -> String {
     format!("Secret ns/{name}")
 }
 
-fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
-    Observed::Present(StoredSecret {
-        name: name.into(),
-        type_: type_.into(),
-        data: data
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        owners: vec![],
-        version: "1".into(),
-        written_at: None,
-        divergent: vec![],
-    })
-}
-
 fn new_ca(at: OffsetDateTime) -> (CaKey, Issued) {
     issue_ca(&config().ca.spec, at).unwrap()
 }
@@ -70,29 +52,7 @@ struct World {
 impl World {
     fn installed(ca: &(CaKey, Issued), at: OffsetDateTime) -> Self {
         let config = config();
-        let mut state = Snapshot::default();
-        let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
-        state.ca = Some(secret(
-            &config.ca.secret_name,
-            TYPE_TLS,
-            &[
-                ("ca.crt", bundle.clone()),
-                ("tls.crt", ca.1.cert.pem().into_bytes()),
-                ("tls.key", ca.1.key.expose().as_bytes().to_vec()),
-            ],
-        ));
-        for t in &config.tls {
-            let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();
-            state
-                .secrets
-                .insert(t.name.clone(), tls_secret(&t.name, &bundle, &leaf));
-        }
-        for h in &config.hmac {
-            state.secrets.insert(
-                h.name.clone(),
-                secret(&h.name, TYPE_OPAQUE, &[(&h.key, vec![7; 32])]),
-            );
-        }
+        let state = installed(&config, ca, at);
         Self { config, state }
     }
 
@@ -105,28 +65,8 @@ impl World {
     }
 
     fn edit(&mut self, name: &str, f: impl FnOnce(&mut StoredSecret)) {
-        let slot = if name == self.config.ca.secret_name {
-            self.state.ca.as_mut().unwrap()
-        } else {
-            self.state.secrets.get_mut(name).unwrap()
-        };
-        let Observed::Present(s) = slot else {
-            panic!("{name} is absent")
-        };
-        f(s);
+        self.state.edit(name, f);
     }
-}
-
-fn tls_secret(name: &str, bundle: &[u8], leaf: &Issued) -> Observed {
-    secret(
-        name,
-        TYPE_TLS,
-        &[
-            ("ca.crt", bundle.to_vec()),
-            ("tls.crt", leaf.cert.pem().into_bytes()),
-            ("tls.key", leaf.key.expose().as_bytes().to_vec()),
-        ],
-    )
 }
 
 /// What apply relies on: a Secret is written exactly when its action writes; every reference
@@ -276,17 +216,9 @@ fn a_promotion_writes_the_pending_ca_as_active_and_signs_every_leaf_with_it() {
     let ca = new_ca(NOW - DAY * 10);
     let next = new_ca(NOW - DAY);
     let mut world = World::installed(&ca, NOW - DAY * 10);
-    let both = bundle_pem(&[next.0.cert.clone(), ca.0.cert.clone()]).into_bytes();
-    for name in [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-    ] {
-        world.edit(name, |s| {
-            s.data.insert("ca.crt".into(), both.clone());
-        });
-    }
+    world
+        .state
+        .set_bundles(&[next.0.cert.clone(), ca.0.cert.clone()]);
     world.edit("envoy-gateway-ca", |s| {
         s.data
             .insert("next.crt".into(), next.1.cert.pem().into_bytes());
@@ -339,7 +271,7 @@ fn a_leaf_within_renew_before_is_renewed_alone() {
     world
         .state
         .secrets
-        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &old_leaf));
+        .insert(t.name.clone(), tls(&t.name, &bundle, &old_leaf));
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(action_of(&plan, "envoy"), Action::Renew);
     assert!(
@@ -439,7 +371,7 @@ fn a_leaf_from_another_ca_is_reissued_by_the_active_one() {
     world
         .state
         .secrets
-        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &stray));
+        .insert(t.name.clone(), tls(&t.name, &bundle, &stray));
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(action_of(&plan, "envoy-gateway"), Action::Renew);
     assert!(plan.secrets[0].reason.contains("other than the active"));
@@ -457,17 +389,9 @@ fn an_expired_prior_is_dropped_from_every_bundle() {
     .unwrap();
     let ca = new_ca(NOW - DAY * 20);
     let mut world = World::installed(&ca, NOW - DAY * 20);
-    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
-    for name in [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-    ] {
-        world.edit(name, |s| {
-            s.data.insert("ca.crt".into(), two.clone());
-        });
-    }
+    world
+        .state
+        .set_bundles(&[ca.0.cert.clone(), old.0.cert.clone()]);
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(plan.ca.action, Action::UpdateBundle);
     assert_eq!(plan.ca.bundle, [CaRef::Cert(ca.0.cert.clone())]);
