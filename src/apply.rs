@@ -17,7 +17,7 @@ use crate::pki::{
     CaKey, Cert, IssueError, Issued, bundle_pem, generate_keys, issue_ca_with_key,
     issue_leaf_with_key, random_bytes,
 };
-use crate::plan::{Action, CA_ANNOTATION, CaRef, Content, Kind, Plan, Signer, Write};
+use crate::plan::{Action, CA_ANNOTATION, CaRef, Content, Issue, Kind, Plan, Signer, Write};
 use crate::report::Entry;
 use crate::secret::{SecretWrite, data_digest};
 use crate::store::{SecretStore, StoreError};
@@ -206,17 +206,17 @@ pub async fn apply<S: SecretStore>(
     let phase = plan.phase.name();
     // Every key this step needs, generated side by side (RSA keys take long and are
     // independent of each other): the new CA's, then each issued leaf's.
-    let issues: Vec<&crate::plan::Issue> = plan
+    let issues: Vec<(&str, &Issue)> = plan
         .secrets
         .iter()
-        .filter_map(|s| s.write.as_ref()?.issue.as_ref())
+        .filter_map(|s| Some((s.name.as_str(), s.write.as_ref()?.issue.as_ref()?)))
         .collect();
     let algorithms: Vec<_> = plan
         .ca
         .new
         .iter()
         .map(|spec| spec.key_algorithm)
-        .chain(issues.iter().map(|i| i.spec.key_algorithm))
+        .chain(issues.iter().map(|(_, i)| i.spec.key_algorithm))
         .collect();
     let mut keys = generate_keys(&algorithms)?.into_iter();
     let made = Made {
@@ -229,19 +229,9 @@ pub async fn apply<S: SecretStore>(
         },
     };
     let mut issued: BTreeMap<&str, Issued> = BTreeMap::new();
-    for (s, key) in plan
-        .secrets
-        .iter()
-        .filter(|s| s.write.as_ref().is_some_and(|w| w.issue.is_some()))
-        .zip(keys)
-    {
-        let issue = s
-            .write
-            .as_ref()
-            .and_then(|w| w.issue.as_ref())
-            .expect("filtered");
+    for ((name, issue), key) in issues.into_iter().zip(keys) {
         let leaf = issue_leaf_with_key(&issue.spec, key, made.key(&issue.signer), now)?;
-        issued.insert(s.name.as_str(), leaf);
+        issued.insert(name, leaf);
     }
 
     let ca = &plan.ca;
