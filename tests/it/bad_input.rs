@@ -1,9 +1,15 @@
-//! The bad-input matrix, through the binary: every case exits with the documented code, names
-//! the object, says how to fix it, and writes nothing (files and their versions unchanged).
+//! Bad input through the binary, in local mode: a matrix of bad configs, flags and stored
+//! Secrets where every case exits with the documented code, names the object, says how to fix
+//! it, and writes nothing (files and their versions unchanged); named cases for what `--force`
+//! repairs; and input that only looks bad (an expired CA, an absurd timeout), which runs. The
+//! same refusals of stored Secrets on the real control plane are in `cluster::bad_input`.
 
 use std::path::Path;
 
-use crate::util::{Run, certgen, run, tempdir, tree, write};
+use crate::util::trust::{
+    LEAF_SECRETS, check_snapshot, fingerprints, local_snapshot, openssl_verify,
+};
+use crate::util::{Run, certgen, check_local, profile, run, run_local, tempdir, tree, write};
 
 struct Case {
     name: &'static str,
@@ -13,10 +19,6 @@ struct Case {
     code: i32,
     /// Every one of these must appear in stderr.
     expect: &'static [&'static str],
-}
-
-fn profile() -> String {
-    run(&["profile", "show"]).ok().stdout
 }
 
 /// Writes a config derived from the built-in profile by one replacement.
@@ -38,13 +40,7 @@ fn get(dir: &Path, secret: &str, key: &str) -> Vec<u8> {
 
 fn other_install() -> tempfile::TempDir {
     let t = tempdir();
-    Run::from(
-        certgen()
-            .args(["--local", t.path().to_str().unwrap(), "-q"])
-            .output()
-            .unwrap(),
-    )
-    .ok();
+    run_local(t.path(), &[]).ok();
     t
 }
 
@@ -377,13 +373,7 @@ fn every_bad_input_is_refused_with_its_exit_code_a_named_object_and_no_write() {
         let aside = tmp.path().join("aside");
         std::fs::create_dir_all(&aside).unwrap();
         if !case.fresh {
-            Run::from(
-                certgen()
-                    .args(["--local", dir.to_str().unwrap(), "-q"])
-                    .output()
-                    .unwrap(),
-            )
-            .ok();
+            run_local(&dir, &[]).ok();
         }
         let extra = (case.setup)(&dir, &aside);
         let before = tree(&dir);
@@ -394,7 +384,7 @@ fn every_bad_input_is_refused_with_its_exit_code_a_named_object_and_no_write() {
                 args.push("--overwrite".into());
             }
             args.extend(extra.iter().cloned());
-            let r = Run::from(certgen().args(&args).output().unwrap());
+            let r = Run::of(certgen().args(&args));
             assert_eq!(
                 r.code, case.code,
                 "{} (overwrite {overwrite}): {}",
@@ -426,19 +416,7 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
         .replace("renewBefore: 30d", "renewBefore: 10m");
     let short = write(dir, "short.yaml", &p);
     let certs = dir.join("certs");
-    Run::from(
-        certgen()
-            .args([
-                "--config",
-                short.to_str().unwrap(),
-                "--local",
-                certs.to_str().unwrap(),
-                "-q",
-            ])
-            .output()
-            .unwrap(),
-    )
-    .ok();
+    run_local(&certs, &["--config", short.to_str().unwrap()]).ok();
     // Replace the CA with one that expired: issue it in the past with the library.
     let spec = certgen::pki::CaSpec {
         common_name: "envoy-gateway".into(),
@@ -462,27 +440,135 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
         "tls.key",
         expired.key.expose().as_bytes(),
     );
-    let report = Run::from(
-        certgen()
-            .args(["--local", certs.to_str().unwrap(), "-q", "--output", "json"])
-            .output()
-            .unwrap(),
-    )
-    .ok()
-    .json();
+    let report = run_local(&certs, &[]).ok().json();
     assert_eq!(report["secrets"][0]["action"], "rotate", "{report}");
     let expired_fp = expired.cert.fingerprint_hex();
-    for leaf in crate::util::LEAF_SECRETS
-        .iter()
-        .chain(&["envoy-gateway-ca"])
-    {
-        let bundle = crate::util::fingerprints(&get(&certs, leaf, "ca.crt"));
+    for leaf in LEAF_SECRETS.iter().chain(&["envoy-gateway-ca"]) {
+        let bundle = fingerprints(&get(&certs, leaf, "ca.crt"));
         assert!(
             !bundle.contains(&expired_fp),
             "{leaf}: the expired CA is not kept"
         );
         assert!(bundle.len() <= 2);
     }
-    let (failures, _) = crate::util::check_snapshot(&crate::util::local_snapshot(&certs));
+    let (failures, _) = check_snapshot(&local_snapshot(&certs));
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+#[test]
+fn a_bad_config_exits_2_and_writes_nothing() {
+    let tmp = tempdir();
+    let cfg = write(
+        tmp.path(),
+        "bad.yaml",
+        &profile().replace("bytes: 32", "bytes: 32\n    color: blue"),
+    );
+    let dir = tmp.path().join("certs");
+    let r = run(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--local",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 2);
+    assert!(
+        r.stderr.contains("bad.yaml") && r.stderr.contains("color"),
+        "{}",
+        r.stderr
+    );
+    assert!(!dir.exists());
+}
+
+#[test]
+fn garbage_in_a_secret_is_refused_naming_it_and_force_repairs_it() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    run_local(dir, &[]).ok();
+    std::fs::write(
+        dir.join("envoy/tls.crt"),
+        "-----BEGIN CERTIFICATE-----\ngarbage\n",
+    )
+    .unwrap();
+    let before = tree(dir);
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let r = run_local(dir, extra);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("{}", dir.join("envoy").display())),
+            "{}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains("tls.crt") && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(tree(dir), before, "nothing written");
+    }
+    run_local(dir, &["--force"]).ok();
+    let (ok, text) = openssl_verify(
+        &dir.join("envoy/ca.crt"),
+        &dir.join("envoy/tls.crt"),
+        "sslserver",
+    );
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn symlinked_secret_directories_are_refused() {
+    let tmp = tempdir();
+    let real = tmp.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let dir = tmp.path().join("certs");
+    std::fs::create_dir(&dir).unwrap();
+    std::os::unix::fs::symlink(&real, dir.join("envoy")).unwrap();
+    let r = run_local(&dir, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("symbolic link"), "{}", r.stderr);
+    assert!(tree(&real).is_empty(), "nothing written through the link");
+}
+
+#[test]
+fn a_visible_file_certgen_cannot_account_for_is_refused_naming_it() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    run_local(dir, &[]).ok();
+    let ca = dir.join("envoy/ca.crt");
+    std::fs::remove_file(&ca).unwrap();
+    // Someone else's file where the link was: certgen cannot tell which copy is meant.
+    std::fs::write(
+        &ca,
+        "-----BEGIN CERTIFICATE-----\nsomeone else's\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let before = tree(dir);
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let r = run_local(dir, extra);
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&ca.display().to_string()) && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(tree(dir), before, "nothing written");
+    }
+    let r = check_local(dir, &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stdout.contains(&ca.display().to_string()), "{}", r.stdout);
+    run_local(dir, &["--force"]).ok();
+    assert!(
+        std::fs::symlink_metadata(&ca)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    check_local(dir, &[]).ok();
+}
+
+#[test]
+fn an_absurd_timeout_means_no_bound_not_a_panic() {
+    // Was: `--timeout 584542046090y` overflowed the deadline and panicked (exit 101).
+    let tmp = tempdir();
+    run_local(tmp.path(), &["--timeout", "584542046090y"]).ok();
 }

@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 
-#[allow(dead_code)]
 #[path = "../../fuzz/src/lib.rs"]
 mod harness;
 
@@ -277,9 +276,9 @@ mod found {
     ///
     /// `CaKey::from_pem` accepts PKCS#1 (`RSA PRIVATE KEY`) and SEC1 (`EC PRIVATE KEY`) keys,
     /// but `CaKey::key_pem` (documented "as PKCS#8 PEM") returned rcgen's `serialize_pem`, which
-    /// wraps the DER it was given, PKCS#1 or SEC1, in a `PRIVATE KEY` (PKCS#8) label. The
-    /// engine writes `pending.key_pem()` as the CA's `tls.key` when it promotes a staged
-    /// rotation's pending CA (src/engine.rs, `Action::Promote`), so a `next.key` stored as
+    /// wraps the DER it was given, PKCS#1 or SEC1, in a `PRIVATE KEY` (PKCS#8) label. Apply
+    /// writes `pending.key_pem()` as the CA's `tls.key` when it promotes a staged rotation's
+    /// pending CA (the plan's `Content::Key` in src/plan/writes.rs), so a `next.key` stored as
     /// PKCS#1 or SEC1 turned into a CA key no later run could read ("tls.key: no PEM private key
     /// found"), and only `--force` (an immediate rotation) got past it.
     #[test]

@@ -1,12 +1,37 @@
-//! certgen's integration tests, one binary: PKI checked by verifiers we did not write, the
-//! binary end to end in local mode, docs that must not go stale, and (with `KUBECONFIG` set by
-//! `tests/testenv/up`) the Kubernetes store against a real control plane.
+//! certgen's integration tests, one binary. A file in `cluster/` tests the same behaviour as the
+//! top-level file of the same name, against the real control plane that `tests/testenv/up`
+//! starts; `cargo test -- --skip cluster::` runs everything else. Where each behaviour is tested:
+//!
+//! - what certgen issues, checked by rustls-webpki: `pki_verify`
+//! - the local store, and `check` on a directory: `local`
+//! - the Kubernetes store (create, renew, races, RBAC, one LIST): `cluster::store`
+//! - refused input, and what `--force` repairs: `bad_input`, `cluster::bad_input`
+//! - rotation (staging, kills at every write, concurrent runs, the Lease, gates): `rotation`,
+//!   `cluster::rotation`; whole trajectories in-process on a virtual clock: `sim`; real TLS
+//!   peers handshaking throughout: `cluster::harness`, `cluster::real_node`
+//! - consumers (restarts, rollout waits): `cluster::consumers`
+//! - probes: `probe`, `cluster::probe`
+//! - API faults: `faults` (an HTTP-level fake for the answers a real server will not give on
+//!   demand: 429, 503, 500), `cluster::faults` (a TCP proxy to the real server: resets, slow
+//!   answers, dropped watches)
+//! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
+//! - the topology injector's caBundle: `cluster::webhook`
+//! - the Helm chart and the plain manifests: `cluster::chart`
+//! - the test control plane itself: `cluster::smoke`
+//! - reports and `--help` as users read them (insta): `snapshots`
+//! - docs, completions and man pages up to date: `docs`
+//! - no key material in any output, no way to skip TLS verification: `hygiene`
+//! - inputs the fuzzers found: `fuzz_regressions`
+//! - the module layout of `src/` (no import cycles; the core never reaches `src/k8s`): `layout`
+//!
+//! Shared helpers: `util` (the binary, files, trust checks, TLS servers, Envoy Gateway's own
+//! output); every cluster helper is on the cluster fixture, `cluster/mod.rs`.
 
-mod api_faults;
 mod bad_input;
 mod cluster;
 mod docs;
-mod eg_flags;
+mod eg_compat;
+mod faults;
 mod fuzz_regressions;
 mod hygiene;
 mod layout;

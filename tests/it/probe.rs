@@ -1,9 +1,13 @@
-//! The probe that can open the trust→leaves gate early must prove a server verified certgen's
-//! client certificate: never a timeout taken for acceptance, never a server that accepts any
-//! certificate. Real rustls servers on 127.0.0.1, one per kind of behaviour.
+//! The probe, without a cluster. Its verdict: to open the trust→leaves gate early it must prove
+//! a server verified certgen's client certificate, never a timeout taken for acceptance, never a
+//! server that accepts any certificate (real rustls servers on 127.0.0.1, one per kind of
+//! behaviour). Through the binary in local mode: static addresses are probed, and a rotation's
+//! gate opens early only when every hot consumer already trusts the new CA. Probes of Services
+//! and their EndpointSlices on the real control plane are in `cluster::probe`.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use certgen::pki::{CaKey, CaSpec, KeyAlgorithm, LeafSpec, Usages, issue_ca, issue_leaf};
 use certgen::probe::{ClientIdentity, accepts_client};
@@ -11,6 +15,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
+
+use crate::util::tls::tls_server;
+use crate::util::{Run, certgen, profile, run_async, run_local, tempdir, write};
 
 fn ca(name: &str) -> CaKey {
     let spec = CaSpec {
@@ -185,4 +192,93 @@ async fn silence_and_servers_that_accept_anything_prove_nothing() {
     assert!(!verdict(Kind::NoTickets, true).await);
     assert!(!verdict(Kind::AcceptsAnything, true).await);
     assert!(!verdict(Kind::AcceptsAnything, false).await);
+}
+
+/// A config whose only consumer, a hot one, is probed at 127.0.0.1:`port`.
+fn probed_config(dir: &Path, port: u16) -> PathBuf {
+    let profile = profile();
+    let consumers = format!(
+        "consumers:\n  - name: eg\n    reload: hot\n    mounts: [envoy-gateway]\n    probe:\n      port: {port}\n      addresses: [\"127.0.0.1:{port}\"]\n      serverName: envoy-gateway.envoy-gateway-system.svc\n"
+    );
+    write(
+        dir,
+        "probed.yaml",
+        &(profile[..profile.find("consumers:").unwrap()].to_string() + &consumers),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_mode_probes_static_addresses() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    run_local(&dir, &[]).ok();
+    let (port, server) = tls_server(dir.join("envoy-gateway"), true).await;
+    let cfg = probed_config(tmp.path(), port);
+    let probe = |extra: &[&str]| {
+        let mut cmd = certgen();
+        cmd.args(["--config", cfg.to_str().unwrap()])
+            .args([
+                "--local",
+                dir.to_str().unwrap(),
+                "--probe",
+                "--output",
+                "json",
+            ])
+            .args(extra);
+        run_async(cmd)
+    };
+    let ok = probe(&[]).await.ok().json();
+    assert_eq!(ok["consumers"][0]["probes"][0]["ok"], true, "{ok}");
+    server.abort();
+    // Nothing listens any more: the probe fails within the timeout and names the address.
+    let failed = probe(&["--timeout", "2s"]).await;
+    assert_eq!(failed.code, 1, "{}", failed.stderr);
+    assert!(
+        failed.stderr.contains(&format!("127.0.0.1:{port}")),
+        "{}",
+        failed.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn probes_open_the_trust_gate_early_only_when_every_hot_consumer_has_the_new_ca() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    run_local(&dir, &[]).ok();
+    let rotate = |cfg: PathBuf, dir: PathBuf, timeout: &'static str| {
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let r = Run::of(
+                certgen()
+                    .args(["--config", cfg.to_str().unwrap()])
+                    .args(["--local", dir.to_str().unwrap(), "--overwrite"])
+                    .args(["--propagation-delay", "60s", "--timeout", timeout, "-q"]),
+            );
+            (r, started.elapsed())
+        })
+    };
+
+    // A server that reloads its files trusts the pending CA as soon as the bundle is written.
+    let (port, hot) = tls_server(dir.join("envoy-gateway"), true).await;
+    let (r, took) = rotate(probed_config(tmp.path(), port), dir.clone(), "50s")
+        .await
+        .unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        took < Duration::from_secs(30),
+        "the probe opened the 60 s gate early ({took:?})"
+    );
+    hot.abort();
+
+    // One that never reloads does not: the gate stays shut until the delay, past --timeout.
+    // (A fresh installation: the one above just wrote leaves, which gates its next rotation.)
+    let dir = tmp.path().join("certs2");
+    run_local(&dir, &[]).ok();
+    let (port, stale) = tls_server(dir.join("envoy-gateway"), false).await;
+    let (r, _) = rotate(probed_config(tmp.path(), port), dir.clone(), "4s")
+        .await
+        .unwrap();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("every bundle trusts"), "{}", r.stderr);
+    stale.abort();
 }

@@ -1,22 +1,90 @@
-//! Rotation guarantees in local mode (no cluster needed): a kill at every write boundary
-//! followed by a re-run converges without a third CA and never breaks pairwise trust, and
-//! concurrent runs serialize on the lock into one consistent state. The same properties run
-//! against the real control plane in `cluster::rotation`.
+//! Rotation through the binary in local mode (no cluster needed): a staged rotation trusts both
+//! CAs until the new leaves are out, then only the new one; a kill at every write boundary
+//! followed by a re-run converges without a third CA and never breaks pairwise trust; runs
+//! killed after one write each still finish, and consumers lagging up to the gate never see a
+//! failure; concurrent runs serialize on the lock into one consistent state.
+//!
+//! The same properties: against the real control plane in `cluster::rotation` (with the Lease and
+//! restart-only consumers); over whole random trajectories, in-process on a virtual clock, in
+//! `sim`; with real peers handshaking throughout in `cluster::harness` and `cluster::real_node`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::Command;
 
-use crate::util::{Run, certgen, check_snapshot, fingerprints, local_snapshot, tempdir};
-
-fn local(dir: &Path) -> Command {
-    let mut cmd = certgen();
-    cmd.args(["--local", dir.to_str().unwrap(), "-q", "--output", "json"]);
-    cmd
-}
+use crate::util::trust::{
+    LEAF_SECRETS, check_snapshot, fingerprints, local_snapshot, openssl_verify, webpki_trusts,
+};
+use crate::util::{
+    KILLED, Run, envoy_gateway, kill_after_write, local, overwrite_until_cleanup, profile,
+    run_local, tempdir, write,
+};
 
 fn active_ca(dir: &Path) -> String {
     fingerprints(&std::fs::read(dir.join("envoy-gateway-ca/tls.crt")).unwrap())[0].clone()
+}
+
+#[test]
+fn a_rotation_trusts_both_cas_until_the_new_leaves_are_out_then_only_the_new_one() {
+    let tmp = tempdir();
+    let dir = tmp.path();
+    run_local(dir, &[]).ok();
+    let hmac_before = std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap();
+    let ca0 = active_ca(dir);
+    let old_leaf = std::fs::read(dir.join("envoy/tls.crt")).unwrap();
+    let old = write(
+        tmp.path(),
+        "old.crt",
+        &String::from_utf8(old_leaf.clone()).unwrap(),
+    );
+    overwrite_until_cleanup(dir);
+    let ca1 = active_ca(dir);
+    assert_ne!(ca0, ca1);
+    for leaf in LEAF_SECRETS {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(
+            fingerprints(&bundle),
+            [ca1.clone(), ca0.clone()],
+            "{leaf}: new CA first, then the prior"
+        );
+        let (ok, text) = openssl_verify(
+            &dir.join(leaf).join("ca.crt"),
+            &dir.join(leaf).join("tls.crt"),
+            "sslserver",
+        );
+        assert!(ok, "{text}");
+        // A peer still presenting the old leaf is trusted by the new bundle.
+        let (ok, text) = openssl_verify(&dir.join(leaf).join("ca.crt"), &old, "sslserver");
+        assert!(ok, "old leaf against new bundle of {leaf}: {text}");
+    }
+    // The next run drops the prior CA: it signs nothing any more (and its key may have leaked).
+    run_local(dir, &[]).ok();
+    for leaf in LEAF_SECRETS.iter().chain(&["envoy-gateway-ca"]) {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(
+            fingerprints(&bundle),
+            std::slice::from_ref(&ca1),
+            "{leaf}: the prior CA is dropped"
+        );
+    }
+    let (ok, _) = openssl_verify(&dir.join("envoy/ca.crt"), &old, "sslserver");
+    assert!(!ok, "the old leaf is no longer trusted");
+    run_local(dir, &["--overwrite"]).ok();
+    let ca2 = active_ca(dir);
+    assert!(ca2 != ca1 && ca2 != ca0);
+    for leaf in LEAF_SECRETS.iter().chain(&["envoy-gateway-ca"]) {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        assert_eq!(fingerprints(&bundle), std::slice::from_ref(&ca2), "{leaf}");
+    }
+    assert_eq!(
+        std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap(),
+        hmac_before,
+        "HMAC left alone"
+    );
+    run_local(dir, &["--overwrite", "--rotate-hmac"]).ok();
+    assert_ne!(
+        std::fs::read(dir.join("envoy-oidc-hmac/hmac-secret")).unwrap(),
+        hmac_before
+    );
 }
 
 /// Kills a rotation after each of its writes, checks the state left behind, re-runs, and checks
@@ -27,20 +95,15 @@ fn crash_matrix(strategy: &str) -> usize {
     loop {
         let tmp = tempdir();
         let dir = tmp.path();
-        Run::from(local(dir).output().unwrap()).ok();
+        run_local(dir, &[]).ok();
         let old = active_ca(dir);
-        let out = local(dir)
-            .args(["--overwrite", "--strategy", strategy])
-            .env(certgen::apply::CRASH_ENV, n.to_string())
-            .output()
-            .unwrap();
-        let crashed = out.status.code() == Some(certgen::apply::CRASH_EXIT);
+        let r = Run::of(kill_after_write(
+            local(dir).args(["--overwrite", "--strategy", strategy]),
+            n,
+        ));
+        let crashed = r.code == KILLED;
         if !crashed {
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert_eq!(r.code, 0, "{}", r.stderr);
         }
         let (failures, cas_at_crash) = check_snapshot(&local_snapshot(dir));
         if !failures.is_empty() {
@@ -51,7 +114,7 @@ fn crash_matrix(strategy: &str) -> usize {
             );
         }
         // The re-run (no --overwrite) finishes what was started.
-        Run::from(local(dir).output().unwrap()).ok();
+        run_local(dir, &[]).ok();
         let (failures, cas_after) = check_snapshot(&local_snapshot(dir));
         assert!(
             failures.is_empty(),
@@ -69,7 +132,7 @@ fn crash_matrix(strategy: &str) -> usize {
             "{strategy} after write {n}: a third CA after the re-run"
         );
         // Converged: every leaf signed by the new CA, and the old CA dropped.
-        for leaf in crate::util::LEAF_SECRETS {
+        for leaf in LEAF_SECRETS {
             let bundle = fingerprints(&std::fs::read(dir.join(leaf).join("ca.crt")).unwrap());
             assert_eq!(bundle, std::slice::from_ref(&new), "{leaf}");
         }
@@ -95,7 +158,7 @@ fn the_same_kills_catch_the_one_write_strategy_breaking_trust() {
 fn eight_concurrent_runs_end_in_one_consistent_state() {
     let tmp = tempdir();
     let dir = tmp.path();
-    Run::from(local(dir).output().unwrap()).ok();
+    run_local(dir, &[]).ok();
     for trial in 0..50 {
         let children: Vec<_> = (0..8)
             .map(|i| {
@@ -144,7 +207,7 @@ fn one_write_at_a_time(
 ) -> (Vec<FileVersion>, usize) {
     let mut versions: Vec<FileVersion> = Vec::new();
     let record = |versions: &mut Vec<FileVersion>| {
-        for secret in crate::util::LEAF_SECRETS {
+        for secret in LEAF_SECRETS {
             let d = dir.join(secret);
             let (Ok(bundle), Ok(leaf)) = (
                 std::fs::read(d.join("ca.crt")),
@@ -176,22 +239,17 @@ fn one_write_at_a_time(
         if let Some(c) = config {
             cmd.args(["--config", c.to_str().unwrap()]);
         }
-        let out = cmd
-            .args(["--propagation-delay", delay])
-            .args(flags(i))
-            .env(certgen::apply::CRASH_ENV, "1")
-            .output()
-            .unwrap();
-        match out.status.code() {
-            Some(c) if c == certgen::apply::CRASH_EXIT => record(&mut versions),
-            Some(0) => {
+        let r = Run::of(kill_after_write(
+            cmd.args(["--propagation-delay", delay]).args(flags(i)),
+            1,
+        ));
+        match r.code {
+            KILLED => record(&mut versions),
+            0 => {
                 record(&mut versions);
                 return (versions, i);
             }
-            other => panic!(
-                "run {i} exited {other:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ),
+            other => panic!("run {i} exited {other}: {}", r.stderr),
         }
     }
     panic!("40 runs, each making one write, did not finish the rotation: no progress");
@@ -220,7 +278,7 @@ fn check_versions(versions: &[FileVersion], lag: std::time::Duration) -> usize {
             }
             pairs += 1;
             assert!(
-                crate::util::webpki_trusts(&b.bundle, &a.leaf),
+                webpki_trusts(&b.bundle, &a.leaf),
                 "{}'s leaf (version {i}) is rejected by {}'s bundle (version {j}) while consumers may hold both",
                 a.secret,
                 b.secret
@@ -246,7 +304,7 @@ const LAG: std::time::Duration = std::time::Duration::from_secs(2);
 fn migrating_from_envoy_gateway_one_write_at_a_time_never_breaks_a_peer() {
     let tmp = tempdir();
     let dir = tmp.path().join("certs");
-    crate::local::envoy_gateway_certgen_output(&dir);
+    envoy_gateway::generate(&envoy_gateway::LOCAL).write_local(&dir);
     let (versions, runs) = one_write_at_a_time(&dir, None, "2s", &|i| {
         if i == 0 { vec!["--overwrite"] } else { vec![] }
     });
@@ -267,7 +325,7 @@ fn migrating_from_envoy_gateway_one_write_at_a_time_never_breaks_a_peer() {
 fn the_next_rotation_waits_for_the_last_leaf_write_one_write_at_a_time() {
     let tmp = tempdir();
     let dir = tmp.path();
-    Run::from(local(dir).output().unwrap()).ok();
+    run_local(dir, &[]).ok();
     // Run 0 starts a rotation; runs 1-7 finish trust and leaves; runs 8-12 ask for another,
     // which first drops the old CA (after the gate counted from run 7's leaf write, in runs
     // 8-11, one write each) and then starts (run 12); plain runs finish it.
@@ -292,20 +350,13 @@ fn the_next_rotation_waits_for_the_last_leaf_write_one_write_at_a_time() {
 fn a_ca_inside_the_leaves_renew_before_settles_one_write_at_a_time() {
     let tmp = tempdir();
     let dir = tmp.path().join("certs");
-    let config = crate::util::write(
+    let config = write(
         tmp.path(),
         "short.yaml",
-        &String::from_utf8(
-            crate::util::certgen()
-                .args(["profile", "show"])
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap()
-        .replace("validity: 1825d", "validity: 10d")
-        .replace("renewBefore: 90d", "renewBefore: 5d")
-        .replace("renewBefore: 30d", "renewBefore: 4d"),
+        &profile()
+            .replace("validity: 1825d", "validity: 10d")
+            .replace("renewBefore: 90d", "renewBefore: 5d")
+            .replace("renewBefore: 30d", "renewBefore: 4d"),
     );
     // A CA issued 6 days ago (4 days left: inside its own and the leaves' renewBefore), and
     // leaves clipped to it, as a run 6 days ago left them.
@@ -344,14 +395,9 @@ fn a_ca_inside_the_leaves_renew_before_settles_one_write_at_a_time() {
     check_versions(&versions, std::time::Duration::from_secs(1));
     assert!(runs <= 12, "settled in {runs} runs");
     // And settled: one more plain run writes nothing.
-    let report = Run::from(
-        local(&dir)
-            .args(["--config", config.to_str().unwrap()])
-            .output()
-            .unwrap(),
-    )
-    .ok()
-    .json();
+    let report = run_local(&dir, &["--config", config.to_str().unwrap()])
+        .ok()
+        .json();
     assert_eq!(report["writes"], 0, "{report}");
 }
 
@@ -360,7 +406,7 @@ fn a_ca_inside_the_leaves_renew_before_settles_one_write_at_a_time() {
 fn a_staged_rotation_one_write_at_a_time_never_breaks_a_peer() {
     let tmp = tempdir();
     let dir = tmp.path();
-    Run::from(local(dir).output().unwrap()).ok();
+    run_local(dir, &[]).ok();
     let (versions, runs) = one_write_at_a_time(dir, None, "2s", &|i| {
         if i == 0 { vec!["--overwrite"] } else { vec![] }
     });
@@ -369,7 +415,7 @@ fn a_staged_rotation_one_write_at_a_time_never_breaks_a_peer() {
     // The same chain with the one-write strategy is caught.
     let tmp = tempdir();
     let dir = tmp.path();
-    Run::from(local(dir).output().unwrap()).ok();
+    run_local(dir, &[]).ok();
     let (versions, _) = one_write_at_a_time(dir, None, "2s", &|i| {
         if i == 0 {
             vec!["--overwrite", "--strategy", "immediate"]

@@ -11,10 +11,8 @@
 //! (no `go`), these tests are skipped with a note, except under `CI`, where that fails the run.
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -23,8 +21,10 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::{Cluster, cluster};
-use crate::util::{Run, certgen, tempdir};
+use super::{
+    Certgen, Cluster, chart_dir, cluster, deployment, generation, helm, rolled_out, run_helm,
+};
+use crate::util::{Run, check_generated, consumer, root, tempdir};
 
 /// The release name the plain manifests are rendered with.
 const RELEASE: &str = "certgen";
@@ -44,83 +44,9 @@ const MANIFESTS_HEADER: &str = "\
 # namespace or schedule, render the chart with your values.
 ";
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-pub(super) fn chart() -> PathBuf {
-    root().join("deploy/helm/certgen")
-}
-
-/// helm from `tests/testenv/build-helm` (built once per machine, then cached), or `None` with a
-/// note when it cannot be built outside CI.
-pub(super) fn helm() -> Option<PathBuf> {
-    static HELM: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let built = HELM.get_or_init(|| {
-        let script = root().join("tests/testenv/build-helm");
-        // Progress (a cold build takes minutes) goes straight to the terminal.
-        let out = Command::new(&script)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("{}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!("{} exited with {}", script.display(), out.status));
-        }
-        let dir = String::from_utf8_lossy(&out.stdout);
-        let helm = Path::new(dir.lines().last().unwrap_or_default().trim()).join("helm");
-        if helm.is_file() {
-            Ok(helm)
-        } else {
-            Err(format!(
-                "{} printed no bin directory with helm",
-                script.display()
-            ))
-        }
-    });
-    match built {
-        Ok(helm) => Some(helm.clone()),
-        Err(e) if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but helm is unavailable: {e}")
-        }
-        Err(e) => {
-            eprintln!("note: helm is unavailable ({e}); skipping a chart test");
-            None
-        }
-    }
-}
-
-/// Runs helm; its stdout, or a panic with its stderr.
-pub(super) fn run_helm(helm: &Path, args: &[&str]) -> String {
-    let out = Command::new(helm)
-        .args(args)
-        // No user configuration or repositories: the chart is rendered from the tree alone.
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("certgen-test-helm"),
-        )
-        .env(
-            "HELM_CACHE_HOME",
-            std::env::temp_dir().join("certgen-test-helm"),
-        )
-        .env(
-            "HELM_DATA_HOME",
-            std::env::temp_dir().join("certgen-test-helm"),
-        )
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "helm {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 /// `helm template` of the chart as release `certgen` in `ns`, with `extra` arguments.
 fn template(helm: &Path, ns: &str, extra: &[&str]) -> String {
-    let chart = chart();
+    let chart = chart_dir();
     let mut args = vec![
         "template",
         RELEASE,
@@ -255,7 +181,7 @@ fn without(rules: &[PolicyRule], resource: &str, verb: &str) -> Vec<PolicyRule> 
 #[test]
 fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
     let Some(helm) = helm() else { return };
-    let chart = chart();
+    let chart = chart_dir();
     let lint = run_helm(&helm, &["lint", "--strict", chart.to_str().unwrap()]);
     assert!(lint.contains("0 chart(s) failed"), "{lint}");
 
@@ -263,20 +189,13 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
         "{MANIFESTS_HEADER}{}",
         template(&helm, MANIFESTS_NAMESPACE, &[])
     );
-    let path = root().join("deploy/manifests/certgen.yaml");
-    if std::env::var_os("CERTGEN_UPDATE_DOCS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
-        return;
-    }
-    let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        checked_in == generated,
-        "{} is stale: regenerate with `CERTGEN_UPDATE_DOCS=1 cargo test --test it cluster::chart`",
-        path.display()
+    check_generated(
+        &root().join("deploy/manifests/certgen.yaml"),
+        &generated,
+        "cluster::chart",
     );
     // What the manifests hold, for people who read them rather than the chart.
-    let docs = documents(&checked_in);
+    let docs = documents(&generated);
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
@@ -478,7 +397,7 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     );
 
     // A config that does not parse is refused at render time.
-    let chart = chart();
+    let chart = chart_dir();
     let out = Command::new(&helm)
         .args(["template", RELEASE, chart.to_str().unwrap()])
         .args(["--set-string", "config=a: ["])
@@ -494,47 +413,6 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
 
 // ------------------------------------------------------------------------ on the cluster
 
-/// kubectl from the test control plane's build (already cached when a cluster is up).
-pub(super) fn kubectl(c: &Cluster) -> Command {
-    let out = Command::new(root().join("tests/testenv/build"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "tests/testenv/build failed");
-    let bin = String::from_utf8(out.stdout).unwrap();
-    let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
-    cmd.arg("--kubeconfig").arg(&c.kubeconfig);
-    cmd
-}
-
-/// `kubectl ARGS -f -` with `yaml` on stdin.
-pub(super) fn kubectl_stdin(c: &Cluster, args: &[&str], yaml: &str) -> (bool, String) {
-    let mut child = kubectl(c)
-        .args(args)
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(yaml.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
 /// A pod from a rendered workload's template, for a dry-run create.
 fn pod_of(workload: &Value, name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -544,88 +422,31 @@ fn pod_of(workload: &Value, name: &str) -> Pod {
     .unwrap()
 }
 
-async fn run_async(mut cmd: Command) -> Run {
-    tokio::task::spawn_blocking(move || Run::from(cmd.output().unwrap()))
-        .await
-        .unwrap()
-}
-
 /// certgen with a workload's rendered arguments, as the identity in `kubeconfig`.
-fn certgen_as(kubeconfig: &Path, rendered: &[String], extra: &[&str]) -> Command {
-    let mut cmd = certgen();
-    cmd.args(rendered).args([
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--output",
-        "json",
-        // Staged rotations run through every phase without waiting 90 s per gate.
-        "--propagation-delay",
-        "0s",
-    ]);
-    cmd.args(extra);
-    cmd
-}
-
-async fn rolled_out(api: &Api<Deployment>, name: &str) {
-    for _ in 0..600 {
-        let d = api.get(name).await.unwrap();
-        let s = d.status.unwrap_or_default();
-        if s.observed_generation == d.metadata.generation
-            && s.available_replicas == Some(2)
-            && s.updated_replicas == Some(2)
-            && s.replicas == Some(2)
-        {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("{name} did not roll out");
-}
-
-async fn versions(c: &Cluster, ns: &str, names: &[&str]) -> Vec<Option<String>> {
-    let mut out = Vec::new();
-    for n in names {
-        let s = c.secrets(ns).get_opt(n).await.unwrap();
-        out.push(s.and_then(|s| s.metadata.resource_version));
-    }
-    out
+fn certgen_as(kubeconfig: &Path, rendered: &[String]) -> Certgen {
+    Certgen::new(kubeconfig).args(rendered)
 }
 
 /// The envoy-gateway profile's restart-only consumer, running (kwok plays its pods; it passes
 /// the restricted Pod Security Standard the test namespace enforces).
 async fn ratelimit_deployment(c: &Cluster, ns: &str) -> Api<Deployment> {
-    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), ns);
-    let d: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-ratelimit"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "envoy-ratelimit"}},
-            "template": {
-                "metadata": {"labels": {"app": "envoy-ratelimit"}},
-                "spec": {
-                    "containers": [{
-                        "name": "app",
-                        "image": "fake.invalid/app:1",
-                        "securityContext": {
-                            "allowPrivilegeEscalation": false,
-                            "capabilities": {"drop": ["ALL"]},
-                            "runAsNonRoot": true,
-                            "runAsUser": 1000,
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                    }],
-                    "tolerations": [{"operator": "Exists"}]
-                }
-            }
-        }
-    }))
-    .unwrap();
-    deployments
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    rolled_out(&deployments, "envoy-ratelimit").await;
-    deployments
+    let secure = json!({
+        "allowPrivilegeEscalation": false,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": true,
+        "runAsUser": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    });
+    let spec = json!({"template": {"spec": {"containers": [{
+        "name": "app",
+        "image": "fake.invalid/app:1",
+        "securityContext": secure,
+    }]}}});
+    let api = c
+        .create_deployment(ns, &deployment("envoy-ratelimit", 2, spec))
+        .await;
+    rolled_out(&api, "envoy-ratelimit", Duration::from_secs(120)).await;
+    api
 }
 
 /// Asserts a run failed with exit 5 for lack of `verb` on `resource` in `ns`, and said so.
@@ -646,13 +467,9 @@ fn assert_forbidden(r: &Run, verb: &str, resource: &str, ns: &str) {
     );
 }
 
+/// The actions on consumer `name`'s Deployments in a run's report, each rollout done.
 fn consumer_actions(report: &Value, name: &str) -> Vec<String> {
-    report["consumers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no consumer {name} in {report}"))["deployments"]
+    consumer(report, name)["deployments"]
         .as_array()
         .unwrap()
         .iter()
@@ -672,8 +489,7 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
     let docs = documents(&rendered);
 
     // The API server takes every rendered object as it is (strict field validation).
-    let (ok, out) = kubectl_stdin(
-        &c,
+    let (ok, out) = c.kubectl_stdin(
         &[
             "create",
             "--dry-run=server",
@@ -743,31 +559,20 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
         .await;
     let job_args = args(object(&docs, "Job"));
     let cron_args = args(object(&docs, "CronJob"));
-    let names = [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-        "envoy-oidc-hmac",
-    ];
-
     // Install: the hook Job's run creates everything and restarts the consumer.
-    let report = run_async(certgen_as(&kubeconfig, &job_args, &[]))
+    let report = certgen_as(&kubeconfig, &job_args)
+        .run_async()
         .await
         .ok()
         .json();
     assert_eq!(consumer_actions(&report, "envoy-ratelimit"), ["restarted"]);
-    let installed = versions(&c, &ns.name, &names).await;
-    assert!(installed.iter().all(Option::is_some), "{installed:?}");
-    let generation = deployments
-        .get("envoy-ratelimit")
-        .await
-        .unwrap()
-        .metadata
-        .generation;
+    let installed = c.versions(&ns.name).await;
+    assert!(installed.values().all(Option::is_some), "{installed:?}");
+    let installed_generation = generation(&deployments, "envoy-ratelimit").await;
 
     // The CronJob's run with nothing due: no write, no restart.
-    let report = run_async(certgen_as(&kubeconfig, &cron_args, &[]))
+    let report = certgen_as(&kubeconfig, &cron_args)
+        .run_async()
         .await
         .ok()
         .json();
@@ -775,22 +580,19 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
         consumer_actions(&report, "envoy-ratelimit"),
         ["already-restarted"]
     );
-    assert_eq!(versions(&c, &ns.name, &names).await, installed);
+    assert_eq!(c.versions(&ns.name).await, installed);
     assert_eq!(
-        deployments
-            .get("envoy-ratelimit")
-            .await
-            .unwrap()
-            .metadata
-            .generation,
-        generation
+        generation(&deployments, "envoy-ratelimit").await,
+        installed_generation
     );
 
     // A rotation with --overwrite (the rendered arguments hold --wait): trust, leaves, then
     // the cleanup that drops the old CA, each restart waited for.
     assert!(cron_args.contains(&"--wait".to_string()), "{cron_args:?}");
     let ca_before = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
-    let report = run_async(certgen_as(&kubeconfig, &cron_args, &["--overwrite"]))
+    let report = certgen_as(&kubeconfig, &cron_args)
+        .arg("--overwrite")
+        .run_async()
         .await
         .ok()
         .json();
@@ -816,14 +618,15 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
                 without(&rules, resource, verb),
             )
             .await;
-        let r = run_async(certgen_as(&kubeconfig, &cron_args, &["--overwrite"])).await;
+        let r = certgen_as(&kubeconfig, &cron_args)
+            .arg("--overwrite")
+            .run_async()
+            .await;
         assert_forbidden(&r, verb, resource, &ns.name);
     }
 
     // Whatever those runs left half done, the rendered Role's plain run finishes.
-    run_async(certgen_as(&kubeconfig, &cron_args, &[]))
-        .await
-        .ok();
+    certgen_as(&kubeconfig, &cron_args).run_async().await.ok();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -843,7 +646,9 @@ async fn without_watch_on_deployments_the_wait_exits_5_naming_the_verb() {
         )
         .await;
     // The install restarts the consumer, and --wait (in the rendered arguments) follows it.
-    let r = run_async(certgen_as(&kubeconfig, &args(object(&docs, "Job")), &[])).await;
+    let r = certgen_as(&kubeconfig, &args(object(&docs, "Job")))
+        .run_async()
+        .await;
     assert_forbidden(&r, "watch", "deployments", &ns.name);
 }
 
@@ -865,7 +670,7 @@ async fn helm_installs_and_upgrades_the_chart_with_its_hooks_in_a_restricted_nam
         )
         .await
         .unwrap();
-    let chart = chart();
+    let chart = chart_dir();
     let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
     let helm_in_ns = |args: &[&str]| {
         let mut all = args.to_vec();

@@ -15,23 +15,20 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, PostParams};
 
-use super::chart::kubectl_stdin;
-use super::{Cluster, cluster};
-use crate::util::{Run, fingerprints, openssl, tempdir, webpki_trusts};
+use super::{Certgen, Cluster, cluster, data, rule};
+use crate::util::trust::{
+    CA_SECRET, LEAF_SECRETS, Snapshot, check_snapshot, fingerprints, webpki_trusts,
+};
+use crate::util::{Run, command, envoy_gateway, root};
 
 /// The ServiceAccount of Envoy Gateway's certgen Job for release `eg`.
 const EG_SERVICE_ACCOUNT: &str = "eg-gateway-helm-certgen";
-const LEAVES: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Envoy Gateway's chart objects for `ns`, or `None` (with a note) when they cannot be
 /// rendered outside CI.
@@ -60,189 +57,44 @@ struct Uninstall<'a>(&'a Cluster, String);
 
 impl Drop for Uninstall<'_> {
     fn drop(&mut self) {
-        let _ = kubectl_stdin(
-            self.0,
-            &["delete", "--ignore-not-found", "--wait=false"],
-            &self.1,
-        );
+        let _ = self
+            .0
+            .kubectl_stdin(&["delete", "--ignore-not-found", "--wait=false"], &self.1);
     }
-}
-
-/// A kubeconfig authenticating as the existing ServiceAccount `sa` (a TokenRequest token).
-async fn token_kubeconfig(c: &Cluster, ns: &str, sa: &str) -> PathBuf {
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            audiences: vec![],
-            expiration_seconds: Some(3600),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let token: TokenRequest = Api::<ServiceAccount>::namespaced(c.client.clone(), ns)
-        .create_subresource("token", sa, &PostParams::default(), &request)
-        .await
-        .unwrap();
-    let token = token.status.unwrap().token;
-    let admin = kube::config::Kubeconfig::read_from(&c.kubeconfig).unwrap();
-    let cluster = admin.clusters[0].cluster.clone().unwrap();
-    let ca = cluster.certificate_authority_data.unwrap_or_else(|| {
-        use base64::Engine;
-        base64::engine::general_purpose::STANDARD
-            .encode(std::fs::read(cluster.certificate_authority.unwrap()).unwrap())
-    });
-    let text = format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: {sa}\n  user:\n    token: {token}\ncontexts:\n- name: {sa}\n  context:\n    cluster: test\n    user: {sa}\n    namespace: {ns}\ncurrent-context: {sa}\n",
-        cluster.server.unwrap()
-    );
-    let dir = std::env::temp_dir().join(format!("certgen-test-{ns}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{sa}.kubeconfig"));
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// Creates the Secrets as Envoy Gateway's certgen writes them (RSA-2048, one CA whose key is
 /// in no Secret, 5-year certificates, label `control-plane: envoy-gateway`, the rate limiter
 /// with its own leaf) and returns the CA certificate (PEM).
 async fn envoy_gateway_secrets(c: &Cluster, ns: &str) -> Vec<u8> {
-    let tmp = tempdir();
-    let p = |f: &str| tmp.path().join(f).to_str().unwrap().to_string();
-    let sh = |args: &[&str]| {
-        let (ok, text) = openssl(args);
-        assert!(ok, "openssl {args:?}: {text}");
-    };
-    sh(&["genrsa", "-traditional", "-out", &p("ca.key"), "2048"]);
-    sh(&[
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        &p("ca.key"),
-        "-subj",
-        "/CN=envoy-gateway",
-        "-days",
-        "1825",
-        "-out",
-        &p("ca.crt"),
-    ]);
-    let svc =
-        |n: &str| format!("DNS:{n},DNS:{n}.{ns},DNS:{n}.{ns}.svc,DNS:{n}.{ns}.svc.cluster.local");
-    for (name, cn, sans) in [
-        ("envoy-gateway", "envoy-gateway", svc("envoy-gateway")),
-        ("envoy", "*", format!("DNS:*.{ns}")),
-        ("envoy-rate-limit", "*", format!("DNS:*.{ns}")),
-    ] {
-        sh(&[
-            "genrsa",
-            "-traditional",
-            "-out",
-            &p(&format!("{name}.key")),
-            "2048",
-        ]);
-        sh(&[
-            "req",
-            "-new",
-            "-key",
-            &p(&format!("{name}.key")),
-            "-subj",
-            &format!("/CN={cn}"),
-            "-out",
-            &p(&format!("{name}.csr")),
-        ]);
-        std::fs::write(
-            p(&format!("{name}.ext")),
-            format!("subjectAltName={sans}\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n"),
-        )
-        .unwrap();
-        sh(&[
-            "x509",
-            "-req",
-            "-in",
-            &p(&format!("{name}.csr")),
-            "-CA",
-            &p("ca.crt"),
-            "-CAkey",
-            &p("ca.key"),
-            "-CAcreateserial",
-            "-days",
-            "1825",
-            "-extfile",
-            &p(&format!("{name}.ext")),
-            "-out",
-            &p(&format!("{name}.crt")),
-        ]);
-    }
-    let read = |f: &str| ByteString(std::fs::read(p(f)).unwrap());
+    let eg = envoy_gateway::generate(&envoy_gateway::Options {
+        namespace: ns,
+        days: 1825,
+        ekus: true,
+        rate_limit_own_leaf: true,
+    });
     let labels = BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())]);
     let api = c.secrets(ns);
-    for name in LEAVES {
+    for (name, data) in eg.secrets {
+        let tls = LEAF_SECRETS.contains(&name);
         let secret = Secret {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 labels: Some(labels.clone()),
                 ..Default::default()
             },
-            type_: Some("kubernetes.io/tls".into()),
-            data: Some(BTreeMap::from([
-                ("ca.crt".to_string(), read("ca.crt")),
-                ("tls.crt".to_string(), read(&format!("{name}.crt"))),
-                ("tls.key".to_string(), read(&format!("{name}.key"))),
-            ])),
+            type_: Some(if tls { "kubernetes.io/tls" } else { "Opaque" }.into()),
+            data: Some(data.into_iter().map(|(k, v)| (k, ByteString(v))).collect()),
             ..Default::default()
         };
         api.create(&PostParams::default(), &secret).await.unwrap();
     }
-    let hmac = Secret {
-        metadata: ObjectMeta {
-            name: Some("envoy-oidc-hmac".into()),
-            labels: Some(labels),
-            ..Default::default()
-        },
-        type_: Some("Opaque".into()),
-        data: Some(BTreeMap::from([(
-            "hmac-secret".to_string(),
-            ByteString(vec![7; 32]),
-        )])),
-        ..Default::default()
-    };
-    api.create(&PostParams::default(), &hmac).await.unwrap();
-    std::fs::read(p("ca.crt")).unwrap()
+    eg.ca
 }
 
-fn data(s: &Secret, key: &str) -> Vec<u8> {
-    s.data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|b| b.0.clone())
-        .unwrap_or_default()
-}
-
-/// One read of every TLS Secret: (name, bundle, leaf).
-async fn snapshot(c: &Cluster, ns: &str) -> Vec<(String, Vec<u8>, Vec<u8>)> {
-    let api = c.secrets(ns);
-    let mut out = Vec::new();
-    for name in LEAVES {
-        let s = api.get(name).await.unwrap();
-        out.push((name.to_string(), data(&s, "ca.crt"), data(&s, "tls.crt")));
-    }
-    out
-}
-
-/// Every leaf verifies against every bundle (rustls-webpki), and no bundle holds more than two
-/// CAs.
-fn pairwise(snap: &[(String, Vec<u8>, Vec<u8>)]) -> Vec<String> {
-    let mut failures = Vec::new();
-    for (b, bundle, _) in snap {
-        if fingerprints(bundle).len() > 2 {
-            failures.push(format!("{b}: more than two CAs in the bundle"));
-        }
-        for (l, _, leaf) in snap {
-            if !webpki_trusts(bundle, leaf) {
-                failures.push(format!("{l}'s leaf is not trusted by {b}'s bundle"));
-            }
-        }
-    }
-    failures
+/// A TLS Secret's bundle (`ca.crt`) and leaf (`tls.crt`) in a snapshot.
+fn bundle_and_leaf<'a>(snap: &'a Snapshot, name: &str) -> (&'a [u8], &'a [u8]) {
+    (&snap[name]["ca.crt"], &snap[name]["tls.crt"])
 }
 
 /// The topology injector's caBundle, as a list of CA fingerprints per webhook entry.
@@ -259,31 +111,15 @@ async fn injector_bundles(c: &Cluster, name: &str) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// certgen linked as `envoy-gateway`, as an image replacing Envoy Gateway's would ship it.
-fn envoy_gateway_binary() -> PathBuf {
-    static LINK: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LINK.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let link = dir.join("envoy-gateway");
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
-        link
-    })
-    .clone()
-}
-
 /// Runs certgen as Envoy Gateway's chart Job does: `envoy-gateway certgen [args]`, its
 /// ServiceAccount, its environment, no -n.
 fn eg_job(kubeconfig: &Path, ns: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(envoy_gateway_binary());
-    for var in [
-        "CERTGEN_NAMESPACE",
-        "ENVOY_GATEWAY_NAMESPACE",
-        "KUBERNETES_CLUSTER_DOMAIN",
-    ] {
-        cmd.env_remove(var);
-    }
+    static LINK: OnceLock<PathBuf> = OnceLock::new();
+    let link = LINK.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("certgen-eg-{}", std::process::id()));
+        envoy_gateway::link_in(&dir)
+    });
+    let mut cmd = command(link);
     cmd.arg("certgen")
         .env("KUBECONFIG", kubeconfig)
         .env("ENVOY_GATEWAY_NAMESPACE", ns)
@@ -309,11 +145,11 @@ async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str
     let mut samples = 0;
     let mut failures = Vec::new();
     while child.try_wait().unwrap().is_none() {
-        let snap = snapshot(c, ns).await;
-        failures.extend(pairwise(&snap));
+        let snap = c.snapshot(ns).await;
+        failures.extend(check_snapshot(&snap).0);
         // The injector's caBundle is a trust bundle like a Secret's: at every sample it trusts
         // the serving certificate (envoy-gateway's tls.crt).
-        let serving = &snap.iter().find(|s| s.0 == "envoy-gateway").unwrap().2;
+        let serving = &snap["envoy-gateway"]["tls.crt"];
         for bundle in injector_bundles(c, injector).await {
             if !webpki_trusts(&bundle, serving) {
                 failures.push(
@@ -349,7 +185,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     let Some(chart) = eg_chart(&ns.name) else {
         return;
     };
-    let (ok, text) = kubectl_stdin(&c, &["apply", "--server-side"], &chart);
+    let (ok, text) = c.kubectl_stdin(&["apply", "--server-side"], &chart);
     assert!(ok, "applying Envoy Gateway's chart objects: {text}");
     let _uninstall = Uninstall(&c, chart.clone());
     let injector = format!("envoy-gateway-topology-injector.{}", ns.name);
@@ -368,10 +204,10 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
         .unwrap();
     let eg_fp = fingerprints(&eg_ca);
 
-    let kubeconfig = token_kubeconfig(&c, &ns.name, EG_SERVICE_ACCOUNT).await;
+    let kubeconfig = c.token_kubeconfig(&ns.name, EG_SERVICE_ACCOUNT).await;
 
     // The chart's hook runs `certgen` with no arguments: Envoy Gateway's valid Secrets are kept.
-    let first = Run::from(eg_job(&kubeconfig, &ns.name, &[]).output().unwrap()).ok();
+    let first = Run::of(&mut eg_job(&kubeconfig, &ns.name, &[])).ok();
     let report = first.json();
     eprintln!("eg_compat: hook run: apiRequests {}", report["apiRequests"]);
     assert_eq!(report["writes"], 0, "{report}");
@@ -401,14 +237,13 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     // The end: leaves from the new CA, and once consumers present them (the second gate)
     // Envoy Gateway's CA dropped; its label kept beside certgen's; the injector's caBundle is
     // envoy-gateway's ca.crt; everything pairwise consistent.
-    let end = snapshot(&c, &ns.name).await;
-    assert!(pairwise(&end).is_empty(), "{:?}", pairwise(&end));
-    let new_ca_pem = {
-        let s = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
-        data(&s, "tls.crt")
-    };
+    let end = c.snapshot(&ns.name).await;
+    let (failures, _) = check_snapshot(&end);
+    assert!(failures.is_empty(), "{failures:?}");
+    let new_ca_pem = end[CA_SECRET]["tls.crt"].clone();
     let new_ca = fingerprints(&new_ca_pem);
-    for (name, bundle, leaf) in &end {
+    for name in LEAF_SECRETS {
+        let (bundle, leaf) = bundle_and_leaf(&end, name);
         let fps = fingerprints(bundle);
         assert_eq!(fps, new_ca, "{name}: the new CA alone");
         assert!(!fps.contains(&eg_fp[0]), "{name}");
@@ -421,7 +256,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
             "{name}: no longer by Envoy Gateway's"
         );
     }
-    let serving_bundle = &end.iter().find(|s| s.0 == "envoy-gateway").unwrap().1;
+    let serving_bundle = &end["envoy-gateway"]["ca.crt"];
     for bundle in injector_bundles(&c, &injector).await {
         assert_eq!(
             &bundle, serving_bundle,
@@ -429,7 +264,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
         );
     }
     // Every Secret certgen wrote (the CA Secret it created too) carries both labels.
-    for name in LEAVES.iter().chain(&["envoy-gateway-ca"]) {
+    for name in LEAF_SECRETS.iter().chain(&[CA_SECRET]) {
         let s = c.secrets(&ns.name).get(name).await.unwrap();
         let labels = s.metadata.labels.unwrap_or_default();
         assert_eq!(
@@ -447,7 +282,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     }
     // The HMAC Secret is left alone, label and all.
     let hmac = c.secrets(&ns.name).get("envoy-oidc-hmac").await.unwrap();
-    assert_eq!(data(&hmac, "hmac-secret"), vec![7; 32]);
+    assert_eq!(data(&hmac, "hmac-secret"), envoy_gateway::HMAC);
     assert_eq!(
         hmac.metadata.labels.unwrap_or_default()["control-plane"],
         "envoy-gateway"
@@ -457,15 +292,15 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     // cleanup), written with fenced updates only: pairwise trust holds at every sample.
     let (_, samples) = rotate_sampled(&c, &ns.name, &kubeconfig, &injector).await;
     assert!(samples >= 10, "the gate was sampled ({samples} samples)");
-    let after = snapshot(&c, &ns.name).await;
-    for (name, bundle, _) in &after {
-        let fps = fingerprints(bundle);
+    let after = c.snapshot(&ns.name).await;
+    for name in LEAF_SECRETS {
+        let fps = fingerprints(bundle_and_leaf(&after, name).0);
         assert!(
             fps.len() == 1 && !fps.contains(&new_ca[0]) && !fps.contains(&eg_fp[0]),
             "{name}: the newest CA alone: {fps:?}"
         );
     }
-    let serving_bundle = &after.iter().find(|s| s.0 == "envoy-gateway").unwrap().1;
+    let serving_bundle = &after["envoy-gateway"]["ca.crt"];
     for bundle in injector_bundles(&c, &injector).await {
         assert_eq!(
             &bundle, serving_bundle,
@@ -474,7 +309,7 @@ async fn certgen_runs_under_envoy_gateways_chart_rbac_and_rotates_staged() {
     }
 
     // A plain re-run under the same Role is a no-op.
-    let again = Run::from(eg_job(&kubeconfig, &ns.name, &[]).output().unwrap()).ok();
+    let again = Run::of(&mut eg_job(&kubeconfig, &ns.name, &[])).ok();
     assert_eq!(again.json()["writes"], 0, "{}", again.stdout);
 }
 
@@ -485,11 +320,11 @@ async fn explicit_wait_under_envoy_gateways_role_is_exit_5_naming_the_verb() {
     let Some(chart) = eg_chart(&ns.name) else {
         return;
     };
-    let (ok, text) = kubectl_stdin(&c, &["apply", "--server-side"], &chart);
+    let (ok, text) = c.kubectl_stdin(&["apply", "--server-side"], &chart);
     assert!(ok, "{text}");
     let _uninstall = Uninstall(&c, chart.clone());
-    let kubeconfig = token_kubeconfig(&c, &ns.name, EG_SERVICE_ACCOUNT).await;
-    let run = Run::from(eg_job(&kubeconfig, &ns.name, &["--wait"]).output().unwrap());
+    let kubeconfig = c.token_kubeconfig(&ns.name, EG_SERVICE_ACCOUNT).await;
+    let run = Run::of(&mut eg_job(&kubeconfig, &ns.name, &["--wait"]));
     assert_eq!(run.code, 5, "{}", run.stderr);
     assert!(
         run.stderr.contains("--wait") && run.stderr.contains("deployments"),
@@ -520,20 +355,10 @@ async fn a_refused_patch_becomes_a_fenced_update() {
         .service_account_kubeconfig(
             &ns.name,
             "no-patch",
-            vec![super::rule(
-                &[""],
-                &["secrets"],
-                &["get", "create", "update"],
-            )],
+            vec![rule(&[""], &["secrets"], &["get", "create", "update"])],
         )
         .await;
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let store = KubeStore::new(kube::Client::try_from(config).unwrap(), &ns.name).with_labels(
+    let store = KubeStore::new(c.client_as(&kubeconfig).await, &ns.name).with_labels(
         BTreeMap::from([("control-plane".to_string(), "envoy-gateway".to_string())]),
     );
     let write = |data: &[(&str, &[u8])], expect: Expect| SecretWrite {
@@ -615,27 +440,14 @@ async fn refused_extras_are_skipped_as_found_without_a_review() {
         .service_account_kubeconfig(
             &ns.name,
             "secrets-only",
-            vec![super::rule(
-                &[""],
-                &["secrets"],
-                &["get", "create", "update"],
-            )],
+            vec![rule(&[""], &["secrets"], &["get", "create", "update"])],
         )
         .await;
     let run = |extra: &[&str]| {
-        let mut cmd = crate::util::certgen();
-        cmd.env_remove("ENVOY_GATEWAY_NAMESPACE")
-            .env("KUBECONFIG", &kubeconfig)
-            .args([
-                "-n",
-                &ns.name,
-                "--output",
-                "json",
-                "--propagation-delay",
-                "0s",
-            ])
-            .args(extra);
-        Run::from(cmd.output().unwrap())
+        Certgen::new(&kubeconfig)
+            .namespace(&ns.name)
+            .args(extra)
+            .run()
     };
     let webhook = format!("envoy-gateway-topology-injector.{}", ns.name);
     let skipped = |report: &serde_json::Value| -> Vec<String> {
@@ -698,7 +510,7 @@ async fn refused_extras_are_skipped_as_found_without_a_review() {
     assert!(!rotation.stderr.contains("error"), "{}", rotation.stderr);
 
     // With --wait the verbs are proved first: exit 5 naming one, nothing written.
-    let before = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
+    let before = c.versions(&ns.name).await;
     let waited = run(&["--overwrite", "--wait"]);
     assert_eq!(waited.code, 5, "{}", waited.stderr);
     assert!(
@@ -706,12 +518,5 @@ async fn refused_extras_are_skipped_as_found_without_a_review() {
         "{}",
         waited.stderr
     );
-    let after = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
-    let versions = |l: &kube::api::ObjectList<Secret>| {
-        l.items
-            .iter()
-            .map(|s| s.metadata.resource_version.clone())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(versions(&before), versions(&after), "nothing written");
+    assert_eq!(c.versions(&ns.name).await, before, "nothing written");
 }

@@ -1,20 +1,22 @@
-//! API faults between certgen and the real API server: a TCP proxy on 127.0.0.1 (TLS passes
+//! Network faults between certgen and the real API server: a TCP proxy on 127.0.0.1 (TLS passes
 //! through untouched) that resets connections part-way through, slows every answer, or drops
 //! long-lived connections such as watches. certgen must retry what is transient, resume watches,
 //! and otherwise exit 5 leaving a state that a plain re-run converges from.
+//!
+//! The answers a real API server will not give on demand (429, 503, 500) come from an HTTP-level
+//! fake in the top-level `faults`, without a cluster.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, PostParams};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use super::{Cluster, cluster};
-use crate::util::{Run, certgen, check_snapshot};
+use super::{Certgen, Cluster, cluster, deployment};
+use crate::util::consumer;
+use crate::util::trust::check_snapshot;
 
 #[derive(Clone, Copy, Debug)]
 enum Fault {
@@ -140,49 +142,10 @@ fn upstream_of(c: &Cluster) -> String {
         .to_string()
 }
 
-async fn run(cmd: std::process::Command) -> Run {
-    let mut cmd = cmd;
-    tokio::task::spawn_blocking(move || Run::from(cmd.output().unwrap()))
-        .await
-        .unwrap()
-}
-
-fn certgen_via(kubeconfig: &std::path::Path, ns: &str, extra: &[&str]) -> std::process::Command {
-    let mut cmd = certgen();
-    cmd.args([
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "-n",
-        ns,
-        "-q",
-        "--output",
-        "json",
-        "--propagation-delay",
-        "0s",
-    ]);
-    cmd.args(extra);
-    cmd.env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2");
-    cmd
-}
-
-async fn snapshot(c: &Cluster, ns: &str) -> crate::util::Snapshot {
-    let api = c.secrets(ns);
-    let mut out = crate::util::Snapshot::new();
-    for name in crate::util::LEAF_SECRETS
-        .iter()
-        .chain(&["envoy-gateway-ca"])
-    {
-        let s = api.get(name).await.unwrap();
-        out.insert(
-            name.to_string(),
-            s.data
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(k, v)| (k, v.0))
-                .collect(),
-        );
-    }
-    out
+/// certgen in `ns` through `kubeconfig`, quiet, with a Lease that a run cut off by a fault does
+/// not hold for long.
+fn certgen_via(kubeconfig: &std::path::Path, ns: &str) -> Certgen {
+    Certgen::new(kubeconfig).namespace(ns).quiet().short_lease()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -194,10 +157,13 @@ async fn connections_reset_mid_request_are_retried_or_leave_a_state_a_rerun_conv
     for conn in 1..=3 {
         for bytes in [700u64, 2500, 6000] {
             let ns = c.namespace(&format!("reset-{conn}-{bytes}")).await;
-            Run::from(certgen_via(&c.kubeconfig, &ns.name, &[]).output().unwrap()).ok();
+            certgen_via(&c.kubeconfig, &ns.name).run().ok();
             let p = proxy(upstream_of(&c), Fault::ResetAfter { conn, bytes }).await;
             let kc = kubeconfig_via(&c, p.port, tmp.path());
-            let r = run(certgen_via(&kc, &ns.name, &["--overwrite"])).await;
+            let r = certgen_via(&kc, &ns.name)
+                .arg("--overwrite")
+                .run_async()
+                .await;
             runs += 1;
             assert!(
                 r.code == 0 || r.code == 5,
@@ -211,14 +177,14 @@ async fn connections_reset_mid_request_are_retried_or_leave_a_state_a_rerun_conv
                 assert!(r.stderr.contains("kubernetes API"), "{}", r.stderr);
             }
             p.task.abort();
-            let (failures, _) = check_snapshot(&snapshot(&c, &ns.name).await);
+            let (failures, _) = check_snapshot(&c.snapshot(&ns.name).await);
             assert!(
                 failures.is_empty(),
                 "conn {conn}, {bytes} bytes: {failures:?}"
             );
             // A plain re-run finishes whatever was left.
-            Run::from(certgen_via(&c.kubeconfig, &ns.name, &[]).output().unwrap()).ok();
-            let (failures, cas) = check_snapshot(&snapshot(&c, &ns.name).await);
+            certgen_via(&c.kubeconfig, &ns.name).run().ok();
+            let (failures, cas) = check_snapshot(&c.snapshot(&ns.name).await);
             assert!(
                 failures.is_empty() && cas.len() <= 2,
                 "conn {conn}, {bytes} bytes: {failures:?} {cas:?}"
@@ -235,17 +201,8 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
     let tmp = tempfile::tempdir().unwrap();
     let ns = c.namespace("faults-watch").await;
     // A rollout that takes a few seconds, so its watch is dropped several times.
-    let d: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-ratelimit"},
-        "spec": {"replicas": 2, "minReadySeconds": 3, "selector": {"matchLabels": {"app": "rl"}},
-                 "template": {"metadata": {"labels": {"app": "rl"}},
-                              "spec": {"containers": [{"name": "rl", "image": "fake.invalid/rl:1"}], "tolerations": [{"operator": "Exists"}]}}}
-    }))
-    .unwrap();
-    Api::<Deployment>::namespaced(c.client.clone(), &ns.name)
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
+    let d = deployment("envoy-ratelimit", 2, json!({"minReadySeconds": 3}));
+    c.create_deployment(&ns.name, &d).await;
 
     let p = proxy(
         upstream_of(&c),
@@ -253,17 +210,13 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
     )
     .await;
     let kc = kubeconfig_via(&c, p.port, tmp.path());
-    let r = run(certgen_via(&kc, &ns.name, &["--wait", "--timeout", "120s"]))
+    let report = certgen_via(&kc, &ns.name)
+        .args(["--wait", "--timeout", "120s"])
+        .run_async()
         .await
-        .ok();
-    let report = r.json();
-    let rl = report["consumers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "envoy-ratelimit")
-        .unwrap()
-        .clone();
+        .ok()
+        .json();
+    let rl = consumer(&report, "envoy-ratelimit");
     assert_eq!(rl["deployments"][0]["rollout"], "done", "{report}");
     assert!(
         p.connections.load(Ordering::SeqCst) > 2,
@@ -274,12 +227,16 @@ async fn slow_answers_and_dropped_watches_do_not_fail_a_run() {
     let p = proxy(upstream_of(&c), Fault::Slow(Duration::from_millis(30))).await;
     let kc = kubeconfig_via(&c, p.port, tmp.path());
     let started = Instant::now();
-    run(certgen_via(&kc, &ns.name, &["--overwrite"])).await.ok();
+    certgen_via(&kc, &ns.name)
+        .arg("--overwrite")
+        .run_async()
+        .await
+        .ok();
     eprintln!(
         "a staged rotation through a 30 ms-per-chunk proxy took {:?}",
         started.elapsed()
     );
     p.task.abort();
-    let (failures, _) = check_snapshot(&snapshot(&c, &ns.name).await);
+    let (failures, _) = check_snapshot(&c.snapshot(&ns.name).await);
     assert!(failures.is_empty(), "{failures:?}");
 }

@@ -1,9 +1,9 @@
 //! The rotation harness: real mutual-TLS peers that handshake with each other continuously while
 //! certgen rotates their certificates, counting every failed handshake.
 //!
-//! - Each peer is a "pod" with its own directory. A kubelet stand-in copies the peer's Secret
-//!   from the API server into that directory after a random delay (independently per pod), with
-//!   the kubelet's atomic `..data` symlink swap.
+//! - Each peer is a "pod" with its own directory. The kubelet stand-in (`cluster::kubelet`)
+//!   copies the peer's Secret from the API server into that directory after a random delay
+//!   (independently per pod), with the kubelet's atomic `..data` symlink swap.
 //! - Hot peers (rustls servers and clients) reload whenever their files change. Restart-only
 //!   peers load their files at start and again only when their Deployment's pod template changes
 //!   (a restart mounts the Secret as it is at that moment). One restart-only peer is
@@ -15,34 +15,31 @@
 //! Run it on its own (and as a benchmark) with
 //! `HARNESS_ROTATIONS=100 cargo test --test it cluster::harness -- --nocapture`.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, PostParams};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use super::{Cluster, cluster};
-use crate::util::{Run, certgen};
+use super::{Cluster, Mounted, Volume, cluster, deployment, kubelet, random_up_to};
+use crate::util::tls::{self, configs, s_server};
 
 /// Longest kubelet sync delay of the stand-in (the real one is about a minute; the propagation
 /// delay given to certgen scales with it).
 const MAX_SYNC_DELAY_MS: u64 = 300;
 
 /// The stand-in's longest sync delay (`HARNESS_MAX_SYNC_DELAY_MS` overrides it).
-fn max_sync_delay_ms() -> u64 {
-    std::env::var("HARNESS_MAX_SYNC_DELAY_MS")
+fn max_sync_delay() -> Duration {
+    let ms = std::env::var("HARNESS_MAX_SYNC_DELAY_MS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(MAX_SYNC_DELAY_MS)
+        .unwrap_or(MAX_SYNC_DELAY_MS);
+    Duration::from_millis(ms)
 }
 /// Six times the stand-in's longest delay: on a loaded 2-core machine a stand-in's poll, sleep
 /// and reload can take several times their nominal length, and the gate must cover what the
@@ -109,87 +106,6 @@ fn config_yaml(ns: &str) -> String {
     )
 }
 
-/// The files of one version of a pod's mounted Secret, read consistently through `..data`.
-#[derive(Clone, PartialEq, Eq)]
-struct Mounted {
-    ca: Vec<u8>,
-    crt: Vec<u8>,
-    key: Vec<u8>,
-}
-
-fn read_mounted(dir: &Path) -> Option<Mounted> {
-    let version = std::fs::read_link(dir.join("..data")).ok()?;
-    let v = dir.join(version);
-    Some(Mounted {
-        ca: std::fs::read(v.join("ca.crt")).ok()?,
-        crt: std::fs::read(v.join("tls.crt")).ok()?,
-        key: std::fs::read(v.join("tls.key")).ok()?,
-    })
-}
-
-/// Writes files the way the kubelet does: a new version directory, then one rename of `..data`.
-fn write_mounted(dir: &Path, data: &BTreeMap<String, Vec<u8>>) {
-    let version = format!("..{}", certgen::pki::hex(&certgen::pki::random_bytes(6)));
-    let v = dir.join(&version);
-    std::fs::create_dir_all(&v).unwrap();
-    for (k, bytes) in data {
-        std::fs::write(v.join(k), bytes).unwrap();
-    }
-    let tmp = dir.join(format!(
-        "..data_tmp{}",
-        certgen::pki::hex(&certgen::pki::random_bytes(4))
-    ));
-    std::os::unix::fs::symlink(&version, &tmp).unwrap();
-    let old = std::fs::read_link(dir.join("..data")).ok();
-    std::fs::rename(&tmp, dir.join("..data")).unwrap();
-    for k in ["ca.crt", "tls.crt", "tls.key"] {
-        let link = dir.join(k);
-        if std::fs::symlink_metadata(&link).is_err() {
-            std::os::unix::fs::symlink(Path::new("..data").join(k), &link).unwrap();
-        }
-    }
-    if let Some(old) = old {
-        let _ = std::fs::remove_dir_all(dir.join(old));
-    }
-}
-
-fn random_ms(max: u64) -> u64 {
-    let b = certgen::pki::random_bytes(8);
-    u64::from_le_bytes(b.try_into().unwrap()) % (max + 1)
-}
-
-fn rustls_configs(m: &Mounted) -> Option<(Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>)> {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&m.crt)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    let key = PrivateKeyDer::from_pem_slice(&m.key).ok()?;
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_slice_iter(&m.ca) {
-        roots.add(ca.ok()?).ok()?;
-    }
-    let roots = Arc::new(roots);
-    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        roots.clone(),
-        provider.clone(),
-    )
-    .build()
-    .ok()?;
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(certs.clone(), key.clone_key())
-        .ok()?;
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .ok()?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(certs, key)
-        .ok()?;
-    Some((Arc::new(server), Arc::new(client)))
-}
-
 /// A peer's loaded identity: what its server presents and its client uses.
 struct Loaded {
     mounted: Mounted,
@@ -199,87 +115,28 @@ struct Loaded {
 
 struct Peer {
     spec: &'static PeerSpec,
-    dir: PathBuf,
+    /// The pod's Secret volume, which its kubelet stand-in keeps in step.
+    volume: Arc<Volume>,
     /// Where clients dial it now (a restarted openssl pod comes up on a new port).
     port: AtomicU16,
     loaded: Mutex<Option<Arc<Loaded>>>,
     openssl: Mutex<Option<Child>>,
-    /// The resourceVersion of what the pod directory holds: like the kubelet, the stand-in only
-    /// ever moves a mount forward, never back to data it read before a restart's fresh mount.
-    mounted_rv: Mutex<u64>,
-}
-
-impl Peer {
-    /// Writes `data` (read at `rv`) unless the directory already holds something newer.
-    fn mount(&self, rv: u64, data: &BTreeMap<String, Vec<u8>>) -> bool {
-        let mut current = self.mounted_rv.lock().unwrap();
-        if rv <= *current {
-            return false;
-        }
-        write_mounted(&self.dir, data);
-        *current = rv;
-        true
-    }
-}
-
-fn rv(s: &k8s_openapi::api::core::v1::Secret) -> u64 {
-    s.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
 }
 
 impl Peer {
     fn load(&self) {
-        let Some(m) = read_mounted(&self.dir) else {
+        let Some(m) = self.volume.read() else {
             return;
         };
         if self.spec.openssl {
             // A rolling restart: the new pod starts and becomes ready, clients move to it, and
             // only then is the old one stopped (after in-flight handshakes finish).
-            let snap = self.dir.join(format!(
+            let snap = self.volume.dir().join(format!(
                 ".loaded-{}",
                 certgen::pki::hex(&certgen::pki::random_bytes(4))
             ));
-            std::fs::create_dir_all(&snap).unwrap();
-            for (f, b) in [("ca.crt", &m.ca), ("tls.crt", &m.crt), ("tls.key", &m.key)] {
-                std::fs::write(snap.join(f), b).unwrap();
-            }
-            let p = |f: &str| snap.join(f).to_str().unwrap().to_string();
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let child = Command::new("openssl")
-                .args([
-                    "s_server",
-                    "-accept",
-                    &format!("127.0.0.1:{port}"),
-                    "-cert",
-                    &p("tls.crt"),
-                    "-key",
-                    &p("tls.key"),
-                    "-CAfile",
-                    &p("ca.crt"),
-                    "-Verify",
-                    "1",
-                    "-verify_return_error",
-                    "-rev",
-                    "-quiet",
-                ])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("openssl s_server");
-            for _ in 0..200 {
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            m.write_to(&snap);
+            let (child, port) = s_server(&snap, &["-verify_return_error", "-rev"]);
             self.port.store(port, Ordering::SeqCst);
             let old = self.openssl.lock().unwrap().replace(child);
             if let Some(mut old) = old {
@@ -290,7 +147,7 @@ impl Peer {
                 });
             }
         }
-        if let Some((server, client)) = rustls_configs(&m) {
+        if let Some((server, client)) = configs(&m.ca, &m.crt, &m.key) {
             *self.loaded.lock().unwrap() = Some(Arc::new(Loaded {
                 mounted: m,
                 server,
@@ -374,45 +231,9 @@ async fn handshake(from: &Peer, to: &Peer, ns: &str) -> Result<(), String> {
 fn s_client(from: &Peer, to: &Peer, ns: &str) -> Result<(), String> {
     let loaded = from.current().ok_or("client not loaded")?;
     let snap = tempfile::tempdir().unwrap();
-    for (f, b) in [
-        ("ca.crt", &loaded.mounted.ca),
-        ("tls.crt", &loaded.mounted.crt),
-        ("tls.key", &loaded.mounted.key),
-    ] {
-        std::fs::write(snap.path().join(f), b).unwrap();
-    }
-    let p = |f: &str| snap.path().join(f).to_str().unwrap().to_string();
+    loaded.mounted.write_to(snap.path());
     let host = format!("{}.{ns}.svc", to.spec.secret);
-    let out = Command::new("openssl")
-        .args([
-            "s_client",
-            "-connect",
-            &format!("127.0.0.1:{}", to.port.load(Ordering::SeqCst)),
-            "-servername",
-            &host,
-            "-verify_hostname",
-            &host,
-            "-cert",
-            &p("tls.crt"),
-            "-key",
-            &p("tls.key"),
-            "-CAfile",
-            &p("ca.crt"),
-            "-verify_return_error",
-            "-brief",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() && !text.contains("alert") {
-        Ok(())
-    } else {
-        Err(format!(
-            "openssl s_client: {}",
-            text.lines().last().unwrap_or("")
-        ))
-    }
+    tls::s_client(snap.path(), to.port.load(Ordering::SeqCst), &host)
 }
 
 /// Runs `rotations` rotations with `strategy` while the peers handshake; returns
@@ -422,43 +243,21 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
     let cfg_dir = tempfile::tempdir().unwrap();
     let cfg = cfg_dir.path().join("harness.yaml");
     std::fs::write(&cfg, config_yaml(&ns.name)).unwrap();
-    let delay = propagation_delay();
-    let certgen_cmd = |extra: &[&str]| {
-        let mut cmd = certgen();
-        cmd.args([
-            "--kubeconfig",
-            c.kubeconfig.to_str().unwrap(),
+    let certgen = c
+        .certgen(&ns.name)
+        .args([
             "--config",
             cfg.to_str().unwrap(),
             "-q",
-            "--propagation-delay",
-            &delay,
             "--strategy",
             strategy,
-        ]);
-        cmd.args(extra);
-        cmd
-    };
+        ])
+        .propagation_delay(&propagation_delay());
     // The restart-only peers' Deployment, rolled out by kwok.
-    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), &ns.name);
-    let d: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-ratelimit"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "rl"}},
-                 "template": {"metadata": {"labels": {"app": "rl"}},
-                              "spec": {"containers": [{"name": "rl", "image": "fake.invalid/rl:1"}], "tolerations": [{"operator": "Exists"}]}}}
-    }))
-    .unwrap();
-    deployments
-        .create(&PostParams::default(), &d)
-        .await
-        .unwrap();
-    let out = tokio::task::spawn_blocking({
-        let mut cmd = certgen_cmd(&[]);
-        move || cmd.output().unwrap()
-    })
-    .await
-    .unwrap();
-    Run::from(out).ok();
+    let deployments = c
+        .create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
+        .await;
+    certgen.run_async().await.ok();
 
     let pods = tempfile::tempdir().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -470,25 +269,19 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
     let mut peers = Vec::new();
     let secrets = c.secrets(&ns.name);
     for spec in &PEERS {
-        let dir = pods.path().join(spec.name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let s = secrets.get(spec.secret).await.unwrap();
-        let first_rv = rv(&s);
-        let data: BTreeMap<String, Vec<u8>> =
-            s.data.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect();
-        write_mounted(&dir, &data);
+        let volume = Arc::new(Volume::new(&pods.path().join(spec.name)));
+        volume.mount(&secrets.get(spec.secret).await.unwrap());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let peer = Arc::new(Peer {
             spec,
-            dir,
+            volume,
             port: AtomicU16::new(port),
             loaded: Mutex::new(None),
             openssl: Mutex::new(None),
-            mounted_rv: Mutex::new(first_rv),
         });
         if spec.openssl {
-            drop(listener); // s_server binds the port itself
+            drop(listener); // s_server binds a port itself
         } else {
             tokio::spawn(serve(peer.clone(), listener, stop.clone()));
         }
@@ -497,38 +290,23 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
     }
 
     let mut tasks = Vec::new();
-    // Kubelet stand-ins: one per pod, each with its own random delay.
+    // Kubelet stand-ins: one per pod, each with its own random delay; hot peers reload what
+    // it mounts.
     for peer in &peers {
-        let (peer, stop, secrets) = (peer.clone(), stop.clone(), secrets.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut last = read_mounted(&peer.dir);
-            while !stop.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-                let Ok(s) = secrets.get(peer.spec.secret).await else {
-                    continue;
-                };
-                let read_rv = rv(&s);
-                let data: BTreeMap<String, Vec<u8>> = s
-                    .data
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(k, v)| (k, v.0))
-                    .collect();
-                let m = Mounted {
-                    ca: data["ca.crt"].clone(),
-                    crt: data["tls.crt"].clone(),
-                    key: data["tls.key"].clone(),
-                };
-                if last.as_ref() != Some(&m) {
-                    tokio::time::sleep(Duration::from_millis(random_ms(max_sync_delay_ms()))).await;
-                    let moved = peer.mount(read_rv, &data);
-                    last = Some(m);
-                    if moved && peer.spec.reload == Reload::Hot {
-                        peer.load();
-                    }
+        let reload = peer.clone();
+        tasks.push(kubelet(
+            secrets.clone(),
+            peer.spec.secret,
+            peer.volume.clone(),
+            Duration::from_millis(25),
+            max_sync_delay(),
+            stop.clone(),
+            move || {
+                if reload.spec.reload == Reload::Hot {
+                    reload.load();
                 }
-            }
-        }));
+            },
+        ));
     }
     // Restarts: restart-only peers reload (with a freshly mounted Secret) when the pod template
     // changes, after a random delay.
@@ -551,13 +329,10 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
                 let now = template(&d);
                 if now != last {
                     last = now;
-                    tokio::time::sleep(Duration::from_millis(random_ms(max_sync_delay_ms()))).await;
+                    tokio::time::sleep(random_up_to(max_sync_delay())).await;
                     for peer in peers.iter().filter(|p| p.spec.reload == Reload::Restart) {
-                        let s = secrets.get(peer.spec.secret).await.unwrap();
-                        let read_rv = rv(&s);
-                        let data: BTreeMap<String, Vec<u8>> =
-                            s.data.unwrap().into_iter().map(|(k, v)| (k, v.0)).collect();
-                        peer.mount(read_rv, &data);
+                        peer.volume
+                            .mount(&secrets.get(peer.spec.secret).await.unwrap());
                         let p = peer.clone();
                         tokio::task::spawn_blocking(move || p.load()).await.unwrap();
                     }
@@ -608,16 +383,14 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
         failures.list.lock().unwrap()
     );
     for i in 0..rotations {
-        let out = tokio::task::spawn_blocking({
-            let mut cmd = certgen_cmd(&["--overwrite", "--wait", "--timeout", "120s"]);
-            move || cmd.output().unwrap()
-        })
-        .await
-        .unwrap();
-        let r = Run::from(out);
+        let r = certgen
+            .clone()
+            .args(["--overwrite", "--wait", "--timeout", "120s"])
+            .run_async()
+            .await;
         assert_eq!(r.code, 0, "rotation {i}: {}", r.stderr);
         // Let the last changes reach every pod before the next rotation starts.
-        tokio::time::sleep(Duration::from_millis(max_sync_delay_ms() + 100)).await;
+        tokio::time::sleep(max_sync_delay() + Duration::from_millis(100)).await;
     }
     stop.store(true, Ordering::SeqCst);
     for t in tasks {

@@ -35,8 +35,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::chart::{chart, helm, run_helm};
-use super::{Cluster, cluster};
+use super::{Cluster, chart_dir, cluster, deployment, helm, rolled_out, run_helm};
 
 const RELEASE: &str = "rn";
 const JOB: &str = "rn-certgen";
@@ -349,67 +348,39 @@ fn peer_deployment(node: &Node, results: &Path, peer: Peer) -> Deployment {
         "1500".into(),
     ];
     all_args.extend(args);
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "hostNetwork": true,
-                    "nodeSelector": {"kubernetes.io/hostname": node.name},
-                    "tolerations": [{"key": "certgen.dev/real-node", "operator": "Exists", "effect": "NoSchedule"}],
-                    "terminationGracePeriodSeconds": 5,
-                    "automountServiceAccountToken": false,
-                    "containers": [{
-                        "name": "peer",
-                        "image": node.peer_image,
-                        "imagePullPolicy": "Never",
-                        "args": all_args,
-                        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                        "securityContext": {
-                            "runAsNonRoot": true,
-                            "runAsUser": 65532,
-                            "runAsGroup": 65532,
-                            "readOnlyRootFilesystem": true,
-                            "allowPrivilegeEscalation": false,
-                            "capabilities": {"drop": ["ALL"]},
-                            "seccompProfile": {"type": "RuntimeDefault"},
-                        },
-                        "volumeMounts": mounts,
-                    }],
-                    "volumes": volumes,
-                }
+    // Only on the real node, past its taint; its own containers and volumes.
+    let spec = json!({
+        "template": {
+            "spec": {
+                "hostNetwork": true,
+                "nodeSelector": {"kubernetes.io/hostname": node.name},
+                "tolerations": [{"key": "certgen.dev/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+                "terminationGracePeriodSeconds": 5,
+                "automountServiceAccountToken": false,
+                "containers": [{
+                    "name": "peer",
+                    "image": node.peer_image,
+                    "imagePullPolicy": "Never",
+                    "args": all_args,
+                    "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": 65532,
+                        "runAsGroup": 65532,
+                        "readOnlyRootFilesystem": true,
+                        "allowPrivilegeEscalation": false,
+                        "capabilities": {"drop": ["ALL"]},
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "volumeMounts": mounts,
+                }],
+                "volumes": volumes,
             }
         }
-    }))
-    .unwrap()
-}
-
-/// Waits (bounded) until every Deployment has rolled out on the real node.
-async fn rolled_out(api: &Api<Deployment>, names: &[&str], within: Duration) {
-    let deadline = Instant::now() + within;
-    for name in names {
-        loop {
-            let d = api.get(name).await.unwrap();
-            let want = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            let s = d.status.clone().unwrap_or_default();
-            if s.observed_generation == d.metadata.generation
-                && s.updated_replicas == Some(want)
-                && s.available_replicas == Some(want)
-                && s.replicas == Some(want)
-            {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Deployment {name} did not roll out on the real node within {within:?}: {:?}",
-                s
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    }
+    });
+    let mut d = deployment(name, replicas, spec);
+    d.metadata.labels = serde_json::from_value(labels).unwrap();
+    d
 }
 
 /// The hook pod's log, read from the node's disk (the API server cannot reach this kubelet).
@@ -631,7 +602,7 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     };
 
     // ---------------------------------------------------------------- helm install
-    let chart = chart();
+    let chart = chart_dir();
     let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
     let helm_args = |verb: &str, extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = [
@@ -768,12 +739,15 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
             .await
             .unwrap();
     }
-    rolled_out(
-        &deployments,
-        &["envoy-gateway", "envoy-ratelimit", "envoy-proxy"],
-        Duration::from_secs(120),
-    )
-    .await;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for name in ["envoy-gateway", "envoy-ratelimit", "envoy-proxy"] {
+        rolled_out(
+            &deployments,
+            name,
+            deadline.saturating_duration_since(Instant::now()),
+        )
+        .await;
+    }
     // Handshakes flow before anything rotates, and none fails.
     let baseline_from = now_ms();
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -1,61 +1,31 @@
-//! Rotation guarantees on the real control plane: kills at every write boundary, concurrent
-//! runs, and the Lease that serialises them.
+//! Rotation on the real control plane: a staged rotation killed at every write boundary
+//! converges on a re-run without a third CA; concurrent runs end consistent; the Lease
+//! serialises writers, is not taken by no-op runs or from a live holder whose clock lags, and a
+//! run that loses it stops; restart-only consumers are restarted for each phase, also when a
+//! kill lost the restart, and a slow rollout holds the gate.
+//!
+//! The same properties without a cluster: `rotation` (the binary in local mode) and `sim` (whole
+//! trajectories in-process).
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{Cluster, cluster};
-use crate::util::{Run, Snapshot, certgen, check_snapshot, fingerprints};
+use super::{Certgen, Cluster, cluster, deployment, generation, rolled_out};
+use crate::util::trust::{CA_SECRET, check_snapshot, fingerprints};
+use crate::util::{KILLED, consumer};
 
-fn cmd(c: &Cluster, ns: &str) -> Command {
-    let mut cmd = certgen();
-    cmd.args([
-        "--kubeconfig",
-        c.kubeconfig.to_str().unwrap(),
-        "-n",
-        ns,
-        "-q",
-        "--output",
-        "json",
-        "--propagation-delay",
-        "0s",
-    ]);
-    // A killed run leaves its Lease behind; let it expire quickly.
-    cmd.env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2");
-    cmd
-}
-
-async fn run(mut cmd: Command) -> std::process::Output {
-    tokio::task::spawn_blocking(move || cmd.output().unwrap())
-        .await
-        .unwrap()
-}
-
-async fn snapshot(c: &Cluster, ns: &str) -> Snapshot {
-    let api = c.secrets(ns);
-    let mut out = Snapshot::new();
-    for name in crate::util::LEAF_SECRETS
-        .iter()
-        .chain(&["envoy-gateway-ca"])
-    {
-        let s = api.get(name).await.unwrap();
-        let data = s
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        out.insert(name.to_string(), data);
-    }
-    out
+/// certgen in `ns`, quiet, with a Lease that a killed run's leftover does not hold for long.
+fn certgen(c: &Cluster, ns: &str) -> Certgen {
+    c.certgen(ns).quiet().short_lease()
 }
 
 async fn active(c: &Cluster, ns: &str) -> String {
-    fingerprints(&snapshot(c, ns).await["envoy-gateway-ca"]["tls.crt"])[0].clone()
+    fingerprints(&c.snapshot(ns).await[CA_SECRET]["tls.crt"])[0].clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -64,23 +34,19 @@ async fn a_staged_rotation_killed_at_any_write_converges_on_rerun_without_a_thir
     let mut n = 1;
     loop {
         let ns = c.namespace(&format!("crash-{n}")).await;
-        Run::from(run(cmd(&c, &ns.name)).await).ok();
+        certgen(&c, &ns.name).run_async().await.ok();
         let old = active(&c, &ns.name).await;
-        let mut killed = cmd(&c, &ns.name);
-        killed
+        let r = certgen(&c, &ns.name)
             .arg("--overwrite")
-            .env(certgen::apply::CRASH_ENV, n.to_string());
-        let out = run(killed).await;
-        let crashed = out.status.code() == Some(certgen::apply::CRASH_EXIT);
-        assert!(
-            crashed || out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (failures, at_crash) = check_snapshot(&snapshot(&c, &ns.name).await);
+            .kill_after_write(n)
+            .run_async()
+            .await;
+        let crashed = r.code == KILLED;
+        assert!(crashed || r.code == 0, "{}", r.stderr);
+        let (failures, at_crash) = check_snapshot(&c.snapshot(&ns.name).await);
         assert!(failures.is_empty(), "killed after write {n}: {failures:?}");
-        Run::from(run(cmd(&c, &ns.name)).await).ok();
-        let (failures, after) = check_snapshot(&snapshot(&c, &ns.name).await);
+        certgen(&c, &ns.name).run_async().await.ok();
+        let (failures, after) = check_snapshot(&c.snapshot(&ns.name).await);
         assert!(failures.is_empty(), "re-run after write {n}: {failures:?}");
         let new = active(&c, &ns.name).await;
         assert_ne!(new, old);
@@ -101,12 +67,12 @@ async fn a_staged_rotation_killed_at_any_write_converges_on_rerun_without_a_thir
 async fn eight_concurrent_runs_times_fifty_end_consistent_with_exit_0_or_4() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("concurrent").await;
-    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    certgen(&c, &ns.name).run_async().await.ok();
     let mut codes = std::collections::BTreeMap::new();
     for trial in 0..50 {
         let children: Vec<_> = (0..8)
             .map(|i| {
-                let mut cmd = cmd(&c, &ns.name);
+                let mut cmd = certgen(&c, &ns.name).command();
                 if i % 2 == 0 {
                     cmd.arg("--overwrite");
                 }
@@ -134,7 +100,7 @@ async fn eight_concurrent_runs_times_fifty_end_consistent_with_exit_0_or_4() {
             );
             *codes.entry(code).or_insert(0) += 1;
         }
-        let (failures, cas) = check_snapshot(&snapshot(&c, &ns.name).await);
+        let (failures, cas) = check_snapshot(&c.snapshot(&ns.name).await);
         assert!(failures.is_empty(), "trial {trial}: {failures:?}");
         assert!(cas.len() <= 2, "trial {trial}: {} CAs", cas.len());
     }
@@ -146,7 +112,7 @@ async fn the_lease_serialises_writers_and_is_not_taken_by_no_op_runs() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("lease").await;
     let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns.name);
-    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    certgen(&c, &ns.name).run_async().await.ok();
     assert!(
         leases
             .get_opt("envoy-gateway-certgen-lock")
@@ -165,18 +131,19 @@ async fn the_lease_serialises_writers_and_is_not_taken_by_no_op_runs() {
     }))
     .unwrap();
     leases.create(&PostParams::default(), &held).await.unwrap();
-    let before = snapshot(&c, &ns.name).await;
-    let mut writer = cmd(&c, &ns.name);
-    writer.args(["--overwrite", "--timeout", "2s"]);
-    let r = Run::from(run(writer).await);
+    let before = c.snapshot(&ns.name).await;
+    let r = certgen(&c, &ns.name)
+        .args(["--overwrite", "--timeout", "2s"])
+        .run_async()
+        .await;
     assert_eq!(r.code, 4, "{}", r.stderr);
     assert!(
         r.stderr.contains("other-run") && r.stderr.contains("envoy-gateway-certgen-lock"),
         "{}",
         r.stderr
     );
-    assert_eq!(snapshot(&c, &ns.name).await, before, "nothing written");
-    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    assert_eq!(c.snapshot(&ns.name).await, before, "nothing written");
+    certgen(&c, &ns.name).run_async().await.ok();
 
     // An expired Lease (a crashed run) is taken over.
     let old = "2020-01-01T00:00:00Z";
@@ -186,9 +153,11 @@ async fn the_lease_serialises_writers_and_is_not_taken_by_no_op_runs() {
         .replace("envoy-gateway-certgen-lock", &PostParams::default(), &lease)
         .await
         .unwrap();
-    let mut writer = cmd(&c, &ns.name);
-    writer.args(["--overwrite", "--timeout", "20s"]);
-    Run::from(run(writer).await).ok();
+    certgen(&c, &ns.name)
+        .args(["--overwrite", "--timeout", "20s"])
+        .run_async()
+        .await
+        .ok();
     assert!(
         leases
             .get_opt("envoy-gateway-certgen-lock")
@@ -207,7 +176,7 @@ async fn a_lease_renewed_by_a_holder_whose_clock_lags_is_not_taken_over() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("leaseclock").await;
     let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns.name);
-    Run::from(run(cmd(&c, &ns.name)).await).ok();
+    certgen(&c, &ns.name).run_async().await.ok();
     let behind = "2020-01-01T00:00:00Z";
     let held: Lease = serde_json::from_value(json!({
         "metadata": {"name": "envoy-gateway-certgen-lock"},
@@ -230,22 +199,25 @@ async fn a_lease_renewed_by_a_holder_whose_clock_lags_is_not_taken_over() {
                         .replace("envoy-gateway-certgen-lock", &PostParams::default(), &lease)
                         .await;
                 }
-                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                tokio::time::sleep(Duration::from_millis(400)).await;
             }
         })
     };
-    let before = snapshot(&c, &ns.name).await;
-    let mut writer = cmd(&c, &ns.name);
-    writer.args(["--overwrite", "--timeout", "6s"]);
-    let r = Run::from(run(writer).await);
+    let before = c.snapshot(&ns.name).await;
+    let r = certgen(&c, &ns.name)
+        .args(["--overwrite", "--timeout", "6s"])
+        .run_async()
+        .await;
     assert_eq!(r.code, 4, "a renewed Lease is held: {}", r.stderr);
-    assert_eq!(snapshot(&c, &ns.name).await, before, "nothing written");
+    assert_eq!(c.snapshot(&ns.name).await, before, "nothing written");
     // Once the holder stops renewing, the Lease expires (2 s unchanged) and certgen takes it.
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     renewer.await.unwrap();
-    let mut writer = cmd(&c, &ns.name);
-    writer.args(["--overwrite", "--timeout", "20s"]);
-    Run::from(run(writer).await).ok();
+    certgen(&c, &ns.name)
+        .args(["--overwrite", "--timeout", "20s"])
+        .run_async()
+        .await
+        .ok();
 }
 
 /// A run whose Lease is taken over while it waits at a gate stops before its next write, with
@@ -256,27 +228,15 @@ async fn a_run_that_loses_its_lease_stops_before_its_next_write() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("leaselost").await;
     let leases: Api<Lease> = Api::namespaced(c.client.clone(), &ns.name);
-    Run::from(run(cmd(&c, &ns.name)).await).ok();
-    let mut rotate = certgen();
-    rotate
-        .args([
-            "--kubeconfig",
-            c.kubeconfig.to_str().unwrap(),
-            "-n",
-            &ns.name,
-        ])
-        .args([
-            "-q",
-            "--overwrite",
-            "--propagation-delay",
-            "8s",
-            "--timeout",
-            "60s",
-        ])
-        .env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2")
+    certgen(&c, &ns.name).run_async().await.ok();
+    let child = certgen(&c, &ns.name)
+        .propagation_delay("8s")
+        .args(["--overwrite", "--timeout", "60s"])
+        .command()
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let child = rotate.spawn().unwrap();
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Wait for the trust phase (a pending CA), then take the Lease over.
     let secrets = c.secrets(&ns.name);
     let mut pending = false;
@@ -286,7 +246,7 @@ async fn a_run_that_loses_its_lease_stops_before_its_next_write() {
             pending = true;
             break;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(pending, "the trust phase was written");
     let mut stolen = false;
@@ -318,6 +278,122 @@ async fn a_run_that_loses_its_lease_stops_before_its_next_write() {
         ca.data.unwrap_or_default().contains_key("next.crt"),
         "not promoted"
     );
-    let (failures, _) = check_snapshot(&snapshot(&c, &ns.name).await);
+    let (failures, _) = check_snapshot(&c.snapshot(&ns.name).await);
     assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// The events of a run with `--log-format json`, in order.
+fn log_events(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// A run stopped between the trust writes and the restart of a restart-only consumer: the next
+/// run restarts it (and waits for the rollout) before any leaf from the new CA is written. (Was:
+/// a template without certgen's fingerprint counted as up to date, so the trust bundle never
+/// reached it before the leaves changed.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("lostrestart").await;
+    // The Secrets exist before the Deployment (as after a Helm install), so its template has
+    // no fingerprint: the first run finds it up to date.
+    c.certgen(&ns.name).run_async().await.ok();
+    // The API server's times have one-second resolution: a Deployment created in the same
+    // second as the write would count as older.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let api = c
+        .create_deployment(&ns.name, &deployment("envoy-ratelimit", 2, json!({})))
+        .await;
+    rolled_out(&api, "envoy-ratelimit", Duration::from_secs(120)).await;
+    let r = c.certgen(&ns.name).run_async().await.ok();
+    assert_eq!(
+        consumer(&r.json(), "envoy-ratelimit")["deployments"][0]["action"],
+        "up-to-date",
+        "{}",
+        r.stdout
+    );
+    let installed_generation = generation(&api, "envoy-ratelimit").await;
+    // Killed right after the trust writes (CA Secret and three bundles), before the restart.
+    let out = c
+        .certgen(&ns.name)
+        .arg("--overwrite")
+        .kill_after_write(4)
+        .run_async()
+        .await;
+    assert_eq!(out.code, KILLED, "{}", out.stderr);
+    assert_eq!(
+        generation(&api, "envoy-ratelimit").await,
+        installed_generation,
+        "not restarted yet"
+    );
+    // The re-run restarts it for the trust bundle first, then for the leaves, then for the
+    // cleanup; each rollout is waited for before the next step.
+    let r = c
+        .certgen(&ns.name)
+        .args(["--wait", "-v", "--log-format", "json"])
+        .run_async()
+        .await
+        .ok();
+    let report = r.json();
+    let rolls: Vec<&str> = consumer(&report, "envoy-ratelimit")["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(rolls, ["restarted", "restarted", "restarted"], "{report}");
+    // The first restart comes before the promotion.
+    let events = log_events(&r.stderr);
+    let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
+    let restart = first(&|e: &Value| e["deployment"] == "envoy-ratelimit").expect("restart logged");
+    let promote = first(&|e: &Value| e["action"] == "promote").expect("promotion logged");
+    assert!(
+        restart < promote,
+        "restarted for the trust bundle before the leaves"
+    );
+}
+
+/// A restart-only consumer whose rollout takes longer than the propagation delay holds the
+/// gate: the leaves wait for the rollout, not only for the delay.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rollout_slower_than_the_delay_holds_the_gate() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("slowroll").await;
+    let d = deployment("envoy-ratelimit", 2, json!({"minReadySeconds": 6}));
+    let api = c.create_deployment(&ns.name, &d).await;
+    c.certgen(&ns.name)
+        .args(["--wait", "--timeout", "120s"])
+        .run_async()
+        .await
+        .ok();
+    rolled_out(&api, "envoy-ratelimit", Duration::from_secs(120)).await;
+    let r = c
+        .certgen(&ns.name)
+        .propagation_delay("1s")
+        .args(["--overwrite", "--timeout", "120s", "--log-format", "json"])
+        .run_async()
+        .await
+        .ok();
+    let events = log_events(&r.stderr);
+    let at = |action: &str| -> time::OffsetDateTime {
+        events
+            .iter()
+            .find(|e| e["action"] == action)
+            .and_then(|e| {
+                time::OffsetDateTime::parse(
+                    e["timestamp"].as_str()?,
+                    &time::format_description::well_known::Rfc3339,
+                )
+                .ok()
+            })
+            .unwrap_or_else(|| panic!("no {action} event: {}", r.stderr))
+    };
+    let waited = at("promote") - at("trust");
+    assert!(
+        waited >= time::Duration::seconds(6),
+        "the leaves waited {waited} after the trust writes: less than the 6 s rollout"
+    );
 }

@@ -9,68 +9,22 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use super::cluster;
-
-fn deployment(name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {
-                    "containers": [{"name": "app", "image": "fake.invalid/app:1"}],
-                    "tolerations": [{"operator": "Exists"}]
-                }
-            }
-        }
-    }))
-    .unwrap()
-}
-
-/// kubectl's rollout-status rule.
-fn rolled_out(d: Option<&Deployment>) -> bool {
-    let Some(d) = d else { return false };
-    let (Some(status), Some(spec)) = (&d.status, &d.spec) else {
-        return false;
-    };
-    let want = spec.replicas.unwrap_or(1);
-    status.observed_generation.unwrap_or(0) >= d.metadata.generation.unwrap_or(0)
-        && status.updated_replicas.unwrap_or(0) >= want
-        && status.replicas.unwrap_or(0) <= status.updated_replicas.unwrap_or(0)
-        && status.available_replicas.unwrap_or(0) >= status.updated_replicas.unwrap_or(0)
-}
-
-async fn wait_rolled_out(api: &Api<Deployment>, name: &str) {
-    tokio::time::timeout(
-        Duration::from_secs(120),
-        await_condition(api.clone(), name, rolled_out),
-    )
-    .await
-    .unwrap_or_else(|_| panic!("deployment {name} did not roll out in 120 s"))
-    .unwrap();
-}
+use super::{cluster, deployment, rolled_out};
 
 #[tokio::test]
 async fn deployments_roll_out_and_restart_and_services_point_at_loopback() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("smoke").await;
-    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), &ns.name);
-    deployments
-        .create(&PostParams::default(), &deployment("web", 2))
-        .await
-        .unwrap();
-    wait_rolled_out(&deployments, "web").await;
+    let deployments = c
+        .create_deployment(&ns.name, &deployment("web", 2, json!({})))
+        .await;
+    rolled_out(&deployments, "web", Duration::from_secs(120)).await;
 
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns.name);
     let lp = ListParams::default().labels("app=web");
@@ -92,7 +46,7 @@ async fn deployments_roll_out_and_restart_and_services_point_at_loopback() {
         .await
         .unwrap();
     assert_eq!(patched.metadata.generation, Some(2));
-    wait_rolled_out(&deployments, "web").await;
+    rolled_out(&deployments, "web", Duration::from_secs(120)).await;
 
     let rs: Api<ReplicaSet> = Api::namespaced(c.client.clone(), &ns.name);
     assert_eq!(

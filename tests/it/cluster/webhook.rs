@@ -10,13 +10,13 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::cluster;
+use super::{DeleteOnDrop, cluster};
 
 const KIND: WebhookKind = WebhookKind::MutatingWebhookConfiguration;
 
 /// A MutatingWebhookConfiguration shaped like Envoy Gateway's topology injector, with two
 /// entries, one of which already has a bundle.
-pub fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
+fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
     serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -50,29 +50,6 @@ pub fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
     .unwrap()
 }
 
-/// Deletes a cluster-scoped webhook configuration when the test ends.
-pub struct Cleanup(pub String);
-
-impl Drop for Cleanup {
-    fn drop(&mut self) {
-        let name = self.0.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(client) = kube::Client::try_default().await {
-                    let _ = Api::<MutatingWebhookConfiguration>::all(client)
-                        .delete(&name, &DeleteParams::default())
-                        .await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 async fn read(store: &WebhookStore, name: &str) -> ObservedWebhook {
     match store.get(KIND, name).await.unwrap() {
         WebhookObserved::Present(w) => *w,
@@ -94,7 +71,7 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
         WebhookObserved::Absent
     ));
 
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
     api.create(&PostParams::default(), &injector(&name, &ns.name))
         .await
         .unwrap();
@@ -177,7 +154,7 @@ async fn a_forbidden_update_names_the_verb_and_resource() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("certgen-webhook-rbac").await;
     let name = format!("envoy-gateway-topology-injector.{}", ns.name);
-    let _cleanup = Cleanup(name.clone());
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
     Api::<MutatingWebhookConfiguration>::all(c.client.clone())
         .create(&PostParams::default(), &injector(&name, &ns.name))
         .await
@@ -186,13 +163,7 @@ async fn a_forbidden_update_names_the_verb_and_resource() {
     let kubeconfig = c
         .service_account_kubeconfig(&ns.name, "no-webhooks", vec![])
         .await;
-    let config = kube::Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let store = WebhookStore::new(kube::Client::try_from(config).unwrap());
+    let store = WebhookStore::new(c.client_as(&kubeconfig).await);
     let err = store.get(KIND, &name).await.unwrap_err().to_string();
     assert!(
         err.contains("get mutatingwebhookconfigurations") && err.contains("403"),
@@ -212,38 +183,14 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
     api.create(&PostParams::default(), &injector(&name, &ns.name))
         .await
         .unwrap();
-    let _cleanup = Cleanup(name.clone());
-    let certgen = || {
-        let mut cmd = crate::util::certgen();
-        cmd.env_remove("ENVOY_GATEWAY_NAMESPACE").args([
-            "--kubeconfig",
-            c.kubeconfig.to_str().unwrap(),
-            "-n",
-            &ns.name,
-            "--output",
-            "json",
-            "-q",
-        ]);
-        crate::util::Run::from(cmd.output().unwrap()).ok().json()
-    };
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let certgen = || c.certgen(&ns.name).quiet().run().ok().json();
     let bundles = |w: &MutatingWebhookConfiguration| -> Vec<Vec<u8>> {
         w.webhooks
             .iter()
             .flatten()
             .map(|h| h.client_config.ca_bundle.clone().unwrap_or_default().0)
             .collect()
-    };
-    let versions = || async {
-        let list = c.secrets(&ns.name).list(&Default::default()).await.unwrap();
-        list.items
-            .into_iter()
-            .map(|s| {
-                (
-                    s.metadata.name.unwrap(),
-                    s.metadata.resource_version.unwrap(),
-                )
-            })
-            .collect::<Vec<_>>()
     };
 
     certgen();
@@ -266,7 +213,7 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
         .await
         .unwrap();
     assert_eq!(bundles(&drifted)[0], b"old");
-    let before = versions().await;
+    let before = c.versions(&ns.name).await;
 
     let report = certgen();
     let entries = report["secrets"].as_array().unwrap();
@@ -276,7 +223,11 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
         ),
         "{report}"
     );
-    assert_eq!(versions().await, before, "no Secret written: {report}");
+    assert_eq!(
+        c.versions(&ns.name).await,
+        before,
+        "no Secret written: {report}"
+    );
     let repaired = api.get(&name).await.unwrap();
     assert_eq!(bundles(&repaired), vec![bundle.clone(); 2]);
 

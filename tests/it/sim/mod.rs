@@ -463,7 +463,7 @@ async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Op
 
 fn verifies(leaf: &Cert, bundle: &[Cert], at: OffsetDateTime) -> Result<(), String> {
     let time = UnixTime::since_unix_epoch(Duration::from_secs(at.unix_timestamp() as u64));
-    crate::util::webpki_verifies(leaf, bundle, time)
+    crate::util::trust::webpki_verifies(leaf, bundle, time)
 }
 
 /// What the oracle checked.

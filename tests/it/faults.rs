@@ -1,6 +1,10 @@
-//! Faults a real API server will not produce on demand (429 with Retry-After, 503, 500), from an
-//! HTTP-level fake behind certgen's real client layers (`certgen::k8s::layered`): transient answers are
-//! retried, Retry-After is honoured, and a 500 is reported at once as an API failure (exit 5).
+//! API faults without a cluster: the answers a real API server will not give on demand (429
+//! with Retry-After, 503, 504, 500), from an HTTP-level fake behind certgen's real client layers
+//! (`certgen::k8s::layered`). Transient answers are retried with backoff and a bound, Retry-After is
+//! honoured, and a 500 is reported at once as an API failure (exit 5).
+//!
+//! Faults on the way to a real API server (connections reset mid-request, slow answers,
+//! dropped watches) are in `cluster::faults`, through a TCP proxy.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

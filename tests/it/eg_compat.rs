@@ -1,20 +1,20 @@
-//! Envoy Gateway's `certgen` flags and environment through the binary, in local mode: the v1.6+
-//! local default (`$CONFIG_HOME/certs`, `~/.config/envoy-gateway`), `--config-home`,
-//! `--disable-topology-injector`, an empty `ENVOY_GATEWAY_NAMESPACE`, and the "next renewal
-//! due" date in the run report and `certgen check`.
+//! certgen as a drop-in for Envoy Gateway's certgen, through the binary in local mode: its
+//! flags and environment (the v1.6+ local default `$CONFIG_HOME/certs`,
+//! `~/.config/envoy-gateway`, `--config-home`, `--disable-topology-injector`, an empty
+//! `ENVOY_GATEWAY_NAMESPACE`), the "next renewal due" date in the run report and
+//! `certgen check`, the `envoy-gateway certgen` invocation, and the adoption of the files Envoy
+//! Gateway's certgen wrote. The same on the real control plane, under Envoy Gateway's chart
+//! RBAC: `cluster::eg_compat`.
 
 use std::path::Path;
 
-use crate::util::{Run, certgen, tempdir, tree};
+use crate::util::trust::{LEAF_SECRETS, fingerprints, openssl_verify};
+use crate::util::{
+    Run, certgen, command, envoy_gateway, overwrite_until_cleanup, run_local, tempdir, tree,
+};
 
 fn run_in(home: &Path, args: &[&str]) -> Run {
-    Run::from(
-        certgen()
-            .env("HOME", home)
-            .args(args)
-            .output()
-            .expect("run certgen"),
-    )
+    Run::of(certgen().env("HOME", home).args(args))
 }
 
 #[test]
@@ -149,30 +149,66 @@ fn the_report_and_check_say_when_the_next_renewal_is_due() {
 #[test]
 fn invoked_as_envoy_gateway_the_certgen_subcommand_is_accepted() {
     let tmp = tempdir();
-    let link = tmp.path().join("envoy-gateway");
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_certgen"), &link).unwrap();
+    let link = envoy_gateway::link_in(tmp.path());
     let dir = tmp.path().join("certs");
-    let r = Run::from(
-        std::process::Command::new(&link)
-            .args(["certgen", "--local", dir.to_str().unwrap(), "-o", "-q"])
-            .env_remove("ENVOY_GATEWAY_NAMESPACE")
-            .env_remove("CERTGEN_NAMESPACE")
-            .output()
-            .unwrap(),
-    )
-    .ok();
+    let r = Run::of(command(&link).args(["certgen", "--local", dir.to_str().unwrap(), "-o", "-q"]))
+        .ok();
     assert!(r.stderr.is_empty(), "{}", r.stderr);
     assert!(dir.join("envoy-gateway/tls.crt").is_file());
-    let r = Run::from(
-        std::process::Command::new(&link)
-            .arg("server")
-            .output()
-            .unwrap(),
-    );
+    let r = Run::of(command(&link).arg("server"));
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("only `envoy-gateway certgen`"),
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn envoy_gateway_certgen_output_is_adopted_without_breaking_it() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    let eg = envoy_gateway::generate(&envoy_gateway::LOCAL);
+    eg.write_local(&dir);
+    let before = tree(&dir);
+    let old_leaf = tmp.path().join("old-envoy.crt");
+    std::fs::copy(dir.join("envoy/tls.crt"), &old_leaf).unwrap();
+
+    let report = run_local(&dir, &[]).ok().json();
+    assert_eq!(
+        report["writes"], 0,
+        "valid leaves from Envoy Gateway's certgen are kept: {report}"
+    );
+    assert_eq!(tree(&dir), before);
+
+    overwrite_until_cleanup(&dir);
+    let eg_fp = fingerprints(&eg.ca)[0].clone();
+    for leaf in LEAF_SECRETS {
+        let bundle = std::fs::read(dir.join(leaf).join("ca.crt")).unwrap();
+        let fps = fingerprints(&bundle);
+        assert_eq!(fps.len(), 2, "{leaf}");
+        assert_eq!(
+            fps[1], eg_fp,
+            "{leaf}: Envoy Gateway's CA stays trusted during the move"
+        );
+        let (ok, text) = openssl_verify(
+            &dir.join(leaf).join("ca.crt"),
+            &dir.join(leaf).join("tls.crt"),
+            "sslserver",
+        );
+        assert!(ok, "{leaf}: {text}");
+        let (ok, text) = openssl_verify(&dir.join(leaf).join("ca.crt"), &old_leaf, "any");
+        assert!(
+            ok,
+            "{leaf}: a peer still on the old leaf is trusted: {text}"
+        );
+    }
+    assert!(dir.join("envoy-gateway-ca/tls.key").exists());
+    // Once the new leaves are out, Envoy Gateway's CA is no longer trusted.
+    run_local(&dir, &[]).ok();
+    for leaf in LEAF_SECRETS {
+        let fps = fingerprints(&std::fs::read(dir.join(leaf).join("ca.crt")).unwrap());
+        assert_eq!(fps.len(), 1, "{leaf}");
+        assert_ne!(fps[0], eg_fp, "{leaf}");
+    }
 }

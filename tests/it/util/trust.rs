@@ -1,0 +1,158 @@
+//! Who trusts whom, decided by verifiers certgen did not write (openssl, rustls-webpki), and the
+//! rotation guarantee every rotation test checks on a snapshot of the profile's Secrets: every
+//! peer's leaf verifies against every peer's bundle, and no bundle holds more than two CAs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// The TLS Secrets of the envoy-gateway profile.
+pub const LEAF_SECRETS: [&str; 3] = ["envoy-gateway", "envoy", "envoy-rate-limit"];
+
+/// The CA Secret of the envoy-gateway profile.
+pub const CA_SECRET: &str = "envoy-gateway-ca";
+
+/// Every Secret of the envoy-gateway profile, in the profile's order.
+pub const PROFILE_SECRETS: [&str; 5] = [
+    CA_SECRET,
+    "envoy-gateway",
+    "envoy",
+    "envoy-rate-limit",
+    "envoy-oidc-hmac",
+];
+
+/// Runs openssl with `args`; returns (success, stdout+stderr).
+pub fn openssl(args: &[&str]) -> (bool, String) {
+    let out = Command::new("openssl")
+        .args(args)
+        .output()
+        .expect("openssl is installed (apt-get install openssl)");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `openssl verify` of `leaf` against the bundle `ca` for a purpose (sslserver/sslclient).
+pub fn openssl_verify(ca: &Path, leaf: &Path, purpose: &str) -> (bool, String) {
+    openssl(&[
+        "verify",
+        "-CAfile",
+        ca.to_str().unwrap(),
+        "-purpose",
+        purpose,
+        leaf.to_str().unwrap(),
+    ])
+}
+
+/// The SHA-256 fingerprints of the certificates in a PEM bundle, in order.
+pub fn fingerprints(pem: &[u8]) -> Vec<String> {
+    certgen::pki::parse_cert_chain(pem)
+        .unwrap()
+        .iter()
+        .map(|c| c.fingerprint_hex())
+        .collect()
+}
+
+/// Does `leaf` chain to one of `bundle`'s CAs for TLS client and server use? Decided by
+/// rustls-webpki at the current time.
+pub fn webpki_trusts(bundle: &[u8], leaf: &[u8]) -> bool {
+    let Ok(cas) = certgen::pki::parse_cert_chain(bundle) else {
+        return false;
+    };
+    let Ok(leaf) = certgen::pki::parse_cert_chain(leaf) else {
+        return false;
+    };
+    webpki_verifies(&leaf[0], &cas, rustls_pki_types::UnixTime::now()).is_ok()
+}
+
+/// rustls-webpki's verdict on `leaf` against the trust anchors `bundle` at `at`, for server
+/// and for client use: the independent verifier every rotation check relies on.
+pub fn webpki_verifies(
+    leaf: &certgen::pki::Cert,
+    bundle: &[certgen::pki::Cert],
+    at: rustls_pki_types::UnixTime,
+) -> Result<(), String> {
+    use rustls_pki_types::CertificateDer;
+    let ders: Vec<CertificateDer> = bundle
+        .iter()
+        .map(|c| CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let anchors: Vec<_> = ders
+        .iter()
+        .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
+        .collect();
+    let leaf_der = CertificateDer::from(leaf.der().to_vec());
+    let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
+    for usage in [
+        webpki::KeyUsage::server_auth(),
+        webpki::KeyUsage::client_auth(),
+    ] {
+        ee.verify_for_usage(
+            webpki::ALL_VERIFICATION_ALGS,
+            &anchors,
+            &[],
+            at,
+            usage,
+            None,
+            None,
+        )
+        .map_err(|e| format!("{e:?}"))?;
+    }
+    Ok(())
+}
+
+/// What a pairwise check sees: each Secret's `ca.crt` and `tls.crt` (and the CA Secret's), by
+/// Secret name. The local store's is read by [`local_snapshot`], the cluster's by
+/// `Cluster::snapshot`.
+pub type Snapshot = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+/// Reads the profile's Secrets from a local directory.
+pub fn local_snapshot(dir: &Path) -> Snapshot {
+    let mut out = Snapshot::new();
+    for name in LEAF_SECRETS.iter().chain(&[CA_SECRET]) {
+        let mut data = BTreeMap::new();
+        for key in ["ca.crt", "tls.crt", "next.crt"] {
+            if let Ok(bytes) = std::fs::read(dir.join(name).join(key)) {
+                data.insert(key.to_string(), bytes);
+            }
+        }
+        out.insert(name.to_string(), data);
+    }
+    out
+}
+
+/// The guarantees at any instant: every peer's leaf verifies against every peer's bundle, and
+/// every bundle holds at most two distinct, unexpired CAs. Returns the failures, if any, and
+/// the fingerprints of every CA anywhere in the snapshot.
+pub fn check_snapshot(s: &Snapshot) -> (Vec<String>, BTreeSet<String>) {
+    let mut failures = Vec::new();
+    let mut cas = BTreeSet::new();
+    for (name, data) in s {
+        for key in ["ca.crt", "next.crt"] {
+            if let Some(b) = data.get(key) {
+                cas.extend(fingerprints(b));
+            }
+        }
+        if name.ends_with("-ca") {
+            if let Some(b) = data.get("tls.crt") {
+                cas.extend(fingerprints(b));
+            }
+            continue;
+        }
+        let bundle = fingerprints(&data["ca.crt"]);
+        let distinct: BTreeSet<_> = bundle.iter().collect();
+        if distinct.len() != bundle.len() || bundle.len() > 2 {
+            failures.push(format!("{name}: bundle {bundle:?}"));
+        }
+    }
+    for leaf_name in LEAF_SECRETS {
+        for bundle_name in LEAF_SECRETS {
+            if !webpki_trusts(&s[bundle_name]["ca.crt"], &s[leaf_name]["tls.crt"]) {
+                failures.push(format!(
+                    "{leaf_name}'s leaf is not trusted by {bundle_name}'s bundle"
+                ));
+            }
+        }
+    }
+    (failures, cas)
+}
