@@ -13,16 +13,20 @@
 //! "unknown", and certgen tries the real request and acts on the server's answer. The rules
 //! review is used only to choose what to attempt; every write stays fenced and every refusal
 //! from the server is still handled where it happens (a 403 on a Secret patch falls back to a
-//! fenced update, a 403 on the Lease makes the run proceed without the lock). The module makes
-//! one API call ([`discover`]); the rest is pure and unit-tested.
-
-use k8s_openapi::api::authorization::v1::{
-    ResourceRule, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
-};
-use kube::api::{Api, PostParams};
+//! fenced update, a 403 on the Lease makes the run proceed without the lock). The review itself
+//! is the Kubernetes adapter's ([`crate::k8s::review`]); this module is pure and unit-tested.
 
 use crate::config::{Config, Reload, WebhookKind, Workload};
-use crate::store::{ApiFailure, SecretWriteVerb, StoreError};
+use crate::store::{ApiFailure, StoreError};
+
+/// How a change to an existing Secret is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretWriteVerb {
+    /// A JSON merge patch carrying the resourceVersion (one request, only the changed keys).
+    Patch,
+    /// An update of the whole Secret as read, carrying its resourceVersion.
+    Update,
+}
 
 /// One rule: verbs on resources of API groups, optionally only for some names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,49 +274,6 @@ pub fn adapt(
         }
     }
     Ok(notes)
-}
-
-/// Asks the API server which rules apply to this identity in `namespace`. A failed review is
-/// not fatal: everything is then unknown and the real requests decide.
-pub async fn discover(client: &kube::Client, namespace: &str) -> Access {
-    let review = SelfSubjectRulesReview {
-        spec: SelfSubjectRulesReviewSpec {
-            namespace: Some(namespace.to_string()),
-        },
-        ..SelfSubjectRulesReview::default()
-    };
-    let api: Api<SelfSubjectRulesReview> = Api::all(client.clone());
-    match api.create(&PostParams::default(), &review).await {
-        Ok(r) => {
-            let status = r.status.unwrap_or_default();
-            if status.incomplete {
-                tracing::debug!(
-                    "the rules review is incomplete ({}); unlisted verbs are tried",
-                    status.evaluation_error.unwrap_or_default()
-                );
-            }
-            Access {
-                rules: status.resource_rules.iter().map(from_review).collect(),
-                incomplete: status.incomplete,
-            }
-        }
-        Err(e) => {
-            tracing::debug!("SelfSubjectRulesReview failed ({e}); unlisted verbs are tried");
-            Access {
-                rules: vec![],
-                incomplete: true,
-            }
-        }
-    }
-}
-
-fn from_review(r: &ResourceRule) -> Rule {
-    Rule {
-        verbs: r.verbs.clone(),
-        groups: r.api_groups.clone().unwrap_or_default(),
-        resources: r.resources.clone().unwrap_or_default(),
-        names: r.resource_names.clone().unwrap_or_default(),
-    }
 }
 
 #[cfg(test)]

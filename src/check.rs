@@ -1,292 +1,296 @@
 //! `certgen check`: expiry, trust and consistency of every Secret, like
-//! `kubeadm certs check-expiration`. A pure function of what is stored, the config and `now`;
-//! unlike the planner it does not stop at the first problem, it reports them all.
+//! `kubeadm certs check-expiration`.
+//!
+//! A pure function of what is stored (read through [`crate::observe`], parsed by its one
+//! parser), the config and `now`. Unlike the planner it does not stop at the first problem: it
+//! reports them all, each a typed [`Finding`] whose kind gives the Secret's status. It must not
+//! read, write or decide what a run does; the report it returns is rendered by
+//! [`crate::report`].
 
-use serde::Serialize;
+use std::fmt;
+
 use time::OffsetDateTime;
 
 use crate::config::Config;
-use crate::pki::{CaKey, Cert, check_bundle, parse_cert_chain, parse_single_cert};
-use crate::plan::{ObservedState, due, san_drift};
-use crate::report::rfc3339;
-use crate::store::{Observed, StoredSecret};
+use crate::observe::Snapshot;
+use crate::observe::parse::{self, Field};
+use crate::pki::Cert;
+use crate::plan::{due, san_drift};
+use crate::report::{BundleEntry, CheckReport, Row};
+use crate::secret::{Divergence, Observed};
 
-/// One CA in a bundle.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BundleEntry {
-    pub sha256: String,
-    pub subject: String,
-    pub not_after: String,
-    pub expired: bool,
+/// One problem `check` found with a Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Finding {
+    /// The CA Secret does not exist, while leaves need it.
+    NoCa,
+    /// The Secret does not exist.
+    Missing,
+    /// A data key is not there, or is empty.
+    KeyMissing(&'static str),
+    /// A data key holds something unusable: not PEM, a key that does not match its
+    /// certificate, a bundle against the rules.
+    Unusable { key: &'static str, problem: String },
+    /// The CA Secret's `tls.crt` is not a CA certificate.
+    NotCa { subject: String },
+    /// The CA expires within its renewBefore, or has expired.
+    CaDue(String),
+    /// The certificate expires within its renewBefore, or has expired.
+    Due(String),
+    /// The certificate's SANs are not the config's.
+    SanDrift(String),
+    /// The certificate was issued by no CA the CA Secret holds.
+    UnknownIssuer,
+    /// The certificate was issued by a CA the CA Secret holds, not the active one.
+    OtherIssuer,
+    /// The bundles of these peers do not trust the certificate.
+    Untrusted(Vec<String>),
+    /// An HMAC Secret without its key, or with an empty one.
+    HmacKey(String),
+    /// Local mode: a file consumers read is not the link into certgen's own copy.
+    Divergent(Divergence),
 }
 
-/// One Secret's health.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Row {
-    pub secret: String,
-    pub kind: &'static str,
-    /// ok, due, missing, invalid.
-    pub status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub not_after: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub residual_seconds: Option<i64>,
-    /// Short SHA-256 of the CA that issued the certificate (the CA's own, for the CA Secret).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub issuer: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub bundle: Vec<BundleEntry>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
-}
+impl Finding {
+    /// Whether the Secret is missing (status `missing`).
+    fn missing(&self) -> bool {
+        matches!(self, Self::NoCa | Self::Missing)
+    }
 
-/// The whole check.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckReport {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub profile: String,
-    pub store: String,
-    pub healthy: bool,
-    /// A staged rotation in progress, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rotation: Option<String>,
-    pub secrets: Vec<Row>,
-    /// When certgen must run again at the latest (filled in by the caller).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_renewal: Option<crate::report::NextRenewal>,
-}
-
-impl CheckReport {
-    /// The next renewal due among the certificates checked.
-    pub fn with_next_renewal(mut self, config: &Config) -> Self {
-        self.next_renewal = crate::report::next_renewal(
-            config,
-            self.secrets
-                .iter()
-                .filter_map(|r| Some((r.secret.as_str(), r.not_after.as_deref()?))),
-        );
-        self
+    /// Whether the Secret is unusable as stored (status `invalid`) rather than due for a run
+    /// (status `due`).
+    fn invalid(&self) -> bool {
+        matches!(self, Self::Unusable { .. } | Self::Divergent(_))
     }
 }
 
-fn row(secret: &str, kind: &'static str) -> Row {
-    Row {
-        secret: secret.into(),
-        kind,
-        status: "ok",
-        not_after: None,
-        residual_seconds: None,
-        issuer: None,
-        bundle: vec![],
-        problems: vec![],
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoCa => f.write_str(
+                "no CA Secret: leaves cannot be renewed until certgen creates one (run certgen)",
+            ),
+            Self::Missing => f.write_str("missing: run certgen to create it"),
+            Self::KeyMissing(key) => write!(f, "{key} is missing"),
+            Self::Unusable { key, problem } => write!(f, "{key}: {problem}"),
+            Self::NotCa { subject } => write!(f, "tls.crt ({subject}) is not a CA certificate"),
+            Self::CaDue(why) => write!(f, "the CA {why}: run certgen to rotate it"),
+            Self::Due(why) => write!(f, "the certificate {why}: run certgen to renew it"),
+            Self::SanDrift(drift) => write!(f, "{drift}: run certgen to renew it"),
+            Self::UnknownIssuer => f.write_str("issued by a CA certgen does not know"),
+            Self::OtherIssuer => f.write_str("issued by a CA other than the active one"),
+            Self::Untrusted(peers) => {
+                write!(f, "not trusted by the bundle of {}", peers.join(", "))
+            }
+            Self::HmacKey(key) => write!(f, "key {key:?} is missing or empty"),
+            Self::Divergent(d) if d.repairable() => {
+                write!(f, "{}: run certgen to restore it", d.describe())
+            }
+            Self::Divergent(d) => write!(
+                f,
+                "{}: certgen cannot tell which copy is meant; delete it to have certgen restore its own, or run certgen --force to replace it",
+                d.describe()
+            ),
+        }
     }
 }
 
-fn with_cert(mut r: Row, cert: &Cert, now: OffsetDateTime) -> Row {
-    r.not_after = Some(rfc3339(cert.not_after));
-    r.residual_seconds = Some((cert.not_after - now).whole_seconds());
-    r
+/// One Secret being checked: its row, and what was found.
+struct Checked {
+    row: Row,
+    findings: Vec<Finding>,
 }
 
-fn bundle_entries(certs: &[Cert], now: OffsetDateTime) -> Vec<BundleEntry> {
-    certs
-        .iter()
-        .map(|c| BundleEntry {
-            sha256: c.fingerprint_hex(),
-            subject: c.subject.clone(),
-            not_after: rfc3339(c.not_after),
-            expired: c.is_expired_at(now),
-        })
-        .collect()
-}
+impl Checked {
+    fn new(secret: &str, kind: &'static str) -> Self {
+        Self {
+            row: Row::new(secret, kind),
+            findings: Vec::new(),
+        }
+    }
 
-fn data<'a>(s: &'a StoredSecret, key: &str) -> Option<&'a [u8]> {
-    s.data.get(key).map(Vec::as_slice).filter(|v| !v.is_empty())
+    fn unusable(&mut self, key: &'static str, problem: impl fmt::Display) {
+        self.findings.push(Finding::Unusable {
+            key,
+            problem: problem.to_string(),
+        });
+    }
+
+    /// The row, its status following from the findings.
+    fn finish(self) -> Row {
+        let status = if self.findings.iter().any(Finding::missing) {
+            "missing"
+        } else if self.findings.iter().any(Finding::invalid) {
+            "invalid"
+        } else if !self.findings.is_empty() {
+            "due"
+        } else {
+            "ok"
+        };
+        Row {
+            status,
+            problems: self.findings.iter().map(Finding::to_string).collect(),
+            ..self.row
+        }
+    }
 }
 
 /// Checks every Secret of `config` as stored.
 pub fn check(
     config: &Config,
-    observed: &ObservedState,
+    observed: &Snapshot,
     now: OffsetDateTime,
     store: String,
 ) -> CheckReport {
-    let mut rows = Vec::new();
+    let mut rows: Vec<Checked> = Vec::new();
     let mut rotation = None;
 
     // The CA.
-    let mut ca_row = row(&config.ca.secret_name, "ca");
+    let mut ca = Checked::new(&config.ca.secret_name, "ca");
     let mut active: Option<Cert> = None;
     let mut known_cas: Vec<Cert> = Vec::new();
-    match observed.ca.as_ref().and_then(Observed::present) {
+    match observed.ca().present() {
         None if config.tls.is_empty() => {}
-        None => {
-            ca_row.status = "missing";
-            ca_row.problems.push(
-                "no CA Secret: leaves cannot be renewed until certgen creates one (run certgen)"
-                    .into(),
-            );
-        }
+        None => ca.findings.push(Finding::NoCa),
         Some(s) => {
-            match data(s, "tls.crt").map(parse_single_cert) {
-                Some(Ok(cert)) => {
+            let data = parse::ca(s);
+            match data.cert {
+                Field::Ok(cert) => {
                     if !cert.is_ca {
-                        ca_row.problems.push(format!(
-                            "tls.crt ({}) is not a CA certificate",
-                            cert.subject
-                        ));
+                        ca.findings.push(Finding::NotCa {
+                            subject: cert.subject.clone(),
+                        });
                     }
-                    if let Some(key) = data(s, "tls.key")
-                        && let Err(e) = CaKey::from_pem(cert.clone(), key)
-                    {
-                        ca_row.problems.push(format!("tls.key: {e}"));
+                    if let Field::Bad(p) = &data.key {
+                        ca.unusable("tls.key", p);
                     }
                     if let Some(why) = due(&cert, config.ca.renew_before, now) {
-                        ca_row
-                            .problems
-                            .push(format!("the CA {why}: run certgen to rotate it"));
+                        ca.findings.push(Finding::CaDue(why));
                     }
-                    ca_row.issuer = Some(cert.short_fingerprint());
-                    ca_row = with_cert(ca_row, &cert, now);
+                    ca.row.issuer = Some(cert.short_fingerprint());
+                    ca.row = ca.row.with_cert(&cert, now);
                     known_cas.push(cert.clone());
                     active = Some(cert);
                 }
-                Some(Err(e)) => ca_row.problems.push(format!("tls.crt: {e}")),
-                None => ca_row.problems.push("tls.crt is missing".into()),
-            }
-            if let Some(b) = data(s, "ca.crt") {
-                match parse_cert_chain(b) {
-                    Ok(certs) => {
-                        if let Err(e) = check_bundle(&certs) {
-                            ca_row.problems.push(format!("ca.crt: {e}"));
-                        }
-                        ca_row.bundle = bundle_entries(&certs, now);
-                        known_cas.extend(certs);
-                    }
-                    Err(e) => ca_row.problems.push(format!("ca.crt: {e}")),
+                Field::Bad(p) => ca.unusable("tls.crt", p),
+                Field::Absent | Field::Empty | Field::Unchecked => {
+                    ca.findings.push(Finding::KeyMissing("tls.crt"));
                 }
             }
-            if let Some(next) = data(s, "next.crt") {
-                match parse_single_cert(next) {
-                    Ok(p) => {
-                        rotation = Some(format!(
-                            "staged rotation in progress: pending CA {} (run certgen to finish it)",
-                            p.short_fingerprint()
-                        ));
-                        known_cas.push(p);
+            match data.bundle {
+                Field::Ok(b) => {
+                    if let Some(e) = &b.broken {
+                        ca.unusable("ca.crt", e);
                     }
-                    Err(e) => ca_row.problems.push(format!("next.crt: {e}")),
+                    ca.row.bundle = BundleEntry::list(&b.certs, now);
+                    known_cas.extend(b.certs);
                 }
+                Field::Bad(p) => ca.unusable("ca.crt", p),
+                Field::Absent | Field::Empty | Field::Unchecked => {}
+            }
+            match data.next_cert {
+                Field::Ok(p) => {
+                    rotation = Some(format!(
+                        "staged rotation in progress: pending CA {} (run certgen to finish it)",
+                        p.short_fingerprint()
+                    ));
+                    known_cas.push(p);
+                }
+                Field::Bad(p) => ca.unusable("next.crt", p),
+                Field::Absent | Field::Empty | Field::Unchecked => {}
             }
         }
     }
-    rows.push(ca_row);
+    rows.push(ca);
 
     // The leaves, then trust between them.
-    let mut leaves: Vec<(String, Cert, Vec<Cert>)> = Vec::new();
+    let mut leaves: Vec<(usize, Cert, Vec<Cert>)> = Vec::new();
     for t in &config.tls {
-        let mut r = row(&t.name, "tls");
-        match observed.secrets.get(&t.name).and_then(Observed::present) {
-            None => {
-                r.status = "missing";
-                r.problems.push("missing: run certgen to create it".into());
+        let mut r = Checked::new(&t.name, "tls");
+        let Some(s) = observed.get(&t.name).present() else {
+            r.findings.push(Finding::Missing);
+            rows.push(r);
+            continue;
+        };
+        let data = parse::leaf(s);
+        let leaf = match data.cert {
+            Field::Ok(cert) => Some(cert),
+            Field::Bad(p) => {
+                r.unusable("tls.crt", p);
+                None
             }
-            Some(s) => {
-                let leaf = match data(s, "tls.crt").map(parse_cert_chain) {
-                    Some(Ok(mut chain)) => Some(chain.remove(0)),
-                    Some(Err(e)) => {
-                        r.problems.push(format!("tls.crt: {e}"));
-                        None
-                    }
-                    None => {
-                        r.problems.push("tls.crt is missing".into());
-                        None
-                    }
-                };
-                let bundle = match data(s, "ca.crt").map(parse_cert_chain) {
-                    Some(Ok(b)) => b,
-                    Some(Err(e)) => {
-                        r.problems.push(format!("ca.crt: {e}"));
-                        vec![]
-                    }
-                    None => {
-                        r.problems.push("ca.crt is missing".into());
-                        vec![]
-                    }
-                };
-                if let Err(e) = check_bundle(&bundle) {
-                    r.problems.push(format!("ca.crt: {e}"));
+            Field::Absent | Field::Empty | Field::Unchecked => {
+                r.findings.push(Finding::KeyMissing("tls.crt"));
+                None
+            }
+        };
+        let bundle = match data.bundle {
+            Field::Ok(b) => {
+                if let Some(e) = &b.broken {
+                    r.unusable("ca.crt", e);
                 }
-                r.bundle = bundle_entries(&bundle, now);
-                if let Some(leaf) = leaf {
-                    match data(s, "tls.key").map(|k| crate::pki::load_signing_key(&leaf, k)) {
-                        Some(Ok(_)) => {}
-                        Some(Err(e)) => r.problems.push(format!("tls.key: {e}")),
-                        None => r.problems.push("tls.key is missing".into()),
-                    }
-                    if let Some(why) = due(&leaf, t.renew_before, now) {
-                        r.problems
-                            .push(format!("the certificate {why}: run certgen to renew it"));
-                    }
-                    if let Some(drift) = san_drift(&leaf, t) {
-                        r.problems.push(format!("{drift}: run certgen to renew it"));
-                    }
-                    r.issuer = known_cas
-                        .iter()
-                        .find(|ca| ca.signed(&leaf))
-                        .map(Cert::short_fingerprint);
-                    match (&active, &r.issuer) {
-                        (_, None) => r
-                            .problems
-                            .push("issued by a CA certgen does not know".into()),
-                        (Some(a), Some(_)) if !a.signed(&leaf) => r
-                            .problems
-                            .push("issued by a CA other than the active one".into()),
-                        _ => {}
-                    }
-                    r = with_cert(r, &leaf, now);
-                    leaves.push((t.name.clone(), leaf, bundle));
+                b.certs
+            }
+            Field::Bad(p) => {
+                r.unusable("ca.crt", p);
+                vec![]
+            }
+            Field::Absent | Field::Empty | Field::Unchecked => {
+                r.findings.push(Finding::KeyMissing("ca.crt"));
+                vec![]
+            }
+        };
+        r.row.bundle = BundleEntry::list(&bundle, now);
+        if let Some(leaf) = leaf {
+            match &data.key {
+                Field::Ok(()) => {}
+                Field::Bad(p) => r.unusable("tls.key", p),
+                Field::Absent | Field::Empty | Field::Unchecked => {
+                    r.findings.push(Finding::KeyMissing("tls.key"));
                 }
             }
+            if let Some(why) = due(&leaf, t.renew_before, now) {
+                r.findings.push(Finding::Due(why));
+            }
+            if let Some(drift) = san_drift(&leaf, t) {
+                r.findings.push(Finding::SanDrift(drift));
+            }
+            r.row.issuer = known_cas
+                .iter()
+                .find(|ca| ca.signed(&leaf))
+                .map(Cert::short_fingerprint);
+            match (&active, &r.row.issuer) {
+                (_, None) => r.findings.push(Finding::UnknownIssuer),
+                (Some(a), Some(_)) if !a.signed(&leaf) => r.findings.push(Finding::OtherIssuer),
+                _ => {}
+            }
+            r.row = r.row.with_cert(&leaf, now);
+            leaves.push((rows.len(), leaf, bundle));
         }
         rows.push(r);
     }
-    for (name, leaf, _) in &leaves {
-        let rejecting: Vec<&str> = leaves
+    for (index, leaf, _) in &leaves {
+        let rejecting: Vec<String> = leaves
             .iter()
             .filter(|(_, _, bundle)| {
                 !bundle
                     .iter()
                     .any(|ca| !ca.is_expired_at(now) && ca.signed(leaf))
             })
-            .map(|(peer, _, _)| peer.as_str())
+            .map(|(peer, _, _)| rows[*peer].row.secret.clone())
             .collect();
         if !rejecting.is_empty() {
-            let r = rows
-                .iter_mut()
-                .find(|r| &r.secret == name)
-                .expect("a row per leaf");
-            r.problems.push(format!(
-                "not trusted by the bundle of {}",
-                rejecting.join(", ")
-            ));
+            rows[*index].findings.push(Finding::Untrusted(rejecting));
         }
     }
 
     for h in &config.hmac {
-        let mut r = row(&h.name, "hmac");
-        match observed.secrets.get(&h.name).and_then(Observed::present) {
-            None => {
-                r.status = "missing";
-                r.problems.push("missing: run certgen to create it".into());
+        let mut r = Checked::new(&h.name, "hmac");
+        match observed.get(&h.name).present() {
+            None => r.findings.push(Finding::Missing),
+            Some(s) if parse::hmac(s, &h.key).missing() => {
+                r.findings.push(Finding::HmacKey(h.key.clone()));
             }
-            Some(s) if data(s, &h.key).is_none() => r
-                .problems
-                .push(format!("key {:?} is missing or empty", h.key)),
             Some(_) => {}
         }
         rows.push(r);
@@ -294,144 +298,16 @@ pub fn check(
 
     // Local mode: judge what consumers read, not only certgen's own copy.
     for r in &mut rows {
-        let stored = if r.secret == config.ca.secret_name {
-            observed.ca.as_ref()
-        } else {
-            observed.secrets.get(&r.secret)
-        };
-        for d in stored
-            .and_then(Observed::present)
-            .into_iter()
-            .flat_map(|s| &s.divergent)
-        {
-            r.problems.push(if d.repairable() {
-                format!("{}: run certgen to restore it", d.describe())
-            } else {
-                format!(
-                    "{}: certgen cannot tell which copy is meant; delete it to have certgen restore its own, or run certgen --force to replace it",
-                    d.describe()
-                )
-            });
-            if r.status == "ok" {
-                r.status = "invalid";
-            }
+        let stored = observed
+            .named(&r.row.secret, &config.ca.secret_name)
+            .and_then(Observed::present);
+        for d in stored.into_iter().flat_map(|s| &s.divergent) {
+            r.findings.push(Finding::Divergent(d.clone()));
         }
     }
-    for r in &mut rows {
-        if r.status == "ok" && !r.problems.is_empty() {
-            let invalid = r.problems.iter().any(|p| {
-                p.contains(':')
-                    && (p.starts_with("tls.") || p.starts_with("ca.crt") || p.starts_with("next."))
-            });
-            r.status = if invalid { "invalid" } else { "due" };
-        }
-    }
-    let healthy = rotation.is_none() && rows.iter().all(|r| r.problems.is_empty());
-    CheckReport {
-        api_version: "certgen/v1",
-        kind: "CheckReport",
-        profile: config.profile.clone(),
-        store,
-        healthy,
-        rotation,
-        secrets: rows,
-        next_renewal: None,
-    }
-    .with_next_renewal(config)
+    let rows = rows.into_iter().map(Checked::finish).collect();
+    CheckReport::new(config, store, rotation, rows)
 }
 
-fn residual(seconds: i64) -> String {
-    if seconds <= 0 {
-        return "expired".into();
-    }
-    let days = seconds / 86_400;
-    if days >= 1 {
-        format!("{days}d")
-    } else {
-        format!("{}h", seconds / 3_600)
-    }
-}
-
-impl CheckReport {
-    /// The table for people.
-    pub fn to_text(&self) -> String {
-        let width = self
-            .secrets
-            .iter()
-            .map(|r| r.secret.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
-        let mut out = format!(
-            "certgen check: profile {}, {}\n\n",
-            self.profile, self.store
-        );
-        out.push_str(&format!(
-            "{:<width$}  {:<4}  {:<20}  {:<8}  {:<16}  {}\n",
-            "SECRET", "KIND", "EXPIRES", "RESIDUAL", "ISSUER", "STATUS"
-        ));
-        for r in &self.secrets {
-            let expires = r
-                .not_after
-                .as_deref()
-                .map(|t| t.get(..16).unwrap_or(t).replace('T', " "))
-                .unwrap_or_else(|| "-".into());
-            out.push_str(&format!(
-                "{:<width$}  {:<4}  {:<20}  {:<8}  {:<16}  {}\n",
-                r.secret,
-                r.kind,
-                expires,
-                r.residual_seconds
-                    .map(residual)
-                    .unwrap_or_else(|| "-".into()),
-                r.issuer.as_deref().unwrap_or("-"),
-                r.status
-            ));
-        }
-        out.push_str("\nTRUST BUNDLES\n");
-        for r in self.secrets.iter().filter(|r| !r.bundle.is_empty()) {
-            let cas: Vec<String> = r
-                .bundle
-                .iter()
-                .map(|b| {
-                    format!(
-                        "{} (until {}{})",
-                        &b.sha256[..16],
-                        b.not_after.get(..10).unwrap_or(&b.not_after),
-                        if b.expired { ", EXPIRED" } else { "" }
-                    )
-                })
-                .collect();
-            out.push_str(&format!("  {:<width$}  {}\n", r.secret, cas.join(", ")));
-        }
-        if let Some(rot) = &self.rotation {
-            out.push_str(&format!("\nROTATION: {rot}\n"));
-        }
-        let problems: Vec<String> = self
-            .secrets
-            .iter()
-            .flat_map(|r| {
-                r.problems
-                    .iter()
-                    .map(move |p| format!("  {}: {p}", r.secret))
-            })
-            .collect();
-        if problems.is_empty() && self.healthy {
-            out.push_str("\nHealthy: nothing is due.\n");
-        } else {
-            out.push_str("\nACTION DUE\n");
-            out.push_str(&problems.join("\n"));
-            out.push('\n');
-        }
-        if let Some(next) = &self.next_renewal {
-            out.push('\n');
-            out.push_str(&next.to_text());
-        }
-        out
-    }
-
-    /// The JSON document.
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).expect("the report serializes") + "\n"
-    }
-}
+#[cfg(test)]
+mod tests;

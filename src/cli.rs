@@ -118,7 +118,7 @@ pub struct RunArgs {
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    s.parse::<crate::config::HumanDuration>().map(|d| d.0)
+    s.parse::<crate::timefmt::HumanDuration>().map(|d| d.0)
 }
 
 /// Subcommands.
@@ -157,7 +157,7 @@ pub enum ProfileCommand {
     /// Print a built-in profile as YAML, a starting point for --config.
     Show {
         /// Profile name.
-        #[arg(default_value = crate::config::DEFAULT_PROFILE)]
+        #[arg(default_value = crate::profiles::DEFAULT)]
         name: String,
     },
     /// List the built-in profiles.

@@ -1,39 +1,46 @@
 //! certgen: generates and rotates the mutual-TLS certificates of a Kubernetes control plane.
 //!
 //! The layers, each forgetting the one before: [`cli`] (clap, no IO) → [`config`] (one
-//! resolution of flags, environment and file into validated values) → [`plan`] (pure decisions)
-//! → [`engine`] (reads, applies, retries on lost races) over a [`store`] (Kubernetes or local
-//! directory). [`pki`] is pure cryptography with `now` passed in. Only [`main`] turns results
-//! into exit codes.
+//! resolution of flags, environment and file into validated values) → the [`rotation`] driver,
+//! which runs each step as [`observe`] (read and parse every Secret) → [`plan`] (pure
+//! decisions, down to every byte written) → [`apply`] (mechanical writes), then the consumers'
+//! restarts and probes, and hands its results to [`report`]. [`check`] judges what
+//! [`observe`] read. Secrets are reached through the [`store`] trait; every Kubernetes API
+//! call is in the [`k8s`] adapter, which the core never imports. [`pki`] is pure cryptography
+//! with `now` passed in. Only [`main`] turns results into exit codes.
 
 pub mod access;
+pub mod apply;
 pub mod check;
 pub mod cli;
 pub mod config;
-pub mod consumers;
-pub mod driver;
-pub mod engine;
+pub mod error;
 pub mod exit;
+pub mod k8s;
 pub mod lock;
 pub mod metrics;
+pub mod observe;
 pub mod pki;
 pub mod plan;
 pub mod probe;
+pub mod profiles;
 pub mod report;
 pub mod rollout;
-pub mod servertime;
+pub mod rotation;
+pub mod secret;
 pub mod store;
+pub mod timefmt;
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
-use crate::config::{Config, Env, Overrides, Source};
-use crate::exit::Error;
-use crate::store::{KubeStore, LocalStore, SecretStore};
+use crate::config::RunOptions;
+use crate::error::Error;
+use crate::k8s::KubeStore;
+use crate::store::{LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -89,27 +96,25 @@ fn init_logging(cli: &Cli) {
 fn dispatch(cli: Cli) -> Result<(), Error> {
     match cli.command {
         Some(Command::Profile(ProfileCommand::Show { name })) => {
-            let text = config::builtin_profile(&name).ok_or_else(|| {
+            let text = profiles::builtin(&name).ok_or_else(|| {
                 Error::Config(config::ConfigError {
                     source_name: "profile show".into(),
                     message: format!(
                         "unknown profile {name:?}; built-in profiles: {}",
-                        config::BUILTIN_PROFILES.join(", ")
+                        profiles::NAMES.join(", ")
                     ),
                 })
             })?;
             print(text)
         }
-        Some(Command::Profile(ProfileCommand::List)) => {
-            print(&(config::BUILTIN_PROFILES.join("\n") + "\n"))
-        }
+        Some(Command::Profile(ProfileCommand::List)) => print(&(profiles::NAMES.join("\n") + "\n")),
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }
-        None => runtime(cli.run.target.local.is_some())?.block_on(run(cli.run)),
+        None => runtime(cli.run.target.local.is_some())?.block_on(main_job(cli.run)),
     }
 }
 
@@ -143,138 +148,75 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
-/// The configuration source the arguments select.
-pub fn target_source(target: &cli::TargetArgs) -> Source {
-    match (&target.config, &target.profile) {
-        (Some(path), _) => Source::File(path.clone()),
-        (None, Some(p)) => Source::Profile(p.clone()),
-        (None, None) => Source::Profile(config::DEFAULT_PROFILE.to_string()),
-    }
-}
-
-/// Every Secret name the config manages (the CA Secret first).
-fn secret_names(config: &Config) -> Vec<&str> {
-    std::iter::once(config.ca.secret_name.as_str())
-        .chain(config.tls.iter().map(|t| t.name.as_str()))
-        .chain(config.hmac.iter().map(|h| h.name.as_str()))
-        .collect()
-}
-
-/// Resolves the configuration and the local directory (`None` in a cluster) of a target.
-fn resolve_target(target: &cli::TargetArgs) -> Result<(Config, Option<PathBuf>), Error> {
-    let overrides = Overrides {
-        namespace: target.namespace.clone(),
-        cluster_domain: target.cluster_domain.clone(),
-    };
-    let mut config = Config::resolve(&target_source(target), &overrides, &Env::from_process())?;
-    if target.disable_topology_injector && !config.disable_topology_injector() {
-        tracing::debug!("--disable-topology-injector: the config declares no topology injector");
-    }
-    let local = config::local_dir(
-        target.local.clone(),
-        target.config_home.as_deref(),
-        config::home_dir().as_deref(),
-    )?;
-    if local.is_none() && target.config_home.is_some() {
-        // Envoy Gateway ignores it in a cluster too; say so rather than stay silent.
-        tracing::warn!("--config-home only matters with --local; ignored");
-    }
-    Ok((config, local))
-}
-
-async fn run(args: RunArgs) -> Result<(), Error> {
-    let (mut config, local) = resolve_target(&args.target)?;
+/// certgen's main job: resolve, then (in a cluster) adapt to what this identity may do, run
+/// the rotation driver against the store, print the report.
+async fn main_job(args: RunArgs) -> Result<(), Error> {
+    let (mut config, local) = config::resolve_target(&args.target)?;
+    let options = RunOptions::resolve(&args, local.is_some());
     // In a cluster: what this identity may do, once, before anything else (src/access.rs).
     let cluster = match &local {
         Some(_) => None,
         None => {
-            let client = kube_client(&args.target).await?;
+            let client = k8s::client(&args.target).await?;
             // The rules review is one request on every run. It is made only when --wait or
             // --probe was given, so that missing verbs fail the run before anything is
             // written; otherwise every optional feature is tried and a 403 skips it for the
             // rest of the run with the same warning and report line (src/access.rs).
-            let access = if args.wait || args.probe {
-                access::discover(&client, &config.namespace).await
+            let access = if options.wait || options.probe {
+                k8s::review(&client, &config.namespace).await
             } else {
                 access::Access::unknown()
             };
             let asked = access::Asked {
-                wait: args.wait,
-                probe: args.probe,
+                wait: options.wait,
+                probe: options.probe,
             };
             let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
             Some((client, access, skipped))
         }
     };
     let config = config;
-    // A kubelet re-syncs a pod's volumes every syncFrequency (1 m by default) plus up to 50 %
-    // jitter, so a Secret update can take about 91 s to reach a pod with default settings
-    // (measured on a real kubelet: up to 84.8 s). Two minutes leaves a margin.
-    let default_delay = if local.is_some() { 0 } else { 120 };
-    let plan = plan::Options {
-        overwrite: args.overwrite,
-        rotate_hmac: args.rotate_hmac,
-        force: args.force,
-        strategy: match args.strategy {
-            cli::StrategyArg::Staged => plan::Strategy::Staged,
-            cli::StrategyArg::Immediate => plan::Strategy::Immediate,
-        },
-        propagation_delay: args
-            .propagation_delay
-            .unwrap_or(std::time::Duration::from_secs(default_delay)),
-        trust_confirmed: None,
-        gate_waited: None,
-        other_written_at: None,
-    };
-    // An absurd --timeout (10000y) means "no bound", not an overflow.
-    let now = tokio::time::Instant::now();
-    let deadline = now
-        .checked_add(args.timeout)
-        .unwrap_or_else(|| now + std::time::Duration::from_secs(100 * 365 * 86_400));
-    let context = |deployments, client, webhooks, lock| driver::Context {
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let invocation = |deployments, client, webhooks, lock| rotation::Invocation {
         config: &config,
-        plan,
-        dry_run: args.dry_run,
-        wait: args.wait,
-        probe: args.probe,
+        options,
         deadline,
         deployments,
         client,
         webhooks,
         lock,
     };
-    // Optional features the API server refused during the run (a 403 without a review).
-    let mut refused: Vec<String> = Vec::new();
     let (report, failure) = match &local {
         Some(dir) => {
-            let lock = driver::LockTarget::File(dir.clone());
-            driver::drive(&LocalStore::new(dir), context(None, None, None, lock)).await?
+            let lock = lock::Target::File(dir.clone());
+            let store = LocalStore::new(dir);
+            rotation::run(&store, invocation(None, None, None, lock)).await?
         }
         None => {
-            let (client, access, _) = cluster.as_ref().expect("a cluster run has a client");
+            let (client, access, skipped) = cluster.as_ref().expect("a cluster run has a client");
             let store = KubeStore::new(client.clone(), &config.namespace)
                 .with_labels(config.labels.clone())
-                .with_write_verb(access.secret_write_verb(&secret_names(&config)));
-            if store.write_verb() == store::SecretWriteVerb::Update {
+                .with_write_verb(access.secret_write_verb(&config.secret_names()));
+            if store.write_verb() == access::SecretWriteVerb::Update {
                 tracing::info!(
                     "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
                 );
             }
-            let deployments = rollout::Deployments::new(client.clone(), &config.namespace);
-            let deployments = if args.wait {
+            let deployments = k8s::Deployments::new(client.clone(), &config.namespace);
+            let deployments = if options.wait {
                 deployments
             } else {
                 deployments.skip_refused()
             };
-            let lock = driver::LockTarget::Lease {
+            let lock = lock::Target::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
                 name: format!("{}-certgen-lock", config.profile),
             };
-            let webhooks = store::WebhookStore::new(client.clone());
-            let driven = driver::drive(
+            let webhooks = k8s::WebhookStore::new(client.clone());
+            let (report, failure) = rotation::run(
                 &store,
-                context(
+                invocation(
                     Some(&deployments),
                     Some(client),
                     (!config.webhooks.is_empty()).then_some(&webhooks),
@@ -282,34 +224,18 @@ async fn run(args: RunArgs) -> Result<(), Error> {
                 ),
             )
             .await?;
-            refused = webhooks.refusals();
+            // Optional features skipped for missing verbs: found by the review, refused by the
+            // API server during the run (a 403 without a review), and the run lock.
+            let mut skipped = skipped.clone();
+            skipped.extend(webhooks.refusals());
             if let Some(note) = deployments.refused() {
-                let (report, _) = &driven;
-                refused.extend(
-                    report
-                        .consumers
-                        .iter()
-                        .filter(|c| c.note.as_deref() == Some(note.as_str()))
-                        .map(|c| format!("consumer {}: {note}", c.name)),
-                );
+                skipped.extend(report.consumers_noted(&note));
             }
-            driven
+            skipped.extend(k8s::lease::skipped().map(str::to_string));
+            (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };
-    let mut report = report;
-    if let Some((_, _, skipped)) = &cluster {
-        report.api_requests = Some(metrics::snapshot());
-        report.skipped = skipped.clone();
-        report.skipped.extend(refused);
-        report.skipped.extend(lock::skipped().map(str::to_string));
-    }
-    report.next_renewal = report::next_renewal(
-        &config,
-        report
-            .secrets
-            .iter()
-            .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
-    );
+    let report = report.with_next_renewal(&config);
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
@@ -320,19 +246,20 @@ async fn run(args: RunArgs) -> Result<(), Error> {
     }
 }
 
+/// `certgen check`: observe, check, print the report; exit 1 when action is due.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let (config, local) = resolve_target(&target)?;
+    let (config, local) = config::resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
     let report = match &local {
         Some(dir) => {
             let store = LocalStore::new(dir);
-            let observed = engine::observe(&store, &config).await?;
+            let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
         }
         None => {
-            let client = kube_client(&target).await?;
+            let client = k8s::client(&target).await?;
             let store = KubeStore::new(client, &config.namespace);
-            let observed = engine::observe(&store, &config).await?;
+            let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
         }
     };
@@ -345,88 +272,6 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     } else {
         Err(Error::CheckFailed)
     }
-}
-
-async fn kube_client(args: &cli::TargetArgs) -> Result<kube::Client, Error> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
-                Error::Config(config::ConfigError {
-                    source_name: path.display().to_string(),
-                    message: format!("cannot read the kubeconfig: {e}"),
-                })
-            })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
-        None => kube::Config::infer().await.map_err(|e| {
-            kube::config::KubeconfigError::ReadConfig(
-                std::io::Error::other(e.to_string()),
-                "the default kubeconfig or in-cluster configuration".into(),
-            )
-        }),
-    };
-    let config = config.map_err(|e| {
-        Error::Config(config::ConfigError {
-            source_name: "kubeconfig".into(),
-            message: format!("{e}; pass --kubeconfig FILE, set KUBECONFIG, or run in a pod"),
-        })
-    })?;
-    let mut config = config;
-    config.default_retry = false;
-    let builder =
-        kube::client::ClientBuilder::try_from(config).map_err(|e| Error::Connect(e.to_string()))?;
-    Ok(layered(builder))
-}
-
-/// certgen's client layers over any service: bounded retries and the request counter.
-///
-/// kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
-/// `--timeout`, so 429/503/504 are retried up to 8 times, 100 ms to 5 s apart, honouring
-/// Retry-After. Every request (retries included) is counted for the report.
-pub fn layered<Svc, B>(builder: kube::client::ClientBuilder<Svc>) -> kube::Client
-where
-    Svc: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
-        + Send
-        + 'static,
-    Svc::Future: Send + 'static,
-    Svc::Error: Into<tower::BoxError> + Send + Sync,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<tower::BoxError>,
-{
-    let counting = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
-        metrics::record(&req);
-        req
-    });
-    let policy = kube::client::retry::RetryPolicy::new(
-        std::time::Duration::from_millis(100),
-        std::time::Duration::from_secs(5),
-        8,
-        true,
-    )
-    .expect("valid retry bounds");
-    // The API server's clock, for staged-rotation gates (see `servertime`).
-    let clock = tower::util::MapResponseLayer::new(|res: http::Response<B>| {
-        if let Some(date) = res
-            .headers()
-            .get(http::header::DATE)
-            .and_then(|v| v.to_str().ok())
-        {
-            servertime::record(date);
-        }
-        res
-    });
-    builder
-        .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&tower::retry::RetryLayer::new(policy))
-        .with_layer(&counting)
-        .with_layer(&clock)
-        .build()
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

@@ -2,11 +2,12 @@
 //! with the reason people will read in the report.
 //!
 //! Nothing here reads the clock, the network or files, and nothing generates keys: a plan says
-//! which CA signs each leaf ([`Signer`]) and which CAs each bundle holds ([`CaRef`]), so
-//! `--dry-run` prints exactly what `apply` will write, and `apply` makes no decisions. Problems
-//! with what is stored (garbage PEM, a key that does not match, a Secret owned by another
-//! manager) are [`Invalid`] errors that name the object and the fix; `--force` turns the
-//! repairable ones into renewals.
+//! which CA signs each leaf ([`Signer`]), which CAs each bundle holds ([`CaRef`]) and, for every
+//! Secret written, each data key and what it holds ([`Write`], made in `plan/writes.rs`), so
+//! `--dry-run` prints what `apply` will write, and `apply` makes no decisions. Problems with
+//! what is stored (garbage PEM, a key that does not match, a Secret owned by another manager)
+//! are [`Invalid`] errors that name the object and the fix (`plan/stored.rs`); `--force` turns
+//! the repairable ones into renewals.
 //!
 //! # The rotation invariant
 //!
@@ -28,14 +29,20 @@
 //! CA Secret, which CAs each bundle holds, which CA signed each leaf) and the store's write
 //! times: no state file, no annotation that a crash could leave stale.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::config::{Config, HmacSecret, MANAGED_BY, MANAGED_BY_LABEL, TlsSecret};
-use crate::pki::{CaKey, Cert, check_bundle, choose_prior_ca, parse_cert_chain, parse_single_cert};
-use crate::store::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::config::{Config, HmacSecret, RunOptions, Strategy, TlsSecret};
+use crate::observe::Snapshot;
+use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
+use crate::secret::Observed;
+
+mod stored;
+mod writes;
+
+use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};
+pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 
 /// Options that change what is planned.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,23 +61,27 @@ pub struct Options {
     /// pending CA with this fingerprint: the trust step has reached them, whatever the delay.
     pub trust_confirmed: Option<[u8; 32]>,
     /// This run already waited out a gate for the stored state with this digest (see
-    /// [`state_digest`]): the gate is open for it even if the store's clock disagrees.
+    /// [`Snapshot::digest`]): the gate is open for it even if the store's clock disagrees.
     pub gate_waited: Option<[u8; 32]>,
     /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
     /// store's clock: gates count from it too.
     pub other_written_at: Option<OffsetDateTime>,
 }
 
-/// How a CA rotation is written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Strategy {
-    /// Trust first (every bundle gets the new CA beside the current one), then, once consumers
-    /// have it, the leaves; then, once consumers present the new leaves, the old CA goes.
-    #[default]
-    Staged,
-    /// Bundle and leaf in one write, for setups where every consumer restarts.
-    Immediate,
+impl Options {
+    /// The options a run starts from: what its flags ask for, nothing confirmed or waited yet.
+    pub fn from_run(run: &RunOptions) -> Self {
+        Self {
+            overwrite: run.overwrite,
+            rotate_hmac: run.rotate_hmac,
+            force: run.force,
+            strategy: run.strategy,
+            propagation_delay: run.propagation_delay,
+            trust_confirmed: None,
+            gate_waited: None,
+            other_written_at: None,
+        }
+    }
 }
 
 /// What this step does, and so what comes after it.
@@ -114,49 +125,6 @@ impl Phase {
     }
 }
 
-/// Everything read from the store, by Secret name.
-#[derive(Debug, Clone, Default)]
-pub struct ObservedState {
-    pub ca: Option<Observed>,
-    pub secrets: BTreeMap<String, Observed>,
-}
-
-impl ObservedState {
-    /// Whether none of the Secrets is stored: a fresh install.
-    pub fn nothing_stored(&self) -> bool {
-        let absent = |o: &Observed| matches!(o, Observed::Absent);
-        self.ca.as_ref().is_none_or(absent) && self.secrets.values().all(absent)
-    }
-
-    fn get(&self, name: &str) -> &Observed {
-        self.secrets.get(name).unwrap_or(&Observed::Absent)
-    }
-}
-
-/// A digest of which version of every Secret was read: two plans with the same digest saw the
-/// same stored state.
-pub fn state_digest(observed: &ObservedState) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    let mut add = |name: &str, o: Option<&Observed>| {
-        h.update((name.len() as u64).to_be_bytes());
-        h.update(name.as_bytes());
-        match o.and_then(Observed::present) {
-            None => h.update([0]),
-            Some(s) => {
-                h.update([1]);
-                h.update((s.version.len() as u64).to_be_bytes());
-                h.update(s.version.as_bytes());
-            }
-        }
-    };
-    add("", observed.ca.as_ref());
-    for (name, o) in &observed.secrets {
-        add(name, Some(o));
-    }
-    h.finalize().into()
-}
-
 /// A stored object certgen cannot use as it is, and will not touch.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("{object}: {problem}; {fix}")]
@@ -185,7 +153,7 @@ pub enum Action {
     /// Staged rotation: the pending CA becomes the active one (CA Secret only).
     Promote,
     /// Local mode: the data is right, but files consumers read are not the links into it
-    /// ([`crate::store::StoredSecret::divergent`]); the links are put back, the data kept.
+    /// ([`crate::secret::StoredSecret::divergent`]); the links are put back, the data kept.
     Repair,
 }
 
@@ -193,6 +161,20 @@ impl Action {
     /// Whether the action writes.
     pub fn writes(self) -> bool {
         self != Self::Keep
+    }
+
+    /// Its name in reports and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Create => "create",
+            Self::Renew => "renew",
+            Self::UpdateBundle => "update-bundle",
+            Self::Rotate => "rotate",
+            Self::Trust => "trust",
+            Self::Promote => "promote",
+            Self::Repair => "repair",
+        }
     }
 }
 
@@ -205,15 +187,24 @@ pub enum CaRef {
     Cert(Cert),
 }
 
-/// Which CA signs a leaf this step issues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A CA whose key signs a leaf or is written: one certgen holds, or the one this step
+/// generates.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // a handful per plan; boxing buys nothing
 pub enum Signer {
-    /// The active CA (`CaPlan::active`).
-    Active,
-    /// The pending CA, promoted in this same step (`CaPlan::pending`).
-    Pending,
-    /// The CA this step generates.
+    /// The CA this step generates (Create, Rotate, Trust).
     New,
+    Held(CaKey),
+}
+
+impl Signer {
+    /// Its certificate, as a bundle entry.
+    pub fn cert_ref(&self) -> CaRef {
+        match self {
+            Self::New => CaRef::New,
+            Self::Held(k) => CaRef::Cert(k.cert.clone()),
+        }
+    }
 }
 
 /// The plan for the CA Secret.
@@ -222,31 +213,34 @@ pub struct CaPlan {
     pub name: String,
     pub action: Action,
     pub reason: String,
-    /// The version the CA Secret was read at (`None`: absent).
-    pub version: Option<String>,
-    /// The active CA, when certgen holds its key.
+    /// The active CA as read, when certgen holds its key.
     pub active: Option<CaKey>,
-    /// The active CA of another tool whose key certgen does not hold (adopted Secrets).
+    /// The active CA as read, when it is another tool's whose key certgen does not hold
+    /// (adopted Secrets).
     pub adopted: Option<Cert>,
-    /// A staged rotation's pending CA, when one is stored.
+    /// A staged rotation's pending CA, as read.
     pub pending: Option<CaKey>,
     /// The CA Secret's `ca.crt` after this step.
     pub bundle: Vec<CaRef>,
-    /// Data keys this step removes from the CA Secret.
-    pub remove: Vec<String>,
+    /// The CA this step generates (Create, Rotate, Trust).
+    pub new: Option<CaSpec>,
+    /// What this step writes to the CA Secret (`None`: nothing).
+    pub write: Option<Write>,
+    /// The CAs after this step: what signs leaves (when certgen holds its key), what is
+    /// pending, and which certificate the report shows for the CA Secret.
+    pub after: CasAfter,
 }
 
-impl CaPlan {
-    /// The certificate that signs leaves after this step, when it exists already.
-    pub fn active_cert(&self) -> Option<&Cert> {
-        if self.action == Action::Promote {
-            return self.pending.as_ref().map(|p| &p.cert);
-        }
-        self.active
-            .as_ref()
-            .map(|a| &a.cert)
-            .or(self.adopted.as_ref())
-    }
+/// The CAs of the CA Secret after a step.
+#[derive(Debug, Clone)]
+pub struct CasAfter {
+    /// The CA that signs leaves, when certgen holds its key.
+    pub signer: Option<Signer>,
+    /// A staged rotation's pending CA.
+    pub pending: Option<Signer>,
+    /// The certificate the report shows for the CA Secret: the CA this step generates or
+    /// promotes, else the active one (certgen's or an adopted one).
+    pub shown: Option<CaRef>,
 }
 
 /// The plan for one Secret.
@@ -256,13 +250,10 @@ pub struct SecretPlan {
     pub kind: Kind,
     pub action: Action,
     pub reason: String,
-    pub version: Option<String>,
     /// The current leaf's expiry, for the report.
     pub not_after: Option<OffsetDateTime>,
-    /// For TLS Secrets that are written: the `ca.crt` they hold after this step.
-    pub bundle: Vec<CaRef>,
-    /// For leaves issued in this step: who signs them.
-    pub signer: Option<Signer>,
+    /// What this step writes to the Secret (`None`: nothing).
+    pub write: Option<Write>,
 }
 
 /// The kind of a managed Secret.
@@ -288,137 +279,6 @@ impl Plan {
     /// Whether the step writes anything.
     pub fn writes(&self) -> bool {
         self.ca.action.writes() || self.secrets.iter().any(|s| s.action.writes())
-    }
-
-    /// Whether this step generates a CA.
-    pub fn generates_ca(&self) -> bool {
-        matches!(
-            self.ca.action,
-            Action::Create | Action::Rotate | Action::Trust
-        )
-    }
-}
-
-/// A TLS Secret as parsed.
-#[derive(Debug)]
-struct Leaf {
-    cert: Cert,
-    bundle: Vec<Cert>,
-}
-
-#[derive(Debug)]
-enum Parsed {
-    Missing,
-    /// Unusable and `--force` was given: replace it.
-    Broken(String),
-    Ok(Box<Leaf>),
-}
-
-fn foreign_owner(s: &StoredSecret) -> Option<String> {
-    if let Some(owner) = s.owners.first() {
-        return Some(format!("it is owned by {owner} (ownerReferences)"));
-    }
-    if let Some(k) = s
-        .annotations
-        .keys()
-        .find(|k| k.starts_with("cert-manager.io/"))
-    {
-        return Some(format!("it is managed by cert-manager (annotation {k})"));
-    }
-    match s.labels.get(MANAGED_BY_LABEL) {
-        Some(v) if v != MANAGED_BY => {
-            Some(format!("it is managed by {v:?} (label {MANAGED_BY_LABEL})"))
-        }
-        _ => None,
-    }
-}
-
-struct Ctx<'a> {
-    options: Options,
-    object: &'a dyn Fn(&str) -> String,
-}
-
-impl Ctx<'_> {
-    fn invalid(&self, name: &str, problem: impl Into<String>, fix: impl Into<String>) -> Invalid {
-        Invalid {
-            object: (self.object)(name),
-            problem: problem.into(),
-            fix: fix.into(),
-        }
-    }
-
-    /// A repairable problem: an error, or with `--force` the reason to replace the contents.
-    fn broken(&self, name: &str, problem: String) -> Result<String, Invalid> {
-        if self.options.force {
-            Ok(problem)
-        } else {
-            Err(self.invalid(
-                name,
-                problem,
-                "nothing was written; fix or delete it, or run with --force to have certgen replace its contents",
-            ))
-        }
-    }
-
-    fn check_common(&self, s: &StoredSecret, want_type: &str) -> Result<(), Invalid> {
-        if let Some(owner) = foreign_owner(s)
-            && !self.options.force
-        {
-            return Err(self.invalid(
-                &s.name,
-                format!("refusing to take it over: {owner}"),
-                "remove it from the other manager, choose another Secret name, or run with --force",
-            ));
-        }
-        if s.type_ != want_type {
-            return Err(self.invalid(
-                &s.name,
-                format!("has type {:?}, expected {want_type:?}", s.type_),
-                "the type of a Secret cannot be changed: delete it and run certgen again",
-            ));
-        }
-        Ok(())
-    }
-
-    fn parse_tls(&self, name: &str, observed: &Observed) -> Result<Parsed, Invalid> {
-        let Some(s) = observed.present() else {
-            return Ok(Parsed::Missing);
-        };
-        self.check_common(s, TYPE_TLS)?;
-        let key = |k: &str| s.data.get(k).filter(|v| !v.is_empty());
-        let (Some(crt), Some(key_pem)) = (key("tls.crt"), key("tls.key")) else {
-            return self
-                .broken(name, "tls.crt or tls.key is missing or empty".into())
-                .map(Parsed::Broken);
-        };
-        let cert = match parse_cert_chain(crt) {
-            Ok(mut chain) => chain.remove(0),
-            Err(e) => {
-                return self
-                    .broken(name, format!("tls.crt: {e}"))
-                    .map(Parsed::Broken);
-            }
-        };
-        if let Err(e) = crate::pki::load_signing_key(&cert, key_pem) {
-            return self
-                .broken(name, format!("tls.key: {e}"))
-                .map(Parsed::Broken);
-        }
-        let bundle = match key("ca.crt").map(|b| parse_cert_chain(b)) {
-            None => Vec::new(),
-            Some(Ok(b)) => b,
-            Some(Err(e)) => {
-                return self
-                    .broken(name, format!("ca.crt: {e}"))
-                    .map(Parsed::Broken);
-            }
-        };
-        if let Err(e) = check_bundle(&bundle) {
-            return self
-                .broken(name, format!("ca.crt: {e}"))
-                .map(Parsed::Broken);
-        }
-        Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))
     }
 }
 
@@ -489,105 +349,6 @@ fn refs(certs: &[Cert]) -> Vec<CaRef> {
     certs.iter().cloned().map(CaRef::Cert).collect()
 }
 
-/// The active CA: its key held by certgen, or another tool's certificate alone.
-#[derive(Debug, Clone)]
-enum Active {
-    Keyed(CaKey),
-    Adopted(Cert),
-}
-
-impl Active {
-    fn cert(&self) -> &Cert {
-        match self {
-            Self::Keyed(k) => &k.cert,
-            Self::Adopted(c) => c,
-        }
-    }
-}
-
-/// The CA Secret as parsed.
-#[derive(Debug, Default)]
-struct CaSecret {
-    version: Option<String>,
-    active: Option<Active>,
-    bundle: Vec<Cert>,
-    pending: Option<CaKey>,
-    /// Unusable and `--force` was given: replaced by a new CA.
-    broken: Option<String>,
-    /// The pending CA was unusable and `--force` was given: `next.*` are removed.
-    drop_pending: bool,
-}
-
-fn parse_ca(ctx: &Ctx<'_>, name: &str, observed: &Observed) -> Result<CaSecret, Invalid> {
-    let Some(s) = observed.present() else {
-        return Ok(CaSecret::default());
-    };
-    ctx.check_common(s, TYPE_TLS)?;
-    let mut out = CaSecret {
-        version: Some(s.version.clone()),
-        ..CaSecret::default()
-    };
-    let loaded = (|| -> Result<(Active, Vec<Cert>), String> {
-        let crt = s.data.get("tls.crt").ok_or("tls.crt is missing")?;
-        let key = s.data.get("tls.key").ok_or("tls.key is missing")?;
-        let cert = parse_single_cert(crt).map_err(|e| format!("tls.crt: {e}"))?;
-        if !cert.is_ca {
-            return Err(format!(
-                "tls.crt ({}) is not a CA certificate",
-                cert.subject
-            ));
-        }
-        // An empty key: the CA of another tool, kept as the active trust while a staged
-        // migration to a certgen CA runs (see `Active::Adopted`).
-        let active = if key.is_empty() {
-            Active::Adopted(cert)
-        } else {
-            Active::Keyed(CaKey::from_pem(cert, key).map_err(|e| format!("tls.key: {e}"))?)
-        };
-        let bundle = match s.data.get("ca.crt") {
-            None => Vec::new(),
-            Some(b) => parse_cert_chain(b).map_err(|e| format!("ca.crt: {e}"))?,
-        };
-        check_bundle(&bundle).map_err(|e| format!("ca.crt: {e}"))?;
-        Ok((active, bundle))
-    })();
-    match loaded {
-        Ok((active, bundle)) => {
-            out.active = Some(active);
-            out.bundle = bundle;
-        }
-        Err(problem) => {
-            out.broken = Some(ctx.broken(name, problem)?);
-            return Ok(out);
-        }
-    }
-    let (crt, key) = (s.data.get("next.crt"), s.data.get("next.key"));
-    if crt.is_none() && key.is_none() {
-        return Ok(out);
-    }
-    let pending = (|| -> Result<CaKey, String> {
-        let crt = crt.ok_or("next.key is present but next.crt is missing")?;
-        let key = key.ok_or("next.crt is present but next.key is missing")?;
-        let cert = parse_single_cert(crt).map_err(|e| format!("next.crt: {e}"))?;
-        if !cert.is_ca {
-            return Err(format!(
-                "next.crt ({}) is not a CA certificate",
-                cert.subject
-            ));
-        }
-        CaKey::from_pem(cert, key).map_err(|e| format!("next.key: {e}"))
-    })();
-    match pending {
-        Ok(p) => out.pending = Some(p),
-        // With --force an unusable pending CA is dropped and a rotation starts afresh.
-        Err(problem) => {
-            ctx.broken(name, format!("pending CA: {problem}"))?;
-            out.drop_pending = true;
-        }
-    }
-    Ok(out)
-}
-
 /// One configured TLS Secret as observed.
 struct LeafIn<'a> {
     cfg: &'a TlsSecret,
@@ -607,27 +368,24 @@ impl LeafIn<'_> {
         self.ok().map(|l| l.cert.not_after)
     }
 
-    fn plan(&self, action: Action, reason: impl Into<String>) -> SecretPlan {
+    fn plan(&self, action: Action, reason: impl Into<String>, write: Option<Write>) -> SecretPlan {
         SecretPlan {
             name: self.cfg.name.clone(),
             kind: Kind::Tls,
             action,
             reason: reason.into(),
-            version: self.version.clone(),
             not_after: self.not_after(),
-            bundle: vec![],
-            signer: None,
+            write,
         }
     }
 
     fn keep(&self, reason: impl Into<String>) -> SecretPlan {
-        self.plan(Action::Keep, reason)
+        self.plan(Action::Keep, reason, None)
     }
 
     fn bundle_update(&self, bundle: Vec<CaRef>, reason: impl Into<String>) -> SecretPlan {
-        let mut p = self.plan(Action::UpdateBundle, reason);
-        p.bundle = bundle;
-        p
+        let write = writes::tls(&self.version, &bundle, None);
+        self.plan(Action::UpdateBundle, reason, Some(write))
     }
 
     fn issue(&self, signer: Signer, bundle: Vec<CaRef>, reason: impl Into<String>) -> SecretPlan {
@@ -635,10 +393,12 @@ impl LeafIn<'_> {
             Parsed::Missing => Action::Create,
             _ => Action::Renew,
         };
-        let mut p = self.plan(action, reason);
-        p.bundle = bundle;
-        p.signer = Some(signer);
-        p
+        let issue = Issue {
+            spec: self.cfg.leaf.clone(),
+            signer,
+        };
+        let write = writes::tls(&self.version, &bundle, Some(issue));
+        self.plan(action, reason, Some(write))
     }
 
     /// Why this leaf must be issued again by `signer` (the CA that should have signed it), if
@@ -702,32 +462,29 @@ impl Gate {
 /// Plans one step. `object` names a Secret for messages (`Secret ns/name` or a path).
 pub fn plan(
     config: &Config,
-    observed: &ObservedState,
+    observed: &Snapshot,
     now: OffsetDateTime,
     options: Options,
     object: &dyn Fn(&str) -> String,
 ) -> Result<Plan, Invalid> {
-    let ctx = Ctx { options, object };
+    let judge = Judge { options, object };
+    judge.foreign_files(observed.ca.iter().chain(observed.secrets.values()))?;
     let ca_name = config.ca.secret_name.as_str();
-    let ca = parse_ca(
-        &ctx,
-        ca_name,
-        observed.ca.as_ref().unwrap_or(&Observed::Absent),
-    )?;
+    let ca = judge.ca(ca_name, observed.ca())?;
     let mut leaves = Vec::new();
     for t in &config.tls {
         let o = observed.get(&t.name);
         leaves.push(LeafIn {
             cfg: t,
-            parsed: ctx.parse_tls(&t.name, o)?,
+            parsed: judge.leaf(&t.name, o)?,
             version: o.present().map(|s| s.version.clone()),
         });
     }
-    let hmac = hmac_plans(&ctx, config, observed, options)?;
+    let hmac = hmac_plans(&judge, config, observed, options)?;
 
     // The gate counts from the newest write to any TLS Secret (a write time in the future, from
     // a clock that went back, counts as now).
-    let state = state_digest(observed);
+    let state = observed.digest();
     let last_write = config
         .tls
         .iter()
@@ -752,13 +509,113 @@ pub fn plan(
         gate: &gate,
     };
     let (ca_plan, secrets, phase) = input.decide(ca)?;
+    let mut ca_plan = ca_plan.finish(config);
     let mut all = secrets;
     all.extend(hmac);
+    // Local mode: a Secret kept as it is still gets back the files consumers read.
+    if let Some(stored) = observed.ca().present()
+        && !ca_plan.action.writes()
+        && let Some((write, reason)) = writes::relink(stored)
+    {
+        (ca_plan.action, ca_plan.reason, ca_plan.write) = (Action::Repair, reason, Some(write));
+    }
+    for s in all.iter_mut().filter(|s| s.action == Action::Keep) {
+        if let Some(stored) = observed.get(&s.name).present()
+            && let Some((write, reason)) = writes::relink(stored)
+        {
+            (s.action, s.reason, s.write) = (Action::Repair, reason, Some(write));
+        }
+    }
     Ok(Plan {
         ca: ca_plan,
         secrets: all,
         phase,
     })
+}
+
+/// The CA Secret's plan as the decisions leave it, before [`CaDraft::finish`] adds what is
+/// written and what follows.
+#[derive(Debug)]
+struct CaDraft {
+    name: String,
+    action: Action,
+    reason: String,
+    /// The version the CA Secret was read at (`None`: absent).
+    version: Option<String>,
+    active: Option<CaKey>,
+    adopted: Option<Cert>,
+    pending: Option<CaKey>,
+    /// The CA Secret's `ca.crt` after this step.
+    bundle: Vec<CaRef>,
+    /// Data keys this step removes from the CA Secret.
+    remove: Vec<String>,
+}
+
+impl CaDraft {
+    fn finish(self, config: &Config) -> CaPlan {
+        let held = |k: &Option<CaKey>| k.clone().map(Signer::Held);
+        let current = self
+            .active
+            .as_ref()
+            .map(|a| CaRef::Cert(a.cert.clone()))
+            .or(self.adopted.clone().map(CaRef::Cert));
+        let (new, after) = match self.action {
+            Action::Create | Action::Rotate => (
+                Some(config.ca.spec.clone()),
+                CasAfter {
+                    signer: Some(Signer::New),
+                    pending: None,
+                    shown: Some(CaRef::New),
+                },
+            ),
+            Action::Trust => (
+                Some(config.ca.spec.clone()),
+                CasAfter {
+                    signer: held(&self.active),
+                    pending: Some(Signer::New),
+                    shown: Some(CaRef::New),
+                },
+            ),
+            Action::Promote => (
+                None,
+                CasAfter {
+                    signer: held(&self.pending),
+                    pending: None,
+                    shown: self.pending.as_ref().map(|p| CaRef::Cert(p.cert.clone())),
+                },
+            ),
+            Action::Keep | Action::UpdateBundle | Action::Renew | Action::Repair => (
+                None,
+                CasAfter {
+                    signer: held(&self.active),
+                    pending: held(&self.pending),
+                    shown: current,
+                },
+            ),
+        };
+        let write = writes::ca(
+            self.action,
+            &self.version,
+            &self.bundle,
+            &self.remove,
+            writes::CaKeys {
+                adopted: self.adopted.as_ref(),
+                pending: self.pending.as_ref(),
+            },
+        );
+        CaPlan {
+            name: self.name,
+            action: self.action,
+            reason: self.reason,
+            active: self.active,
+            adopted: self.adopted,
+            pending: self.pending,
+            bundle: self.bundle,
+            new,
+            write,
+            after,
+        }
+    }
 }
 
 struct Input<'a> {
@@ -770,16 +627,16 @@ struct Input<'a> {
     gate: &'a Gate,
 }
 
-type Decision = (CaPlan, Vec<SecretPlan>, Phase);
+type Decision = (CaDraft, Vec<SecretPlan>, Phase);
 
 impl Input<'_> {
-    fn ca_plan(&self, ca: &CaSecret, action: Action, reason: impl Into<String>) -> CaPlan {
+    fn ca_plan(&self, ca: &CaSecret, action: Action, reason: impl Into<String>) -> CaDraft {
         let (active, adopted) = match &ca.active {
             Some(Active::Keyed(k)) => (Some(k.clone()), None),
             Some(Active::Adopted(c)) => (None, Some(c.clone())),
             None => (None, None),
         };
-        CaPlan {
+        CaDraft {
             name: self.ca_name.to_string(),
             action,
             reason: reason.into(),
@@ -963,8 +820,8 @@ impl Input<'_> {
             .map(|l| {
                 let renewal = l.renewal(active.cert(), self.now);
                 match (renewal, active, l.ok()) {
-                    (Some(why), Active::Keyed(_), _) => l.issue(
-                        Signer::Active,
+                    (Some(why), Active::Keyed(key), _) => l.issue(
+                        Signer::Held(key.clone()),
                         trust.to_vec(),
                         format!("{why}; signed by the current CA during the trust phase"),
                     ),
@@ -1005,7 +862,7 @@ impl Input<'_> {
             if !self.gate.open(self.now) {
                 let why = format!(
                     "{reason}; waiting until {} so that consumers present leaves of the current CA before the previous one is dropped",
-                    crate::report::rfc3339(self.gate.ready_at)
+                    crate::timefmt::rfc3339(self.gate.ready_at)
                 );
                 let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
                 plan.bundle = refs(&ca.bundle);
@@ -1074,7 +931,7 @@ impl Input<'_> {
             let reason = format!(
                 "every bundle trusts the pending CA {}; leaves wait until {} so consumers have loaded it",
                 pending.cert.short_fingerprint(),
-                crate::report::rfc3339(ready_at)
+                crate::timefmt::rfc3339(ready_at)
             );
             let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
             plan.bundle = trust;
@@ -1121,7 +978,7 @@ impl Input<'_> {
                     Parsed::Missing => "missing",
                     _ => "leaves phase: signed by the new CA",
                 };
-                l.issue(Signer::Pending, bundle.clone(), why)
+                l.issue(Signer::Held(pending.clone()), bundle.clone(), why)
             })
             .collect();
         let phase = if keep_active {
@@ -1135,7 +992,7 @@ impl Input<'_> {
     /// No rotation: renew what is due with the active CA, keep bundles in line, and drop a
     /// prior CA once no consumer may still present a leaf of it.
     fn maintain(&self, ca: &CaSecret, active: &Active) -> Decision {
-        let Active::Keyed(_) = active else {
+        let Active::Keyed(key) = active else {
             // Adopted, nothing due (or it would rotate): another tool's Secrets stay as they are.
             let mut plan = self.ca_plan(
                 ca,
@@ -1193,7 +1050,11 @@ impl Input<'_> {
         let mut secrets = Vec::new();
         for (l, why) in self.leaves.iter().zip(&renewals) {
             secrets.push(match (why, l.ok()) {
-                (Some(why), _) => l.issue(Signer::Active, target_refs.clone(), why.clone()),
+                (Some(why), _) => l.issue(
+                    Signer::Held(key.clone()),
+                    target_refs.clone(),
+                    why.clone(),
+                ),
                 (None, Some(leaf)) if !same(&leaf.bundle, target) => l.bundle_update(
                     target_refs.clone(),
                     if drop_prior {
@@ -1248,7 +1109,7 @@ impl Input<'_> {
                 let reason = format!(
                     "every leaf is signed by the current CA; the previous CA {} is dropped after {}, once consumers present the new leaves",
                     p.short_fingerprint(),
-                    crate::report::rfc3339(self.gate.ready_at)
+                    crate::timefmt::rfc3339(self.gate.ready_at)
                 );
                 plan.reason = reason.clone();
                 self.gate.phase(reason, None, true)
@@ -1259,59 +1120,57 @@ impl Input<'_> {
 }
 
 fn hmac_plans(
-    ctx: &Ctx<'_>,
+    judge: &Judge<'_>,
     config: &Config,
-    observed: &ObservedState,
+    observed: &Snapshot,
     options: Options,
 ) -> Result<Vec<SecretPlan>, Invalid> {
     config
         .hmac
         .iter()
-        .map(|h| plan_hmac(ctx, h, observed.get(&h.name), options))
+        .map(|h| plan_hmac(judge, h, observed.get(&h.name), options))
         .collect()
 }
 
 fn plan_hmac(
-    ctx: &Ctx<'_>,
+    judge: &Judge<'_>,
     h: &HmacSecret,
     observed: &Observed,
     options: Options,
 ) -> Result<SecretPlan, Invalid> {
-    let mut plan = SecretPlan {
-        name: h.name.clone(),
-        kind: Kind::Hmac,
-        action: Action::Keep,
-        reason: "present".into(),
-        version: observed.present().map(|s| s.version.clone()),
-        not_after: None,
-        bundle: vec![],
-        signer: None,
-    };
-    match observed.present() {
-        None => {
-            plan.action = Action::Create;
-            plan.reason = "missing".into();
-        }
+    let version = observed.present().map(|s| s.version.clone());
+    let (action, reason) = match observed.present() {
+        None => (Action::Create, "missing".to_string()),
         Some(s) => {
-            ctx.check_common(s, TYPE_OPAQUE)?;
-            let usable = s.data.get(&h.key).is_some_and(|v| !v.is_empty());
-            if !usable {
+            if !judge.hmac(s, &h.key)? {
                 if !options.force {
-                    return Err(ctx.invalid(
+                    return Err(judge.invalid(
                         &h.name,
                         format!("key {:?} is missing or empty", h.key),
                         "nothing was written; delete the Secret to have it recreated, or run with --force",
                     ));
                 }
-                plan.action = Action::Renew;
-                plan.reason = format!("key {:?} missing; replaced because of --force", h.key);
+                (
+                    Action::Renew,
+                    format!("key {:?} missing; replaced because of --force", h.key),
+                )
             } else if options.rotate_hmac {
-                plan.action = Action::Renew;
-                plan.reason = "--rotate-hmac".into();
+                (Action::Renew, "--rotate-hmac".to_string())
+            } else {
+                (Action::Keep, "present".to_string())
             }
         }
-    }
-    Ok(plan)
+    };
+    Ok(SecretPlan {
+        name: h.name.clone(),
+        kind: Kind::Hmac,
+        action,
+        reason,
+        not_after: None,
+        write: action
+            .writes()
+            .then(|| writes::hmac(&version, &h.key, h.bytes)),
+    })
 }
 
 #[cfg(test)]

@@ -4,21 +4,20 @@
 //! bundle certgen wrote and its name, presenting a short-lived client certificate from the
 //! active CA (so a server that requires client certificates shows it trusts that CA). There is
 //! no way to skip verification. What the server presented is then judged by [`verdict`], a pure
-//! function: it must be exactly the leaf now stored in the Secret.
+//! function: it must be exactly the leaf now stored in the Secret. Which addresses to dial is
+//! the caller's: a Service's endpoints come from the Kubernetes adapter
+//! ([`crate::k8s::service_endpoints`]).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ListParams};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls_pki_types::pem::PemObject;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::pki::{CaKey, Cert, KeyAlgorithm, LeafSpec, Usages, issue_leaf};
+use crate::report::EndpointResult;
 
 /// Test-only: `ADDR=ADDR[,...]` rewrites dial addresses (the API server refuses loopback
 /// addresses in EndpointSlices, so tests point EndpointSlices at TEST-NET addresses and map them
@@ -247,16 +246,6 @@ pub async fn dial(
         Ok(()) => Dial::Verified(seen),
         Err(e) => Dial::Failed(e, seen),
     }
-}
-
-/// The result for one endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointResult {
-    pub endpoint: String,
-    pub ok: bool,
-    pub detail: String,
-    pub attempts: u32,
 }
 
 /// Probes one endpoint until it passes or the deadline comes, backing off between attempts.
@@ -521,90 +510,6 @@ fn dial_override(endpoint: &str) -> Option<String> {
 #[cfg(not(feature = "test-hooks"))]
 fn dial_override(_endpoint: &str) -> Option<String> {
     None
-}
-
-/// Why a Service's endpoints could not be found.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointsError {
-    /// The API refused or failed (exit 5, like any refused call).
-    #[error(transparent)]
-    Api(crate::store::StoreError),
-    /// The Service or its port is not there (a failed probe, exit 1).
-    #[error("{0}")]
-    Missing(String),
-}
-
-/// The ready endpoints (`ip:port`) behind a Service port, from its EndpointSlices.
-pub async fn service_endpoints(
-    client: &kube::Client,
-    namespace: &str,
-    service: &str,
-    port: u16,
-) -> Result<Vec<String>, EndpointsError> {
-    use crate::store::ApiFailure;
-    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
-    let svc = services
-        .get_opt(service)
-        .await
-        .map_err(|e| {
-            EndpointsError::Api(ApiFailure::from_kube(
-                "get", "services", "", namespace, service, e,
-            ))
-        })?
-        .ok_or_else(|| {
-            EndpointsError::Missing(format!("Service {namespace}/{service} does not exist"))
-        })?;
-    let port_name = svc
-        .spec
-        .and_then(|s| s.ports)
-        .unwrap_or_default()
-        .into_iter()
-        .find(|p| p.port == i32::from(port))
-        .ok_or_else(|| {
-            EndpointsError::Missing(format!("Service {namespace}/{service} has no port {port}"))
-        })?
-        .name;
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
-    let list = slices
-        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
-        .await
-        .map_err(|e| {
-            EndpointsError::Api(ApiFailure::from_kube(
-                "list",
-                "endpointslices",
-                "discovery.k8s.io",
-                namespace,
-                "",
-                e,
-            ))
-        })?;
-    let mut out = Vec::new();
-    for slice in list.items {
-        let Some(target) = slice
-            .ports
-            .unwrap_or_default()
-            .into_iter()
-            .find(|p| p.name == port_name)
-            .and_then(|p| p.port)
-        else {
-            continue;
-        };
-        for ep in slice.endpoints {
-            if ep.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-                continue;
-            }
-            for address in ep.addresses {
-                let addr = match address.parse::<std::net::IpAddr>() {
-                    Ok(ip) => SocketAddr::new(ip, target as u16).to_string(),
-                    Err(_) => format!("{address}:{target}"),
-                };
-                if !out.contains(&addr) {
-                    out.push(addr);
-                }
-            }
-        }
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

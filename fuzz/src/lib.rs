@@ -13,14 +13,15 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use certgen::config::{Config, ConfigFile, Env, Overrides, Source};
+use certgen::config::{Config, ConfigFile, Env, Overrides, Source, Strategy};
+use certgen::observe::Snapshot;
 use certgen::pki::{
     CaKey, Cert, KeyAlgorithm, KeyError, MAX_BUNDLE, bundle_pem, check_bundle, choose_prior_ca,
     issue_ca, issue_leaf, load_signing_key, parse_cert_chain, parse_single_cert, rotation_bundle,
     steady_bundle,
 };
-use certgen::plan::{Action, Kind, ObservedState, Options, Phase, Strategy};
-use certgen::store::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use certgen::plan::{Action, Kind, Options, Phase};
+use certgen::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
@@ -301,7 +302,7 @@ fn check_usable(config: &Config) {
     }
     let planned = certgen::plan::plan(
         config,
-        &ObservedState::default(),
+        &Snapshot::default(),
         NOW,
         Options::default(),
         &|n| n.to_string(),
@@ -339,7 +340,7 @@ pub static PROFILE: LazyLock<Config> = LazyLock::new(|| {
 pub struct PlanInput {
     pub now: OffsetDateTime,
     pub options: Options,
-    pub observed: ObservedState,
+    pub observed: Snapshot,
 }
 
 /// Decodes a `plan` input against `config` (whose Secret names decide the default types).
@@ -458,7 +459,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
                 .map_or([0xa5; 32], |c| c.fingerprint()),
         );
     }
-    let mut observed = ObservedState::default();
+    let mut observed = Snapshot::default();
     for (name, secret) in secrets {
         if name == ca_name {
             observed.ca = Some(Observed::Present(secret));

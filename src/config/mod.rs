@@ -1,10 +1,11 @@
 //! Profiles and configuration: the YAML schema, built-in profiles, validation, and the one place
-//! where flags, environment and file are merged (`flag > env > file > default`).
+//! where flags, environment and file are merged (`flag > env > file > default`), and where the
+//! main job's flags are resolved ([`RunOptions`]).
 //!
 //! The result, [`Config`], holds only validated values: rendered SANs, parsed durations, known
-//! algorithms. The engine never sees clap or raw YAML.
+//! algorithms. Nothing after this module sees clap or raw YAML.
 
-mod duration;
+mod run;
 mod schema;
 mod validate;
 
@@ -12,19 +13,14 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use duration::HumanDuration;
+pub use run::{CLUSTER_PROPAGATION_DELAY, RunOptions, Strategy, resolve_target, source};
 pub use schema::{
     CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
     WebhookFile, WebhookKind,
 };
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
-
-/// Names of the built-in profiles, in the order `profile show` lists them.
-pub const BUILTIN_PROFILES: &[&str] = &["envoy-gateway"];
-
-/// The default profile.
-pub const DEFAULT_PROFILE: &str = "envoy-gateway";
+use crate::profiles;
 
 /// The label every Secret certgen writes carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -87,14 +83,6 @@ fn passwd_home() -> Option<PathBuf> {
         let f: Vec<&str> = l.split(':').collect();
         (f.len() >= 6 && f[2] == uid).then(|| PathBuf::from(f[5]))
     })
-}
-
-/// The YAML text of a built-in profile.
-pub fn builtin_profile(name: &str) -> Option<&'static str> {
-    match name {
-        "envoy-gateway" => Some(include_str!("../../profiles/envoy-gateway.yaml")),
-        _ => None,
-    }
 }
 
 /// A configuration error: names the field (and line where known) and how to fix it.
@@ -239,12 +227,12 @@ impl Config {
     pub fn resolve(source: &Source, overrides: &Overrides, env: &Env) -> Result<Self, ConfigError> {
         let (name, text) = match source {
             Source::Profile(p) => {
-                let text = builtin_profile(p).ok_or_else(|| {
+                let text = profiles::builtin(p).ok_or_else(|| {
                     ConfigError::new(
                         "--profile",
                         format!(
                             "unknown profile {p:?}; built-in profiles: {} (or pass --config FILE)",
-                            BUILTIN_PROFILES.join(", ")
+                            profiles::NAMES.join(", ")
                         ),
                     )
                 })?;
@@ -355,6 +343,14 @@ impl Config {
             !(w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector)
         });
         self.webhooks.len() != before
+    }
+
+    /// Every Secret name the config manages (the CA Secret first).
+    pub fn secret_names(&self) -> Vec<&str> {
+        std::iter::once(self.ca.secret_name.as_str())
+            .chain(self.tls.iter().map(|t| t.name.as_str()))
+            .chain(self.hmac.iter().map(|h| h.name.as_str()))
+            .collect()
     }
 }
 

@@ -2,8 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::HumanDuration;
 use crate::pki::KeyAlgorithm;
+use crate::timefmt::HumanDuration;
 
 /// A profile or config file as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -1,12 +1,13 @@
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use time::macros::datetime;
 
 use super::*;
-use crate::config::{Env, Overrides, Source};
+use crate::config::{Env, MANAGED_BY_LABEL, Overrides, Source};
+use crate::observe::Snapshot;
+use crate::observe::fixtures::{installed, tls};
 use crate::pki::{CaKey, CaSpec, Issued, bundle_pem, issue_ca, issue_leaf};
-use crate::store::StoredSecret;
+use crate::secret::{StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
@@ -38,23 +39,6 @@ fn object(name: &str) -> String {
     format!("Secret ns/{name}")
 }
 
-fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
-    Observed::Present(StoredSecret {
-        name: name.into(),
-        type_: type_.into(),
-        data: data
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        owners: vec![],
-        version: "1".into(),
-        written_at: None,
-        divergent: vec![],
-    })
-}
-
 fn new_ca(at: OffsetDateTime) -> (CaKey, Issued) {
     issue_ca(&config().ca.spec, at).unwrap()
 }
@@ -62,65 +46,81 @@ fn new_ca(at: OffsetDateTime) -> (CaKey, Issued) {
 /// A cluster where certgen already ran at `at` with the given CA.
 struct World {
     config: Config,
-    state: ObservedState,
+    state: Snapshot,
 }
 
 impl World {
     fn installed(ca: &(CaKey, Issued), at: OffsetDateTime) -> Self {
         let config = config();
-        let mut state = ObservedState::default();
-        let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
-        state.ca = Some(secret(
-            &config.ca.secret_name,
-            TYPE_TLS,
-            &[
-                ("ca.crt", bundle.clone()),
-                ("tls.crt", ca.1.cert.pem().into_bytes()),
-                ("tls.key", ca.1.key.expose().as_bytes().to_vec()),
-            ],
-        ));
-        for t in &config.tls {
-            let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();
-            state
-                .secrets
-                .insert(t.name.clone(), tls_secret(&t.name, &bundle, &leaf));
-        }
-        for h in &config.hmac {
-            state.secrets.insert(
-                h.name.clone(),
-                secret(&h.name, TYPE_OPAQUE, &[(&h.key, vec![7; 32])]),
-            );
-        }
+        let state = installed(&config, ca, at);
         Self { config, state }
     }
 
     fn plan(&self, now: OffsetDateTime, options: Options) -> Result<Plan, Invalid> {
-        plan(&self.config, &self.state, now, options, &object)
+        let planned = plan(&self.config, &self.state, now, options, &object);
+        if let Ok(p) = &planned {
+            complete(p);
+        }
+        planned
     }
 
     fn edit(&mut self, name: &str, f: impl FnOnce(&mut StoredSecret)) {
-        let slot = if name == self.config.ca.secret_name {
-            self.state.ca.as_mut().unwrap()
-        } else {
-            self.state.secrets.get_mut(name).unwrap()
-        };
-        let Observed::Present(s) = slot else {
-            panic!("{name} is absent")
-        };
-        f(s);
+        self.state.edit(name, f);
     }
 }
 
-fn tls_secret(name: &str, bundle: &[u8], leaf: &Issued) -> Observed {
-    secret(
-        name,
-        TYPE_TLS,
-        &[
-            ("ca.crt", bundle.to_vec()),
-            ("tls.crt", leaf.cert.pem().into_bytes()),
-            ("tls.key", leaf.key.expose().as_bytes().to_vec()),
-        ],
-    )
+/// What apply relies on: a Secret is written exactly when its action writes; every reference
+/// to the new CA comes with the spec to generate it; a leaf's certificate and key come with
+/// the leaf to issue.
+fn complete(plan: &Plan) {
+    let new = |r: &CaRef| matches!(r, CaRef::New);
+    let writes = std::iter::once((&plan.ca.name, plan.ca.action, &plan.ca.write))
+        .chain(plan.secrets.iter().map(|s| (&s.name, s.action, &s.write)));
+    for (name, action, write) in writes {
+        assert_eq!(action.writes(), write.is_some(), "{name}: {action:?}");
+        let Some(w) = write else { continue };
+        let mut refers_new = w.ca_annotation.as_ref().is_some_and(new)
+            || w.issue
+                .as_ref()
+                .is_some_and(|i| matches!(i.signer, Signer::New));
+        for (key, content) in &w.data {
+            refers_new |= match content {
+                Content::Bundle(refs) => refs.iter().any(new),
+                Content::Cert(r) => new(r),
+                Content::Key(s) => matches!(s, Signer::New),
+                Content::LeafCert | Content::LeafKey => {
+                    assert!(w.issue.is_some(), "{name}: {key} without a leaf to issue");
+                    false
+                }
+                Content::Random(_) | Content::Empty => false,
+            };
+        }
+        assert!(
+            !refers_new || plan.ca.new.is_some(),
+            "{name} refers to a new CA the plan does not generate"
+        );
+    }
+}
+
+fn keys(write: &Option<Write>) -> Vec<(&str, String)> {
+    let w = write.as_ref().expect("a write");
+    w.data
+        .iter()
+        .map(|(k, c)| {
+            let c = match c {
+                Content::Bundle(refs) => format!("bundle of {}", refs.len()),
+                Content::Cert(CaRef::New) => "new CA".into(),
+                Content::Cert(CaRef::Cert(c)) => format!("CA {}", c.short_fingerprint()),
+                Content::Key(Signer::New) => "new CA key".into(),
+                Content::Key(Signer::Held(k)) => format!("CA key {}", k.cert.short_fingerprint()),
+                Content::LeafCert => "leaf".into(),
+                Content::LeafKey => "leaf key".into(),
+                Content::Random(n) => format!("{n} random bytes"),
+                Content::Empty => "empty".into(),
+            };
+            (k.as_str(), c)
+        })
+        .collect()
 }
 
 fn actions(plan: &Plan) -> Vec<(String, Action)> {
@@ -141,7 +141,7 @@ fn action_of(plan: &Plan, name: &str) -> Action {
 fn a_fresh_namespace_creates_everything() {
     let plan = plan(
         &config(),
-        &ObservedState::default(),
+        &Snapshot::default(),
         NOW,
         Options::default(),
         &object,
@@ -153,6 +153,104 @@ fn a_fresh_namespace_creates_everything() {
         actions(&plan)
     );
     assert_eq!(plan.secrets.len(), 4);
+    complete(&plan);
+}
+
+#[test]
+fn every_byte_of_a_fresh_install_is_decided_by_the_plan() {
+    let config = config();
+    let plan = plan(
+        &config,
+        &Snapshot::default(),
+        NOW,
+        Options::default(),
+        &object,
+    )
+    .unwrap();
+    assert_eq!(plan.ca.new.as_ref(), Some(&config.ca.spec));
+    let ca = plan.ca.write.as_ref().unwrap();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 1".to_string()),
+            ("tls.crt", "new CA".into()),
+            ("tls.key", "new CA key".into())
+        ]
+    );
+    assert_eq!(ca.type_, TYPE_TLS);
+    assert_eq!(ca.secret_keys, ["tls.key"]);
+    assert_eq!(ca.remove, ["next.crt", "next.key"]);
+    assert_eq!(ca.expect, crate::secret::Expect::Absent);
+    assert!(matches!(ca.ca_annotation, Some(CaRef::New)));
+    assert_eq!(ca.labels[MANAGED_BY_LABEL], "certgen");
+    for (s, t) in plan.secrets.iter().zip(&config.tls) {
+        let w = s.write.as_ref().unwrap();
+        assert_eq!(
+            keys(&s.write),
+            [
+                ("ca.crt", "bundle of 1".to_string()),
+                ("tls.crt", "leaf".into()),
+                ("tls.key", "leaf key".into())
+            ]
+        );
+        assert_eq!(w.secret_keys, ["tls.key"]);
+        let issue = w.issue.as_ref().unwrap();
+        assert_eq!(issue.spec, t.leaf, "{}", s.name);
+        assert!(matches!(issue.signer, Signer::New));
+    }
+    let hmac = plan.secrets.last().unwrap();
+    assert_eq!(
+        keys(&hmac.write),
+        [("hmac-secret", "32 random bytes".to_string())]
+    );
+    let w = hmac.write.as_ref().unwrap();
+    assert_eq!(
+        (w.type_, w.secret_keys.as_slice()),
+        (TYPE_OPAQUE, &["hmac-secret".to_string()][..])
+    );
+    assert!(w.ca_annotation.is_none() && w.issue.is_none());
+}
+
+#[test]
+fn a_promotion_writes_the_pending_ca_as_active_and_signs_every_leaf_with_it() {
+    let ca = new_ca(NOW - DAY * 10);
+    let next = new_ca(NOW - DAY);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    world
+        .state
+        .set_bundles(&[next.0.cert.clone(), ca.0.cert.clone()]);
+    world.edit("envoy-gateway-ca", |s| {
+        s.data
+            .insert("next.crt".into(), next.1.cert.pem().into_bytes());
+        s.data
+            .insert("next.key".into(), next.1.key.expose().as_bytes().to_vec());
+    });
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Promote, "{:?}", actions(&plan));
+    assert!(plan.ca.new.is_none(), "a promotion generates no CA");
+    let fp = next.0.cert.short_fingerprint();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 2".to_string()),
+            ("tls.crt", format!("CA {fp}")),
+            ("tls.key", format!("CA key {fp}"))
+        ]
+    );
+    let w = plan.ca.write.as_ref().unwrap();
+    assert_eq!(w.remove, ["next.crt", "next.key"]);
+    assert_eq!(w.ca_annotation, Some(CaRef::Cert(next.0.cert.clone())));
+    assert_eq!(w.expect, crate::secret::Expect::Version("1".into()));
+    assert!(matches!(&plan.ca.after.signer, Some(Signer::Held(k)) if k.cert == next.0.cert));
+    assert!(plan.ca.after.pending.is_none());
+    for s in plan.secrets.iter().filter(|s| s.kind == Kind::Tls) {
+        let issue = s.write.as_ref().and_then(|w| w.issue.as_ref()).unwrap();
+        assert!(
+            matches!(&issue.signer, Signer::Held(k) if k.cert == next.0.cert),
+            "{}",
+            s.name
+        );
+    }
 }
 
 #[test]
@@ -173,7 +271,7 @@ fn a_leaf_within_renew_before_is_renewed_alone() {
     world
         .state
         .secrets
-        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &old_leaf));
+        .insert(t.name.clone(), tls(&t.name, &bundle, &old_leaf));
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(action_of(&plan, "envoy"), Action::Renew);
     assert!(
@@ -273,7 +371,7 @@ fn a_leaf_from_another_ca_is_reissued_by_the_active_one() {
     world
         .state
         .secrets
-        .insert(t.name.clone(), tls_secret(&t.name, &bundle, &stray));
+        .insert(t.name.clone(), tls(&t.name, &bundle, &stray));
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(action_of(&plan, "envoy-gateway"), Action::Renew);
     assert!(plan.secrets[0].reason.contains("other than the active"));
@@ -291,17 +389,9 @@ fn an_expired_prior_is_dropped_from_every_bundle() {
     .unwrap();
     let ca = new_ca(NOW - DAY * 20);
     let mut world = World::installed(&ca, NOW - DAY * 20);
-    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
-    for name in [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-    ] {
-        world.edit(name, |s| {
-            s.data.insert("ca.crt".into(), two.clone());
-        });
-    }
+    world
+        .state
+        .set_bundles(&[ca.0.cert.clone(), old.0.cert.clone()]);
     let plan = world.plan(NOW, Options::default()).unwrap();
     assert_eq!(plan.ca.action, Action::UpdateBundle);
     assert_eq!(plan.ca.bundle, [CaRef::Cert(ca.0.cert.clone())]);
@@ -501,6 +591,22 @@ fn leaves_from_another_tool_are_kept_until_due_then_moved_to_a_certgen_ca() {
         "no leaf changes before the gate: {:?}",
         actions(&plan)
     );
+    // The CA Secret is created holding their CA with an empty key, and the new one pending.
+    let fp = theirs.0.cert.short_fingerprint();
+    assert_eq!(
+        keys(&plan.ca.write),
+        [
+            ("ca.crt", "bundle of 2".to_string()),
+            ("next.crt", "new CA".into()),
+            ("next.key", "new CA key".into()),
+            ("tls.crt", format!("CA {fp}")),
+            ("tls.key", "empty".into())
+        ]
+    );
+    let w = plan.ca.write.as_ref().unwrap();
+    assert_eq!(w.secret_keys, ["next.key", "tls.key"]);
+    assert_eq!(w.expect, crate::secret::Expect::Absent);
+    assert!(w.ca_annotation.is_none(), "the active CA does not change");
 }
 
 #[test]

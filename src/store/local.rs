@@ -31,14 +31,14 @@ use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
 use std::sync::Mutex;
 
-use super::{
-    Divergence, Expect, Found, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
-    TYPE_OPAQUE, TYPE_TLS, data_digest as digest,
-};
+use super::{SecretStore, StoreError};
 use crate::pki::hex;
+use crate::secret::{
+    Divergence, Expect, Found, Observed, SecretWrite, StoredSecret, TYPE_OPAQUE, TYPE_TLS,
+    data_digest as digest,
+};
 
 /// The most a single file may hold; larger files are refused as not being certgen's.
 const MAX_FILE: u64 = 1 << 20;
@@ -636,5 +636,153 @@ mod tests {
         fs::remove_file(&key).unwrap();
         fs::create_dir(&key).unwrap();
         assert_eq!(found(&store), vec![("tls.key".to_string(), Found::Foreign)]);
+    }
+
+    fn conflict(result: Result<(), StoreError>) -> String {
+        match result {
+            Err(StoreError::Conflict { detail, .. }) => detail,
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn writes_are_fenced_by_absence_or_by_the_version_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path());
+        assert_eq!(block_on(store.get("s")).unwrap(), Observed::Absent);
+        let missing = block_on(store.put(&write("s", Expect::Version("x".into()), "a")));
+        assert_eq!(
+            conflict(missing),
+            "its files changed after certgen read them"
+        );
+        block_on(store.put(&write("s", Expect::Absent, "a"))).unwrap();
+        let again = block_on(store.put(&write("s", Expect::Absent, "b")));
+        assert_eq!(
+            conflict(again),
+            "it was created by someone else after certgen found it missing"
+        );
+        let read = get(&store, "s");
+        block_on(store.put(&write("s", Expect::Version(read.version.clone()), "b"))).unwrap();
+        // The version read before that write is stale now.
+        let stale = block_on(store.put(&write("s", Expect::Version(read.version), "c")));
+        assert_eq!(conflict(stale), "its files changed after certgen read them");
+        assert_eq!(get(&store, "s").data["tls.crt"], b"b");
+    }
+
+    #[test]
+    fn private_keys_are_0600_and_a_secret_directory_0700() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path());
+        let mut w = write("s", Expect::Absent, "crt");
+        w.data.insert("ca.crt".into(), b"bundle".to_vec());
+        w.data.insert("hmac-secret".into(), b"bytes".to_vec());
+        w.secret_keys.push("hmac-secret".into());
+        block_on(store.put(&w)).unwrap();
+        let mode = |p: &str| {
+            fs::metadata(tmp.path().join("s").join(p))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("tls.key"), 0o600);
+        assert_eq!(mode("hmac-secret"), 0o600);
+        assert_eq!(mode("tls.crt"), 0o644);
+        assert_eq!(mode("ca.crt"), 0o644);
+        assert_eq!(mode(""), 0o700);
+    }
+
+    #[test]
+    fn keys_are_removed_annotations_kept_and_the_type_follows_the_keys() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path());
+        let mut w = write("ca", Expect::Absent, "crt");
+        w.data.insert("next.crt".into(), b"next".to_vec());
+        w.annotations.insert("a".into(), "1".into());
+        block_on(store.put(&w)).unwrap();
+        let read = get(&store, "ca");
+        assert_eq!(read.type_, TYPE_TLS);
+        assert_eq!(read.annotations["a"], "1");
+        let mut w = write("ca", Expect::Version(read.version), "crt");
+        w.data.clear();
+        w.remove = vec!["next.crt".into()];
+        w.annotations.insert("b".into(), "2".into());
+        block_on(store.put(&w)).unwrap();
+        let read = get(&store, "ca");
+        let keys: Vec<&str> = read.data.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["tls.crt", "tls.key"]);
+        assert!(!tmp.path().join("ca/next.crt").exists());
+        assert_eq!(read.annotations.len(), 2, "{:?}", read.annotations);
+        assert_eq!(read.divergent, vec![]);
+
+        let hmac = SecretWrite {
+            type_: TYPE_OPAQUE,
+            data: BTreeMap::from([("hmac-secret".to_string(), vec![1; 32])]),
+            ..write("hmac", Expect::Absent, "")
+        };
+        block_on(store.put(&hmac)).unwrap();
+        assert_eq!(get(&store, "hmac").type_, TYPE_OPAQUE);
+    }
+
+    #[test]
+    fn another_tools_plain_files_are_read_as_they_are_and_moved_to_links_on_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("envoy");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("tls.crt"), "theirs").unwrap();
+        fs::write(dir.join("tls.key"), "key").unwrap();
+        fs::write(dir.join(".swap"), "ignored").unwrap();
+        let store = LocalStore::new(tmp.path());
+        let read = get(&store, "envoy");
+        assert_eq!(read.data.len(), 2);
+        assert_eq!(read.data["tls.crt"], b"theirs");
+        assert_eq!(
+            read.divergent,
+            vec![],
+            "plain files are what consumers read"
+        );
+        block_on(store.put(&write("envoy", Expect::Version(read.version), "ours"))).unwrap();
+        assert!(
+            fs::symlink_metadata(dir.join("tls.crt"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(fs::read(dir.join("tls.crt")).unwrap(), b"ours");
+        assert_eq!(get(&store, "envoy").divergent, vec![]);
+    }
+
+    #[test]
+    fn links_and_oversized_files_are_refused_not_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = LocalStore::new(tmp.path());
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), tmp.path().join("linked")).unwrap();
+        let err = block_on(store.get("linked")).unwrap_err().to_string();
+        assert!(err.contains("is a symbolic link"), "{err}");
+
+        let plain = tmp.path().join("plain");
+        fs::create_dir(&plain).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", plain.join("tls.crt")).unwrap();
+        let err = block_on(store.get("plain")).unwrap_err().to_string();
+        assert!(err.contains("replace it with a regular file"), "{err}");
+
+        let big = tmp.path().join("big");
+        fs::create_dir(&big).unwrap();
+        fs::write(big.join("tls.crt"), vec![b'x'; (MAX_FILE + 1) as usize]).unwrap();
+        let err = block_on(store.get("big")).unwrap_err().to_string();
+        assert!(err.contains("larger than 1 MiB"), "{err}");
+
+        fs::write(tmp.path().join("file"), "x").unwrap();
+        let err = block_on(store.get("file")).unwrap_err().to_string();
+        assert!(err.contains("not a directory"), "{err}");
+        assert_eq!(
+            store.object("envoy"),
+            tmp.path().join("envoy").display().to_string()
+        );
+        assert_eq!(
+            store.describe(),
+            format!("directory {}", tmp.path().display())
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! API faults without a cluster: the answers a real API server will not give on demand (429
 //! with Retry-After, 503, 504, 500), from an HTTP-level fake behind certgen's real client layers
-//! (`certgen::layered`). Transient answers are retried with backoff and a bound, Retry-After is
+//! (`certgen::k8s::layered`). Transient answers are retried with backoff and a bound, Retry-After is
 //! honoured, and a 500 is reported at once as an API failure (exit 5).
 //!
 //! Faults on the way to a real API server (connections reset mid-request, slow answers,
@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use certgen::store::{KubeStore, Observed, SecretStore, StoreError};
+use certgen::k8s::KubeStore;
+use certgen::secret::Observed;
+use certgen::store::{SecretStore, StoreError};
 use kube::client::{Body, ClientBuilder};
 use serde_json::json;
 
@@ -46,7 +48,10 @@ fn fake(
             )
         }
     });
-    (certgen::layered(ClientBuilder::new(service, "ns")), calls)
+    (
+        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
+        calls,
+    )
 }
 
 #[tokio::test]
@@ -98,7 +103,7 @@ async fn a_500_is_an_api_failure_at_once_and_exits_5() {
             && message.contains("fake answer 500"),
         "{message}"
     );
-    assert_eq!(certgen::exit::Error::Store(err).code(), certgen::exit::API);
+    assert_eq!(certgen::error::Error::Store(err).code(), certgen::exit::API);
 }
 
 #[tokio::test]

@@ -86,11 +86,12 @@ mod found {
     use std::time::Duration;
 
     use certgen::config::{Config, Env, Overrides, Source};
+    use certgen::observe::Snapshot;
     use certgen::pki::{
         CaKey, Cert, bundle_pem, issue_ca, issue_leaf, load_signing_key, parse_single_cert,
     };
-    use certgen::plan::{ObservedState, Options, plan};
-    use certgen::store::{Observed, StoredSecret, TYPE_TLS};
+    use certgen::plan::{Options, plan};
+    use certgen::secret::{Observed, StoredSecret, TYPE_TLS};
     use time::OffsetDateTime;
     use time::macros::datetime;
 
@@ -133,7 +134,7 @@ mod found {
     }
 
     /// Plans and requires a clean outcome: no panic, and an error (if any) naming the CA Secret.
-    fn plan_cleanly(config: &Config, observed: &ObservedState, options: Options) {
+    fn plan_cleanly(config: &Config, observed: &Snapshot, options: Options) {
         let object = |n: &str| format!("Secret {n}");
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             plan(config, observed, NOW, options, &object)
@@ -151,11 +152,11 @@ mod found {
 
     /// A staged rotation whose trust phase is complete (every bundle holds the pending and the
     /// active CA) and whose bundles the store says were written at `written_at`.
-    fn trust_phase_done(config: &Config, written_at: &str) -> ObservedState {
+    fn trust_phase_done(config: &Config, written_at: &str) -> Snapshot {
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let (pending, pending_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let trust = bundle_pem(&[pending.cert.clone(), active.cert.clone()]).into_bytes();
-        let mut observed = ObservedState {
+        let mut observed = Snapshot {
             ca: Some(secret(
                 &config.ca.secret_name,
                 &[
@@ -216,7 +217,7 @@ mod found {
         let config = profile();
         let (active, active_issued) = issue_ca(&config.ca.spec, NOW).unwrap();
         let (previous, _) = issue_ca(&config.ca.spec, NOW).unwrap();
-        let observed = ObservedState {
+        let observed = Snapshot {
             ca: Some(secret(
                 &config.ca.secret_name,
                 &[
@@ -275,9 +276,9 @@ mod found {
     ///
     /// `CaKey::from_pem` accepts PKCS#1 (`RSA PRIVATE KEY`) and SEC1 (`EC PRIVATE KEY`) keys,
     /// but `CaKey::key_pem` (documented "as PKCS#8 PEM") returned rcgen's `serialize_pem`, which
-    /// wraps the DER it was given, PKCS#1 or SEC1, in a `PRIVATE KEY` (PKCS#8) label. The
-    /// engine writes `pending.key_pem()` as the CA's `tls.key` when it promotes a staged
-    /// rotation's pending CA (src/engine.rs, `Action::Promote`), so a `next.key` stored as
+    /// wraps the DER it was given, PKCS#1 or SEC1, in a `PRIVATE KEY` (PKCS#8) label. Apply
+    /// writes `pending.key_pem()` as the CA's `tls.key` when it promotes a staged rotation's
+    /// pending CA (the plan's `Content::Key` in src/plan/writes.rs), so a `next.key` stored as
     /// PKCS#1 or SEC1 turned into a CA key no later run could read ("tls.key: no PEM private key
     /// found"), and only `--force` (an immediate rotation) got past it.
     #[test]

@@ -377,3 +377,21 @@ fn check_shows_a_half_done_rotation_and_missing_trust() {
         r.stdout
     );
 }
+
+/// A run whose only write is the CA Secret's bundle makes it (the look that decides whether to
+/// take the lock counts the CA Secret's writes too), and the next run has nothing to do.
+#[test]
+fn a_bundle_fix_of_the_ca_secret_alone_is_written() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    run_local(&dir, &[]).ok();
+    // The same CA twice in the CA Secret's own copy of its bundle: out of date, nothing else is.
+    let bundle = dir.join("envoy-gateway-ca/..data/ca.crt");
+    let once = std::fs::read(&bundle).unwrap();
+    std::fs::write(&bundle, [once.clone(), once.clone()].concat()).unwrap();
+    let report = run_local(&dir, &[]).ok().json();
+    assert_eq!(report["writes"], 1, "{report}");
+    assert_eq!(report["secrets"][0]["action"], "update-bundle", "{report}");
+    assert_eq!(std::fs::read(&bundle).unwrap(), once);
+    assert_eq!(run_local(&dir, &[]).ok().json()["writes"], 0);
+}

@@ -22,6 +22,7 @@
 //! - docs, completions and man pages up to date: `docs`
 //! - no key material in any output, no way to skip TLS verification: `hygiene`
 //! - inputs the fuzzers found: `fuzz_regressions`
+//! - the module layout of `src/` (no import cycles; the core never reaches `src/k8s`): `layout`
 //!
 //! Shared helpers: `util` (the binary, files, trust checks, TLS servers, Envoy Gateway's own
 //! output); every cluster helper is on the cluster fixture, `cluster/mod.rs`.
@@ -33,6 +34,7 @@ mod eg_compat;
 mod faults;
 mod fuzz_regressions;
 mod hygiene;
+mod layout;
 mod local;
 mod pki_verify;
 mod probe;

@@ -345,9 +345,10 @@ async fn explicit_wait_under_envoy_gateways_role_is_exit_5_naming_the_verb() {
 /// resourceVersion, and the store keeps using updates; a stale version is still a conflict.
 #[tokio::test]
 async fn a_refused_patch_becomes_a_fenced_update() {
-    use certgen::store::{
-        Expect, KubeStore, SecretStore, SecretWrite, SecretWriteVerb, StoreError,
-    };
+    use certgen::access::SecretWriteVerb;
+    use certgen::k8s::KubeStore;
+    use certgen::secret::{Expect, SecretWrite};
+    use certgen::store::{SecretStore, StoreError};
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("certgen-nopatch").await;
     let kubeconfig = c
@@ -377,7 +378,7 @@ async fn a_refused_patch_becomes_a_fenced_update() {
         .put(&write(&[("a", b"1"), ("b", b"2")], Expect::Absent))
         .await
         .unwrap();
-    let read = |o: certgen::store::Observed| o.present().unwrap().clone();
+    let read = |o: certgen::secret::Observed| o.present().unwrap().clone();
     let first = read(store.get("s").await.unwrap());
     assert_eq!(store.write_verb(), SecretWriteVerb::Patch);
     store

@@ -446,12 +446,12 @@ impl Certgen {
 
     /// A run Lease of 2 s, so that one left behind by a killed run expires quickly.
     pub fn short_lease(self) -> Self {
-        self.env(certgen::lock::LEASE_SECONDS_ENV, "2")
+        self.env(certgen::k8s::lease::LEASE_SECONDS_ENV, "2")
     }
 
     /// Stops the run as if killed right after its `n`-th write (see `util::KILLED`).
     pub fn kill_after_write(self, n: usize) -> Self {
-        self.env(certgen::engine::CRASH_ENV, n.to_string())
+        self.env(certgen::apply::CRASH_ENV, n.to_string())
     }
 
     pub fn arg(mut self, arg: impl Into<OsString>) -> Self {

@@ -1,14 +1,16 @@
 //! The Kubernetes store on a real API server: create, no-op, renew, overwrite, labels and
 //! annotations kept, lost races (409) and read errors, `check`, and many Secrets read with one
 //! LIST when the Role grants it and by name when it does not; through the binary and, for races,
-//! through the engine with another writer injected between certgen's read and its write.
+//! through one step of the rotation driver with another writer injected between certgen's read
+//! and its write.
 //! Stored Secrets certgen refuses are in `cluster::bad_input`.
 
 use std::path::Path;
 
 use certgen::config::{Config, Env, Overrides, Source};
-use certgen::engine::{RunOptions, run};
-use certgen::store::{KubeStore, Observed, SecretStore, SecretWrite, StoreError};
+use certgen::k8s::KubeStore;
+use certgen::secret::{Observed, SecretWrite};
+use certgen::store::{SecretStore, StoreError};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -196,23 +198,16 @@ where
         target,
         interfere: std::sync::Mutex::new(Some(interfere)),
     };
-    let options = RunOptions {
-        plan: certgen::plan::Options {
-            overwrite: true,
-            strategy: certgen::plan::Strategy::Immediate,
-            ..Default::default()
-        },
-        dry_run: false,
+    let options = certgen::plan::Options {
+        overwrite: true,
+        strategy: certgen::config::Strategy::Immediate,
+        ..Default::default()
     };
-    run(
-        &store,
-        &config(ns),
-        options,
-        &certgen::engine::Guard::new(&|| true),
-    )
-    .await
-    .expect("the run re-plans and succeeds")
-    .report
+    let guard = certgen::apply::Guard::new(&|| true);
+    certgen::rotation::step(&store, &config(ns), options, &guard, None)
+        .await
+        .expect("the run re-plans and succeeds")
+        .report
 }
 
 async fn assert_consistent(c: &Cluster, ns: &str, cas_before: &[String]) {

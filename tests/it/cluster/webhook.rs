@@ -1,10 +1,11 @@
-//! The `caBundle` adapter (`certgen::store::WebhookStore`) on a real API server: absent is
+//! The `caBundle` adapter (`certgen::k8s::WebhookStore`) on a real API server: absent is
 //! data, a read returns every entry's bundle with uid and resourceVersion, a write reaches every
 //! entry and nothing else, and a change or a delete-and-recreate between read and write is a
 //! conflict, not an overwrite.
 
 use certgen::config::WebhookKind;
-use certgen::store::{ObservedWebhook, StoreError, WebhookObserved, WebhookStore};
+use certgen::k8s::{ObservedWebhook, WebhookObserved, WebhookStore};
+use certgen::store::StoreError;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;

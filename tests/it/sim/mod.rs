@@ -26,13 +26,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use certgen::config::{Config, Env, Overrides, Source};
-use certgen::driver::{self, Context, LockTarget};
+use certgen::config::{Config, Env, Overrides, RunOptions, Source, Strategy as RotationStrategy};
+use certgen::lock;
 use certgen::pki::{Cert, parse_cert_chain};
-use certgen::plan::{Options, Strategy as PlanStrategy};
-use certgen::store::{
-    ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret,
-};
+use certgen::rotation::{self, Invocation};
+use certgen::secret::{Expect, Observed, SecretWrite, StoredSecret};
+use certgen::store::{ApiFailure, SecretStore, StoreError};
 use rustls_pki_types::UnixTime;
 use time::OffsetDateTime;
 
@@ -373,20 +372,21 @@ pub struct Ended {
     pub note: Option<String>,
 }
 
-fn options(spec: &RunSpec) -> Options {
-    Options {
+fn options(spec: &RunSpec) -> RunOptions {
+    RunOptions {
         overwrite: spec.overwrite,
         rotate_hmac: spec.rotate_hmac,
         force: spec.force,
         strategy: if spec.immediate {
-            PlanStrategy::Immediate
+            RotationStrategy::Immediate
         } else {
-            PlanStrategy::Staged
+            RotationStrategy::Staged
         },
         propagation_delay: DELAY,
-        trust_confirmed: None,
-        gate_waited: None,
-        other_written_at: None,
+        dry_run: false,
+        wait: false,
+        probe: false,
+        timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
     }
 }
 
@@ -398,19 +398,17 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         .get(CA)
         .is_some_and(|s| s.data.contains_key("next.crt"));
     let session = Session::new(world, index, spec.faults);
-    let ctx = Context {
+    let options = options(&spec);
+    let invocation = Invocation {
         config,
-        plan: options(&spec),
-        dry_run: false,
-        wait: false,
-        probe: false,
-        deadline: tokio::time::Instant::now() + spec.timeout.unwrap_or(Duration::from_secs(300)),
+        options,
+        deadline: tokio::time::Instant::now() + options.timeout,
         deployments: None,
         client: None,
         webhooks: None,
-        lock: LockTarget::None,
+        lock: lock::Target::None,
     };
-    let (code, message, note) = match driver::drive(&session, ctx).await {
+    let (code, message, note) = match rotation::run(&session, invocation).await {
         Ok((report, None)) => (0, String::new(), report.note),
         Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
         Err(e) => (e.code(), e.to_string(), None),
@@ -438,16 +436,8 @@ pub async fn unsettled(world: &Arc<Mutex<World>>, config: &Config) -> Option<Str
 
 async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Option<String> {
     let session = Session::new(world, usize::MAX - 1, Faults::default());
-    let outcome = certgen::engine::run(
-        &session,
-        config,
-        certgen::engine::RunOptions {
-            plan: options(&RunSpec::default()),
-            dry_run: true,
-        },
-        &certgen::engine::Guard::new(&|| true),
-    )
-    .await;
+    let options = certgen::plan::Options::from_run(&options(&RunSpec::default()));
+    let outcome = rotation::look(&session, config, options).await;
     match outcome {
         Err(e) => Some(format!("the plan fails: {e}")),
         Ok(o) => {

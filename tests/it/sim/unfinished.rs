@@ -1,4 +1,4 @@
-//! A run that cannot settle stops after its last allowed step (`driver::MAX_STEPS`) with exit 3
+//! A run that cannot settle stops after its last allowed step (`rotation::MAX_STEPS`) with exit 3
 //! and the promise that nothing is left half-trusted; the pairs oracle checks that promise.
 //!
 //! The only way to keep certgen stepping is a writer that undoes its work: here, right after
@@ -9,8 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use certgen::driver::{self, Context, LockTarget};
-use certgen::store::{Observed, SecretStore, SecretWrite, StoreError};
+use certgen::lock;
+use certgen::rotation::{self, Invocation};
+use certgen::secret::{Observed, SecretWrite};
+use certgen::store::{SecretStore, StoreError};
 use time::OffsetDateTime;
 
 use super::{Faults, RunSpec, Session, World, check_pairs, config, options, run, runtime};
@@ -74,31 +76,28 @@ fn a_run_whose_work_is_undone_stops_after_its_last_step_with_exit_3() {
             bundle,
             undone: Mutex::new(0),
         };
-        let ctx = Context {
+        let invocation = Invocation {
             config: &config,
-            plan: options(&spec),
-            dry_run: false,
-            wait: false,
-            probe: false,
+            options: options(&spec),
             deadline: tokio::time::Instant::now() + Duration::from_secs(3600),
             deployments: None,
             client: None,
             webhooks: None,
-            lock: LockTarget::None,
+            lock: lock::Target::None,
         };
-        let (code, message) = match driver::drive(&store, ctx).await {
+        let (code, message) = match rotation::run(&store, invocation).await {
             Ok((_, Some(e))) | Err(e) => (e.code(), e.to_string()),
             Ok((report, None)) => panic!("the run finished: {}", report.to_text()),
         };
         assert_eq!(code, 3, "{message}");
         assert!(
-            message.contains(&format!("stopped after {} steps", driver::MAX_STEPS)),
+            message.contains(&format!("stopped after {} steps", rotation::MAX_STEPS)),
             "{message}"
         );
         // Every step wrote `envoy`'s bundle again (and the tool undid it each time).
         assert_eq!(
             *store.undone.lock().unwrap(),
-            driver::MAX_STEPS,
+            rotation::MAX_STEPS,
             "{message}"
         );
         // Nothing half-trusted: no leaf was moved to the new CA while a bundle lacked it.
@@ -107,7 +106,7 @@ fn a_run_whose_work_is_undone_stops_after_its_last_step_with_exit_3() {
         check_pairs(&world, end).unwrap();
         let log = &world.log;
         assert!(
-            log.iter().filter(|(run, _)| *run == 2).count() >= driver::MAX_STEPS,
+            log.iter().filter(|(run, _)| *run == 2).count() >= rotation::MAX_STEPS,
             "{log:?}"
         );
     });

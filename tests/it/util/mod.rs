@@ -127,11 +127,11 @@ pub fn profile() -> String {
 
 /// Makes `cmd` stop as if killed right after its `n`-th write (certgen's test hook).
 pub fn kill_after_write(cmd: &mut Command, n: usize) -> &mut Command {
-    cmd.env(certgen::engine::CRASH_ENV, n.to_string())
+    cmd.env(certgen::apply::CRASH_ENV, n.to_string())
 }
 
 /// The exit code of a run stopped by [`kill_after_write`].
-pub const KILLED: i32 = certgen::engine::CRASH_EXIT;
+pub const KILLED: i32 = certgen::apply::CRASH_EXIT;
 
 /// Markers of private keys: PEM armour, and the base64 openings of PKCS#8 (P-256, P-384,
 /// Ed25519, RSA) and PKCS#1 DER, which appear however a key were printed as PEM or base64.

@@ -1,67 +1,40 @@
-//! After the Secrets are written: restart the consumers that do not hot-reload, wait for their
-//! rollouts (`--wait`), and prove over TLS that peers serve the new certificates (`--probe`).
+//! After each step: have the consumers load what it wrote. Restart the consumers that do not
+//! hot-reload, wait for their rollouts (`--wait`, and between steps), and prove over TLS that
+//! peers serve the new certificates (`--probe`).
 //!
 //! Everything here is reported per consumer; failures become exit 1 (a rollout or probe failed)
-//! or exit 3 (the deadline passed first), after the report is printed.
+//! or exit 3 (the deadline passed first), after the report is printed. Whether to restart and
+//! whether a rollout is done are [`crate::rollout`]'s pure decisions, the requests the
+//! Kubernetes adapter's ([`crate::k8s`]), the TLS dials [`crate::probe`]'s.
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
+use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
-use crate::engine::Outcome;
-use crate::exit::Error;
-use crate::probe::{self, ClientIdentity, EndpointResult, Expected};
-use crate::rollout::{
-    Deployments, RestartAction, RolloutError, Target, fingerprint, restart_needed,
-};
+use crate::error::Error;
+use crate::k8s::{self, Deployments, EndpointsError};
+use crate::probe::{self, ClientIdentity, Expected};
+use crate::report::{ConsumerReport, DeploymentReport};
+use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
 
-/// What to do after the Secrets.
+/// What to do for the consumers after a step.
 #[derive(Debug, Clone, Copy)]
-pub struct Options {
+pub struct Tasks {
     pub wait: bool,
     pub probe: bool,
     pub dry_run: bool,
     pub deadline: Instant,
 }
 
-/// One Deployment of a consumer in the report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeploymentReport {
-    pub name: String,
-    /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
-    pub action: String,
-    /// done, failed, pending (with `--wait`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rollout_seconds: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
-/// One consumer in the report.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsumerReport {
-    pub name: String,
-    pub reload: Reload,
-    pub deployments: Vec<DeploymentReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub probes: Vec<EndpointResult>,
-}
-
-/// How the consumer steps ended, beyond the report.
+/// What went wrong in the consumers' tasks, beyond the report.
 #[derive(Debug, Default)]
-pub struct Verdict {
+pub struct Problems {
     /// Failed rollouts, probes, paused or recreated Deployments, missing required consumers.
     pub failed: Vec<String>,
     /// What was still pending when the deadline came.
@@ -70,7 +43,7 @@ pub struct Verdict {
     pub refused: Option<crate::store::StoreError>,
 }
 
-impl Verdict {
+impl Problems {
     /// The error to exit with, if any: a timeout (3) outranks nothing; a failure (1) wins.
     pub fn into_error(self) -> Option<Error> {
         if let Some(e) = self.refused {
@@ -88,27 +61,17 @@ impl Verdict {
     }
 }
 
-fn deployment_report(name: &str, action: &str) -> DeploymentReport {
-    DeploymentReport {
-        name: name.into(),
-        action: action.into(),
-        rollout: None,
-        rollout_seconds: None,
-        detail: None,
-    }
-}
-
 /// Restarts, waits and probes as asked. `deployments` is `None` in local mode.
-pub async fn run(
+pub async fn reload(
     config: &Config,
     outcome: &Outcome,
     deployments: Option<&Deployments>,
     client: Option<&kube::Client>,
-    options: Options,
+    tasks: Tasks,
     now: OffsetDateTime,
-) -> Result<(Vec<ConsumerReport>, Verdict), Error> {
+) -> Result<(Vec<ConsumerReport>, Problems), Error> {
     let mut reports = Vec::new();
-    let mut verdict = Verdict::default();
+    let mut problems = Problems::default();
     let mut targets: Vec<(usize, usize, Target)> = Vec::new();
 
     for consumer in &config.consumers {
@@ -155,7 +118,7 @@ pub async fn run(
                         }
                     };
                     if consumer.required {
-                        verdict.failed.push(format!(
+                        problems.failed.push(format!(
                             "consumer {}: {what} (it is marked required)",
                             consumer.name
                         ));
@@ -165,11 +128,11 @@ pub async fn run(
                 for d in found {
                     let name = d.metadata.name.clone().unwrap_or_default();
                     if consumer.reload == Reload::Hot {
-                        report.deployments.push(deployment_report(&name, "hot"));
+                        report.deployments.push(DeploymentReport::new(&name, "hot"));
                         continue;
                     }
                     let (fp, written, last_written) = content(consumer, outcome);
-                    let decision = if options.dry_run {
+                    let decision = if tasks.dry_run {
                         if written {
                             RestartAction::Restarted
                         } else {
@@ -180,11 +143,11 @@ pub async fn run(
                     };
                     let mut entry = match decision {
                         RestartAction::AlreadyRestarted => {
-                            deployment_report(&name, "already-restarted")
+                            DeploymentReport::new(&name, "already-restarted")
                         }
-                        RestartAction::UpToDate => deployment_report(&name, "up-to-date"),
-                        RestartAction::Restarted if options.dry_run => {
-                            deployment_report(&name, "would-restart")
+                        RestartAction::UpToDate => DeploymentReport::new(&name, "up-to-date"),
+                        RestartAction::Restarted if tasks.dry_run => {
+                            DeploymentReport::new(&name, "would-restart")
                         }
                         RestartAction::Restarted => match api.restart(&d, &fp, now).await {
                             Err(e) => {
@@ -197,7 +160,7 @@ pub async fn run(
                                 Ok(target) => {
                                     tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
                                     targets.push((reports.len(), report.deployments.len(), target));
-                                    deployment_report(&name, "restarted")
+                                    DeploymentReport::new(&name, "restarted")
                                 }
                                 Err(e) => {
                                     let action = match e {
@@ -205,15 +168,15 @@ pub async fn run(
                                         RolloutError::Deleted { .. } => "deleted",
                                         _ => "recreated",
                                     };
-                                    verdict.failed.push(e.to_string());
-                                    let mut r = deployment_report(&name, action);
+                                    problems.failed.push(e.to_string());
+                                    let mut r = DeploymentReport::new(&name, action);
                                     r.detail = Some(e.to_string());
                                     r
                                 }
                             },
                         },
                     };
-                    if options.wait && entry.action == "already-restarted" {
+                    if tasks.wait && entry.action == "already-restarted" {
                         // A repeated run still waits for the rollout it (or an earlier run) began.
                         let target = Target {
                             name: name.clone(),
@@ -236,25 +199,25 @@ pub async fn run(
         reports.push(report);
     }
 
-    if options.wait
-        && !options.dry_run
+    if tasks.wait
+        && !tasks.dry_run
         && let Some(api) = deployments
     {
-        wait_all(api, &mut reports, &mut verdict, targets, options.deadline).await;
+        wait_all(api, &mut reports, &mut problems, targets, tasks.deadline).await;
     }
-    if options.probe && !options.dry_run {
+    if tasks.probe && !tasks.dry_run {
         probe_all(
             config,
             outcome,
             client,
             &mut reports,
-            &mut verdict,
-            options.deadline,
+            &mut problems,
+            tasks.deadline,
             now,
         )
         .await?;
     }
-    Ok((reports, verdict))
+    Ok((reports, problems))
 }
 
 /// A restart-only consumer left alone because the API server refused a Deployment request
@@ -287,7 +250,7 @@ fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool, Option<Offs
 async fn wait_all(
     api: &Deployments,
     reports: &mut [ConsumerReport],
-    verdict: &mut Verdict,
+    problems: &mut Problems,
     targets: Vec<(usize, usize, Target)>,
     deadline: Instant,
 ) {
@@ -318,7 +281,7 @@ async fn wait_all(
                     .unwrap_or_default();
                 entry.rollout = Some("pending".into());
                 entry.detail = Some(state.clone());
-                verdict.pending.push(format!(
+                problems.pending.push(format!(
                     "deployment {}/{}: {state}",
                     api.namespace(),
                     target.name
@@ -327,12 +290,12 @@ async fn wait_all(
             Err(RolloutError::Refused(e)) => {
                 entry.rollout = Some("failed".into());
                 entry.detail = Some(e.to_string());
-                verdict.refused.get_or_insert(e);
+                problems.refused.get_or_insert(e);
             }
             Err(e) => {
                 entry.rollout = Some("failed".into());
                 entry.detail = Some(e.to_string());
-                verdict.failed.push(e.to_string());
+                problems.failed.push(e.to_string());
             }
         }
     }
@@ -390,7 +353,7 @@ async fn probe_all(
     outcome: &Outcome,
     client: Option<&kube::Client>,
     reports: &mut [ConsumerReport],
-    verdict: &mut Verdict,
+    problems: &mut Problems,
     deadline: Instant,
     now: OffsetDateTime,
 ) -> Result<(), Error> {
@@ -409,15 +372,15 @@ async fn probe_all(
         };
         let endpoints = match (client, &p.service) {
             (Some(client), Some(service)) => {
-                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
                     Ok(e) => e,
-                    Err(probe::EndpointsError::Api(e)) => {
+                    Err(EndpointsError::Api(e)) => {
                         report.note = Some(e.to_string());
-                        verdict.refused.get_or_insert(e);
+                        problems.refused.get_or_insert(e);
                         continue;
                     }
-                    Err(probe::EndpointsError::Missing(e)) => {
-                        verdict
+                    Err(EndpointsError::Missing(e)) => {
+                        problems
                             .failed
                             .push(format!("consumer {}: {e}", consumer.name));
                         report.note = Some(e);
@@ -429,7 +392,7 @@ async fn probe_all(
         };
         if endpoints.is_empty() {
             let msg = format!("consumer {}: no ready endpoints to probe", consumer.name);
-            verdict.failed.push(msg.clone());
+            problems.failed.push(msg.clone());
             report.note = Some(msg);
             continue;
         }
@@ -447,7 +410,7 @@ async fn probe_all(
             if r.ok {
                 tracing::info!(consumer = %consumer.name, endpoint = %r.endpoint, "probe ok: {}", r.detail);
             } else {
-                verdict.failed.push(format!(
+                problems.failed.push(format!(
                     "probe of {} ({}) failed: {}",
                     r.endpoint, consumer.name, r.detail
                 ));
@@ -485,7 +448,7 @@ pub async fn trust_confirmed(
         let p = consumer.probe.as_ref().expect("checked above");
         let endpoints = match (client, &p.service) {
             (Some(client), Some(service)) => {
-                match probe::service_endpoints(client, &config.namespace, service, p.port).await {
+                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
                     Ok(e) if !e.is_empty() => e,
                     _ => return false,
                 }

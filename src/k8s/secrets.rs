@@ -12,20 +12,13 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{ApiFailure, Expect, Observed, SecretStore, SecretWrite, StoreError, StoredSecret};
+use crate::access::SecretWriteVerb;
+use crate::secret::{Expect, Observed, SecretWrite, StoredSecret};
+use crate::store::{ApiFailure, SecretStore, StoreError};
 
 mod list;
 
 const FIELD_MANAGER: &str = "certgen";
-
-/// How a change to an existing Secret is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SecretWriteVerb {
-    /// A JSON merge patch carrying the resourceVersion (one request, only the changed keys).
-    Patch,
-    /// An update of the whole Secret as read, carrying its resourceVersion.
-    Update,
-}
 
 /// Secrets in one namespace of a cluster.
 pub struct KubeStore {
@@ -192,7 +185,7 @@ impl SecretStore for KubeStore {
     }
 
     fn now(&self) -> time::OffsetDateTime {
-        crate::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc)
+        super::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc)
     }
 
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
@@ -321,7 +314,7 @@ fn from_secret(secret: Secret) -> StoredSecret {
         name: meta.name.unwrap_or_default(),
         type_: secret
             .type_
-            .unwrap_or_else(|| super::TYPE_OPAQUE.to_string()),
+            .unwrap_or_else(|| crate::secret::TYPE_OPAQUE.to_string()),
         data: secret
             .data
             .unwrap_or_default()

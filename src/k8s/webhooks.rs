@@ -19,8 +19,8 @@ use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
 
-use super::{ApiFailure, StoreError};
 use crate::config::WebhookKind;
+use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use kube::api::ListParams;
 
 use super::{KubeStore, from_secret, is_status};
-use crate::store::{Observed, StoreError, get_by_name};
+use crate::secret::Observed;
+use crate::store::{StoreError, get_by_name};
 
 /// From how many names on a LIST is tried.
 pub const LIST_FROM: usize = 8;

@@ -1,10 +1,28 @@
-//! Durations in configuration: `90s`, `15m`, `720h`, `365d` (humantime syntax), shown back in
-//! the largest whole unit.
+//! Times and durations as people read and write them: RFC 3339 timestamps in reports and
+//! annotations, and durations in configuration and flags (`90s`, `15m`, `720h`, `365d`,
+//! humantime syntax, shown back in the largest whole unit).
+//!
+//! A leaf module: it imports nothing of certgen, so that every module that prints a time or
+//! parses a duration can use it without two modules importing each other.
 
 use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// RFC 3339 in UTC (`2026-06-01T12:00:00Z`).
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Rfc3339)
+        .unwrap_or_default()
+}
+
+/// Parses RFC 3339.
+pub fn parse_rfc3339(s: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(s, &Rfc3339).ok()
+}
 
 /// A duration written for people.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,5 +62,25 @@ impl<'de> Deserialize<'de> for HumanDuration {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_round_trip_in_whole_units() {
+        for (text, shown) in [
+            ("90s", "90s"),
+            ("15m", "15m"),
+            ("720h", "30d"),
+            ("365d", "365d"),
+            ("25h", "25h"),
+        ] {
+            let d: HumanDuration = text.parse().unwrap();
+            assert_eq!(d.to_string(), shown);
+        }
+        assert!("ten days".parse::<HumanDuration>().is_err());
     }
 }

@@ -1,0 +1,113 @@
+//! What one invocation asks for, resolved once from the command line: the configuration and
+//! where its Secrets live ([`resolve_target`]), and how the main job runs ([`RunOptions`]).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Config, ConfigError, Env, Overrides, Source, home_dir, local_dir};
+use crate::cli::{RunArgs, StrategyArg, TargetArgs};
+
+/// How a CA rotation is written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Strategy {
+    /// Trust first (every bundle gets the new CA beside the current one), then, once consumers
+    /// have it, the leaves; then, once consumers present the new leaves, the old CA goes.
+    #[default]
+    Staged,
+    /// Bundle and leaf in one write, for setups where every consumer restarts.
+    Immediate,
+}
+
+/// How the main job runs, as asked on the command line.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Rotate the CA now (`--overwrite`).
+    pub overwrite: bool,
+    /// Replace HMAC secrets (`--rotate-hmac`).
+    pub rotate_hmac: bool,
+    /// Take over Secrets owned by another manager and replace unusable contents (`--force`).
+    pub force: bool,
+    /// How a rotation reaches consumers (`--strategy`).
+    pub strategy: Strategy,
+    /// How long consumers get to load a change before the next step relies on it.
+    pub propagation_delay: Duration,
+    /// Print the plan; write nothing (`--dry-run`).
+    pub dry_run: bool,
+    /// Wait for the rollouts of restarted Deployments (`--wait`).
+    pub wait: bool,
+    /// Probe consumers over TLS (`--probe`).
+    pub probe: bool,
+    /// The bound on the whole run (`--timeout`).
+    pub timeout: Duration,
+}
+
+/// The propagation delay in a cluster when `--propagation-delay` is not given. A kubelet
+/// re-syncs a pod's volumes every syncFrequency (1 m by default) plus up to 50 % jitter, so a
+/// Secret update can take about 91 s to reach a pod with default settings (measured on a real
+/// kubelet: up to 84.8 s). Two minutes leaves a margin. Locally it is 0 s.
+pub const CLUSTER_PROPAGATION_DELAY: Duration = Duration::from_secs(120);
+
+impl RunOptions {
+    /// The options `args` ask for, for a run in a local directory (`local`) or in a cluster.
+    pub fn resolve(args: &RunArgs, local: bool) -> Self {
+        let default_delay = if local {
+            Duration::ZERO
+        } else {
+            CLUSTER_PROPAGATION_DELAY
+        };
+        Self {
+            overwrite: args.overwrite,
+            rotate_hmac: args.rotate_hmac,
+            force: args.force,
+            strategy: match args.strategy {
+                StrategyArg::Staged => Strategy::Staged,
+                StrategyArg::Immediate => Strategy::Immediate,
+            },
+            propagation_delay: args.propagation_delay.unwrap_or(default_delay),
+            dry_run: args.dry_run,
+            wait: args.wait,
+            probe: args.probe,
+            timeout: args.timeout,
+        }
+    }
+
+    /// When a run started at `start` must be done by. An absurd `--timeout` (10000y) means
+    /// "no bound", not an overflow.
+    pub fn deadline(&self, start: tokio::time::Instant) -> tokio::time::Instant {
+        start
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400))
+    }
+}
+
+/// The configuration source the arguments select.
+pub fn source(target: &TargetArgs) -> Source {
+    match (&target.config, &target.profile) {
+        (Some(path), _) => Source::File(path.clone()),
+        (None, Some(p)) => Source::Profile(p.clone()),
+        (None, None) => Source::Profile(crate::profiles::DEFAULT.to_string()),
+    }
+}
+
+/// Resolves the configuration and the local directory (`None` in a cluster) of a target.
+pub fn resolve_target(target: &TargetArgs) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let overrides = Overrides {
+        namespace: target.namespace.clone(),
+        cluster_domain: target.cluster_domain.clone(),
+    };
+    let mut config = Config::resolve(&source(target), &overrides, &Env::from_process())?;
+    if target.disable_topology_injector && !config.disable_topology_injector() {
+        tracing::debug!("--disable-topology-injector: the config declares no topology injector");
+    }
+    let local = local_dir(
+        target.local.clone(),
+        target.config_home.as_deref(),
+        home_dir().as_deref(),
+    )?;
+    if local.is_none() && target.config_home.is_some() {
+        // Envoy Gateway ignores it in a cluster too; say so rather than stay silent.
+        tracing::warn!("--config-home only matters with --local; ignored");
+    }
+    Ok((config, local))
+}

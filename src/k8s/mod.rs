@@ -1,0 +1,76 @@
+//! The Kubernetes adapter: every call certgen makes to the Kubernetes API, and the conversion
+//! of its objects and errors into certgen's own types.
+//!
+//! The client and its layers, Secrets (the [`KubeStore`]), the run's Lease, the access review,
+//! Deployments (restarts and rollout watches), a Service's endpoints (for probes) and the
+//! `caBundle` of webhook configurations live here. The core (observe, plan, apply, report,
+//! check, pki, config) never imports this module: it sees Kubernetes only through the store
+//! trait ([`crate::store::SecretStore`]) and plain errors ([`crate::store::ApiFailure`]). This
+//! module must not decide anything: what to write, restart or wait for is decided elsewhere.
+
+mod access;
+mod client;
+mod deployments;
+mod endpoints;
+pub mod lease;
+mod secrets;
+pub mod servertime;
+pub mod webhooks;
+
+pub use self::access::review;
+pub use self::client::{client, layered};
+pub use self::deployments::Deployments;
+pub use self::endpoints::{EndpointsError, service_endpoints};
+pub use self::secrets::KubeStore;
+pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
+
+use crate::store::{ApiFailure, StoreError};
+
+impl ApiFailure {
+    /// A failed call to the Kubernetes API, with a hint people can act on. `group` is the
+    /// resource's API group ("" for the core group), named in the RBAC hint.
+    pub fn from_kube(
+        verb: &'static str,
+        resource: &'static str,
+        group: &str,
+        namespace: &str,
+        name: &str,
+        err: ::kube::Error,
+    ) -> StoreError {
+        let (status, message, hint) = match &err {
+            ::kube::Error::Api(s) => {
+                let group = if group.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (group {group})")
+                };
+                let scope = if namespace.is_empty() {
+                    "cluster-wide (a ClusterRole)".to_string()
+                } else {
+                    format!("in namespace {namespace}")
+                };
+                let hint = match s.code {
+                    403 => format!(
+                        "; grant the {verb} verb on {resource}{group} {scope} to this identity (see the RBAC section of the README)"
+                    ),
+                    401 => {
+                        "; the credentials were rejected: check --kubeconfig/--context".to_string()
+                    }
+                    404 if verb == "create" => format!("; does namespace {namespace} exist?"),
+                    _ => String::new(),
+                };
+                (Some(s.code), format!("{} ({})", s.message, s.code), hint)
+            }
+            other => (None, other.to_string(), String::new()),
+        };
+        StoreError::Api(Box::new(Self {
+            verb,
+            resource,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            status,
+            message,
+            hint,
+        }))
+    }
+}

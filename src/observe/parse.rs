@@ -1,0 +1,205 @@
+//! The one parser of a stored Secret's data: PEM into certificates, keys and trust bundles,
+//! each data key with a typed result ([`Field`]).
+//!
+//! It parses every key it knows and stops at nothing: the planner takes the first problem that
+//! makes a Secret unusable (an error naming the key, or with `--force` the reason to replace
+//! it), `check` reports them all. It judges nothing against the config or the clock (due,
+//! SANs, issuers: that is the planner's and `check`'s), and never fails: a problem is a value.
+
+use std::fmt;
+
+use crate::pki::{
+    BundleError, CaKey, Cert, CertError, KeyError, check_bundle, load_signing_key,
+    parse_cert_chain, parse_single_cert,
+};
+use crate::secret::StoredSecret;
+
+/// One data key as parsed.
+#[derive(Debug)]
+pub enum Field<T> {
+    /// The Secret has no such key.
+    Absent,
+    /// The key is there and empty.
+    Empty,
+    /// A key checked against a certificate (a private key) when that certificate is unusable:
+    /// present, not checked.
+    Unchecked,
+    /// The key holds something unusable.
+    Bad(Problem),
+    Ok(T),
+}
+
+impl<T> Field<T> {
+    /// The parsed value, when usable.
+    pub fn ok(&self) -> Option<&T> {
+        match self {
+            Self::Ok(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether the key is missing or empty.
+    pub fn missing(&self) -> bool {
+        matches!(self, Self::Absent | Self::Empty)
+    }
+}
+
+/// Why a data key is unusable.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// Not the certificates it must hold.
+    Cert(CertError),
+    /// Not a private key of its certificate.
+    Key(KeyError),
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cert(e) => e.fmt(f),
+            Self::Key(e) => e.fmt(f),
+        }
+    }
+}
+
+/// A `ca.crt` as parsed: its certificates, and the bundle rule they break, if any.
+#[derive(Debug)]
+pub struct Bundle {
+    pub certs: Vec<Cert>,
+    pub broken: Option<BundleError>,
+}
+
+/// The CA Secret as parsed.
+#[derive(Debug)]
+pub struct CaData {
+    /// `tls.crt`: exactly one certificate (whether it is a CA is the reader's to judge).
+    pub cert: Field<Cert>,
+    /// `tls.key`, loaded with `tls.crt` when that parsed. Empty: another tool's CA, adopted
+    /// without its key.
+    pub key: Field<CaKey>,
+    /// `ca.crt`.
+    pub bundle: Field<Bundle>,
+    /// `next.crt`: a staged rotation's pending CA.
+    pub next_cert: Field<Cert>,
+    /// `next.key`, loaded with `next.crt` when that parsed.
+    pub next_key: Field<CaKey>,
+}
+
+/// A TLS Secret as parsed.
+#[derive(Debug)]
+pub struct LeafData {
+    /// `tls.crt`: the leaf, first of its chain.
+    pub cert: Field<Cert>,
+    /// `tls.key`, checked against `tls.crt` when that parsed.
+    pub key: Field<()>,
+    /// `ca.crt`.
+    pub bundle: Field<Bundle>,
+}
+
+/// A data key's bytes, before parsing.
+enum Raw<'a> {
+    Absent,
+    Empty,
+    Bytes(&'a [u8]),
+}
+
+fn raw<'a>(s: &'a StoredSecret, key: &str) -> Raw<'a> {
+    match s.data.get(key) {
+        None => Raw::Absent,
+        Some(v) if v.is_empty() => Raw::Empty,
+        Some(v) => Raw::Bytes(v),
+    }
+}
+
+impl<'a> Raw<'a> {
+    /// Parses the bytes, when there are some.
+    fn parse<T>(self, f: impl FnOnce(&'a [u8]) -> Result<T, Problem>) -> Field<T> {
+        match self {
+            Self::Absent => Field::Absent,
+            Self::Empty => Field::Empty,
+            Self::Bytes(v) => match f(v) {
+                Ok(t) => Field::Ok(t),
+                Err(p) => Field::Bad(p),
+            },
+        }
+    }
+
+    /// Loads a private key that must belong to `cert`; unchecked without a usable `cert`.
+    fn key_of<T>(
+        self,
+        cert: &Field<Cert>,
+        load: impl FnOnce(&Cert, &[u8]) -> Result<T, KeyError>,
+    ) -> Field<T> {
+        match (cert.ok(), self) {
+            (Some(c), key) => key.parse(|k| load(c, k).map_err(Problem::Key)),
+            (None, Self::Bytes(_)) => Field::Unchecked,
+            (None, Self::Absent) => Field::Absent,
+            (None, Self::Empty) => Field::Empty,
+        }
+    }
+}
+
+fn single(pem: &[u8]) -> Result<Cert, Problem> {
+    parse_single_cert(pem).map_err(Problem::Cert)
+}
+
+fn bundle(pem: &[u8]) -> Result<Bundle, Problem> {
+    let certs = parse_cert_chain(pem).map_err(Problem::Cert)?;
+    let broken = check_bundle(&certs).err();
+    Ok(Bundle { certs, broken })
+}
+
+/// Parses the CA Secret.
+pub fn ca(s: &StoredSecret) -> CaData {
+    let cert = raw(s, "tls.crt").parse(single);
+    let key = raw(s, "tls.key").key_of(&cert, |c, k| CaKey::from_pem(c.clone(), k));
+    let next_cert = raw(s, "next.crt").parse(single);
+    let next_key = raw(s, "next.key").key_of(&next_cert, |c, k| CaKey::from_pem(c.clone(), k));
+    CaData {
+        cert,
+        key,
+        bundle: raw(s, "ca.crt").parse(bundle),
+        next_cert,
+        next_key,
+    }
+}
+
+/// Parses a TLS Secret.
+pub fn leaf(s: &StoredSecret) -> LeafData {
+    let cert = raw(s, "tls.crt").parse(|pem| {
+        let mut chain = parse_cert_chain(pem).map_err(Problem::Cert)?;
+        Ok(chain.remove(0))
+    });
+    let key = raw(s, "tls.key").key_of(&cert, |c, k| load_signing_key(c, k).map(|_| ()));
+    LeafData {
+        cert,
+        key,
+        bundle: raw(s, "ca.crt").parse(bundle),
+    }
+}
+
+/// Whether an HMAC Secret holds its key, non-empty.
+pub fn hmac(s: &StoredSecret, key: &str) -> Field<()> {
+    raw(s, key).parse(|_| Ok(()))
+}
+
+/// Who else manages the Secret, if anyone: an owner, cert-manager, or another manager's label.
+pub fn foreign_owner(s: &StoredSecret) -> Option<String> {
+    use crate::config::{MANAGED_BY, MANAGED_BY_LABEL};
+    if let Some(owner) = s.owners.first() {
+        return Some(format!("it is owned by {owner} (ownerReferences)"));
+    }
+    if let Some(k) = s
+        .annotations
+        .keys()
+        .find(|k| k.starts_with("cert-manager.io/"))
+    {
+        return Some(format!("it is managed by cert-manager (annotation {k})"));
+    }
+    match s.labels.get(MANAGED_BY_LABEL) {
+        Some(v) if v != MANAGED_BY => {
+            Some(format!("it is managed by {v:?} (label {MANAGED_BY_LABEL})"))
+        }
+        _ => None,
+    }
+}

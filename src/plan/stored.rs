@@ -1,0 +1,288 @@
+//! What the planner makes of each stored Secret: the parser's results ([`crate::observe::parse`])
+//! taken the planner's way. A Secret certgen may not touch (another manager's, of the wrong
+//! type) is an [`Invalid`] error; unusable contents are an error too, or with `--force` the
+//! reason to replace them. The first problem decides, in a fixed order of the data keys.
+
+use super::{Invalid, Options};
+use crate::observe::parse::{self, Bundle, Field};
+use crate::pki::{CaKey, Cert, CertError, KeyError};
+use crate::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+
+/// A usable TLS Secret.
+#[derive(Debug)]
+pub(super) struct Leaf {
+    pub cert: Cert,
+    pub bundle: Vec<Cert>,
+}
+
+/// A TLS Secret as the planner takes it.
+#[derive(Debug)]
+pub(super) enum Parsed {
+    Missing,
+    /// Unusable and `--force` was given: replace it.
+    Broken(String),
+    Ok(Box<Leaf>),
+}
+
+/// The active CA: its key held by certgen, or another tool's certificate alone.
+#[derive(Debug, Clone)]
+pub(super) enum Active {
+    Keyed(CaKey),
+    Adopted(Cert),
+}
+
+impl Active {
+    pub fn cert(&self) -> &Cert {
+        match self {
+            Self::Keyed(k) => &k.cert,
+            Self::Adopted(c) => c,
+        }
+    }
+}
+
+/// The CA Secret as the planner takes it.
+#[derive(Debug, Default)]
+pub(super) struct CaSecret {
+    pub version: Option<String>,
+    pub active: Option<Active>,
+    pub bundle: Vec<Cert>,
+    pub pending: Option<CaKey>,
+    /// Unusable and `--force` was given: replaced by a new CA.
+    pub broken: Option<String>,
+    /// The pending CA was unusable and `--force` was given: `next.*` are removed.
+    pub drop_pending: bool,
+}
+
+/// Judges stored Secrets under the run's options, naming objects for messages.
+pub(super) struct Judge<'a> {
+    pub options: Options,
+    pub object: &'a dyn Fn(&str) -> String,
+}
+
+impl Judge<'_> {
+    pub fn invalid(
+        &self,
+        name: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Invalid {
+        Invalid {
+            object: (self.object)(name),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
+    }
+
+    /// A repairable problem: an error, or with `--force` the reason to replace the contents.
+    fn broken(&self, name: &str, problem: String) -> Result<String, Invalid> {
+        if self.options.force {
+            Ok(problem)
+        } else {
+            Err(self.invalid(
+                name,
+                problem,
+                "nothing was written; fix or delete it, or run with --force to have certgen replace its contents",
+            ))
+        }
+    }
+
+    /// Refuses a Secret another manager owns (unless forced) or of the wrong type (always).
+    fn check_common(&self, s: &StoredSecret, want_type: &str) -> Result<(), Invalid> {
+        if let Some(owner) = parse::foreign_owner(s)
+            && !self.options.force
+        {
+            return Err(self.invalid(
+                &s.name,
+                format!("refusing to take it over: {owner}"),
+                "remove it from the other manager, choose another Secret name, or run with --force",
+            ));
+        }
+        if s.type_ != want_type {
+            return Err(self.invalid(
+                &s.name,
+                format!("has type {:?}, expected {want_type:?}", s.type_),
+                "the type of a Secret cannot be changed: delete it and run certgen again",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first visible file certgen cannot account for (local mode), unless forced: it
+    /// cannot tell whether that file or its own copy is the one meant.
+    pub fn foreign_files<'o>(
+        &self,
+        observed: impl IntoIterator<Item = &'o Observed>,
+    ) -> Result<(), Invalid> {
+        if self.options.force {
+            return Ok(());
+        }
+        let foreign = observed
+            .into_iter()
+            .filter_map(Observed::present)
+            .flat_map(|s| &s.divergent)
+            .find(|d| !d.repairable());
+        match foreign {
+            None => Ok(()),
+            Some(d) => Err(Invalid {
+                object: d.path.clone(),
+                problem: format!(
+                    "{}; certgen cannot tell whether it or its own copy in ..data/{} is the one meant",
+                    d.what(),
+                    d.key
+                ),
+                fix: "nothing was written; delete it to have certgen link its own copy back, or run with --force to replace it".into(),
+            }),
+        }
+    }
+
+    /// A TLS Secret: it needs `tls.crt` and `tls.key` that match, and a `ca.crt` (if any)
+    /// within the bundle rules.
+    pub fn leaf(&self, name: &str, observed: &Observed) -> Result<Parsed, Invalid> {
+        let Some(s) = observed.present() else {
+            return Ok(Parsed::Missing);
+        };
+        self.check_common(s, TYPE_TLS)?;
+        let data = parse::leaf(s);
+        let broken = |problem: String| self.broken(name, problem).map(Parsed::Broken);
+        let cert = match data.cert {
+            _ if data.key.missing() => None,
+            Field::Ok(c) => Some(c),
+            Field::Bad(p) => return broken(format!("tls.crt: {p}")),
+            Field::Absent | Field::Empty | Field::Unchecked => None,
+        };
+        let Some(cert) = cert else {
+            return broken("tls.crt or tls.key is missing or empty".into());
+        };
+        if let Field::Bad(p) = &data.key {
+            return broken(format!("tls.key: {p}"));
+        }
+        let bundle = match data.bundle {
+            Field::Absent | Field::Empty | Field::Unchecked => Vec::new(),
+            Field::Bad(p) => return broken(format!("ca.crt: {p}")),
+            Field::Ok(Bundle {
+                broken: Some(e), ..
+            }) => return broken(format!("ca.crt: {e}")),
+            Field::Ok(b) => b.certs,
+        };
+        Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))
+    }
+
+    /// The CA Secret: an active CA (`tls.crt`, and `tls.key` empty for another tool's CA),
+    /// its `ca.crt`, and a staged rotation's pending CA (`next.crt`, `next.key`).
+    pub fn ca(&self, name: &str, observed: &Observed) -> Result<CaSecret, Invalid> {
+        let Some(s) = observed.present() else {
+            return Ok(CaSecret::default());
+        };
+        self.check_common(s, TYPE_TLS)?;
+        let mut out = CaSecret {
+            version: Some(s.version.clone()),
+            ..CaSecret::default()
+        };
+        let data = parse::ca(s);
+        match active(data.cert, data.key, data.bundle) {
+            Ok((active, bundle)) => {
+                out.active = Some(active);
+                out.bundle = bundle;
+            }
+            Err(problem) => {
+                out.broken = Some(self.broken(name, problem)?);
+                return Ok(out);
+            }
+        }
+        if matches!(
+            (&data.next_cert, &data.next_key),
+            (Field::Absent, Field::Absent)
+        ) {
+            return Ok(out);
+        }
+        match pending(data.next_cert, data.next_key) {
+            Ok(p) => out.pending = Some(p),
+            // With --force an unusable pending CA is dropped and a rotation starts afresh.
+            Err(problem) => {
+                self.broken(name, format!("pending CA: {problem}"))?;
+                out.drop_pending = true;
+            }
+        }
+        Ok(out)
+    }
+
+    /// An HMAC Secret: its key must be there, non-empty (`Ok(false)` with `--force`).
+    pub fn hmac(&self, s: &StoredSecret, key: &str) -> Result<bool, Invalid> {
+        self.check_common(s, TYPE_OPAQUE)?;
+        Ok(!parse::hmac(s, key).missing())
+    }
+}
+
+/// The active CA and the CA Secret's bundle, or the first problem with them. Here an empty
+/// `tls.crt` or `ca.crt` is unusable, not missing: only `tls.key` may be empty.
+fn active(
+    cert: Field<Cert>,
+    key: Field<CaKey>,
+    bundle: Field<Bundle>,
+) -> Result<(Active, Vec<Cert>), String> {
+    let cert = ca_cert(
+        cert,
+        &key,
+        "tls.crt",
+        "tls.crt is missing",
+        "tls.key is missing",
+    )?;
+    let active = match key {
+        // An empty key: the CA of another tool, kept as the active trust while a staged
+        // migration to a certgen CA runs (see `Active::Adopted`).
+        Field::Empty => Active::Adopted(cert),
+        Field::Ok(k) => Active::Keyed(k),
+        Field::Bad(p) => return Err(format!("tls.key: {p}")),
+        Field::Absent | Field::Unchecked => return Err("tls.key is missing".into()),
+    };
+    let bundle = match bundle {
+        Field::Absent => Vec::new(),
+        Field::Bad(p) => return Err(format!("ca.crt: {p}")),
+        Field::Empty | Field::Unchecked => return Err(format!("ca.crt: {}", CertError::Empty)),
+        Field::Ok(Bundle {
+            broken: Some(e), ..
+        }) => return Err(format!("ca.crt: {e}")),
+        Field::Ok(b) => b.certs,
+    };
+    Ok((active, bundle))
+}
+
+/// The pending CA, or the first problem with it (at least one of its keys is there).
+fn pending(cert: Field<Cert>, key: Field<CaKey>) -> Result<CaKey, String> {
+    ca_cert(
+        cert,
+        &key,
+        "next.crt",
+        "next.key is present but next.crt is missing",
+        "next.crt is present but next.key is missing",
+    )?;
+    match key {
+        Field::Ok(k) => Ok(k),
+        Field::Bad(p) => Err(format!("next.key: {p}")),
+        Field::Empty | Field::Absent | Field::Unchecked => {
+            Err(format!("next.key: {}", KeyError::Unreadable))
+        }
+    }
+}
+
+/// The CA certificate in the data key `name`, or the first problem with it and its key
+/// (`no_cert` or `no_key` when either data key is absent).
+fn ca_cert<K>(
+    cert: Field<Cert>,
+    key: &Field<K>,
+    name: &str,
+    no_cert: &str,
+    no_key: &str,
+) -> Result<Cert, String> {
+    let cert = match cert {
+        Field::Absent => return Err(no_cert.into()),
+        _ if matches!(key, Field::Absent) => return Err(no_key.into()),
+        Field::Ok(c) => c,
+        Field::Bad(p) => return Err(format!("{name}: {p}")),
+        Field::Empty | Field::Unchecked => return Err(format!("{name}: {}", CertError::Empty)),
+    };
+    if !cert.is_ca {
+        return Err(format!("{name} ({}) is not a CA certificate", cert.subject));
+    }
+    Ok(cert)
+}

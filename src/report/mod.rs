@@ -1,0 +1,567 @@
+//! Reports: what a run planned or did to each Secret and why ([`Report`]), and what `certgen
+//! check` found ([`CheckReport`]), as text for people or as a stable JSON document for tools.
+//!
+//! The one place reports are built and rendered: the run's steps hand over their entries and
+//! the consumers' outcomes, and this module assembles them. It never contains key material, and
+//! it must not decide anything a run does (that is [`crate::plan`]'s) or do IO.
+
+mod check;
+
+use serde::Serialize;
+
+pub use self::check::{BundleEntry, CheckReport, Row};
+use crate::config::Reload;
+use crate::metrics::ApiRequests;
+use crate::pki::Cert;
+use crate::plan::{Action, CaPlan, Kind, Plan, SecretPlan};
+use crate::timefmt::{parse_rfc3339, rfc3339};
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub secret: String,
+    pub kind: Kind,
+    pub action: Action,
+    pub reason: String,
+    /// SHA-256 of the CA certificate that signed (or is) this Secret's certificate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_sha256: Option<String>,
+    /// Expiry of the certificate this Secret holds after the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
+}
+
+impl Entry {
+    /// The line for a planned Secret, before anything is written.
+    pub fn planned(s: &SecretPlan) -> Self {
+        Self {
+            secret: s.name.clone(),
+            kind: s.kind,
+            action: s.action,
+            reason: s.reason.clone(),
+            ca_sha256: None,
+            not_after: s.not_after.map(rfc3339),
+        }
+    }
+
+    /// This line once the step issued `leaf`, signed by `ca`.
+    pub fn issued(self, ca: &Cert, leaf: &Cert) -> Self {
+        Self {
+            ca_sha256: Some(ca.fingerprint_hex()),
+            not_after: Some(rfc3339(leaf.not_after)),
+            ..self
+        }
+    }
+
+    /// The line for the CA Secret, showing the CA `shown` (the active one after the step, or
+    /// the one it generates).
+    pub fn ca(ca: &CaPlan, shown: Option<&Cert>) -> Self {
+        Self {
+            secret: ca.name.clone(),
+            kind: Kind::Ca,
+            action: ca.action,
+            reason: ca.reason.clone(),
+            ca_sha256: shown.map(Cert::fingerprint_hex),
+            not_after: shown.map(|c| rfc3339(c.not_after)),
+        }
+    }
+
+    /// A `caBundle` target's line.
+    pub fn webhook(what: &str, action: Action, reason: String) -> Self {
+        Self {
+            secret: what.to_string(),
+            kind: Kind::Webhook,
+            action,
+            reason,
+            ca_sha256: None,
+            not_after: None,
+        }
+    }
+}
+
+/// Adds `new` entries to `done`: later entries replace earlier ones for the same Secret, but
+/// a Keep never hides a write.
+pub fn merge(done: &mut Vec<Entry>, new: Vec<Entry>) {
+    for entry in new {
+        match done.iter_mut().find(|e| e.secret == entry.secret) {
+            Some(old) if entry.action.writes() || !old.action.writes() => *old = entry,
+            Some(_) => {}
+            None => done.push(entry),
+        }
+    }
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub profile: String,
+    pub store: String,
+    pub dry_run: bool,
+    pub attempts: u32,
+    pub writes: usize,
+    pub secrets: Vec<Entry>,
+    /// Restarts, rollouts and probes of the consumers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consumers: Vec<ConsumerReport>,
+    /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// Kubernetes API requests made by the whole run (cluster runs only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_requests: Option<ApiRequests>,
+    /// When certgen must run again at the latest, so nothing expires unrenewed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_renewal: Option<NextRenewal>,
+    /// Features skipped because this identity lacks their verbs, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+}
+
+/// One consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerReport {
+    pub name: String,
+    pub reload: Reload,
+    pub deployments: Vec<DeploymentReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<EndpointResult>,
+}
+
+/// One Deployment of a consumer in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentReport {
+    pub name: String,
+    /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
+    pub action: String,
+    /// done, failed, pending (with `--wait`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl DeploymentReport {
+    /// A Deployment and what was done to it, nothing else known yet.
+    pub fn new(name: &str, action: &str) -> Self {
+        Self {
+            name: name.into(),
+            action: action.into(),
+            rollout: None,
+            rollout_seconds: None,
+            detail: None,
+        }
+    }
+}
+
+/// Adds what a later step did for each consumer to what earlier steps did: its restarts and
+/// rollouts are added (quiet states, "up-to-date" and "hot", are shown once per Deployment),
+/// its note and probes replace earlier ones.
+pub fn merge_consumers(all: &mut Vec<ConsumerReport>, new: Vec<ConsumerReport>) {
+    for r in new {
+        match all.iter_mut().find(|a| a.name == r.name) {
+            None => all.push(r),
+            Some(a) => {
+                let quiet = |d: &DeploymentReport| d.action == "up-to-date" || d.action == "hot";
+                for d in r.deployments {
+                    if !quiet(&d) || !a.deployments.iter().any(|x| x.name == d.name) {
+                        a.deployments.push(d);
+                    }
+                }
+                if r.note.is_some() {
+                    a.note = r.note;
+                }
+                if !r.probes.is_empty() {
+                    a.probes = r.probes;
+                }
+            }
+        }
+    }
+}
+
+/// The result of probing one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointResult {
+    pub endpoint: String,
+    pub ok: bool,
+    pub detail: String,
+    pub attempts: u32,
+}
+
+/// The earliest moment a Secret becomes due: its certificate's expiry minus its renewBefore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextRenewal {
+    /// RFC 3339.
+    pub due: String,
+    /// The Secret that is due first.
+    pub secret: String,
+}
+
+/// The next renewal due among `not_after` (Secret name, RFC 3339 expiry): the earliest
+/// `not_after - renewBefore`, with each Secret's renewBefore from `config` (the CA's for the CA
+/// Secret). Secrets without a certificate or not in the config are left out.
+pub fn next_renewal<'a>(
+    config: &crate::config::Config,
+    not_after: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<NextRenewal> {
+    let renew_before = |name: &str| {
+        if name == config.ca.secret_name {
+            Some(config.ca.renew_before)
+        } else {
+            config
+                .tls
+                .iter()
+                .find(|t| t.name == name)
+                .map(|t| t.renew_before)
+        }
+    };
+    not_after
+        .into_iter()
+        .filter_map(|(name, t)| {
+            let t = parse_rfc3339(t)?;
+            let before = time::Duration::try_from(renew_before(name)?).ok()?;
+            Some((t.checked_sub(before)?, name))
+        })
+        .min()
+        .map(|(due, secret)| NextRenewal {
+            due: rfc3339(due),
+            secret: secret.to_string(),
+        })
+}
+
+impl NextRenewal {
+    /// The report line.
+    pub fn to_text(&self) -> String {
+        format!(
+            "Next renewal due: {} ({}); certgen must run again before then (certgen's chart runs a CronJob).\n",
+            self.due, self.secret
+        )
+    }
+}
+
+impl Report {
+    /// A report of a plan that was not applied (`--dry-run`).
+    pub fn from_plan(profile: &str, store: String, plan: &Plan) -> Self {
+        // The CA certgen holds now (the plan's CA is not generated yet).
+        let held = plan.ca.active.as_ref().map(|c| &c.cert);
+        let mut secrets = vec![Entry::ca(&plan.ca, held)];
+        secrets.extend(plan.secrets.iter().map(Entry::planned));
+        Self::new(profile, store, true, 1, secrets)
+    }
+
+    /// A report of what a run did.
+    pub fn new(
+        profile: &str,
+        store: String,
+        dry_run: bool,
+        attempts: u32,
+        secrets: Vec<Entry>,
+    ) -> Self {
+        let writes = if dry_run {
+            0
+        } else {
+            secrets.iter().filter(|e| e.action.writes()).count()
+        };
+        Self {
+            api_version: "certgen/v1",
+            kind: "RunReport",
+            profile: profile.to_string(),
+            store,
+            dry_run,
+            attempts,
+            writes,
+            secrets,
+            consumers: Vec::new(),
+            note: None,
+            api_requests: None,
+            next_renewal: None,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// The report of a run that took steps: every write of every step (`written`), then the
+    /// final state of the Secrets nothing wrote (from `last`, the last step's report), and what
+    /// the consumers' steps did.
+    pub fn after_steps(
+        last: &Report,
+        written: Vec<Entry>,
+        consumers: Vec<ConsumerReport>,
+        attempts: u32,
+    ) -> Self {
+        let mut entries = written;
+        for e in &last.secrets {
+            if !entries.iter().any(|w| w.secret == e.secret) {
+                entries.push(e.clone());
+            }
+        }
+        let mut report = Report::new(&last.profile, last.store.clone(), false, attempts, entries);
+        report.consumers = consumers;
+        report
+    }
+
+    /// The report of a run in a cluster: with the API requests it made, and the features it
+    /// skipped for want of verbs.
+    pub fn in_cluster(mut self, api_requests: ApiRequests, skipped: Vec<String>) -> Self {
+        self.api_requests = Some(api_requests);
+        self.skipped = skipped;
+        self
+    }
+
+    /// The report lines of the consumers whose note is `note` (one that skipped them).
+    pub fn consumers_noted<'a>(&'a self, note: &'a str) -> impl Iterator<Item = String> + 'a {
+        self.consumers
+            .iter()
+            .filter(move |c| c.note.as_deref() == Some(note))
+            .map(move |c| format!("consumer {}: {note}", c.name))
+    }
+
+    /// The report with the next renewal due among its Secrets' certificates.
+    pub fn with_next_renewal(mut self, config: &crate::config::Config) -> Self {
+        self.next_renewal = next_renewal(
+            config,
+            self.secrets
+                .iter()
+                .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
+        );
+        self
+    }
+
+    /// The JSON document.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the report serializes") + "\n"
+    }
+
+    /// The text table.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "certgen: profile {}, {}{}\n",
+            self.profile,
+            self.store,
+            if self.dry_run {
+                " (dry run: nothing is written)"
+            } else {
+                ""
+            }
+        );
+        let width = self
+            .secrets
+            .iter()
+            .map(|e| e.secret.len())
+            .max()
+            .unwrap_or(0);
+        for e in &self.secrets {
+            let action = serde_json::to_value(e.action).unwrap();
+            let kind = serde_json::to_value(e.kind).unwrap();
+            out.push_str(&format!(
+                "  {:<width$}  {:<4}  {:<13}  {}\n",
+                e.secret,
+                kind.as_str().unwrap_or(""),
+                action.as_str().unwrap_or(""),
+                e.reason
+            ));
+        }
+        if !self.consumers.is_empty() {
+            out.push_str("Consumers:\n");
+        }
+        for c in &self.consumers {
+            let reload = match c.reload {
+                Reload::Hot => "hot",
+                Reload::Restart => "restart",
+            };
+            out.push_str(&format!("  {} ({reload})", c.name));
+            if let Some(note) = &c.note {
+                out.push_str(&format!(": {note}"));
+            }
+            out.push('\n');
+            for d in &c.deployments {
+                out.push_str(&format!("    deployment {}: {}", d.name, d.action));
+                if let Some(r) = &d.rollout {
+                    out.push_str(&format!(", rollout {r}"));
+                }
+                if let Some(s) = d.rollout_seconds {
+                    out.push_str(&format!(" in {s}s"));
+                }
+                if let Some(detail) = &d.detail {
+                    out.push_str(&format!(" ({detail})"));
+                }
+                out.push('\n');
+            }
+            for p in &c.probes {
+                let verdict = if p.ok { "ok" } else { "FAILED" };
+                out.push_str(&format!(
+                    "    probe {}: {verdict}: {}\n",
+                    p.endpoint, p.detail
+                ));
+            }
+        }
+        let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
+        out.push_str(&match (self.dry_run, changes) {
+            (_, 0) => "Nothing to do: every Secret is valid.\n".to_string(),
+            (true, n) => {
+                format!("{n} write(s) planned. Run without --dry-run to apply.\n")
+            }
+            (false, n) => format!("{n} write(s) done.\n"),
+        });
+        if let Some(note) = &self.note {
+            out.push_str(&format!("Later: {note}\n"));
+        }
+        for s in &self.skipped {
+            out.push_str(&format!("Skipped: {s}\n"));
+        }
+        if let Some(next) = &self.next_renewal {
+            out.push_str(&next.to_text());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Env, Overrides, Source};
+
+    #[test]
+    fn next_renewal_is_the_earliest_not_after_minus_renew_before() {
+        let config = Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides::default(),
+            &Env::default(),
+        )
+        .unwrap();
+        // The CA renews 90 days ahead, leaves 30: a CA expiring 50 days after a leaf is due
+        // 10 days before it.
+        let entries = [
+            ("envoy-gateway-ca", "2030-03-02T00:00:00Z"),
+            ("envoy", "2030-01-11T00:00:00Z"),
+            ("envoy-oidc-hmac", "2000-01-01T00:00:00Z"),
+            ("not-in-config", "2000-01-01T00:00:00Z"),
+            ("envoy-gateway", "garbage"),
+        ];
+        let next = next_renewal(&config, entries).unwrap();
+        assert_eq!(next.secret, "envoy-gateway-ca");
+        assert_eq!(next.due, "2029-12-02T00:00:00Z");
+        assert_eq!(
+            next_renewal(&config, [("envoy", "2030-01-11T00:00:00Z")])
+                .unwrap()
+                .due,
+            "2029-12-12T00:00:00Z"
+        );
+        assert_eq!(next_renewal(&config, []), None);
+    }
+
+    fn consumer(name: &str, deployments: &[(&str, &str)]) -> ConsumerReport {
+        ConsumerReport {
+            name: name.into(),
+            reload: Reload::Restart,
+            deployments: deployments
+                .iter()
+                .map(|(d, action)| DeploymentReport::new(d, action))
+                .collect(),
+            note: None,
+            probes: vec![],
+        }
+    }
+
+    fn actions(r: &ConsumerReport) -> Vec<(&str, &str)> {
+        r.deployments
+            .iter()
+            .map(|d| (d.name.as_str(), d.action.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn later_steps_add_what_they_did_and_quiet_states_are_shown_once() {
+        let mut all = vec![consumer("gateway", &[("eg", "restarted")])];
+        merge_consumers(
+            &mut all,
+            vec![
+                consumer("gateway", &[("eg", "up-to-date"), ("eg-2", "up-to-date")]),
+                consumer("envoy", &[("proxy", "hot")]),
+            ],
+        );
+        merge_consumers(
+            &mut all,
+            vec![
+                consumer("gateway", &[("eg", "restarted"), ("eg-2", "up-to-date")]),
+                consumer("envoy", &[("proxy", "hot")]),
+            ],
+        );
+        assert_eq!(all.len(), 2, "one entry per consumer, in first-seen order");
+        assert_eq!(
+            actions(&all[0]),
+            [
+                ("eg", "restarted"),
+                ("eg-2", "up-to-date"),
+                ("eg", "restarted")
+            ],
+            "every restart is kept; a quiet state only for a Deployment not shown yet"
+        );
+        assert_eq!(all[1].name, "envoy");
+        assert_eq!(actions(&all[1]), [("proxy", "hot")]);
+    }
+
+    #[test]
+    fn later_notes_and_probes_replace_earlier_ones() {
+        let probe = |ok| EndpointResult {
+            endpoint: "10.0.0.1:443".into(),
+            ok,
+            detail: String::new(),
+            attempts: 1,
+        };
+        let mut first = consumer("gateway", &[]);
+        first.note = Some("first".into());
+        first.probes = vec![probe(false)];
+        let mut all = vec![first];
+        // Nothing new: the earlier note and probes stay.
+        merge_consumers(&mut all, vec![consumer("gateway", &[])]);
+        assert_eq!(all[0].note.as_deref(), Some("first"));
+        assert_eq!(all[0].probes, [probe(false)]);
+        let mut later = consumer("gateway", &[]);
+        later.note = Some("later".into());
+        later.probes = vec![probe(true)];
+        merge_consumers(&mut all, vec![later]);
+        assert_eq!(all[0].note.as_deref(), Some("later"));
+        assert_eq!(all[0].probes, [probe(true)]);
+    }
+
+    #[test]
+    fn a_keep_never_hides_a_write_of_the_same_secret() {
+        let entry = |secret: &str, action| Entry {
+            secret: secret.into(),
+            kind: Kind::Tls,
+            action,
+            reason: format!("{action:?}"),
+            ca_sha256: None,
+            not_after: None,
+        };
+        let mut done = vec![entry("a", Action::Renew), entry("b", Action::Keep)];
+        merge(
+            &mut done,
+            vec![
+                entry("a", Action::Keep),
+                entry("b", Action::UpdateBundle),
+                entry("c", Action::Keep),
+            ],
+        );
+        let got: Vec<(&str, Action)> = done.iter().map(|e| (e.secret.as_str(), e.action)).collect();
+        assert_eq!(
+            got,
+            [
+                ("a", Action::Renew),
+                ("b", Action::UpdateBundle),
+                ("c", Action::Keep)
+            ]
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The rotation driver: one invocation of certgen's main job, start to end.
+//!
+//! A read-only look first ([`step::look`]); the run lock when anything is to be written; then
+//! the steps of a renewal or rotation ([`step::step`]: trust, gate, leaves, gate, cleanup),
+//! each followed by its `caBundle` targets (`webhooks.rs`) and the consumers' restarts, waits
+//! and probes (`consumers.rs`), with the gates waited out in between; finally the report
+//! ([`crate::report`] assembles it). It decides only the order of steps and how long to wait:
+//! what each step writes is the plan's ([`crate::plan`]).
+
+mod consumers;
+mod step;
+mod webhooks;
+
+use tokio::time::Instant;
+
+pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
+use crate::apply::Guard;
+use crate::config::{Config, RunOptions};
+use crate::error::Error;
+use crate::k8s::{Deployments, WebhookStore};
+use crate::lock::{self, LockError};
+use crate::plan::{self, Phase};
+use crate::report::{self, ConsumerReport, Entry, Report};
+use crate::store::SecretStore;
+
+/// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
+pub const MAX_STEPS: usize = 12;
+
+/// One invocation of the main job: everything it needs besides the store.
+pub struct Invocation<'a> {
+    pub config: &'a Config,
+    pub options: RunOptions,
+    /// When the run must be done by ([`RunOptions::deadline`]).
+    pub deadline: Instant,
+    /// The consumers' Deployments (in a cluster).
+    pub deployments: Option<&'a Deployments>,
+    /// The client probes find Services' endpoints with (in a cluster).
+    pub client: Option<&'a kube::Client>,
+    /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
+    pub webhooks: Option<&'a WebhookStore>,
+    pub lock: lock::Target,
+}
+
+impl Invocation<'_> {
+    /// Restarts, waits and probes for what `outcome` holds, as asked.
+    async fn consumers<S: SecretStore>(
+        &self,
+        store: &S,
+        outcome: &Outcome,
+        wait: bool,
+        probe: bool,
+        dry_run: bool,
+    ) -> Result<(Vec<ConsumerReport>, consumers::Problems), Error> {
+        let tasks = consumers::Tasks {
+            wait,
+            probe,
+            dry_run,
+            deadline: self.deadline,
+        };
+        consumers::reload(
+            self.config,
+            outcome,
+            self.deployments,
+            self.client,
+            tasks,
+            store.now(),
+        )
+        .await
+    }
+}
+
+/// Runs certgen's main job and returns the report, plus the error to exit with (after printing).
+pub async fn run<S: SecretStore>(
+    store: &S,
+    inv: Invocation<'_>,
+) -> Result<(Report, Option<Error>), Error> {
+    // A read-only look first: dry runs and runs with nothing to do never take the lock.
+    let look = match look(store, inv.config, plan::Options::from_run(&inv.options)).await {
+        // Without the lock, another run may be between two writes: judge again under the lock,
+        // where a real problem still stops the run before anything is written.
+        Err(Error::Invalid(e)) if !inv.options.dry_run => {
+            tracing::debug!("unusable state without the lock, re-checking under it: {e}");
+            None
+        }
+        other => Some(other?),
+    };
+    let Some(look) = look else {
+        return locked(store, &inv, None).await;
+    };
+    if inv.options.dry_run {
+        let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
+        let mut report = look.report;
+        report.consumers = reports;
+        return Ok((report, None));
+    }
+    let needs_lock = !look.written.is_empty()
+        || look.phase != Phase::Steady
+        || webhooks::behind(&inv, &look.bundles).await?;
+    if !needs_lock {
+        // Nothing to write: what the look saw is the final state.
+        let (reports, verdict) = inv
+            .consumers(store, &look, inv.options.wait, inv.options.probe, false)
+            .await?;
+        let mut report = look.report;
+        report.dry_run = false;
+        report.consumers = reports;
+        return Ok((report, verdict.into_error()));
+    }
+    if fresh_install(&inv, &look) {
+        // Every write of a fresh install is a create, which the API server refuses when the
+        // object exists: two runs cannot both create a Secret, and the one that loses re-reads
+        // and continues from what the other stored (a plain re-plan, as after any lost race).
+        // There is nothing earlier to be consistent with, so neither the lock nor a second read
+        // under it can change what is written: the look's read is the plan's input (design.md,
+        // "API requests"). Runs without Lease verbs rely on the same fencing for every step.
+        tracing::debug!(
+            "fresh install: creates only, each fenced by the Secret's absence; no run lock"
+        );
+        let guard = Guard::new(&|| true);
+        let result = steps(store, &inv, &guard, Some(&look)).await;
+        return result.map_err(|e| e.after(guard.writes()));
+    }
+    locked(store, &inv, Some(&look)).await
+}
+
+/// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
+/// then a create fenced by the API server, and the look's read can be planned from directly.
+/// Not in local mode, whose file lock costs no request and whose creates are not exclusive
+/// across processes without it.
+fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
+    !matches!(inv.lock, lock::Target::File(_)) && look.observed.nothing_stored()
+}
+
+/// Takes the lock, runs the steps, releases the lock.
+async fn locked<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    look: Option<&Outcome>,
+) -> Result<(Report, Option<Error>), Error> {
+    let held = take_lock(inv).await?;
+    let (result, writes) = {
+        let still_held = || !held.lost();
+        let guard = Guard::new(&still_held);
+        let result = steps(store, inv, &guard, look).await;
+        (result, guard.writes())
+    };
+    held.release().await;
+    result.map_err(|e| e.after(writes))
+}
+
+async fn take_lock(inv: &Invocation<'_>) -> Result<lock::Held, Error> {
+    lock::take(&inv.lock, inv.deadline)
+        .await
+        .map_err(|e| match e {
+            LockError::Contended { .. } => Error::Locked(e.to_string()),
+            LockError::Store(s) => Error::Store(s),
+        })
+}
+
+async fn steps<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    guard: &Guard<'_>,
+    look: Option<&Outcome>,
+) -> Result<(Report, Option<Error>), Error> {
+    let config = inv.config;
+    let mut plan_options = plan::Options::from_run(&inv.options);
+    let mut written: Vec<Entry> = Vec::new();
+    let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
+    let mut attempts = 0;
+    // Before anything is written: a restart-only consumer that missed the restart for what is
+    // stored now (a run stopped between its writes and the patch) is restarted and waited for,
+    // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
+    // When nothing is stored there is no restart to have missed (and no Deployment read).
+    let fresh = look.is_some_and(|l| fresh_install(inv, l));
+    if let (Some(look), Some(_), false) = (look, inv.deployments, fresh) {
+        // What is stored, nothing written yet.
+        let mut stored = look.clone();
+        stored.written.clear();
+        let (reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
+        if let Some(e) = problems.into_error() {
+            let mut report = look.report.clone();
+            report.dry_run = false;
+            report.consumers = reports;
+            return Ok((report, Some(e)));
+        }
+        // Only a restart it made belongs in the report: the steps report the rest.
+        let mut reports = reports;
+        for r in &mut reports {
+            r.deployments.retain(|d| {
+                !matches!(
+                    d.action.as_str(),
+                    "up-to-date" | "hot" | "already-restarted"
+                )
+            });
+        }
+        reports.retain(|r| !r.deployments.is_empty());
+        report::merge_consumers(&mut consumer_reports, reports);
+    }
+    for index in 0..MAX_STEPS {
+        if !(guard.held)() {
+            return Err(Error::LockLost);
+        }
+        // A fresh install plans from the look's read (see `drive`); every other first step
+        // reads again under the lock, since another run may have written since the look.
+        let seed = (index == 0 && fresh)
+            .then(|| look.map(|l| l.observed.clone()))
+            .flatten();
+        let outcome = step(store, config, plan_options, guard, seed).await?;
+        attempts += outcome.report.attempts;
+        // caBundle targets follow their Secret's bundle right after it is written; a write
+        // there is one more change consumers (the API server) must load before the next step.
+        let synced = webhooks::sync(inv, &outcome, index == 0).await?;
+        let webhook_wrote = synced.iter().any(|e| e.action.writes());
+        if webhook_wrote {
+            plan_options.other_written_at = Some(store.now());
+        }
+        written.extend(synced.iter().filter(|e| e.action.writes()).cloned());
+        // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
+        if outcome.ca_written {
+            plan_options.overwrite = false;
+        }
+        if outcome.hmac_written {
+            plan_options.rotate_hmac = false;
+        }
+        plan_options.gate_waited = None;
+        written.extend(
+            outcome
+                .report
+                .secrets
+                .iter()
+                .filter(|e| e.action.writes())
+                .cloned(),
+        );
+        // A step that others follow relies on restart-only consumers having loaded it: their
+        // rollouts are part of the gate, whatever --wait says. Probes verify the end state.
+        let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
+        let (reports, problems) = inv
+            .consumers(
+                store,
+                &outcome,
+                inv.options.wait || !last,
+                inv.options.probe && last,
+                false,
+            )
+            .await?;
+        report::merge_consumers(&mut consumer_reports, reports);
+        let phase = outcome.phase.clone();
+        let outcome_pending = outcome.pending;
+        let outcome_signer = outcome.signer.map(|s| s.cert);
+        let last_report = outcome.report;
+        let report =
+            |written, consumers| Report::after_steps(&last_report, written, consumers, attempts);
+        if let Some(e) = problems.into_error() {
+            return Ok((report(written, consumer_reports), Some(e)));
+        }
+        match phase {
+            Phase::Steady | Phase::Cleanup { last: true } => {
+                return Ok((report(written, consumer_reports), None));
+            }
+            Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
+            // A gate computed before a caBundle write: plan again, counting from that write.
+            Phase::Gate { .. } if webhook_wrote => continue,
+            Phase::Gate {
+                ready_at,
+                reason,
+                pending,
+                state,
+                optional,
+            } => {
+                let left = (ready_at - store.now()).max(time::Duration::ZERO);
+                let left = std::time::Duration::try_from(left).unwrap_or(std::time::Duration::MAX);
+                let until = Instant::now()
+                    .checked_add(left)
+                    .map_or(inv.deadline, |t| t.min(inv.deadline));
+                // Probes can open the trust-to-leaves gate early: when every hot-reloading
+                // consumer accepts a client certificate from the pending CA, it has the new trust.
+                if let (Some(fp), Some(pending)) = (pending, &outcome_pending) {
+                    tracing::info!(
+                        phase = "gate",
+                        "{reason}; probing hot-reloading consumers for the new trust"
+                    );
+                    if consumers::trust_confirmed(
+                        config,
+                        inv.client,
+                        pending,
+                        outcome_signer.as_ref(),
+                        until,
+                    )
+                    .await
+                    {
+                        tracing::info!(
+                            phase = "gate",
+                            "every hot-reloading consumer accepts the pending CA"
+                        );
+                        plan_options.trust_confirmed = Some(fp);
+                        continue;
+                    }
+                }
+                let fits = Instant::now()
+                    .checked_add(left)
+                    .is_some_and(|t| t <= inv.deadline);
+                if !fits {
+                    let mut report = report(written, consumer_reports);
+                    if optional {
+                        // Every consumer works as things are; the next run drops the old CA.
+                        report.note = Some(format!(
+                            "{reason}; that is past --timeout, so a run after {} finishes it",
+                            crate::timefmt::rfc3339(ready_at)
+                        ));
+                        return Ok((report, None));
+                    }
+                    let e = Error::Timeout(format!(
+                        "{reason}; that is past --timeout. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen after {} to finish",
+                        crate::timefmt::rfc3339(ready_at)
+                    ));
+                    return Ok((report, Some(e)));
+                }
+                tracing::info!(phase = "gate", "{reason}");
+                tokio::time::sleep(left).await;
+                // The wait was timed on this process's monotonic clock: for the state it was
+                // computed for, the gate is open even if the store's clock disagrees.
+                plan_options.gate_waited = Some(state);
+            }
+        }
+    }
+    Err(Error::Unfinished(MAX_STEPS))
+}

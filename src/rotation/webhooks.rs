@@ -1,0 +1,127 @@
+//! The `caBundle` targets (webhook configurations, APIServices) that follow a TLS Secret's
+//! bundle: written right after the Secret, so the API server trusts what the webhook serves.
+
+use std::collections::BTreeMap;
+
+use super::Invocation;
+use super::step::{MAX_ATTEMPTS, Outcome};
+use crate::error::Error;
+use crate::k8s::{WebhookObserved, webhooks::describe};
+use crate::plan::Action;
+use crate::report::Entry;
+use crate::store::StoreError;
+
+/// Whether a `caBundle` target differs from the bundle of the Secret it follows (so a run with
+/// nothing else to do still has this to write).
+pub(super) async fn behind(
+    inv: &Invocation<'_>,
+    bundles: &BTreeMap<String, Vec<u8>>,
+) -> Result<bool, Error> {
+    let Some(api) = inv.webhooks else {
+        return Ok(false);
+    };
+    for target in &inv.config.webhooks {
+        let Some(bundle) = bundles.get(&target.bundle_from) else {
+            continue;
+        };
+        if api.is_refused(target.kind, &target.name) {
+            continue;
+        }
+        let observed = match api.get(target.kind, &target.name).await {
+            Ok(observed) => observed,
+            Err(e) => {
+                api.refuse(target.kind, &target.name, e)?;
+                continue;
+            }
+        };
+        if let WebhookObserved::Present(o) = observed
+            && !o.holds(bundle)
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Writes each `caBundle` target that differs from its Secret's bundle, fenced by the
+/// resourceVersion and uid read (re-read and retried on a conflict). A target that does not
+/// exist is reported and left alone: certgen does not create webhook configurations. Only the
+/// first step reads every target (drift since the last run); later steps read a target only
+/// when they wrote the Secret it follows.
+pub(super) async fn sync(
+    inv: &Invocation<'_>,
+    outcome: &Outcome,
+    first: bool,
+) -> Result<Vec<Entry>, Error> {
+    let Some(api) = inv.webhooks else {
+        return Ok(vec![]);
+    };
+    let mut entries = Vec::new();
+    for target in &inv.config.webhooks {
+        let what = describe(target.kind, &target.name);
+        let entry = |action, reason| Entry::webhook(&what, action, reason);
+        let Some(bundle) = outcome.bundles.get(&target.bundle_from) else {
+            continue;
+        };
+        if !first && !outcome.written.contains(&target.bundle_from) {
+            continue;
+        }
+        // Refused earlier in the inv: left alone, as a rules review would have decided.
+        if api.is_refused(target.kind, &target.name) {
+            continue;
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let observed = match api.get(target.kind, &target.name).await {
+                Ok(observed) => observed,
+                Err(e) => {
+                    api.refuse(target.kind, &target.name, e)?;
+                    break;
+                }
+            };
+            let observed = match observed {
+                WebhookObserved::Absent => {
+                    entries.push(entry(
+                        Action::Keep,
+                        format!(
+                            "not found; its caBundle would follow Secret {}",
+                            target.bundle_from
+                        ),
+                    ));
+                    break;
+                }
+                WebhookObserved::Present(o) => o,
+            };
+            if observed.holds(bundle) {
+                entries.push(entry(
+                    Action::Keep,
+                    format!("caBundle is Secret {}'s ca.crt", target.bundle_from),
+                ));
+                break;
+            }
+            match api.put_ca_bundle(&observed, bundle).await {
+                Ok(()) => {
+                    let reason = format!("caBundle follows Secret {}'s ca.crt", target.bundle_from);
+                    tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {reason}");
+                    entries.push(entry(Action::UpdateBundle, reason));
+                    break;
+                }
+                Err(StoreError::Conflict { what, detail }) if attempt < MAX_ATTEMPTS => {
+                    tracing::warn!(object = %what, attempt, "{detail}; re-reading");
+                }
+                Err(e @ StoreError::Conflict { .. }) => {
+                    return Err(Error::Contended {
+                        attempts: attempt,
+                        last: e,
+                    });
+                }
+                Err(e) => {
+                    api.refuse(target.kind, &target.name, e)?;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(entries)
+}

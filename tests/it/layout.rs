@@ -1,0 +1,184 @@
+//! The module layout of `src/` keeps its shape: no two top-level modules import each other,
+//! even through others, and the core (observe, plan, apply, report, check, pki, config and what
+//! they use) never reaches the Kubernetes adapter (`src/k8s/`).
+//!
+//! The import graph is read from the sources: every `crate::MODULE` path (and, in the crate
+//! root, every `MODULE::` path) of a top-level module's files, test code excluded.
+//! `cargo test --test it layout -- --nocapture` prints it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The modules that must not reach the adapter, directly or through others.
+const CORE: &[&str] = &[
+    "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store",
+];
+
+/// The Kubernetes adapter.
+const ADAPTER: &str = "k8s";
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// Every `.rs` file under `dir`, with the top-level module it belongs to.
+fn files(src: &Path, dir: &Path, out: &mut Vec<(String, std::path::PathBuf)>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(src, &path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let rel = path.strip_prefix(src).unwrap();
+            let first = rel.components().next().unwrap().as_os_str();
+            let module = first.to_string_lossy().trim_end_matches(".rs").to_string();
+            out.push((module, path));
+        }
+    }
+}
+
+/// The code of a file without its tests and comments.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Module names used as paths in `code`: `crate::NAME` and, with `bare`, `NAME::` too.
+fn uses(code: &str, modules: &BTreeSet<String>, bare: bool) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    // `crate::a::b`, and `use crate::{a::{b, c}, d}`: the first word of each item at depth 0.
+    for part in code.split("crate::").skip(1) {
+        let Some(group) = part.strip_prefix('{') else {
+            out.extend(words(part).into_iter().next());
+            continue;
+        };
+        let (mut depth, mut item) = (0, String::new());
+        for c in group.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.extend(words(item.trim()).into_iter().next());
+                    item.clear();
+                    continue;
+                }
+                _ => {}
+            }
+            item.push(c);
+        }
+        out.extend(words(item.trim()).into_iter().next());
+    }
+    if bare {
+        for m in modules {
+            let needle = format!("{m}::");
+            let found = code.match_indices(&needle).any(|(i, _)| {
+                !code[..i]
+                    .chars()
+                    .next_back()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            if found {
+                out.insert(m.clone());
+            }
+        }
+    }
+    out.retain(|m| modules.contains(m));
+    out
+}
+
+fn graph() -> Graph {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &src, &mut all);
+    let modules: BTreeSet<String> = all.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph: Graph = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    for (module, path) in &all {
+        if path.file_name().is_some_and(|f| f == "tests.rs") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(path).unwrap());
+        let root = module == "lib";
+        for used in uses(&text, &modules, root) {
+            if used != *module {
+                graph.get_mut(module).unwrap().insert(used);
+            }
+        }
+    }
+    graph
+}
+
+/// Every module `from` reaches, itself excluded unless through a cycle.
+fn reach(graph: &Graph, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<&str> = graph[from].iter().map(String::as_str).collect();
+    while let Some(m) = todo.pop() {
+        if seen.insert(m.to_string()) {
+            todo.extend(graph[m].iter().map(String::as_str));
+        }
+    }
+    seen
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it() {
+    let graph = graph();
+    for (module, used) in &graph {
+        let list: Vec<&str> = used.iter().map(String::as_str).collect();
+        println!("{module} -> {}", list.join(", "));
+    }
+    assert!(graph.len() > 10 && graph["lib"].len() > 5, "{graph:?}");
+    let cyclic: Vec<&String> = graph
+        .keys()
+        .filter(|m| reach(&graph, m).contains(*m))
+        .collect();
+    assert!(
+        cyclic.is_empty(),
+        "import cycles through {cyclic:?}: {graph:#?}"
+    );
+}
+
+#[test]
+fn the_core_never_reaches_the_kubernetes_adapter() {
+    let graph = graph();
+    assert!(graph.contains_key(ADAPTER), "{graph:?}");
+    for core in CORE {
+        let reached = reach(&graph, core);
+        assert!(
+            !reached.contains(ADAPTER),
+            "{core} reaches {ADAPTER} (it reaches {reached:?})"
+        );
+    }
+    // The check bites: the crate root wires the adapter in.
+    assert!(reach(&graph, "lib").contains(ADAPTER));
+}
+
+#[test]
+fn the_reader_sees_crate_paths_and_grouped_imports() {
+    let modules: BTreeSet<String> = ["a", "b", "c", "d"].map(String::from).into();
+    let text = "use crate::a::X;\nuse crate::{b::Y, c};\nfn f() { d::g(); xd::h(); }";
+    assert_eq!(
+        uses(text, &modules, false),
+        ["a", "b", "c"].map(String::from).into()
+    );
+    assert!(uses(text, &modules, true).contains("d"));
+    let nested = "use crate::{a::{X, Y}, b::Z};";
+    assert_eq!(
+        uses(nested, &modules, false),
+        ["a", "b"].map(String::from).into()
+    );
+    let commented =
+        code("// crate::a\nfn f() {} // c::x\n#[cfg(test)]\nmod tests {\nuse crate::b;");
+    assert_eq!(uses(&commented, &modules, true), BTreeSet::new());
+}
