@@ -1,4 +1,4 @@
-//! What this identity may do, discovered once per run, and what certgen does without it.
+//! What this identity may do, and what certgen does without it.
 //!
 //! certgen must run under Envoy Gateway's own chart Role (Secrets get/create/update; the
 //! topology injector webhook get/update), which grants no `patch`, no Leases, no Deployments
@@ -6,7 +6,12 @@
 //! line in the report, never a failed Job; a feature the user asked for (`--wait`, `--probe`)
 //! whose verbs are missing is exit 5 naming the verb.
 //!
-//! How it is discovered: one SelfSubjectRulesReview for the namespace (one request, any
+//! When it is asked: only with `--wait` or `--probe`, whose missing verbs must fail the run
+//! before anything is written. Otherwise nothing is asked ([`Access::unknown`]): every feature
+//! is tried and a 403 skips it for the rest of the run with the same warning and report line
+//! (docs/api-requests.md), which saves the review's request on every run.
+//!
+//! How it is asked: one SelfSubjectRulesReview for the namespace (one request, any
 //! authenticated identity may make it). A SelfSubjectAccessReview per verb would be exact but
 //! costs a request for each of about eight verbs on every run, no-ops included. A rules review
 //! can be incomplete (webhook authorizers cannot list their rules): then anything not listed is

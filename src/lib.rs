@@ -153,13 +153,14 @@ fn print(text: &str) -> Result<(), Error> {
 async fn main_job(args: RunArgs) -> Result<(), Error> {
     let (mut config, local) = config::resolve_target(&args.target)?;
     let options = RunOptions::resolve(&args, local.is_some());
-    // In a cluster: what this identity may do, once, before anything else (src/access.rs).
+    // In a cluster: what this identity may do, when that must be known before the first write
+    // (src/access.rs).
     let cluster = match &local {
         Some(_) => None,
         None => {
             let client = k8s::client(&args.target).await?;
-            // The rules review is one request on every run. It is made only when --wait or
-            // --probe was given, so that missing verbs fail the run before anything is
+            // The rules review would be one request on every run. It is made only when --wait
+            // or --probe was given, so that missing verbs fail the run before anything is
             // written; otherwise every optional feature is tried and a 403 skips it for the
             // rest of the run with the same warning and report line (src/access.rs).
             let access = if options.wait || options.probe {
