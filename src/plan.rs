@@ -782,6 +782,33 @@ impl Input<'_> {
             }
             _ => reason,
         };
+        let why = if fresh {
+            "missing"
+        } else {
+            "signed by the new CA"
+        };
+        let phase = if prior.is_some() {
+            Phase::Leaves
+        } else {
+            Phase::Steady
+        };
+        self.reissue_all(ca, action, reason, Signer::New, bundle, why, phase)
+    }
+
+    /// The CA Secret made `signer`'s with `bundle` (any pending CA cleared), and every leaf
+    /// issued by `signer` with that bundle: for `why` when it exists, because it is missing when
+    /// it does not.
+    #[allow(clippy::too_many_arguments)] // one decision, spelled out at each of its two callers
+    fn reissue_all(
+        &self,
+        ca: &CaSecret,
+        action: Action,
+        reason: String,
+        signer: Signer,
+        bundle: Vec<CaRef>,
+        why: &str,
+        phase: Phase,
+    ) -> Decision {
         let mut plan = self.ca_plan(ca, action, reason);
         plan.bundle = bundle.clone();
         plan.remove = vec!["next.crt".into(), "next.key".into()];
@@ -789,19 +816,13 @@ impl Input<'_> {
             .leaves
             .iter()
             .map(|l| {
-                let why = if fresh || matches!(l.parsed, Parsed::Missing) {
-                    "missing"
-                } else {
-                    "signed by the new CA"
+                let why = match l.parsed {
+                    Parsed::Missing => "missing",
+                    _ => why,
                 };
-                l.issue(Signer::New, bundle.clone(), why)
+                l.issue(signer.clone(), bundle.clone(), why)
             })
             .collect();
-        let phase = if prior.is_some() {
-            Phase::Leaves
-        } else {
-            Phase::Steady
-        };
         (plan, secrets, phase)
     }
 
@@ -966,27 +987,20 @@ impl Input<'_> {
         if keep_active && let Some(a) = &ca.active {
             bundle.push(a.cert().clone());
         }
-        let bundle = refs(&bundle);
-        let mut plan = self.ca_plan(ca, Action::Promote, reason);
-        plan.bundle = bundle.clone();
-        plan.remove = vec!["next.crt".into(), "next.key".into()];
-        let secrets = self
-            .leaves
-            .iter()
-            .map(|l| {
-                let why = match l.parsed {
-                    Parsed::Missing => "missing",
-                    _ => "leaves phase: signed by the new CA",
-                };
-                l.issue(Signer::Held(pending.clone()), bundle.clone(), why)
-            })
-            .collect();
         let phase = if keep_active {
             Phase::Leaves
         } else {
             Phase::Steady
         };
-        (plan, secrets, phase)
+        self.reissue_all(
+            ca,
+            Action::Promote,
+            reason,
+            Signer::Held(pending),
+            refs(&bundle),
+            "leaves phase: signed by the new CA",
+            phase,
+        )
     }
 
     /// No rotation: renew what is due with the active CA, keep bundles in line, and drop a
