@@ -353,6 +353,16 @@ mod tests {
     }
 
     #[test]
+    fn without_a_review_every_feature_is_tried() {
+        // No --wait/--probe: nothing is ruled out up front; refusals are met where they happen.
+        let mut config = eg_config();
+        let before = (config.webhooks.len(), config.consumers.clone());
+        let notes = adapt(&mut config, &Access::unknown(), Asked::default()).unwrap();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!((config.webhooks.len(), config.consumers), before);
+    }
+
+    #[test]
     fn envoy_gateway_role_writes_with_update_and_skips_what_nobody_asked_for() {
         let access = envoy_gateway_role();
         assert_eq!(access.secret_write_verb(&NAMES), SecretWriteVerb::Update);

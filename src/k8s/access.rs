@@ -34,10 +34,7 @@ pub async fn review(client: &kube::Client, namespace: &str) -> Access {
         }
         Err(e) => {
             tracing::debug!("SelfSubjectRulesReview failed ({e}); unlisted verbs are tried");
-            Access {
-                rules: vec![],
-                incomplete: true,
-            }
+            Access::unknown()
         }
     }
 }

@@ -65,11 +65,10 @@ pub enum WebhookObserved {
 }
 
 /// Reads and writes `caBundle` targets through one client.
-#[derive(Clone)]
 pub struct WebhookStore {
     client: kube::Client,
     /// Targets the API server refused (403) in this run, with the report line for each.
-    refused: std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>,
+    refused: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
@@ -110,9 +109,25 @@ impl WebhookStore {
         }
     }
 
+    /// Reads a target unless the API server refused a request on it in this run, earlier or
+    /// now (`None`: the target is left alone for the rest of the run); see [`Self::refuse`].
+    pub async fn read(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+    ) -> Result<Option<WebhookObserved>, StoreError> {
+        if self.is_refused(kind, name) {
+            return Ok(None);
+        }
+        match self.get(kind, name).await {
+            Ok(observed) => Ok(Some(observed)),
+            Err(e) => self.refuse(kind, name, e).map(|()| None),
+        }
+    }
+
     /// Whether the API server refused a request on this target earlier in the run: it is left
     /// alone from then on.
-    pub fn is_refused(&self, kind: WebhookKind, name: &str) -> bool {
+    fn is_refused(&self, kind: WebhookKind, name: &str) -> bool {
         let refused = self.refused.lock().expect("not poisoned");
         refused.contains_key(&describe(kind, name))
     }

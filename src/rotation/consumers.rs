@@ -150,30 +150,29 @@ pub async fn reload(
                             DeploymentReport::new(&name, "would-restart")
                         }
                         RestartAction::Restarted => match api.restart(&d, &fp, now).await {
+                            // Refused (403 without --wait): no restarts for this consumer.
                             Err(e) => {
                                 report.deployments.clear();
                                 targets.retain(|(ci, _, _)| *ci != reports.len());
                                 refused(consumer, &mut report, api.refuse(e)?);
                                 break 'restart;
                             }
-                            Ok(restarted) => match restarted {
-                                Ok(target) => {
-                                    tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
-                                    targets.push((reports.len(), report.deployments.len(), target));
-                                    DeploymentReport::new(&name, "restarted")
-                                }
-                                Err(e) => {
-                                    let action = match e {
-                                        RolloutError::Paused { .. } => "paused",
-                                        RolloutError::Deleted { .. } => "deleted",
-                                        _ => "recreated",
-                                    };
-                                    problems.failed.push(e.to_string());
-                                    let mut r = DeploymentReport::new(&name, action);
-                                    r.detail = Some(e.to_string());
-                                    r
-                                }
-                            },
+                            Ok(Ok(target)) => {
+                                tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
+                                targets.push((reports.len(), report.deployments.len(), target));
+                                DeploymentReport::new(&name, "restarted")
+                            }
+                            Ok(Err(e)) => {
+                                let action = match e {
+                                    RolloutError::Paused { .. } => "paused",
+                                    RolloutError::Deleted { .. } => "deleted",
+                                    _ => "recreated",
+                                };
+                                problems.failed.push(e.to_string());
+                                let mut r = DeploymentReport::new(&name, action);
+                                r.detail = Some(e.to_string());
+                                r
+                            }
                         },
                     };
                     if tasks.wait && entry.action == "already-restarted" {

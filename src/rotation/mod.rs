@@ -85,7 +85,7 @@ pub async fn run<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &inv, None).await;
+        return locked(store, &inv, None, false).await;
     };
     if inv.options.dry_run {
         let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
@@ -106,21 +106,19 @@ pub async fn run<S: SecretStore>(
         report.consumers = reports;
         return Ok((report, verdict.into_error()));
     }
-    if fresh_install(&inv, &look) {
-        // Every write of a fresh install is a create, which the API server refuses when the
-        // object exists: two runs cannot both create a Secret, and the one that loses re-reads
-        // and continues from what the other stored (a plain re-plan, as after any lost race).
-        // There is nothing earlier to be consistent with, so neither the lock nor a second read
-        // under it can change what is written: the look's read is the plan's input (design.md,
-        // "API requests"). Runs without Lease verbs rely on the same fencing for every step.
+    // Every write of a fresh install is a create, which the API server refuses when the object
+    // exists: two runs cannot both create a Secret, and the one that loses re-reads and
+    // continues from what the other stored (a plain re-plan, as after any lost race). There is
+    // nothing earlier to be consistent with, so neither the lock nor a second read under it can
+    // change what is written: the look's read is the plan's input (docs/api-requests.md). Runs
+    // without Lease verbs rely on the same fencing for every step.
+    let fresh = fresh_install(&inv, &look);
+    if fresh {
         tracing::debug!(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
-        let guard = Guard::new(&|| true);
-        let result = steps(store, &inv, &guard, Some(&look)).await;
-        return result.map_err(|e| e.after(guard.writes()));
     }
-    locked(store, &inv, Some(&look)).await
+    locked(store, &inv, Some(&look), fresh).await
 }
 
 /// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
@@ -131,17 +129,22 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
     !matches!(inv.lock, lock::Target::File(_)) && look.observed.nothing_stored()
 }
 
-/// Takes the lock, runs the steps, releases the lock.
+/// Takes the lock (none for a `fresh` install, see [`run`]), runs the steps, releases the lock.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
+    fresh: bool,
 ) -> Result<(Report, Option<Error>), Error> {
-    let held = take_lock(inv).await?;
+    let held = if fresh {
+        lock::Held::Unlocked
+    } else {
+        take_lock(inv).await?
+    };
     let (result, writes) = {
         let still_held = || !held.lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, look).await;
+        let result = steps(store, inv, &guard, look, fresh).await;
         (result, guard.writes())
     };
     held.release().await;
@@ -157,11 +160,14 @@ async fn take_lock(inv: &Invocation<'_>) -> Result<lock::Held, Error> {
         })
 }
 
+/// The steps of a run, from `look` when there was one; a `fresh` install plans its first step
+/// from the look's read (see [`run`]).
 async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     guard: &Guard<'_>,
     look: Option<&Outcome>,
+    fresh: bool,
 ) -> Result<(Report, Option<Error>), Error> {
     let config = inv.config;
     let mut plan_options = plan::Options::from_run(&inv.options);
@@ -172,7 +178,6 @@ async fn steps<S: SecretStore>(
     // stored now (a run stopped between its writes and the patch) is restarted and waited for,
     // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
     // When nothing is stored there is no restart to have missed (and no Deployment read).
-    let fresh = look.is_some_and(|l| fresh_install(inv, l));
     if let (Some(look), Some(_), false) = (look, inv.deployments, fresh) {
         // What is stored, nothing written yet.
         let mut stored = look.clone();
@@ -201,7 +206,7 @@ async fn steps<S: SecretStore>(
         if !(guard.held)() {
             return Err(Error::LockLost);
         }
-        // A fresh install plans from the look's read (see `drive`); every other first step
+        // A fresh install plans from the look's read (see `run`); every other first step
         // reads again under the lock, since another run may have written since the look.
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))

@@ -24,17 +24,7 @@ pub(super) async fn behind(
         let Some(bundle) = bundles.get(&target.bundle_from) else {
             continue;
         };
-        if api.is_refused(target.kind, &target.name) {
-            continue;
-        }
-        let observed = match api.get(target.kind, &target.name).await {
-            Ok(observed) => observed,
-            Err(e) => {
-                api.refuse(target.kind, &target.name, e)?;
-                continue;
-            }
-        };
-        if let WebhookObserved::Present(o) = observed
+        if let Some(WebhookObserved::Present(o)) = api.read(target.kind, &target.name).await?
             && !o.holds(bundle)
         {
             return Ok(true);
@@ -66,19 +56,13 @@ pub(super) async fn sync(
         if !first && !outcome.written.contains(&target.bundle_from) {
             continue;
         }
-        // Refused earlier in the inv: left alone, as a rules review would have decided.
-        if api.is_refused(target.kind, &target.name) {
-            continue;
-        }
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let observed = match api.get(target.kind, &target.name).await {
-                Ok(observed) => observed,
-                Err(e) => {
-                    api.refuse(target.kind, &target.name, e)?;
-                    break;
-                }
+            // Refused (403), now or earlier in the run: left alone, as a rules review would have
+            // decided.
+            let Some(observed) = api.read(target.kind, &target.name).await? else {
+                break;
             };
             let observed = match observed {
                 WebhookObserved::Absent => {
