@@ -225,9 +225,9 @@ pub struct Config {
 impl Config {
     /// Loads the source, applies `flag > env > file > default`, validates and renders templates.
     pub fn resolve(source: &Source, overrides: &Overrides, env: &Env) -> Result<Self, ConfigError> {
-        let (name, text) = match source {
+        let (name, file) = match source {
             Source::Profile(p) => {
-                let text = profiles::builtin(p).ok_or_else(|| {
+                let json = profiles::builtin_json(p).ok_or_else(|| {
                     ConfigError::new(
                         "--profile",
                         format!(
@@ -236,11 +236,17 @@ impl Config {
                         ),
                     )
                 })?;
-                (format!("profile {p}"), text.to_string())
+                let name = format!("profile {p}");
+                let file = ConfigFile::parse_json(json).map_err(|m| ConfigError::new(&name, m))?;
+                (name, file)
             }
-            Source::File(path) => (path.display().to_string(), read_config_file(path)?),
+            Source::File(path) => {
+                let name = path.display().to_string();
+                let text = read_config_file(path)?;
+                let file = ConfigFile::parse(&text).map_err(|m| ConfigError::new(&name, m))?;
+                (name, file)
+            }
         };
-        let file = ConfigFile::parse(&text).map_err(|m| ConfigError::new(&name, m))?;
         Self::from_file(file, overrides, env).map_err(|m| ConfigError::new(&name, m))
     }
 

@@ -169,4 +169,9 @@ impl ConfigFile {
     pub fn parse(text: &str) -> Result<Self, String> {
         serde_saphyr::from_str(text).map_err(|e| e.to_string())
     }
+
+    /// Parses a built-in profile in its JSON form ([`crate::profiles::builtin_json`]).
+    pub fn parse_json(text: &str) -> Result<Self, String> {
+        serde_json::from_str(text).map_err(|e| e.to_string())
+    }
 }

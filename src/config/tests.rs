@@ -338,3 +338,16 @@ fn local_default_is_envoy_gateways_config_home() {
     let err = local_dir(Some(None), None, None).unwrap_err();
     assert!(err.message.contains("--config-home"), "{err}");
 }
+
+#[test]
+fn builtin_profiles_read_the_same_as_json_and_yaml() {
+    for name in crate::profiles::NAMES {
+        let yaml = ConfigFile::parse(crate::profiles::builtin(name).unwrap()).unwrap();
+        let json = ConfigFile::parse_json(crate::profiles::builtin_json(name).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&json).unwrap(),
+            serde_json::to_value(&yaml).unwrap(),
+            "profile {name}: the JSON build.rs made differs from the YAML"
+        );
+    }
+}

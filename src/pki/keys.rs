@@ -17,11 +17,16 @@ use super::{IssueError, KeyAlgorithm};
 /// Generates one key per entry of `algorithms`, in the same order, on up to
 /// `std::thread::available_parallelism()` threads when any of them is RSA.
 pub fn generate_keys(algorithms: &[KeyAlgorithm]) -> Result<Vec<KeyPair>, IssueError> {
+    // Without RSA there is nothing to spread; asking for the parallelism first would read the
+    // cgroup's CPU quota from /proc and /sys (a dozen system calls) on every run for nothing.
+    if !algorithms.iter().any(|a| a.is_rsa()) {
+        return algorithms.iter().map(|a| a.generate()).collect();
+    }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(algorithms.len());
-    if threads <= 1 || !algorithms.iter().any(|a| a.is_rsa()) {
+    if threads <= 1 {
         return algorithms.iter().map(|a| a.generate()).collect();
     }
     // Each thread takes the next key still to be made, so one slow prime search does not hold
