@@ -45,6 +45,10 @@ pub enum Finding {
     OtherIssuer,
     /// The bundles of these peers do not trust the certificate.
     Untrusted(Vec<String>),
+    /// A staged rotation's pending CA (`next.crt`, `next.key`) a run cannot use: not a CA, a
+    /// key missing or not matching. A run refuses it, or starts the rotation again with
+    /// `--force`.
+    PendingCa(String),
     /// An HMAC Secret without its key, or with an empty one.
     HmacKey(String),
     /// Local mode: a file consumers read is not the link into certgen's own copy.
@@ -60,7 +64,10 @@ impl Finding {
     /// Whether the Secret is unusable as stored (status `invalid`) rather than due for a run
     /// (status `due`).
     fn invalid(&self) -> bool {
-        matches!(self, Self::Unusable { .. } | Self::Divergent(_))
+        matches!(
+            self,
+            Self::Unusable { .. } | Self::PendingCa(_) | Self::Divergent(_)
+        )
     }
 }
 
@@ -82,6 +89,10 @@ impl fmt::Display for Finding {
             Self::Untrusted(peers) => {
                 write!(f, "not trusted by the bundle of {}", peers.join(", "))
             }
+            Self::PendingCa(problem) => write!(
+                f,
+                "pending CA: {problem} (a run refuses it; run certgen --force to start the rotation again)"
+            ),
             Self::HmacKey(key) => write!(f, "key {key:?} is missing or empty"),
             Self::Divergent(d) if d.repairable() => {
                 write!(f, "{}: run certgen to restore it", d.describe())
@@ -188,16 +199,21 @@ pub fn check(
                 Field::Bad(p) => ca.unusable("ca.crt", p),
                 Field::Absent | Field::Empty | Field::Unchecked => {}
             }
-            match data.next_cert {
-                Field::Ok(p) => {
-                    rotation = Some(format!(
-                        "staged rotation in progress: pending CA {} (run certgen to finish it)",
-                        p.short_fingerprint()
-                    ));
-                    known_cas.push(p);
-                }
-                Field::Bad(p) => ca.unusable("next.crt", p),
-                Field::Absent | Field::Empty | Field::Unchecked => {}
+            // A staged rotation's pending CA, judged by the planner's own rules: a run refuses
+            // what is reported here (or drops it with --force).
+            match (data.next_cert, data.next_key) {
+                (Field::Absent, Field::Absent) => {}
+                (Field::Bad(p), _) => ca.unusable("next.crt", p),
+                (cert, key) => match crate::plan::pending_ca(cert, key) {
+                    Ok(p) => {
+                        rotation = Some(format!(
+                            "staged rotation in progress: pending CA {} (run certgen to finish it)",
+                            p.cert.short_fingerprint()
+                        ));
+                        known_cas.push(p.cert);
+                    }
+                    Err(problem) => ca.findings.push(Finding::PendingCa(problem)),
+                },
             }
         }
     }

@@ -39,6 +39,8 @@ use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
 use crate::secret::Observed;
 
 mod stored;
+
+pub(crate) use stored::pending as pending_ca;
 mod writes;
 
 use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};

@@ -278,6 +278,60 @@ fn a_staged_rotation_in_progress_is_not_healthy_but_nothing_is_wrong() {
 }
 
 #[test]
+fn a_pending_ca_a_run_would_refuse_is_invalid() {
+    let base = Stored::installed(NOW - DAY);
+    let (next, _) = issue_ca(&base.config.ca.spec, NOW).unwrap();
+    let leaf = issue_leaf(&base.config.tls[0].leaf, &base.ca.0, NOW).unwrap();
+    let key = |k: &CaKey| k.key_pem().expose().as_bytes().to_vec();
+    // What the CA Secret holds besides its CA, and the problem `check` must report.
+    type Case<'a> = (&'a str, Vec<(&'a str, Vec<u8>)>, String);
+    let cases: [Case; 4] = [
+        (
+            "a leaf certificate where the pending CA belongs",
+            vec![
+                ("next.crt", pem(&leaf.cert)),
+                ("next.key", leaf.key.expose().as_bytes().to_vec()),
+            ],
+            format!("next.crt ({}) is not a CA certificate", leaf.cert.subject),
+        ),
+        (
+            "a pending CA without its key",
+            vec![("next.crt", pem(&next.cert))],
+            "next.crt is present but next.key is missing".into(),
+        ),
+        (
+            "a key without its pending CA",
+            vec![("next.key", key(&next))],
+            "next.key is present but next.crt is missing".into(),
+        ),
+        (
+            "another CA's key",
+            vec![("next.crt", pem(&next.cert)), ("next.key", key(&base.ca.0))],
+            "next.key: ".into(),
+        ),
+    ];
+    for (what, data, problem) in cases {
+        let mut stored = Stored::installed(NOW - DAY);
+        stored.edit("envoy-gateway-ca", |s| {
+            for (k, v) in data {
+                s.data.insert(k.into(), v);
+            }
+        });
+        let report = stored.check(NOW);
+        let ca = row(&report, "envoy-gateway-ca");
+        assert_eq!(ca.status, "invalid", "{what}: {ca:?}");
+        assert_eq!(ca.problems.len(), 1, "{what}: {ca:?}");
+        assert!(
+            ca.problems[0].starts_with(&format!("pending CA: {problem}")),
+            "{what}: {ca:?}"
+        );
+        assert!(ca.problems[0].ends_with("run certgen --force to start the rotation again)"));
+        assert_eq!(report.rotation, None, "{what}: no usable rotation");
+        assert!(!report.healthy, "{what}");
+    }
+}
+
+#[test]
 fn an_hmac_secret_without_its_key_is_due() {
     let mut stored = Stored::installed(NOW - DAY);
     stored.edit("envoy-oidc-hmac", |s| {
@@ -346,6 +400,7 @@ fn each_finding_gives_its_status() {
         (Finding::OtherIssuer, "due"),
         (Finding::Untrusted(vec!["a".into()]), "due"),
         (Finding::HmacKey("k".into()), "due"),
+        (Finding::PendingCa("x".into()), "invalid"),
         (Finding::Divergent(divergent), "invalid"),
     ];
     for (finding, status) in cases {

@@ -247,8 +247,9 @@ fn active(
     Ok((active, bundle))
 }
 
-/// The pending CA, or the first problem with it (at least one of its keys is there).
-fn pending(cert: Field<Cert>, key: Field<CaKey>) -> Result<CaKey, String> {
+/// The pending CA, or the first problem with it (at least one of its keys is there). `check`
+/// judges a stored pending CA with the same rules ([`crate::plan::pending_ca`]).
+pub(crate) fn pending(cert: Field<Cert>, key: Field<CaKey>) -> Result<CaKey, String> {
     ca_cert(
         cert,
         &key,
