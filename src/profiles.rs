@@ -23,7 +23,10 @@ pub fn builtin(name: &str) -> Option<&'static str> {
 /// of the cost.
 pub fn builtin_json(name: &str) -> Option<&'static str> {
     match name {
-        "envoy-gateway" => Some(include_str!(concat!(env!("OUT_DIR"), "/envoy-gateway.json"))),
+        "envoy-gateway" => Some(include_str!(concat!(
+            env!("OUT_DIR"),
+            "/envoy-gateway.json"
+        ))),
         _ => None,
     }
 }
