@@ -24,7 +24,25 @@ pub use self::endpoints::{EndpointsError, service_endpoints};
 pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
 
+use kube::api::ObjectMeta;
+
 use crate::store::{ApiFailure, StoreError};
+
+/// When an object was last changed, by the API server's clock: the newest managedFields time
+/// (or the creation time), rounded up to the next second because the server truncates them.
+/// A Secret's tells the gates when its bundle was written; a `caBundle` target's, when the API
+/// server was given its bundle.
+fn written_at(meta: &ObjectMeta) -> Option<time::OffsetDateTime> {
+    let managed = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.time.as_ref())
+        .map(|t| t.0.as_second())
+        .max();
+    let seconds = managed.or(meta.creation_timestamp.as_ref().map(|t| t.0.as_second()))?;
+    time::OffsetDateTime::from_unix_timestamp(seconds.checked_add(1)?).ok()
+}
 
 impl ApiFailure {
     /// A failed call to the Kubernetes API, with a hint people can act on. `group` is the

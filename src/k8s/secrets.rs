@@ -293,24 +293,10 @@ impl SecretStore for KubeStore {
     }
 }
 
-/// When the object was last changed, by the API server's clock: the newest managedFields time
-/// (or the creation time), rounded up to the next second because the server truncates them.
-fn written_at(meta: &ObjectMeta) -> Option<time::OffsetDateTime> {
-    let managed = meta
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter_map(|m| m.time.as_ref())
-        .map(|t| t.0.as_second())
-        .max();
-    let seconds = managed.or(meta.creation_timestamp.as_ref().map(|t| t.0.as_second()))?;
-    time::OffsetDateTime::from_unix_timestamp(seconds.checked_add(1)?).ok()
-}
-
 fn from_secret(secret: Secret) -> StoredSecret {
     let meta = secret.metadata;
     StoredSecret {
-        written_at: written_at(&meta),
+        written_at: super::written_at(&meta),
         name: meta.name.unwrap_or_default(),
         type_: secret
             .type_

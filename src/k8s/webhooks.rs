@@ -34,6 +34,9 @@ pub struct ObservedWebhook {
     pub version: String,
     /// The `caBundle` of each entry, in order (one for an APIService); empty when unset.
     pub bundles: Vec<Vec<u8>>,
+    /// When the object last changed, by the API server's clock (its newest managedFields time,
+    /// rounded up): a gate counts from the last `caBundle` write as from a Secret's.
+    pub written_at: Option<time::OffsetDateTime>,
     object: DynamicObject,
 }
 
@@ -192,6 +195,7 @@ impl WebhookStore {
                     uid: object.metadata.uid.clone().unwrap_or_default(),
                     version: object.metadata.resource_version.clone().unwrap_or_default(),
                     bundles,
+                    written_at: super::written_at(&object.metadata),
                     object,
                 })))
             }
@@ -311,6 +315,7 @@ mod tests {
             uid: "u".into(),
             version: "1".into(),
             bundles: vec![b"a".to_vec(), b"a".to_vec()],
+            written_at: None,
             object: DynamicObject {
                 types: None,
                 metadata: Default::default(),

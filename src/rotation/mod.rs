@@ -202,6 +202,15 @@ async fn steps<S: SecretStore>(
         reports.retain(|r| !r.deployments.is_empty());
         report::merge_consumers(&mut consumer_reports, reports);
     }
+    // The caBundle targets, read once before the first step (not for a fresh install: with no
+    // Secret stored there is no bundle of an earlier run for them to have followed): a gate
+    // counts from their last write as from a Secret's, across runs too.
+    let mut targets = if fresh {
+        None
+    } else {
+        webhooks::Targets::read(inv).await?
+    };
+    plan_options.other_written_at = targets.as_ref().and_then(webhooks::Targets::written_at);
     for index in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);
@@ -215,7 +224,7 @@ async fn steps<S: SecretStore>(
         attempts += outcome.report.attempts;
         // caBundle targets follow their Secret's bundle right after it is written; a write
         // there is one more change consumers (the API server) must load before the next step.
-        let synced = webhooks::sync(inv, &outcome, index == 0).await?;
+        let synced = webhooks::sync(inv, &outcome, index == 0, targets.take()).await?;
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
         if webhook_wrote {
             plan_options.other_written_at = Some(store.now());

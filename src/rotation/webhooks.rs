@@ -33,21 +33,58 @@ pub(super) async fn behind(
     Ok(false)
 }
 
+/// Every `caBundle` target as read before a run's first step, in the config's order (`None`:
+/// refused, 403). The first step's gate counts from the newest of their writes as from a
+/// Secret's: the API server must have loaded a bundle written there, perhaps by an earlier run
+/// that repaired drift long after the Secret's own write, before the leaves that only it
+/// trusts are served. The first step's [`sync`] writes from this read rather than reading
+/// again (each write is fenced by the resourceVersion read, so nothing is lost if the object
+/// changed in between).
+pub(super) struct Targets(Vec<Option<WebhookObserved>>);
+
+impl Targets {
+    /// Reads every target once (nothing when the run has no `caBundle` store).
+    pub(super) async fn read(inv: &Invocation<'_>) -> Result<Option<Self>, Error> {
+        let Some(api) = inv.webhooks else {
+            return Ok(None);
+        };
+        let mut read = Vec::with_capacity(inv.config.webhooks.len());
+        for target in &inv.config.webhooks {
+            read.push(api.read(target.kind, &target.name).await?);
+        }
+        Ok(Some(Self(read)))
+    }
+
+    /// The newest write to any target, by the API server's clock.
+    pub(super) fn written_at(&self) -> Option<time::OffsetDateTime> {
+        self.0
+            .iter()
+            .filter_map(|t| match t {
+                Some(WebhookObserved::Present(o)) => o.written_at,
+                _ => None,
+            })
+            .max()
+    }
+}
+
 /// Writes each `caBundle` target that differs from its Secret's bundle, fenced by the
 /// resourceVersion and uid read (re-read and retried on a conflict). A target that does not
 /// exist is reported and left alone: certgen does not create webhook configurations. Only the
-/// first step reads every target (drift since the last run); later steps read a target only
-/// when they wrote the Secret it follows.
+/// first step reads every target (drift since the last run), from `read` when the targets were
+/// read before it; later steps read a target only when they wrote the Secret it follows.
 pub(super) async fn sync(
     inv: &Invocation<'_>,
     outcome: &Outcome,
     first: bool,
+    read: Option<Targets>,
 ) -> Result<Vec<Entry>, Error> {
     let Some(api) = inv.webhooks else {
         return Ok(vec![]);
     };
+    let mut read = read.map(|t| t.0.into_iter());
     let mut entries = Vec::new();
     for target in &inv.config.webhooks {
+        let mut seen = read.as_mut().and_then(Iterator::next);
         let what = describe(target.kind, &target.name);
         let entry = |action, reason| Entry::webhook(&what, action, reason);
         let Some(bundle) = outcome.bundles.get(&target.bundle_from) else {
@@ -61,7 +98,11 @@ pub(super) async fn sync(
             attempt += 1;
             // Refused (403), now or earlier in the run: left alone, as a rules review would have
             // decided.
-            let Some(observed) = api.read(target.kind, &target.name).await? else {
+            let observed = match seen.take() {
+                Some(observed) => observed,
+                None => api.read(target.kind, &target.name).await?,
+            };
+            let Some(observed) = observed else {
                 break;
             };
             let observed = match observed {

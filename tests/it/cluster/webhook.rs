@@ -1,7 +1,8 @@
 //! The `caBundle` adapter (`certgen::k8s::WebhookStore`) on a real API server: absent is
 //! data, a read returns every entry's bundle with uid and resourceVersion, a write reaches every
 //! entry and nothing else, and a change or a delete-and-recreate between read and write is a
-//! conflict, not an overwrite.
+//! conflict, not an overwrite. And runs with a `caBundle` target: drift is repaired, and a
+//! gate counts from the target's last write, across runs.
 
 use certgen::config::WebhookKind;
 use certgen::k8s::{ObservedWebhook, WebhookObserved, WebhookStore};
@@ -238,4 +239,81 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
         api.get(&name).await.unwrap().metadata.resource_version,
         repaired.metadata.resource_version
     );
+}
+
+/// The API server must have loaded a bundle written to a `caBundle` target before the leaves
+/// only that bundle trusts are served. When an earlier run repaired the target's drift after
+/// the Secrets' trust write, the gate to the leaves counts from that repair, in the next run
+/// too, although that run writes nothing to the target.
+#[tokio::test]
+async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-gate-webhook").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    // A 10 s gate, and a --timeout that ends a run at any gate (exit 3) instead of waiting.
+    let certgen = || {
+        c.certgen(&ns.name)
+            .quiet()
+            .propagation_delay("10s")
+            .args(["--timeout", "2s"])
+    };
+    let leaf = || async {
+        let s = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
+        super::data(&s, "tls.crt")
+    };
+    certgen().run().ok();
+    let installed = leaf().await;
+
+    // Trust: every bundle and the caBundle get the new CA at T0; the leaves wait for the gate.
+    let r = certgen().arg("--overwrite").run();
+    assert_eq!(r.code, 3, "the gate is past --timeout: {}", r.stderr);
+    let t0 = std::time::Instant::now();
+    assert_eq!(leaf().await, installed);
+
+    // At T0 + 5 s the caBundle drifts, and a run repairs it: the gate now counts from T1.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let patch =
+        json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"}]);
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
+    )
+    .await
+    .unwrap();
+    let r = certgen().run();
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.json()["secrets"].as_array().unwrap().iter().any(
+            |e| e["action"] == "update-bundle" && e["secret"].as_str().unwrap().contains(&name)
+        ),
+        "the run repairs the caBundle: {}",
+        r.stdout
+    );
+
+    // T0 + 13.5 s: past the Secrets' gate (T0 + 10 s, + 1 s for the server's truncated
+    // times), not past the caBundle's (T1 + 10 s = T0 + 15 s). This run writes nothing to the
+    // target, and must still wait for it.
+    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(13_500)).into()).await;
+    let r = certgen().run();
+    assert_eq!(
+        r.code, 3,
+        "the leaves must wait for the caBundle written at T0 + 5 s: {}\n{}",
+        r.stdout, r.stderr
+    );
+    assert_eq!(
+        leaf().await,
+        installed,
+        "no leaf before the caBundle's gate"
+    );
+
+    // T0 + 17.5 s: both gates are past; the leaves are written.
+    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(17_500)).into()).await;
+    certgen().run().ok();
+    assert_ne!(leaf().await, installed, "the leaves once the gate is open");
 }
