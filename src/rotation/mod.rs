@@ -211,6 +211,18 @@ async fn steps<S: SecretStore>(
         webhooks::Targets::read(inv).await?
     };
     plan_options.other_written_at = targets.as_ref().and_then(webhooks::Targets::written_at);
+    // A target that drifted from its Secret's stored bundle is written by the first step's
+    // sync, after the step's own writes: that step's gate counts from now, so it writes no leaf
+    // before the API server has the bundle again (it re-plans from the repair, as after any
+    // caBundle write).
+    if let (Some(t), Some(look)) = (&targets, look)
+        && t.behind(inv, &look.observed)
+    {
+        tracing::debug!(
+            "a caBundle target drifted from its Secret: it is repaired before any leaf"
+        );
+        plan_options.other_written_at = Some(store.now());
+    }
     for index in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);

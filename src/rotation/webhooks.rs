@@ -7,6 +7,7 @@ use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
 use crate::error::Error;
 use crate::k8s::{WebhookObserved, webhooks::describe};
+use crate::observe::Snapshot;
 use crate::plan::Action;
 use crate::report::Entry;
 use crate::store::StoreError;
@@ -53,6 +54,25 @@ impl Targets {
             read.push(api.read(target.kind, &target.name).await?);
         }
         Ok(Some(Self(read)))
+    }
+
+    /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
+    /// step's sync will write it (drift), after that step's own writes.
+    pub(super) fn behind(&self, inv: &Invocation<'_>, observed: &Snapshot) -> bool {
+        inv.config
+            .webhooks
+            .iter()
+            .zip(&self.0)
+            .any(|(target, read)| {
+                let Some(WebhookObserved::Present(o)) = read else {
+                    return false;
+                };
+                observed
+                    .get(&target.bundle_from)
+                    .present()
+                    .and_then(|s| s.data.get("ca.crt"))
+                    .is_some_and(|bundle| !o.holds(bundle))
+            })
     }
 
     /// The newest write to any target, by the API server's clock.

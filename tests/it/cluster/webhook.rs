@@ -317,3 +317,80 @@ async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
     certgen().run().ok();
     assert_ne!(leaf().await, installed, "the leaves once the gate is open");
 }
+
+/// A `caBundle` target that drifted while the leaves were due is repaired before any leaf is
+/// written, and the leaves wait a whole gate after the repair: the API server must have the
+/// bundle that trusts the new CA before the webhook's serving certificate comes from it.
+#[tokio::test]
+async fn a_drifted_ca_bundle_is_repaired_before_any_leaf() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-drift-leaves").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let certgen = || {
+        c.certgen(&ns.name)
+            .quiet()
+            .propagation_delay("6s")
+            .args(["--timeout", "2s"])
+    };
+    let leaf = || async {
+        let s = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
+        super::data(&s, "tls.crt")
+    };
+    certgen().run().ok();
+    let installed = leaf().await;
+    let r = certgen().arg("--overwrite").run();
+    assert_eq!(
+        r.code, 3,
+        "trust written, the gate is past --timeout: {}",
+        r.stderr
+    );
+    let t0 = std::time::Instant::now();
+
+    // T0 + 8 s: the Secrets' gate (T0 + 7 s at most) is past, and the caBundle drifts. The
+    // writer also resets managedFields (`[{}]` clears them), so the object carries no time of
+    // this change: only comparing the target with its Secret shows that it must be repaired,
+    // and the gate then counts from the repair.
+    tokio::time::sleep_until((t0 + std::time::Duration::from_secs(8)).into()).await;
+    let patch = json!([
+        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"},
+        {"op": "replace", "path": "/metadata/managedFields", "value": [{}]}
+    ]);
+    api.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
+    )
+    .await
+    .unwrap();
+    let r = certgen().run();
+    assert_eq!(
+        r.code, 3,
+        "repaired, then a gate from the repair: {}\n{}",
+        r.stdout, r.stderr
+    );
+    let report = r.json();
+    let actions: Vec<(&str, &str)> = report["secrets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] != "keep")
+        .map(|e| (e["secret"].as_str().unwrap(), e["action"].as_str().unwrap()))
+        .collect();
+    assert!(
+        actions
+            .iter()
+            .any(|(s, a)| s.contains(&name) && *a == "update-bundle"),
+        "{report}"
+    );
+    assert_eq!(leaf().await, installed, "no leaf before the repair's gate");
+
+    // A gate after the repair, the leaves.
+    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(15_500)).into()).await;
+    certgen().run().ok();
+    assert_ne!(leaf().await, installed);
+}
