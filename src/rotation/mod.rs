@@ -216,7 +216,7 @@ async fn steps<S: SecretStore>(
     // before the API server has the bundle again (it re-plans from the repair, as after any
     // caBundle write).
     if let (Some(t), Some(look)) = (&targets, look)
-        && t.behind(inv, &look.observed)
+        && t.behind_stored(inv, &look.observed)
     {
         tracing::debug!(
             "a caBundle target drifted from its Secret: it is repaired before any leaf"

@@ -18,20 +18,8 @@ pub(super) async fn behind(
     inv: &Invocation<'_>,
     bundles: &BTreeMap<String, Vec<u8>>,
 ) -> Result<bool, Error> {
-    let Some(api) = inv.webhooks else {
-        return Ok(false);
-    };
-    for target in &inv.config.webhooks {
-        let Some(bundle) = bundles.get(&target.bundle_from) else {
-            continue;
-        };
-        if let Some(WebhookObserved::Present(o)) = api.read(target.kind, &target.name).await?
-            && !o.holds(bundle)
-        {
-            return Ok(true);
-        }
-    }
-    Ok(false)
+    let targets = Targets::read(inv).await?;
+    Ok(targets.is_some_and(|t| t.behind(inv, |secret| bundles.get(secret).map(Vec::as_slice))))
 }
 
 /// Every `caBundle` target as read before a run's first step, in the config's order (`None`:
@@ -56,23 +44,35 @@ impl Targets {
         Ok(Some(Self(read)))
     }
 
-    /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
-    /// step's sync will write it (drift), after that step's own writes.
-    pub(super) fn behind(&self, inv: &Invocation<'_>, observed: &Snapshot) -> bool {
+    /// Whether a target does not hold the bundle `bundle_of` gives for the Secret it follows
+    /// (a sync would write it). Absent and refused targets are never behind.
+    pub(super) fn behind<'b>(
+        &self,
+        inv: &Invocation<'_>,
+        bundle_of: impl Fn(&str) -> Option<&'b [u8]>,
+    ) -> bool {
         inv.config
             .webhooks
             .iter()
             .zip(&self.0)
-            .any(|(target, read)| {
-                let Some(WebhookObserved::Present(o)) = read else {
-                    return false;
-                };
-                observed
-                    .get(&target.bundle_from)
-                    .present()
-                    .and_then(|s| s.data.get("ca.crt"))
-                    .is_some_and(|bundle| !o.holds(bundle))
+            .any(|(target, read)| match read {
+                Some(WebhookObserved::Present(o)) => {
+                    bundle_of(&target.bundle_from).is_some_and(|bundle| !o.holds(bundle))
+                }
+                _ => false,
             })
+    }
+
+    /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
+    /// step's sync will write it (drift), after that step's own writes.
+    pub(super) fn behind_stored(&self, inv: &Invocation<'_>, observed: &Snapshot) -> bool {
+        self.behind(inv, |secret| {
+            observed
+                .get(secret)
+                .present()
+                .and_then(|s| s.data.get("ca.crt"))
+                .map(Vec::as_slice)
+        })
     }
 
     /// The newest write to any target, by the API server's clock.
