@@ -11,7 +11,10 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{DeleteOnDrop, cluster};
+use std::time::{Duration, Instant};
+
+use super::{Certgen, Cluster, DeleteOnDrop, TestNs, cluster};
+use crate::util::Run;
 
 const KIND: WebhookKind = WebhookKind::MutatingWebhookConfiguration;
 
@@ -48,6 +51,29 @@ fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
             }
         ]
     }))
+    .unwrap()
+}
+
+/// Replaces the first entry's caBundle behind certgen's back (with "old"), and with
+/// `reset_managed_fields` also clears managedFields (`[{}]`), so that the object carries no
+/// time of the change.
+async fn drift(
+    api: &Api<MutatingWebhookConfiguration>,
+    name: &str,
+    reset_managed_fields: bool,
+) -> MutatingWebhookConfiguration {
+    let mut ops = vec![
+        json!({"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"}),
+    ];
+    if reset_managed_fields {
+        ops.push(json!({"op": "replace", "path": "/metadata/managedFields", "value": [{}]}));
+    }
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::<()>::Json(serde_json::from_value(json!(ops)).unwrap()),
+    )
+    .await
     .unwrap()
 }
 
@@ -203,16 +229,7 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
     );
 
     // Drift: the first entry's caBundle is replaced behind certgen's back.
-    let patch =
-        json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"}]);
-    let drifted: MutatingWebhookConfiguration = api
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
-        )
-        .await
-        .unwrap();
+    let drifted = drift(&api, &name, false).await;
     assert_eq!(bundles(&drifted)[0], b"old");
     let before = c.versions(&ns.name).await;
 
@@ -241,6 +258,88 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
     );
 }
 
+/// A staged rotation's trust step written with a `caBundle` target present, as the gate tests
+/// start from: certgen installed, then `--overwrite` stopped at the gate (exit 3) at `t0`.
+struct Trusted<'c> {
+    c: &'c Cluster,
+    ns: TestNs,
+    name: String,
+    api: Api<MutatingWebhookConfiguration>,
+    _cleanup: DeleteOnDrop,
+    delay: &'static str,
+    /// The `envoy-gateway` leaf before the rotation.
+    installed: Vec<u8>,
+    t0: Instant,
+}
+
+impl<'c> Trusted<'c> {
+    async fn new(c: &'c Cluster, prefix: &str, delay: &'static str) -> Self {
+        let ns = c.namespace(prefix).await;
+        let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+        let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+        api.create(&PostParams::default(), &injector(&name, &ns.name))
+            .await
+            .unwrap();
+        let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+        let mut t = Self {
+            c,
+            ns,
+            name,
+            api,
+            _cleanup,
+            delay,
+            installed: Vec::new(),
+            t0: Instant::now(),
+        };
+        t.certgen().run().ok();
+        t.installed = t.leaf().await;
+        let r = t.certgen().arg("--overwrite").run();
+        assert_eq!(
+            r.code, 3,
+            "trust written, the gate past --timeout: {}",
+            r.stderr
+        );
+        t.t0 = Instant::now();
+        assert_eq!(t.leaf().await, t.installed);
+        t
+    }
+
+    /// certgen with this test's delay and a --timeout that ends a run at any gate (exit 3)
+    /// instead of waiting.
+    fn certgen(&self) -> Certgen {
+        self.c
+            .certgen(&self.ns.name)
+            .quiet()
+            .propagation_delay(self.delay)
+            .args(["--timeout", "2s"])
+    }
+
+    async fn leaf(&self) -> Vec<u8> {
+        let s = self
+            .c
+            .secrets(&self.ns.name)
+            .get("envoy-gateway")
+            .await
+            .unwrap();
+        super::data(&s, "tls.crt")
+    }
+
+    async fn at(&self, ms: u64) {
+        tokio::time::sleep_until((self.t0 + Duration::from_millis(ms)).into()).await;
+    }
+
+    async fn drift(&self, reset_managed_fields: bool) {
+        drift(&self.api, &self.name, reset_managed_fields).await;
+    }
+
+    /// Whether the run's report says it wrote the target's caBundle.
+    fn repaired(&self, r: &Run) -> bool {
+        r.json()["secrets"].as_array().unwrap().iter().any(|e| {
+            e["action"] == "update-bundle" && e["secret"].as_str().unwrap().contains(&self.name)
+        })
+    }
+}
+
 /// The API server must have loaded a bundle written to a `caBundle` target before the leaves
 /// only that bundle trusts are served. When an earlier run repaired the target's drift after
 /// the Secrets' trust write, the gate to the leaves counts from that repair, in the next run
@@ -248,74 +347,39 @@ async fn a_drifted_ca_bundle_is_repaired_by_an_otherwise_no_op_run() {
 #[tokio::test]
 async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
     let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-gate-webhook").await;
-    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
-    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
-    api.create(&PostParams::default(), &injector(&name, &ns.name))
-        .await
-        .unwrap();
-    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
-    // A 10 s gate, and a --timeout that ends a run at any gate (exit 3) instead of waiting.
-    let certgen = || {
-        c.certgen(&ns.name)
-            .quiet()
-            .propagation_delay("10s")
-            .args(["--timeout", "2s"])
-    };
-    let leaf = || async {
-        let s = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
-        super::data(&s, "tls.crt")
-    };
-    certgen().run().ok();
-    let installed = leaf().await;
-
-    // Trust: every bundle and the caBundle get the new CA at T0; the leaves wait for the gate.
-    let r = certgen().arg("--overwrite").run();
-    assert_eq!(r.code, 3, "the gate is past --timeout: {}", r.stderr);
-    let t0 = std::time::Instant::now();
-    assert_eq!(leaf().await, installed);
+    let t = Trusted::new(&c, "certgen-gate-webhook", "10s").await;
 
     // At T0 + 5 s the caBundle drifts, and a run repairs it: the gate now counts from T1.
-    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    let patch =
-        json!([{"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"}]);
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
-    )
-    .await
-    .unwrap();
-    let r = certgen().run();
+    t.at(5_000).await;
+    t.drift(false).await;
+    let r = t.certgen().run();
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(
-        r.json()["secrets"].as_array().unwrap().iter().any(
-            |e| e["action"] == "update-bundle" && e["secret"].as_str().unwrap().contains(&name)
-        ),
-        "the run repairs the caBundle: {}",
-        r.stdout
-    );
+    assert!(t.repaired(&r), "the run repairs the caBundle: {}", r.stdout);
 
     // T0 + 13.5 s: past the Secrets' gate (T0 + 10 s, + 1 s for the server's truncated
     // times), not past the caBundle's (T1 + 10 s = T0 + 15 s). This run writes nothing to the
     // target, and must still wait for it.
-    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(13_500)).into()).await;
-    let r = certgen().run();
+    t.at(13_500).await;
+    let r = t.certgen().run();
     assert_eq!(
         r.code, 3,
         "the leaves must wait for the caBundle written at T0 + 5 s: {}\n{}",
         r.stdout, r.stderr
     );
     assert_eq!(
-        leaf().await,
-        installed,
+        t.leaf().await,
+        t.installed,
         "no leaf before the caBundle's gate"
     );
 
     // T0 + 17.5 s: both gates are past; the leaves are written.
-    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(17_500)).into()).await;
-    certgen().run().ok();
-    assert_ne!(leaf().await, installed, "the leaves once the gate is open");
+    t.at(17_500).await;
+    t.certgen().run().ok();
+    assert_ne!(
+        t.leaf().await,
+        t.installed,
+        "the leaves once the gate is open"
+    );
 }
 
 /// A `caBundle` target that drifted while the leaves were due is repaired before any leaf is
@@ -324,73 +388,29 @@ async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
 #[tokio::test]
 async fn a_drifted_ca_bundle_is_repaired_before_any_leaf() {
     let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-drift-leaves").await;
-    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
-    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
-    api.create(&PostParams::default(), &injector(&name, &ns.name))
-        .await
-        .unwrap();
-    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
-    let certgen = || {
-        c.certgen(&ns.name)
-            .quiet()
-            .propagation_delay("6s")
-            .args(["--timeout", "2s"])
-    };
-    let leaf = || async {
-        let s = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
-        super::data(&s, "tls.crt")
-    };
-    certgen().run().ok();
-    let installed = leaf().await;
-    let r = certgen().arg("--overwrite").run();
-    assert_eq!(
-        r.code, 3,
-        "trust written, the gate is past --timeout: {}",
-        r.stderr
-    );
-    let t0 = std::time::Instant::now();
+    let t = Trusted::new(&c, "certgen-drift-leaves", "6s").await;
 
     // T0 + 8 s: the Secrets' gate (T0 + 7 s at most) is past, and the caBundle drifts. The
-    // writer also resets managedFields (`[{}]` clears them), so the object carries no time of
-    // this change: only comparing the target with its Secret shows that it must be repaired,
-    // and the gate then counts from the repair.
-    tokio::time::sleep_until((t0 + std::time::Duration::from_secs(8)).into()).await;
-    let patch = json!([
-        {"op": "replace", "path": "/webhooks/0/clientConfig/caBundle", "value": "b2xk"},
-        {"op": "replace", "path": "/metadata/managedFields", "value": [{}]}
-    ]);
-    api.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::<()>::Json(serde_json::from_value(patch).unwrap()),
-    )
-    .await
-    .unwrap();
-    let r = certgen().run();
+    // writer also resets managedFields, so the object carries no time of this change: only
+    // comparing the target with its Secret shows that it must be repaired, and the gate then
+    // counts from the repair.
+    t.at(8_000).await;
+    t.drift(true).await;
+    let r = t.certgen().run();
     assert_eq!(
         r.code, 3,
         "repaired, then a gate from the repair: {}\n{}",
         r.stdout, r.stderr
     );
-    let report = r.json();
-    let actions: Vec<(&str, &str)> = report["secrets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["action"] != "keep")
-        .map(|e| (e["secret"].as_str().unwrap(), e["action"].as_str().unwrap()))
-        .collect();
-    assert!(
-        actions
-            .iter()
-            .any(|(s, a)| s.contains(&name) && *a == "update-bundle"),
-        "{report}"
+    assert!(t.repaired(&r), "{}", r.stdout);
+    assert_eq!(
+        t.leaf().await,
+        t.installed,
+        "no leaf before the repair's gate"
     );
-    assert_eq!(leaf().await, installed, "no leaf before the repair's gate");
 
     // A gate after the repair, the leaves.
-    tokio::time::sleep_until((t0 + std::time::Duration::from_millis(15_500)).into()).await;
-    certgen().run().ok();
-    assert_ne!(leaf().await, installed);
+    t.at(15_500).await;
+    t.certgen().run().ok();
+    assert_ne!(t.leaf().await, t.installed);
 }
