@@ -75,7 +75,16 @@ pub async fn run<S: SecretStore>(
     inv: Invocation<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
-    let look = match look(store, inv.config, plan::Options::from_run(&inv.options)).await {
+    let mut look_options = plan::Options::from_run(&inv.options);
+    // A dry run's report is all it gives: its gates count from the caBundle targets' last
+    // writes, as the run's steps would (one read of each target; a real run reads them before
+    // its first step instead).
+    if inv.options.dry_run
+        && let Some(targets) = webhooks::Targets::read(&inv).await?
+    {
+        look_options.other_written_at = targets.written_at();
+    }
+    let look = match look(store, inv.config, look_options).await {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
         Err(Error::Invalid(e)) if !inv.options.dry_run => {

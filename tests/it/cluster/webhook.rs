@@ -360,6 +360,17 @@ async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
     // times), not past the caBundle's (T1 + 10 s = T0 + 15 s). This run writes nothing to the
     // target, and must still wait for it.
     t.at(13_500).await;
+    // A dry run says so too: nothing to write, the leaves wait.
+    let report = t.certgen().arg("--dry-run").run().ok().json();
+    let entries = report["secrets"].as_array().unwrap();
+    assert!(entries.iter().all(|e| e["action"] == "keep"), "{report}");
+    assert!(
+        entries[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("leaves wait until"),
+        "{report}"
+    );
     let r = t.certgen().run();
     assert_eq!(
         r.code, 3,
