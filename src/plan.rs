@@ -39,10 +39,9 @@ use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
 use crate::secret::Observed;
 
 mod stored;
-
-pub(crate) use stored::pending as pending_ca;
 mod writes;
 
+pub(crate) use self::stored::pending as pending_ca;
 use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};
 pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 

@@ -236,17 +236,14 @@ impl Config {
                         ),
                     )
                 })?;
-                let name = format!("profile {p}");
-                let file = ConfigFile::parse_json(json).map_err(|m| ConfigError::new(&name, m))?;
-                (name, file)
+                (format!("profile {p}"), ConfigFile::parse_json(json))
             }
-            Source::File(path) => {
-                let name = path.display().to_string();
-                let text = read_config_file(path)?;
-                let file = ConfigFile::parse(&text).map_err(|m| ConfigError::new(&name, m))?;
-                (name, file)
-            }
+            Source::File(path) => (
+                path.display().to_string(),
+                ConfigFile::parse(&read_config_file(path)?),
+            ),
         };
+        let file = file.map_err(|m| ConfigError::new(&name, m))?;
         Self::from_file(file, overrides, env).map_err(|m| ConfigError::new(&name, m))
     }
 

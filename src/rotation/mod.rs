@@ -82,7 +82,7 @@ pub async fn run<S: SecretStore>(
     if inv.options.dry_run
         && let Some(targets) = webhooks::Targets::read(&inv).await?
     {
-        look_options.other_written_at = targets.written_at();
+        look_options.other_written_at = targets.written_at(&inv);
     }
     let look = match look(store, inv.config, look_options).await {
         // Without the lock, another run may be between two writes: judge again under the lock,
@@ -219,7 +219,7 @@ async fn steps<S: SecretStore>(
     } else {
         webhooks::Targets::read(inv).await?
     };
-    plan_options.other_written_at = targets.as_ref().and_then(webhooks::Targets::written_at);
+    plan_options.other_written_at = targets.as_ref().and_then(|t| t.written_at(inv));
     // A target that drifted from its Secret's stored bundle is written by the first step's
     // sync, after the step's own writes: that step's gate counts from now, so it writes no leaf
     // before the API server has the bundle again (it re-plans from the repair, as after any

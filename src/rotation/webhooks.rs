@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
 use crate::error::Error;
-use crate::k8s::{WebhookObserved, webhooks::describe};
+use crate::k8s::{ObservedWebhook, WebhookObserved, webhooks::describe};
 use crate::observe::Snapshot;
 use crate::plan::Action;
 use crate::report::Entry;
@@ -44,6 +44,22 @@ impl Targets {
         Ok(Some(Self(read)))
     }
 
+    /// The targets that exist, each with the Secret whose bundle it follows (absent and
+    /// refused targets are left out).
+    fn present<'a>(
+        &'a self,
+        inv: &'a Invocation<'_>,
+    ) -> impl Iterator<Item = (&'a str, &'a ObservedWebhook)> {
+        inv.config
+            .webhooks
+            .iter()
+            .zip(&self.0)
+            .filter_map(|(target, read)| match read {
+                Some(WebhookObserved::Present(o)) => Some((target.bundle_from.as_str(), &**o)),
+                _ => None,
+            })
+    }
+
     /// Whether a target does not hold the bundle `bundle_of` gives for the Secret it follows
     /// (a sync would write it). Absent and refused targets are never behind.
     pub(super) fn behind<'b>(
@@ -51,16 +67,8 @@ impl Targets {
         inv: &Invocation<'_>,
         bundle_of: impl Fn(&str) -> Option<&'b [u8]>,
     ) -> bool {
-        inv.config
-            .webhooks
-            .iter()
-            .zip(&self.0)
-            .any(|(target, read)| match read {
-                Some(WebhookObserved::Present(o)) => {
-                    bundle_of(&target.bundle_from).is_some_and(|bundle| !o.holds(bundle))
-                }
-                _ => false,
-            })
+        self.present(inv)
+            .any(|(secret, o)| bundle_of(secret).is_some_and(|bundle| !o.holds(bundle)))
     }
 
     /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
@@ -76,14 +84,8 @@ impl Targets {
     }
 
     /// The newest write to any target, by the API server's clock.
-    pub(super) fn written_at(&self) -> Option<time::OffsetDateTime> {
-        self.0
-            .iter()
-            .filter_map(|t| match t {
-                Some(WebhookObserved::Present(o)) => o.written_at,
-                _ => None,
-            })
-            .max()
+    pub(super) fn written_at(&self, inv: &Invocation<'_>) -> Option<time::OffsetDateTime> {
+        self.present(inv).filter_map(|(_, o)| o.written_at).max()
     }
 }
 

@@ -479,6 +479,24 @@ fn a_bad_config_exits_2_and_writes_nothing() {
     assert!(!dir.exists());
 }
 
+/// A plain run and an `--overwrite` run on `dir` both exit 2, naming each of `names` and the
+/// fix (`--force`) on stderr, and write nothing.
+fn refused_with_and_without_overwrite(dir: &Path, names: &[&str]) {
+    let before = tree(dir);
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let r = run_local(dir, extra);
+        assert_eq!(r.code, 2, "{extra:?}: {}", r.stderr);
+        for name in names.iter().chain(&["--force"]) {
+            assert!(
+                r.stderr.contains(name),
+                "{extra:?}: no {name:?} in {}",
+                r.stderr
+            );
+        }
+        assert_eq!(tree(dir), before, "{extra:?}: nothing written");
+    }
+}
+
 #[test]
 fn garbage_in_a_secret_is_refused_naming_it_and_force_repairs_it() {
     let tmp = tempdir();
@@ -489,23 +507,7 @@ fn garbage_in_a_secret_is_refused_naming_it_and_force_repairs_it() {
         "-----BEGIN CERTIFICATE-----\ngarbage\n",
     )
     .unwrap();
-    let before = tree(dir);
-    for extra in [&[][..], &["--overwrite"][..]] {
-        let r = run_local(dir, extra);
-        assert_eq!(r.code, 2, "{}", r.stderr);
-        assert!(
-            r.stderr
-                .contains(&format!("{}", dir.join("envoy").display())),
-            "{}",
-            r.stderr
-        );
-        assert!(
-            r.stderr.contains("tls.crt") && r.stderr.contains("--force"),
-            "{}",
-            r.stderr
-        );
-        assert_eq!(tree(dir), before, "nothing written");
-    }
+    refused_with_and_without_overwrite(dir, &[&dir.join("envoy").display().to_string(), "tls.crt"]);
     run_local(dir, &["--force"]).ok();
     let (ok, text) = openssl_verify(
         &dir.join("envoy/ca.crt"),
@@ -542,17 +544,7 @@ fn a_visible_file_certgen_cannot_account_for_is_refused_naming_it() {
         "-----BEGIN CERTIFICATE-----\nsomeone else's\n-----END CERTIFICATE-----\n",
     )
     .unwrap();
-    let before = tree(dir);
-    for extra in [&[][..], &["--overwrite"][..]] {
-        let r = run_local(dir, extra);
-        assert_eq!(r.code, 2, "{}", r.stderr);
-        assert!(
-            r.stderr.contains(&ca.display().to_string()) && r.stderr.contains("--force"),
-            "{}",
-            r.stderr
-        );
-        assert_eq!(tree(dir), before, "nothing written");
-    }
+    refused_with_and_without_overwrite(dir, &[&ca.display().to_string()]);
     let r = check_local(dir, &[]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stdout.contains(&ca.display().to_string()), "{}", r.stdout);
