@@ -53,6 +53,9 @@ pub enum Finding {
     HmacKey(String),
     /// Local mode: a file consumers read is not the link into certgen's own copy.
     Divergent(Divergence),
+    /// The TLS Secrets were written by another tool since certgen's last run: what they
+    /// hold, and what the next run does about it (the planner's own reading).
+    WrittenByAnotherTool { found: String, next: String },
 }
 
 impl Finding {
@@ -102,6 +105,12 @@ impl fmt::Display for Finding {
                 "{}: certgen cannot tell which copy is meant; delete it to have certgen restore its own, or run certgen --force to replace it",
                 d.describe()
             ),
+            Self::WrittenByAnotherTool { found, next } => {
+                write!(
+                    f,
+                    "written by another tool since certgen's last run: {found}; the next run: {next}"
+                )
+            }
         }
     }
 }
@@ -216,6 +225,29 @@ pub fn check(
                 },
             }
         }
+    }
+    // Another writer since certgen's last run: the planner's reading of what the Secrets hold,
+    // and what a plain run does next.
+    let object = |name: &str| name.to_string();
+    if let Ok(p) = crate::plan::plan(
+        config,
+        observed,
+        now,
+        crate::plan::Options::default(),
+        &object,
+    ) && let Some(found) = p.ca.derived.clone()
+    {
+        let next = match &p.phase {
+            crate::plan::Phase::Gate { reason, .. } => format!("waits: {reason}"),
+            phase => format!(
+                "{} step: {} ({})",
+                phase.name(),
+                p.ca.action.name(),
+                p.ca.reason
+            ),
+        };
+        ca.findings
+            .push(Finding::WrittenByAnotherTool { found, next });
     }
     rows.push(ca);
 

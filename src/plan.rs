@@ -38,6 +38,7 @@ use crate::observe::Snapshot;
 use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
 use crate::secret::Observed;
 
+mod held;
 mod stored;
 mod writes;
 
@@ -230,6 +231,9 @@ pub struct CaPlan {
     /// The CAs after this step: what signs leaves (when certgen holds its key), what is
     /// pending, and which certificate the report shows for the CA Secret.
     pub after: CasAfter,
+    /// The TLS Secrets were written by another tool since certgen's last run: what they hold,
+    /// and how this plan takes it (`plan/held.rs`).
+    pub derived: Option<String>,
 }
 
 /// The CAs of the CA Secret after a step.
@@ -550,6 +554,9 @@ struct CaDraft {
     bundle: Vec<CaRef>,
     /// Data keys this step removes from the CA Secret.
     remove: Vec<String>,
+    /// The active and pending CAs were derived from the held Secrets (what was found): a
+    /// write records them.
+    derived: Option<String>,
 }
 
 impl CaDraft {
@@ -600,8 +607,10 @@ impl CaDraft {
             &self.bundle,
             &self.remove,
             writes::CaKeys {
+                active: self.active.as_ref(),
                 adopted: self.adopted.as_ref(),
                 pending: self.pending.as_ref(),
+                relayout: self.derived.is_some(),
             },
         );
         CaPlan {
@@ -615,6 +624,7 @@ impl CaDraft {
             new,
             write,
             after,
+            derived: self.derived,
         }
     }
 }
@@ -647,11 +657,29 @@ impl Input<'_> {
             pending: ca.pending.clone(),
             bundle: vec![],
             remove: vec![],
+            derived: ca.derived.clone(),
         }
     }
 
     fn present_leaves(&self) -> impl Iterator<Item = &Leaf> {
         self.leaves.iter().filter_map(LeafIn::ok)
+    }
+
+    /// The CA that signed `l`'s stored leaf, when it is a valid CA its own bundle trusts and
+    /// none of `exclude` or `target`: a second writer's CA, which replicas of `l`'s consumer may
+    /// still present, so `l`'s bundle keeps it until the cleanup.
+    fn own_prior(
+        &self,
+        ca: &CaSecret,
+        l: &LeafIn,
+        exclude: &[&Cert],
+        target: Option<&Cert>,
+    ) -> Option<Cert> {
+        let leaf = l.ok()?;
+        let signer = self.signer_of(ca, &leaf.cert)?;
+        let excluded = exclude.iter().any(|c| **c == signer) || target == Some(&signer);
+        (!excluded && !signer.is_expired_at(self.now) && leaf.bundle.contains(&signer))
+            .then_some(signer)
     }
 
     /// Every CA that bundles hold now, the CA Secret's first.
@@ -669,12 +697,24 @@ impl Input<'_> {
         out
     }
 
-    fn decide(&self, mut ca: CaSecret) -> Result<Decision, Invalid> {
+    fn decide(&self, ca: CaSecret) -> Result<Decision, Invalid> {
         if ca.broken.is_some() {
             return Ok(self.one_write(&ca, None));
         }
+        // Trust is what the Secrets hold, whoever wrote them: the CA Secret's CAs as consumers
+        // may have them.
+        let mut ca = self.held(ca);
         if let Some(pending) = ca.pending.clone() {
             return Ok(self.resume(&ca, pending));
+        }
+        if let (Some(derived), Some(active)) = (&ca.derived, &ca.active)
+            && !active.cert().is_expired_at(self.now)
+            && self.options.strategy == Strategy::Staged
+        {
+            // certgen's own CA is not usable as the next one (due, expired, or --overwrite):
+            // a new CA is staged from the trust the Secrets hold.
+            let reason = derived.clone();
+            return Ok(self.start(&ca, &active.clone(), reason));
         }
         // Without a CA Secret, the leaves may come from another tool (Envoy Gateway's own
         // certgen): the CA that signed them is adopted as the active trust, without its key.
@@ -793,7 +833,7 @@ impl Input<'_> {
         } else {
             Phase::Steady
         };
-        self.reissue_all(ca, action, reason, Signer::New, bundle, why, phase)
+        self.reissue_all(ca, action, reason, Signer::New, bundle, None, why, phase)
     }
 
     /// The CA Secret made `signer`'s with `bundle` (any pending CA cleared), and every leaf
@@ -807,6 +847,7 @@ impl Input<'_> {
         reason: String,
         signer: Signer,
         bundle: Vec<CaRef>,
+        own: Option<&dyn Fn(&LeafIn) -> Option<Cert>>,
         why: &str,
         phase: Phase,
     ) -> Decision {
@@ -821,7 +862,12 @@ impl Input<'_> {
                     Parsed::Missing => "missing",
                     _ => why,
                 };
-                l.issue(signer.clone(), bundle.clone(), why)
+                // A leaf another CA signed keeps that CA beside the new one until the cleanup.
+                let bundle = match own.and_then(|f| f(l)) {
+                    Some(o) => vec![bundle[0].clone(), CaRef::Cert(o)],
+                    None => bundle.clone(),
+                };
+                l.issue(signer.clone(), bundle, why)
             })
             .collect();
         (plan, secrets, phase)
@@ -831,8 +877,13 @@ impl Input<'_> {
     /// become `trust`, leaves stay, and anything that must be issued is signed by the active CA
     /// (never the pending one, which peers may not trust yet). `trust_certs` is `trust` when
     /// every CA in it exists already (empty while the new CA is still to be generated).
+    ///
+    /// A leaf signed by another valid CA than the active one (a second writer's) keeps that CA
+    /// in its own bundle instead of the active one: replicas of its consumer that still present
+    /// it go on trusting each other ([`Input::own_prior`]).
     fn trust_secrets(
         &self,
+        ca: &CaSecret,
         active: &Active,
         trust: &[CaRef],
         trust_certs: &[Cert],
@@ -840,6 +891,15 @@ impl Input<'_> {
         self.leaves
             .iter()
             .map(|l| {
+                let own = self.own_prior(ca, l, &[active.cert()], trust_certs.first());
+                let (trust, trust_certs): (Vec<CaRef>, Vec<Cert>) = match own {
+                    Some(o) => (
+                        vec![trust[0].clone(), CaRef::Cert(o.clone())],
+                        trust_certs.first().map_or(vec![], |t| vec![t.clone(), o]),
+                    ),
+                    None => (trust.to_vec(), trust_certs.to_vec()),
+                };
+                let (trust, trust_certs) = (trust.as_slice(), trust_certs.as_slice());
                 let renewal = l.renewal(active.cert(), self.now);
                 match (renewal, active, l.ok()) {
                     (Some(why), Active::Keyed(key), _) => l.issue(
@@ -897,7 +957,7 @@ impl Input<'_> {
         plan.bundle = trust.clone();
         // The certificates a leaf's bundle must equal are not known before the new CA exists:
         // every leaf's bundle changes in this step.
-        let secrets = self.trust_secrets(active, &trust, &[]);
+        let secrets = self.trust_secrets(ca, active, &trust, &[]);
         (plan, secrets, Phase::Trust)
     }
 
@@ -919,8 +979,8 @@ impl Input<'_> {
         };
         let trust_certs = vec![pending.cert.clone(), active.cert().clone()];
         let trust = refs(&trust_certs);
-        let secrets = self.trust_secrets(&active, &trust, &trust_certs);
-        let ca_incomplete = !same(&ca.bundle, &trust_certs);
+        let secrets = self.trust_secrets(ca, &active, &trust, &trust_certs);
+        let ca_incomplete = !same(&ca.bundle, &trust_certs) || ca.derived.is_some();
         if ca_incomplete || secrets.iter().any(|s| s.action.writes()) {
             let (action, reason) = if ca_incomplete {
                 (
@@ -930,11 +990,11 @@ impl Input<'_> {
             } else {
                 (Action::Keep, "trust phase resumed")
             };
-            let mut plan = self.ca_plan(
-                ca,
-                action,
-                format!("{reason}; pending CA {}", pending.cert.short_fingerprint()),
-            );
+            let reason = match &ca.derived {
+                Some(found) => format!("{found}; {reason}"),
+                None => format!("{reason}; pending CA {}", pending.cert.short_fingerprint()),
+            };
+            let mut plan = self.ca_plan(ca, action, reason);
             plan.bundle = trust;
             return (plan, secrets, Phase::Trust);
         }
@@ -993,12 +1053,19 @@ impl Input<'_> {
         } else {
             Phase::Steady
         };
+        let exclude: Vec<&Cert> = bundle.iter().collect();
+        let own = |l: &LeafIn| {
+            keep_active
+                .then(|| self.own_prior(ca, l, &exclude, None))
+                .flatten()
+        };
         self.reissue_all(
             ca,
             Action::Promote,
             reason,
-            Signer::Held(pending),
+            Signer::Held(pending.clone()),
             refs(&bundle),
+            Some(&own),
             "leaves phase: signed by the new CA",
             phase,
         )
@@ -1051,9 +1118,15 @@ impl Input<'_> {
         // A cleanup that a bundle already shows (the CA Secret's is written first) passed that
         // gate when it started, and only bundles were written since: it continues without
         // waiting again, and never puts the prior CA back.
-        let cleanup_started = prior.as_ref().is_some_and(|p| {
-            !ca.bundle.contains(p) || self.present_leaves().any(|l| !l.bundle.contains(p))
-        });
+        let shows_cleanup = |bundle: &[Cert]| {
+            !bundle.is_empty()
+                && bundle
+                    .iter()
+                    .all(|c| c == active_cert || !c.is_ca || c.is_expired_at(self.now))
+        };
+        let cleanup_started = prior.is_some()
+            && (shows_cleanup(&ca.bundle)
+                || self.present_leaves().any(|l| shows_cleanup(&l.bundle)));
         let drop_prior =
             prior.is_some() && all_from_active && (cleanup_started || self.gate.open(self.now));
         let target = if prior.is_none() || drop_prior {
@@ -1064,6 +1137,20 @@ impl Input<'_> {
         let target_refs = refs(target);
         let mut secrets = Vec::new();
         for (l, why) in self.leaves.iter().zip(&renewals) {
+            // Until the cleanup, a bundle keeps the prior CA it holds itself (a second writer
+            // may have left different ones in different Secrets), else the common prior.
+            let own: Vec<Cert>;
+            let (target, target_refs) = match l.ok().and_then(|leaf| {
+                leaf.bundle
+                    .iter()
+                    .find(|c| *c != active_cert && c.is_ca && !c.is_expired_at(self.now))
+            }) {
+                Some(z) if !drop_prior && prior.as_ref() != Some(z) => {
+                    own = vec![active_cert.clone(), z.clone()];
+                    (&own, refs(&own))
+                }
+                _ => (target, target_refs.clone()),
+            };
             secrets.push(match (why, l.ok()) {
                 (Some(why), _) => l.issue(
                     Signer::Held(key.clone()),

@@ -51,6 +51,10 @@ pub(super) struct CaSecret {
     pub broken: Option<String>,
     /// The pending CA was unusable and `--force` was given: `next.*` are removed.
     pub drop_pending: bool,
+    /// What the TLS Secrets hold disagrees with this CA Secret (another tool wrote them since
+    /// certgen's last run): `active` and `pending` were derived from the held Secrets
+    /// (`plan/held.rs`), and the next write of the CA Secret records them.
+    pub derived: Option<String>,
 }
 
 /// Judges stored Secrets under the run's options, naming objects for messages.

@@ -95,8 +95,12 @@ impl Write {
 
 /// The CAs of the CA Secret that a CA write involves.
 pub(super) struct CaKeys<'a> {
+    pub active: Option<&'a CaKey>,
     pub adopted: Option<&'a Cert>,
     pub pending: Option<&'a CaKey>,
+    /// The active and pending CAs were derived from the held Secrets (`plan/held.rs`): the
+    /// write records them, whatever the CA Secret held.
+    pub relayout: bool,
 }
 
 /// The write of the CA Secret for `action` (read at `version`), with `bundle` as its `ca.crt`
@@ -109,12 +113,7 @@ pub(super) fn ca(
     cas: CaKeys<'_>,
 ) -> Option<Write> {
     let ca_crt = ("ca.crt", Content::Bundle(bundle.to_vec()));
-    let active = |r: CaRef, key: Signer| {
-        [
-            ("tls.crt", Content::Cert(r)),
-            ("tls.key", Content::Key(key)),
-        ]
-    };
+    let active = active_keys;
     let (mut data, annotation) = match action {
         Action::Keep | Action::Repair => return None,
         Action::Create | Action::Rotate => {
@@ -129,6 +128,9 @@ pub(super) fn ca(
                 // Another tool's CA, kept as the active trust without its key.
                 data.push(("tls.crt", Content::Cert(CaRef::Cert(adopted.clone()))));
                 data.push(("tls.key", Content::Empty));
+            } else if let Some(active) = cas.active.filter(|_| cas.relayout) {
+                let cert = CaRef::Cert(active.cert.clone());
+                data.extend(active_keys(cert, Signer::Held(active.clone())));
             }
             (data, None)
         }
@@ -141,6 +143,21 @@ pub(super) fn ca(
                 active(cert.clone(), Signer::Held(pending.clone())).to_vec(),
                 Some(cert),
             )
+        }
+        Action::UpdateBundle | Action::Renew if cas.relayout => {
+            let mut data = Vec::new();
+            if let Some(adopted) = cas.adopted {
+                data.push(("tls.crt", Content::Cert(CaRef::Cert(adopted.clone()))));
+                data.push(("tls.key", Content::Empty));
+            } else if let Some(active) = cas.active {
+                let cert = CaRef::Cert(active.cert.clone());
+                data.extend(active_keys(cert, Signer::Held(active.clone())));
+            }
+            if let Some(pending) = cas.pending {
+                data.push(("next.crt", Content::Cert(CaRef::Cert(pending.cert.clone()))));
+                data.push(("next.key", Content::Key(Signer::Held(pending.clone()))));
+            }
+            (data, None)
         }
         Action::UpdateBundle | Action::Renew => (Vec::new(), None),
     };
@@ -156,6 +173,14 @@ pub(super) fn ca(
     write.remove = remove.to_vec();
     write.ca_annotation = annotation;
     Some(write)
+}
+
+/// The CA Secret's data keys of its active CA.
+fn active_keys(cert: CaRef, key: Signer) -> [(&'static str, Content); 2] {
+    [
+        ("tls.crt", Content::Cert(cert)),
+        ("tls.key", Content::Key(key)),
+    ]
 }
 
 /// The write of a TLS Secret (read at `version`) that takes `bundle` as its `ca.crt` and, when

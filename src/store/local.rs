@@ -57,6 +57,10 @@ struct Contents {
     current: Option<String>,
     /// Visible names that are not the link into `..data` (certgen's layout only).
     divergent: Vec<Divergence>,
+    /// The newest modification time of the data files read: another tool (Envoy Gateway's
+    /// `certgen --local`) may write through the links into the current version, which leaves
+    /// the `..data` link's own time alone.
+    modified: Option<std::time::SystemTime>,
 }
 
 /// Secrets as directories under one root.
@@ -193,6 +197,12 @@ impl LocalStore {
         };
         let mut data = BTreeMap::new();
         let mut annotations = BTreeMap::new();
+        let mut modified: Option<std::time::SystemTime> = None;
+        let mut saw = |path: &Path| {
+            if let Ok(t) = fs::metadata(path).and_then(|m| m.modified()) {
+                modified = Some(modified.map_or(t, |m| m.max(t)));
+            }
+        };
         if let Some(version) = &current {
             let vdir = dir.join(version);
             for entry in
@@ -212,6 +222,7 @@ impl LocalStore {
                             )
                         })?;
                 } else if !key.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_file()) {
+                    saw(&path);
                     data.insert(key, Self::read_file(&path)?);
                 }
             }
@@ -234,6 +245,7 @@ impl LocalStore {
                     ));
                 }
                 if meta.is_file() {
+                    saw(&path);
                     data.insert(key, Self::read_file(&path)?);
                 }
             }
@@ -253,6 +265,7 @@ impl LocalStore {
             annotations,
             current,
             divergent,
+            modified,
         }))
     }
 }
@@ -304,15 +317,21 @@ impl SecretStore for LocalStore {
             return Ok(Observed::Absent);
         };
         let data = contents.data;
+        let modified = contents.modified;
         let type_ = if data.contains_key("tls.crt") || data.contains_key("tls.key") {
             TYPE_TLS
         } else {
             TYPE_OPAQUE
         };
-        // The `..data` link is made afresh by every write: its own time is the write's.
+        // The `..data` link is made afresh by every write of certgen's: its own time is the
+        // write's. Another tool's write through the links (or of plain files) shows in the
+        // files' own times: the newest of them all is the last write.
         let written_at = fs::symlink_metadata(self.dir(name).join(DATA))
             .and_then(|m| m.modified())
             .ok()
+            .into_iter()
+            .chain(modified)
+            .max()
             .map(time::OffsetDateTime::from);
         Ok(Observed::Present(StoredSecret {
             name: name.to_string(),

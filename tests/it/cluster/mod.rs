@@ -23,6 +23,7 @@ mod chart;
 mod consumers;
 mod eg_compat;
 mod faults;
+mod foreign;
 mod harness;
 mod probe;
 mod real_node;

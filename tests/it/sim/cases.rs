@@ -283,7 +283,11 @@ fn a_forced_replacement_leaves_no_stale_pending_ca() {
 fn every_crash_point_then_any_rerun() {
     let mut trajectories = 0;
     let mut pairs = 0;
-    for start in [Start::Steady, Start::EnvoyGateway] {
+    for start in [
+        Start::Steady,
+        Start::EnvoyGateway,
+        Start::EnvoyGatewayOverwrite,
+    ] {
         for n in 1..=13 {
             for rerun in [
                 plain(),
@@ -370,6 +374,9 @@ fn arb_op() -> impl Strategy<Value = Op> {
         ]
         .prop_map(Op::Advance),
         1 => prop_oneof![Just(S * 30), Just(Duration::from_secs(3600))].prop_map(Op::ClockBack),
+        1 => arb_foreign().prop_map(Op::Foreign),
+        1 => (arb_spec(), prop_oneof![Just(S), Just(DELAY / 2), Just(DELAY + S)], arb_foreign())
+            .prop_map(|(spec, after, f)| Op::During(spec, after, f)),
     ]
 }
 
@@ -381,6 +388,7 @@ fn arb_start() -> impl Strategy<Value = Start> {
         Just(Start::CaExpiresIn(20)),
         Just(Start::CaExpiresIn(100)),
         Just(Start::CaExpiresIn(-3)),
+        Just(Start::EnvoyGatewayOverwrite),
     ]
 }
 
@@ -452,4 +460,157 @@ fn one_write_per_run_finishes_a_rotation_and_its_cleanup() {
         }
         check(start, &ops);
     }
+}
+
+/// The reproduction of the foreign-writer hole: Envoy Gateway's own `certgen --overwrite`
+/// replaces every leaf and bundle with its CA; the next plain run (the CronJob's) must stage
+/// certgen's CA (trust first, leaves after the gate), not sign leaves its bundles lack (was:
+/// `update-bundle` and every leaf renewed in one step; 12 of 24 handshakes failed).
+#[test]
+fn envoy_gateway_overwrite_then_the_cronjob_run() {
+    use foreign::{ALL_TLS, Foreign};
+    for rerun in [plain(), overwrite(), crash(plain(), 1), crash(plain(), 4)] {
+        for gap in [Duration::ZERO, S * 10, DELAY * 2] {
+            let out = check(
+                Start::Steady,
+                &[
+                    Op::Foreign(Foreign::EnvoyGateway { which: ALL_TLS }),
+                    Op::Advance(gap),
+                    Op::Run(rerun),
+                ],
+            );
+            eprintln!(
+                "EG --overwrite, gap {gap:?}, {rerun:?}: {} pairs verified, {} failing pairs were Envoy Gateway's own",
+                out.checked.pairs - out.checked.foreign_failures,
+                out.checked.foreign_failures
+            );
+        }
+    }
+}
+
+/// A backup of the Secrets from before a completed rotation comes back (a Velero restore, a
+/// GitOps revert): leaves signed by the previous CA, bundles of it alone. certgen's CA Secret
+/// holds the new CA, which those bundles do not trust: it is staged again, never used at once.
+#[test]
+fn a_backup_from_before_a_completed_rotation_is_restored() {
+    use foreign::{ALL_TLS, Foreign};
+    for which in [ALL_TLS, 0b0001, 0b0110, ALL_TLS | 0b1000, 0b1000] {
+        check(
+            Start::Steady,
+            &[
+                Op::Run(overwrite()),
+                Op::Advance(DELAY * 3),
+                Op::Run(plain()),
+                Op::Advance(DELAY * 3),
+                Op::Foreign(Foreign::Restore {
+                    which,
+                    runs_back: 2,
+                }),
+                Op::Run(plain()),
+            ],
+        );
+    }
+}
+
+/// Envoy Gateway's certgen runs while certgen waits at its trust gate: the gate counts from
+/// that write, and the leaves are signed only once every held bundle trusts their CA.
+#[test]
+fn a_foreign_write_during_a_trust_gate() {
+    use foreign::{ALL_TLS, Foreign};
+    for after in [S, DELAY / 2, DELAY - S, DELAY + S * 5] {
+        for which in [ALL_TLS, 0b0001, 0b0011] {
+            check(
+                Start::Steady,
+                &[Op::During(
+                    overwrite(),
+                    after,
+                    Foreign::EnvoyGateway { which },
+                )],
+            );
+        }
+    }
+}
+
+/// Mixed states: some Secrets another tool's, some certgen's; leaves from two foreign CAs; a
+/// CA Secret deleted or restored alone; a hand-edited `ca.crt`; another tool's CA Secret.
+#[test]
+fn mixed_states_left_by_other_writers() {
+    use foreign::{ALL_TLS, Foreign};
+    let cases: Vec<Vec<Op>> = vec![
+        vec![Op::Foreign(Foreign::EnvoyGateway { which: 0b0001 })],
+        vec![
+            Op::Foreign(Foreign::EnvoyGateway { which: 0b0001 }),
+            Op::Foreign(Foreign::FreshCa { which: 0b0010 }),
+        ],
+        vec![Op::Foreign(Foreign::Delete { which: 0b1000 })],
+        vec![Op::Foreign(Foreign::FreshCa {
+            which: ALL_TLS | 0b1000,
+        })],
+        vec![Op::Foreign(Foreign::FreshCa { which: 0b1000 })],
+        vec![
+            Op::Run(overwrite()),
+            Op::Advance(DELAY * 3),
+            Op::Run(plain()),
+            Op::Foreign(Foreign::Restore {
+                which: 0b1000,
+                runs_back: 2,
+            }),
+        ],
+        vec![Op::Foreign(Foreign::HandEdit {
+            secret: 0,
+            append: true,
+        })],
+        vec![
+            Op::Run(crash(overwrite(), 3)),
+            Op::Foreign(Foreign::HandEdit {
+                secret: 1,
+                append: false,
+            }),
+        ],
+        vec![Op::Foreign(Foreign::Delete { which: 0b0101 })],
+    ];
+    for ops in cases {
+        for rerun in [plain(), overwrite()] {
+            let mut ops = ops.clone();
+            ops.push(Op::Run(rerun));
+            check(Start::Steady, &ops);
+        }
+    }
+}
+
+fn arb_foreign() -> impl Strategy<Value = foreign::Foreign> {
+    use foreign::Foreign;
+    prop_oneof![
+        3 => (1u8..8).prop_map(|which| Foreign::EnvoyGateway { which }),
+        2 => (1u8..16, 1usize..4).prop_map(|(which, runs_back)| Foreign::Restore { which, runs_back }),
+        1 => (1u8..16).prop_map(|which| Foreign::FreshCa { which }),
+        1 => (1u8..16).prop_map(|which| Foreign::Delete { which }),
+        1 => (0usize..3, any::<bool>()).prop_map(|(secret, append)| Foreign::HandEdit { secret, append }),
+    ]
+}
+
+/// Every crash point of the CronJob's plain run after Envoy Gateway's `--overwrite`, then any
+/// re-run after any gap: the derived state survives a crash anywhere (the CA Secret records it
+/// with the trust step).
+#[test]
+fn every_crash_point_after_a_foreign_overwrite() {
+    let mut trajectories = 0;
+    let mut pairs = 0;
+    let mut foreign = 0;
+    for n in 1..=13 {
+        for rerun in [plain(), overwrite(), crash(plain(), 1)] {
+            for gap in [Duration::ZERO, DELAY / 2, DELAY * 2] {
+                let out = check(
+                    Start::EnvoyGatewayOverwrite,
+                    &[Op::Run(crash(plain(), n)), Op::Advance(gap), Op::Run(rerun)],
+                );
+                trajectories += 1;
+                pairs += out.checked.pairs;
+                foreign += out.checked.foreign_failures;
+            }
+        }
+    }
+    eprintln!(
+        "crash points after a foreign overwrite: {trajectories} trajectories, {pairs} pairs checked, {foreign} failing pairs charged to Envoy Gateway's replacement, 0 to certgen"
+    );
 }

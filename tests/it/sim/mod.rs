@@ -20,7 +20,10 @@
 //! converge to a state where one more plain run writes nothing.
 
 mod cases;
+mod foreign;
 mod unfinished;
+
+pub use foreign::Foreign;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -87,7 +90,14 @@ pub struct World {
     pub hmac_writes: BTreeMap<usize, usize>,
     /// Every write, in order: (run, Secret).
     pub log: Vec<(usize, String)>,
+    /// Every Secret as each write or deletion left it, in order (for restored backups).
+    pub history: Vec<(String, Option<StoredSecret>)>,
+    /// Where `history` stood when each run started.
+    pub run_marks: Vec<usize>,
 }
+
+/// The run index of writes made by another tool (and of seeded Secrets).
+pub const FOREIGN: usize = usize::MAX;
 
 impl World {
     pub fn new() -> Arc<Mutex<Self>> {
@@ -100,6 +110,8 @@ impl World {
             cas: BTreeMap::new(),
             hmac_writes: BTreeMap::new(),
             log: Vec::new(),
+            history: Vec::new(),
+            run_marks: Vec::new(),
         }))
     }
 
@@ -138,9 +150,6 @@ impl World {
     }
 
     fn apply(&mut self, write: &SecretWrite, run: usize) {
-        let now = self.store_now();
-        let rv = self.next_rv.to_string();
-        self.next_rv += 1;
         let mut secret = match self.objects.get(&write.name) {
             Some(o) => o.secret.clone(),
             None => StoredSecret {
@@ -163,6 +172,15 @@ impl World {
         }
         secret.labels.extend(write.labels.clone());
         secret.annotations.extend(write.annotations.clone());
+        self.store(secret, run);
+    }
+
+    /// Stores `secret` as the new version of its object, written by `run`, at the store's time.
+    fn store(&mut self, mut secret: StoredSecret, run: usize) {
+        let now = self.store_now();
+        let rv = self.next_rv.to_string();
+        self.next_rv += 1;
+        let name = secret.name.clone();
         secret.version = rv;
         secret.written_at = Some(now);
         for key in ["ca.crt", "tls.crt", "next.crt"] {
@@ -172,18 +190,13 @@ impl World {
                 }
             }
         }
-        if write.name == HMAC {
+        if name == HMAC {
             *self.hmac_writes.entry(run).or_default() += 1;
         }
-        self.log.push((run, write.name.clone()));
-        if TLS.contains(&write.name.as_str()) {
+        self.log.push((run, name.clone()));
+        if TLS.contains(&name.as_str()) {
             let true_now = self.true_now();
-            if let Some(prev) = self
-                .versions
-                .iter_mut()
-                .rev()
-                .find(|v| v.secret == write.name)
-            {
+            if let Some(prev) = self.versions.iter_mut().rev().find(|v| v.secret == name) {
                 prev.until = Some(true_now);
             }
             let parse = |k: &str| {
@@ -194,7 +207,7 @@ impl World {
                     .unwrap_or_default()
             };
             self.versions.push(Version {
-                secret: write.name.clone(),
+                secret: name.clone(),
                 from: true_now,
                 until: None,
                 leaf: parse("tls.crt").into_iter().next(),
@@ -202,7 +215,26 @@ impl World {
                 run,
             });
         }
-        self.objects.insert(write.name.clone(), Object { secret });
+        self.history.push((name.clone(), Some(secret.clone())));
+        self.objects.insert(name.clone(), Object { secret });
+    }
+
+    /// Deletes a Secret (another tool, or a person): its last version ends now.
+    pub fn delete(&mut self, name: &str) {
+        if self.objects.remove(name).is_none() {
+            return;
+        }
+        let true_now = self.true_now();
+        if let Some(prev) = self.versions.iter_mut().rev().find(|v| v.secret == name) {
+            prev.until = Some(true_now);
+        }
+        self.log.push((FOREIGN, name.to_string()));
+        self.history.push((name.to_string(), None));
+    }
+
+    /// Replaces a Secret whole, as a blind `update` (or a restore) by another tool does.
+    pub fn replace(&mut self, secret: StoredSecret) {
+        self.store(secret, FOREIGN);
     }
 }
 
@@ -392,11 +424,12 @@ fn options(spec: &RunSpec) -> RunOptions {
 
 /// Runs certgen's driver once against the world.
 pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec: RunSpec) -> Ended {
-    let resumed = world
-        .lock()
-        .unwrap()
-        .get(CA)
-        .is_some_and(|s| s.data.contains_key("next.crt"));
+    let resumed = {
+        let mut w = world.lock().unwrap();
+        let mark = w.history.len();
+        w.run_marks.push(mark);
+        w.get(CA).is_some_and(|s| s.data.contains_key("next.crt"))
+    };
     let session = Session::new(world, index, spec.faults);
     let options = options(&spec);
     let invocation = Invocation {
@@ -472,6 +505,9 @@ pub struct Checked {
     /// Versions of TLS Secrets written.
     pub versions: usize,
     pub pairs: usize,
+    /// Pairs that failed because of another tool's write (not certgen's doing: see
+    /// [`foreign_root`]).
+    pub foreign_failures: usize,
 }
 
 /// Checks every pair of versions consumers may hold at the same instant, up to `end`.
@@ -481,6 +517,7 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
     let mut checked = Checked {
         versions: versions.len(),
         pairs: 0,
+        foreign_failures: 0,
     };
     for v in versions {
         let distinct: BTreeSet<[u8; 32]> = v.bundle.iter().map(Cert::fingerprint).collect();
@@ -532,6 +569,11 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
             }
             checked.pairs += 1;
             if let Err(e) = verifies(leaf, &b.bundle, start) {
+                let (ia, ib) = (index_of(versions, a), index_of(versions, b));
+                if foreign_root(versions, ia, ib, start, 0) {
+                    checked.foreign_failures += 1;
+                    continue;
+                }
                 let cas: Vec<String> = b.bundle.iter().map(Cert::short_fingerprint).collect();
                 return Err(format!(
                     "at {start}: {}'s leaf (run {}, from {}, issuer {}) is rejected by {}'s bundle {cas:?} (run {}, from {}): {e}",
@@ -555,6 +597,97 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
         }
     }
     Ok(checked)
+}
+
+fn index_of(versions: &[Version], v: &Version) -> usize {
+    versions
+        .iter()
+        .position(|x| std::ptr::eq(x, v))
+        .expect("a version of the list")
+}
+
+/// The version of the same Secret before version `i`.
+fn predecessor(versions: &[Version], i: usize) -> Option<usize> {
+    versions[..i]
+        .iter()
+        .rposition(|v| v.secret == versions[i].secret)
+}
+
+/// The first of the consecutive versions of `i`'s Secret that hold what `i` holds (its leaf,
+/// or its bundle): the write that brought it.
+fn origin(versions: &[Version], i: usize, same: impl Fn(&Version, &Version) -> bool) -> usize {
+    let mut j = i;
+    while let Some(p) = predecessor(versions, j)
+        && same(&versions[p], &versions[j])
+    {
+        j = p;
+    }
+    j
+}
+
+/// Whether a failing check (the leaf of version `a` against the bundle of version `b`) goes
+/// back to another tool's write, not certgen's: the write that brought the later of the two
+/// was another tool's, or certgen's write there only kept a failure that what it replaced had
+/// already (the same leaf was rejected by the bundle it replaced, or the leaf it replaced was
+/// rejected by the same bundle). certgen cannot undo another writer's one-step replacement;
+/// it must never add a failure of its own, and it must repair the rest (the final state is
+/// checked without this excuse).
+pub fn foreign_root(
+    versions: &[Version],
+    a: usize,
+    b: usize,
+    at: OffsetDateTime,
+    depth: usize,
+) -> bool {
+    if depth > 64 {
+        return false;
+    }
+    let fails = |leaf: usize, bundle: usize| match &versions[leaf].leaf {
+        Some(l) if !versions[bundle].bundle.is_empty() => {
+            verifies(l, &versions[bundle].bundle, at).is_err()
+        }
+        _ => false,
+    };
+    let la = origin(versions, a, |x, y| x.leaf == y.leaf);
+    let lb = origin(versions, b, |x, y| x.bundle == y.bundle);
+    let by_bundle = || {
+        versions[lb].run == FOREIGN
+            || predecessor(versions, lb)
+                .is_some_and(|p| fails(a, p) && foreign_root(versions, a, p, at, depth + 1))
+    };
+    let by_leaf = || {
+        versions[la].run == FOREIGN
+            || predecessor(versions, la)
+                .is_some_and(|p| fails(p, b) && foreign_root(versions, p, b, at, depth + 1))
+    };
+    match lb.cmp(&la) {
+        std::cmp::Ordering::Greater => by_bundle(),
+        std::cmp::Ordering::Less => by_leaf(),
+        std::cmp::Ordering::Equal => by_bundle() || by_leaf(),
+    }
+}
+
+/// The current version of every TLS Secret must trust every other's leaf, whoever wrote what
+/// before: certgen repairs another writer's breakage once its runs settle.
+pub fn check_current(world: &World, at: OffsetDateTime) -> Result<(), String> {
+    let current: Vec<&Version> = world
+        .versions
+        .iter()
+        .filter(|v| v.until.is_none())
+        .collect();
+    for a in &current {
+        for b in &current {
+            if let Some(leaf) = &a.leaf
+                && let Err(e) = verifies(leaf, &b.bundle, at)
+            {
+                return Err(format!(
+                    "after the runs settled, {}'s leaf (issuer {}) is rejected by {}'s bundle: {e}",
+                    a.secret, leaf.issuer, b.secret
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Run-level checks: new CAs per run, HMAC writes per run, and what an exit 0 leaves.
@@ -636,6 +769,11 @@ pub enum Op {
     Advance(Duration),
     /// The store's clock steps back (an NTP step on the API server).
     ClockBack(Duration),
+    /// Another writer changes Secrets between runs.
+    Foreign(Foreign),
+    /// Another writer changes Secrets this long after a run started, while it runs (waiting
+    /// at a gate, say).
+    During(RunSpec, Duration, Foreign),
 }
 
 /// Where a trajectory starts.
@@ -646,6 +784,9 @@ pub enum Start {
     EnvoyGateway,
     /// certgen's steady state, `days` before its CA expires (leaves renewed along the way).
     CaExpiresIn(i64),
+    /// certgen's steady state, then Envoy Gateway's own `certgen --overwrite` over every TLS
+    /// Secret (certgen's CA Secret untouched).
+    EnvoyGatewayOverwrite,
 }
 
 /// The result of a trajectory.
@@ -677,6 +818,16 @@ pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
             let at = world.lock().unwrap().true_now() - time::Duration::days(30);
             seed_envoy_gateway(&world, &config, false, at);
         }
+        Start::EnvoyGatewayOverwrite => {
+            let (i, s) = next(RunSpec::default());
+            let e = run(&world, &config, i, s).await;
+            assert_eq!(e.code, 0, "{}", e.message);
+            tokio::time::advance(DELAY * 2).await;
+            Foreign::EnvoyGateway {
+                which: foreign::ALL_TLS,
+            }
+            .write(&world, &config);
+        }
         Start::CaExpiresIn(days) => {
             let (i, s) = next(RunSpec::default());
             let e = run(&world, &config, i, s).await;
@@ -705,6 +856,15 @@ pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
             Op::Advance(d) => tokio::time::advance(*d).await,
             Op::ClockBack(d) => {
                 world.lock().unwrap().clock_offset -= time::Duration::try_from(*d).unwrap();
+            }
+            Op::Foreign(f) => f.write(&world, &config),
+            Op::During(spec, after, f) => {
+                let (i, s) = next(*spec);
+                let (e, ()) = tokio::join!(run(&world, &config, i, s), async {
+                    tokio::time::sleep(*after).await;
+                    f.write(&world, &config);
+                });
+                ended.push(e);
             }
         }
         // A run that exited 0 left nothing due (but a cleanup waiting for its gate), unless
@@ -759,6 +919,7 @@ pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
     let w = world.lock().unwrap();
     let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
     check_runs(&w, &ended)?;
+    check_current(&w, w.true_now())?;
     let checked = check_pairs(&w, end)?;
     Ok(Outcome {
         checked,

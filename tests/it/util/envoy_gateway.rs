@@ -167,3 +167,39 @@ impl Output {
         }
     }
 }
+
+/// Envoy Gateway's own certgen, the real binary: `envoy-gateway` v1.9.1 built from its Go module
+/// by `bench/envoy-gateway-module/build` (once per machine, then cached), or `None` with a note
+/// when it cannot be built outside CI. Tests run it as `envoy-gateway certgen [flags]`.
+pub fn real_binary() -> Option<PathBuf> {
+    use std::process::{Command, Stdio};
+    use std::sync::OnceLock;
+    static EG: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = EG.get_or_init(|| {
+        let script = super::root().join("bench/envoy-gateway-module/build");
+        let out = Command::new(&script)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
+        if !out.status.success() {
+            return Err(format!("{} exited with {}", script.display(), out.status));
+        }
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(format!("{} printed no binary", script.display()))
+        }
+    });
+    match built {
+        Ok(p) => Some(p.clone()),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but Envoy Gateway's certgen is unavailable: {e}")
+        }
+        Err(e) => {
+            eprintln!("note: Envoy Gateway's certgen is unavailable ({e}); skipping");
+            None
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Trust is what the Secrets hold: the CA Secret is certgen's key store, and nothing says any
+//! consumer has loaded it.
+//!
+//! Consumers mount the TLS Secrets, not the CA Secret. What they may hold is each Secret's
+//! `ca.crt` and the CA that signed its `tls.crt`, whoever wrote them. When another writer (Envoy
+//! Gateway's own `certgen --overwrite`, a backup restored, a GitOps revert, a hand-edited
+//! `ca.crt`) has changed the Secrets since certgen's last run, the CA Secret's active CA may be
+//! one that some held bundle does not trust. Signing leaves with it would break every peer that
+//! holds such a bundle, so this module derives the CA Secret the planner works from out of the
+//! held Secrets:
+//!
+//! - a CA certgen holds the key of that some held bundle does not trust is at most **pending**:
+//!   its next step is the trust step, with the gate after it;
+//! - the CA that signed the held leaves, trusted by their bundles, is the **active** trust,
+//!   adopted without its key (as when migrating from Envoy Gateway's certgen);
+//! - the derived CA Secret is written with the trust step, so a crash leaves a state the next
+//!   run reads the same way.
+//!
+//! The rest of the planner then applies its one rule unchanged: a step writes only what every
+//! version consumers may still hold accepts. Pure, like the rest of the plan.
+
+use super::stored::{Active, CaSecret, Leaf};
+use super::{Input, due};
+use crate::pki::{CaKey, Cert, choose_prior_ca};
+
+impl Input<'_> {
+    /// The CA Secret as the held TLS Secrets have it: unchanged when every held bundle trusts
+    /// its active CA (every state certgen's own steps leave), else derived from the held
+    /// Secrets (see the module's documentation).
+    pub(super) fn held(&self, ca: CaSecret) -> CaSecret {
+        let held: Vec<&Leaf> = self.present_leaves().collect();
+        let Some(active) = ca.active.clone() else {
+            return ca;
+        };
+        if held.is_empty() || held.iter().all(|l| l.bundle.contains(active.cert())) {
+            return ca;
+        }
+        // The CA certgen moves every leaf to: one it holds the key of that already signs held
+        // leaves (it must stay trusted anyway), else the pending CA of a rotation in progress
+        // (never a second new CA), else the active one while it is usable; none means a new CA.
+        let keyed: Vec<&CaKey> = match &active {
+            Active::Keyed(k) => vec![k],
+            Active::Adopted(_) => vec![],
+        }
+        .into_iter()
+        .chain(ca.pending.as_ref())
+        .filter(|k| !k.cert.is_expired_at(self.now))
+        .collect();
+        let target: Option<CaKey> = keyed
+            .iter()
+            .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
+            .or_else(|| {
+                ca.pending
+                    .as_ref()
+                    .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
+            })
+            .or_else(|| {
+                keyed.iter().find(|k| {
+                    !self.options.overwrite
+                        && due(&k.cert, self.config.ca.renew_before, self.now).is_none()
+                })
+            })
+            .map(|k| (*k).clone());
+        // The held trust: the valid CA, trusted by a held bundle, that signed the most held
+        // leaves the target did not sign.
+        let others: Vec<Cert> = held
+            .iter()
+            .filter(|l| target.as_ref().is_none_or(|t| !t.cert.signed(&l.cert)))
+            .map(|l| l.cert.clone())
+            .collect();
+        let candidates: Vec<Cert> = held
+            .iter()
+            .flat_map(|l| l.bundle.iter())
+            .filter(|c| target.as_ref().is_none_or(|t| t.cert != **c))
+            .cloned()
+            .collect();
+        let Some(trusted) = choose_prior_ca(&candidates, &others, self.now) else {
+            // Every held leaf is the target's (or nobody's): bundles that lack it only need it
+            // added, which the steady plan does.
+            return ca;
+        };
+        let derived = format!(
+            "the TLS Secrets hold {} (they trust CA {} and {}), not certgen's CA {}: another tool wrote them since certgen's last run",
+            held.len(),
+            trusted.short_fingerprint(),
+            if others.len() == held.len() {
+                "every leaf is signed by it".to_string()
+            } else {
+                format!("{} of {} leaves are signed by it", others.len(), held.len())
+            },
+            active.cert().short_fingerprint(),
+        );
+        let derived = format!(
+            "{derived}; {} is adopted as the current trust and {}",
+            trusted.short_fingerprint(),
+            match &target {
+                Some(t) => format!(
+                    "certgen's CA {} is staged: trusted first, leaves after the gate",
+                    t.cert.short_fingerprint()
+                ),
+                None => "a new certgen CA is staged: trusted first, leaves after the gate".into(),
+            }
+        );
+        let active = keyed
+            .iter()
+            .find(|k| k.cert == trusted)
+            .map_or(Active::Adopted(trusted), |k| Active::Keyed((*k).clone()));
+        // The CA Secret's own `ca.crt` is nobody's trust: it is rewritten with the next step.
+        CaSecret {
+            active: Some(active),
+            pending: target,
+            bundle: Vec::new(),
+            derived: Some(derived),
+            ..ca
+        }
+    }
+
+    /// The CA that signed `leaf`, among every CA certificate the held Secrets and the CA
+    /// Secret name.
+    pub(super) fn signer_of(&self, ca: &CaSecret, leaf: &Cert) -> Option<Cert> {
+        ca.active
+            .iter()
+            .map(Active::cert)
+            .chain(ca.pending.iter().map(|p| &p.cert))
+            .chain(ca.bundle.iter())
+            .chain(self.present_leaves().flat_map(|l| l.bundle.iter()))
+            .find(|c| c.is_ca && c.signed(leaf))
+            .cloned()
+    }
+}
