@@ -760,10 +760,21 @@ impl Input<'_> {
         }
         if let Active::Adopted(cert) = active {
             // Without the key nothing can be issued: any leaf to issue means moving to a
-            // certgen CA, staged like any rotation.
+            // certgen CA, staged like any rotation. A valid leaf another CA signed that every
+            // held bundle trusts (two other tools' CAs, trusted everywhere) is fine as it is.
+            let trusted_everywhere = |c: &Cert| self.present_leaves().all(|l| l.bundle.contains(c));
+            let fine = |l: &LeafIn| {
+                l.ok().is_some_and(|leaf| {
+                    leaf.bundle.iter().any(|c| {
+                        c.signed(&leaf.cert) && !c.is_expired_at(self.now) && trusted_everywhere(c)
+                    }) && due(&leaf.cert, l.cfg.renew_before, self.now).is_none()
+                        && san_drift(&leaf.cert, l.cfg).is_none()
+                })
+            };
             if let Some((l, why)) = self
                 .leaves
                 .iter()
+                .filter(|l| !fine(l))
                 .find_map(|l| l.issue_reason(cert, self.now).map(|w| (l, w)))
             {
                 return Some(format!(
@@ -888,11 +899,14 @@ impl Input<'_> {
         trust: &[CaRef],
         trust_certs: &[Cert],
     ) -> Vec<SecretPlan> {
+        let active_held = self
+            .present_leaves()
+            .all(|l| l.bundle.contains(active.cert()));
         self.leaves
             .iter()
             .map(|l| {
                 let own = self.own_prior(ca, l, &[active.cert()], trust_certs.first());
-                let (trust, trust_certs): (Vec<CaRef>, Vec<Cert>) = match own {
+                let (trust, trust_certs): (Vec<CaRef>, Vec<Cert>) = match own.clone() {
                     Some(o) => (
                         vec![trust[0].clone(), CaRef::Cert(o.clone())],
                         trust_certs.first().map_or(vec![], |t| vec![t.clone(), o]),
@@ -901,14 +915,25 @@ impl Input<'_> {
                 };
                 let (trust, trust_certs) = (trust.as_slice(), trust_certs.as_slice());
                 let renewal = l.renewal(active.cert(), self.now);
-                match (renewal, active, l.ok()) {
-                    (Some(why), Active::Keyed(key), _) => l.issue(
+                // The current CA signs a leaf meanwhile only when certgen holds its key and
+                // every held bundle trusts it (another writer may have left bundles that do
+                // not), and not over a leaf another CA signed that its own bundle keeps.
+                let signer = match active {
+                    Active::Keyed(k) if own.is_none() && active_held => Some(k),
+                    _ => None,
+                };
+                match (renewal, signer, l.ok()) {
+                    (Some(why), Some(key), _) => l.issue(
                         Signer::Held(key.clone()),
                         trust.to_vec(),
                         format!("{why}; signed by the current CA during the trust phase"),
                     ),
-                    (Some(why), Active::Adopted(_), None) => l.keep(format!(
-                        "{why}; issued by the new CA after the trust phase (the current CA's key belongs to another tool)"
+                    (Some(why), None, None) => l.keep(format!(
+                        "{why}; issued by the new CA after the trust phase ({})",
+                        match active {
+                            Active::Adopted(_) => "the current CA's key belongs to another tool",
+                            Active::Keyed(_) => "not every bundle consumers hold trusts the current CA",
+                        }
                     )),
                     (_, _, Some(leaf)) if !same(&leaf.bundle, trust_certs) => l.bundle_update(
                         trust.to_vec(),

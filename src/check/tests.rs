@@ -420,3 +420,41 @@ fn each_finding_gives_its_status() {
         "ok"
     );
 }
+
+/// Another tool replaced every leaf and bundle with its own CA (Envoy Gateway's certgen
+/// `--overwrite`), leaving certgen's CA Secret alone: `check` says so on the CA Secret's row,
+/// with what the next run does, before the CronJob acts on it.
+#[test]
+fn secrets_written_by_another_tool_are_named_with_the_next_step() {
+    let mut stored = Stored::installed(NOW - DAY * 30);
+    let other = issue_ca(&stored.config.ca.spec, NOW - DAY).unwrap();
+    let other_pem = pem(&other.1.cert);
+    for t in stored.config.tls.clone() {
+        let leaf = issue_leaf(&t.leaf, &other.0, NOW - DAY).unwrap();
+        stored.edit(&t.name, |s| {
+            s.data.insert("ca.crt".into(), other_pem.clone());
+            s.data.insert("tls.crt".into(), leaf.cert.pem().into_bytes());
+            s.data
+                .insert("tls.key".into(), leaf.key.expose().as_bytes().to_vec());
+        });
+    }
+    let report = stored.check(NOW);
+    let ca = row(&report, "envoy-gateway-ca");
+    assert_eq!(ca.status, "due", "{ca:?}");
+    let problem = ca
+        .problems
+        .iter()
+        .find(|p| p.contains("written by another tool since certgen's last run"))
+        .unwrap_or_else(|| panic!("{ca:?}"));
+    assert!(problem.contains(&other.1.cert.short_fingerprint()), "{problem}");
+    assert!(problem.contains("the next run: trust step"), "{problem}");
+    // certgen's own states never read as another tool's.
+    let report = Stored::installed(NOW - DAY).check(NOW);
+    assert!(
+        report
+            .secrets
+            .iter()
+            .all(|r| r.problems.iter().all(|p| !p.contains("another tool"))),
+        "{report:?}"
+    );
+}

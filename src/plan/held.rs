@@ -35,9 +35,11 @@ impl Input<'_> {
         if held.is_empty() || held.iter().all(|l| l.bundle.contains(active.cert())) {
             return ca;
         }
-        // The CA certgen moves every leaf to: one it holds the key of that already signs held
-        // leaves (it must stay trusted anyway), else the pending CA of a rotation in progress
-        // (never a second new CA), else the active one while it is usable; none means a new CA.
+        // The CA certgen moves every leaf to: the pending CA of a rotation in progress (never
+        // a second new CA), else one it holds the key of that already signs held leaves (it
+        // must stay trusted anyway), else the active one while it is usable; none means a new
+        // CA. A CA that signs held leaves and is not the target stays in those Secrets' own
+        // bundles until the cleanup (`Input::own_prior`).
         let keyed: Vec<&CaKey> = match &active {
             Active::Keyed(k) => vec![k],
             Active::Adopted(_) => vec![],
@@ -46,13 +48,14 @@ impl Input<'_> {
         .chain(ca.pending.as_ref())
         .filter(|k| !k.cert.is_expired_at(self.now))
         .collect();
-        let target: Option<CaKey> = keyed
-            .iter()
-            .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
+        let target: Option<CaKey> = ca
+            .pending
+            .as_ref()
+            .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
             .or_else(|| {
-                ca.pending
-                    .as_ref()
-                    .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
+                keyed
+                    .iter()
+                    .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
             })
             .or_else(|| {
                 keyed.iter().find(|k| {
@@ -79,6 +82,17 @@ impl Input<'_> {
             // added, which the steady plan does.
             return ca;
         };
+        // A derived state the CA Secret already records (a staged move from another tool's
+        // CA, with each Secret keeping its own signer): the rotation goes on from it.
+        let stored_active = active.cert();
+        let recorded = ca.pending.as_ref().map(|p| &p.cert) == target.as_ref().map(|t| &t.cert)
+            && target.is_some()
+            && !stored_active.is_expired_at(self.now)
+            && held.iter().any(|l| stored_active.signed(&l.cert))
+            && held.iter().any(|l| l.bundle.contains(stored_active));
+        if recorded {
+            return ca;
+        }
         let derived = format!(
             "the TLS Secrets hold {} (they trust CA {} and {}), not certgen's CA {}: another tool wrote them since certgen's last run",
             held.len(),

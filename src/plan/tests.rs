@@ -655,3 +655,73 @@ fn the_prior_ca_is_dropped_only_after_the_gate() {
         assert_eq!(action_of(&plan, name), Action::UpdateBundle, "{name}");
     }
 }
+
+/// Another tool replaced every leaf and bundle with its own CA (Envoy Gateway's certgen
+/// `--overwrite`) and left certgen's CA Secret alone: certgen's CA is trusted by no held
+/// bundle, so it is staged (the CA Secret records it as pending, the other tool's CA as the
+/// adopted active trust) and every bundle gets it beside the other CA; no leaf is issued
+/// before the gate (was: every leaf renewed with certgen's CA in the same step).
+#[test]
+fn a_ca_the_held_bundles_do_not_trust_is_staged_not_used() {
+    let ours = new_ca(NOW - DAY * 100);
+    let mut w = World::installed(&ours, NOW - DAY * 100);
+    let theirs = new_ca(NOW - DAY);
+    for t in w.config.tls.clone() {
+        let leaf = issue_leaf(&t.leaf, &theirs.0, NOW - DAY).unwrap();
+        w.state.secrets.insert(
+            t.name.clone(),
+            tls(&t.name, theirs.1.cert.pem().as_bytes(), &leaf),
+        );
+    }
+    let p = w.plan(NOW, Options::default()).unwrap();
+    assert_eq!(p.phase, Phase::Trust);
+    assert!(p.ca.derived.is_some());
+    assert_eq!(p.ca.action, Action::UpdateBundle);
+    assert_eq!(
+        p.ca.pending.as_ref().map(|k| &k.cert),
+        Some(&ours.1.cert),
+        "certgen's CA is pending, not a third"
+    );
+    assert_eq!(p.ca.adopted.as_ref(), Some(&theirs.1.cert));
+    let write = p.ca.write.as_ref().unwrap();
+    for key in ["tls.crt", "tls.key", "next.crt", "next.key", "ca.crt"] {
+        assert!(write.data.contains_key(key), "the CA Secret records {key}");
+    }
+    let want = vec![
+        CaRef::Cert(ours.1.cert.clone()),
+        CaRef::Cert(theirs.1.cert.clone()),
+    ];
+    for s in p.secrets.iter().filter(|s| s.kind == Kind::Tls) {
+        assert_eq!(s.action, Action::UpdateBundle, "{}: {}", s.name, s.reason);
+        let w = s.write.as_ref().unwrap();
+        assert!(w.issue.is_none(), "{}: no leaf before the gate", s.name);
+        assert!(
+            matches!(&w.data["ca.crt"], Content::Bundle(b) if *b == want),
+            "{}",
+            s.name
+        );
+    }
+    // --overwrite: a new CA staged against the other tool's, certgen's own dropped.
+    let p = w
+        .plan(
+            NOW,
+            Options {
+                overwrite: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((p.phase.clone(), p.ca.action), (Phase::Trust, Action::Trust));
+    assert_eq!(p.ca.adopted.as_ref(), Some(&theirs.1.cert));
+    // Only a Secret whose leaf certgen's CA signed and whose bundle lacks it (a hand-edited
+    // ca.crt) needs nothing derived: the bundle gets certgen's CA back.
+    let mut w = World::installed(&ours, NOW - DAY * 100);
+    w.edit("envoy", |s| {
+        s.data
+            .insert("ca.crt".into(), theirs.1.cert.pem().into_bytes());
+    });
+    let p = w.plan(NOW, Options::default()).unwrap();
+    assert!(p.ca.derived.is_none());
+    let envoy = p.secrets.iter().find(|s| s.name == "envoy").unwrap();
+    assert_eq!(envoy.action, Action::UpdateBundle, "{}", envoy.reason);
+}

@@ -78,6 +78,16 @@ fn tls_secret(name: &str, data: BTreeMap<String, Vec<u8>>) -> StoredSecret {
 }
 
 impl Foreign {
+    /// Whether it replaces or deletes certgen's CA Secret.
+    pub fn touches_ca(&self) -> bool {
+        match *self {
+            Self::Restore { which, .. } | Self::FreshCa { which } | Self::Delete { which } => {
+                which & 0b1000 != 0
+            }
+            Self::EnvoyGateway { .. } | Self::HandEdit { .. } => false,
+        }
+    }
+
     /// Makes this write in `world`, now.
     pub fn write(&self, world: &Arc<Mutex<World>>, config: &Config) {
         let mut w = world.lock().unwrap();
