@@ -374,7 +374,15 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     let cannot = |e: std::io::Error| {
         format!("cannot read the config file: {e}; check the path given to --config")
     };
-    // Non-blocking, so that opening a FIFO does not wait for a writer.
+    let not_regular = || {
+        "the config file is not a regular file (a directory, device, FIFO or socket); pass the path of a YAML file to --config"
+            .to_string()
+    };
+    // What stands there first (a socket cannot even be opened), then the open file again.
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err(not_regular());
+    }
+    // Non-blocking, so that opening a FIFO put there meanwhile does not wait for a writer.
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
@@ -382,10 +390,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
         .map_err(cannot)?;
     let meta = file.metadata().map_err(cannot)?;
     if !meta.is_file() {
-        return Err(
-            "the config file is not a regular file (a directory, device, FIFO or socket); pass the path of a YAML file to --config"
-                .into(),
-        );
+        return Err(not_regular());
     }
     let too_big = || {
         format!(
