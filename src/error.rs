@@ -66,7 +66,7 @@ pub enum Error {
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorObject {
-    /// A stable name: `config`, `invalid-input`, `local-file`, `api`, `conflict`, `locked`,
+    /// A stable name: `usage`, `config`, `invalid-input`, `local-file`, `api`, `conflict`, `locked`,
     /// `timeout`, ... (the cause's, for an error after writes).
     pub kind: &'static str,
     /// The file, Secret or field the error is about, when there is one.
@@ -102,6 +102,7 @@ impl Error {
     /// A stable name for what kind of error this is (an error after writes: its cause's).
     pub fn kind(&self) -> &'static str {
         match self {
+            Self::Config(e) if e.source_name == "command line" => "usage",
             Self::Config(_) => "config",
             Self::Invalid(_) => "invalid-input",
             Self::Store(StoreError::Local { .. }) => "local-file",

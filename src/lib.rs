@@ -55,7 +55,10 @@ pub fn main() -> ExitCode {
             return e.exit_code();
         }
     };
-    let cli = Cli::parse_from(args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, &args),
+    };
     init_logging(&cli);
     let json_output = match &cli.command {
         None => cli.run.target.output == OutputFormat::Json,
@@ -72,6 +75,43 @@ pub fn main() -> ExitCode {
             e.exit_code()
         }
     }
+}
+
+/// A command line clap refused: as clap prints it, and also as one JSON object when the
+/// arguments ask for JSON output or logs (a JSON consumer always gets one); help and
+/// `--version` as clap prints them.
+fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !e.use_stderr() {
+        e.exit();
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let asks = |flag: &str| {
+        args.windows(2).any(|w| w[0] == flag && w[1] == "json")
+            || args.iter().any(|a| *a == format!("{flag}=json"))
+    };
+    let message = e.render().to_string();
+    let first = message
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    let error = Error::Config(config::ConfigError {
+        source_name: "command line".into(),
+        message: first.to_string(),
+    });
+    if asks("--output") {
+        let _ = print(&report::ErrorReport::new(error.to_object()).to_json());
+    }
+    if asks("--log-format") {
+        report_error(&error, false, true);
+    } else {
+        let _ = e.print();
+    }
+    error.exit_code()
 }
 
 /// Tells the user why the run failed: one line on standard error (one JSON object with

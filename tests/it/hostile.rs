@@ -370,6 +370,18 @@ fn errors_are_one_json_object_with_json_output_and_json_logs() {
         assert_eq!(log["error"]["exitCode"], 2);
         assert_eq!(r.stderr.lines().count(), 1, "one line: {}", r.stderr);
     }
+    // A command line clap refuses, as JSON when JSON was asked for.
+    let r = Run::of(certgen().args(["--local", local_dir, "--timeout", "-1s", "--output", "json"]));
+    assert_eq!(r.code, 2);
+    let out = r.json();
+    assert_eq!(out["error"]["kind"], "usage", "{out}");
+    assert!(
+        out["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("negative"),
+        "{out}"
+    );
     // Stored input certgen cannot use.
     run_local(Path::new(local_dir), &[]).ok();
     std::fs::write(
