@@ -30,6 +30,8 @@ pub const CONCURRENCY: usize = 16;
 pub struct Guard<'a> {
     pub held: &'a (dyn Fn() -> bool + Sync),
     pub writes: std::sync::atomic::AtomicUsize,
+    /// What was written (or partly written, when a write failed midway), in order.
+    written: std::sync::Mutex<Vec<String>>,
 }
 
 impl<'a> Guard<'a> {
@@ -38,6 +40,24 @@ impl<'a> Guard<'a> {
         Self {
             held,
             writes: 0.into(),
+            written: Default::default(),
+        }
+    }
+
+    /// The objects written so far (a Secret written twice is named once).
+    pub fn written(&self) -> Vec<String> {
+        self.written
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn record(&self, what: String) {
+        self.writes
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if !written.contains(&what) {
+            written.push(what);
         }
     }
 
@@ -47,11 +67,32 @@ impl<'a> Guard<'a> {
     }
 }
 
+/// The most a Secret's data may hold: the API server refuses a larger Secret (1 MiB,
+/// `MaxSecretSize`), and the local store reads back no larger file.
+pub const MAX_SECRET_BYTES: usize = 1 << 20;
+
+/// Refuses, before anything is written, a Secret larger than [`MAX_SECRET_BYTES`].
+fn fits<S: SecretStore>(store: &S, write: &SecretWrite) -> Result<(), ApplyError> {
+    let size: usize = write.data.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size <= MAX_SECRET_BYTES {
+        return Ok(());
+    }
+    Err(ApplyError::Invalid(crate::plan::Invalid {
+        object: store.object(&write.name),
+        problem: format!(
+            "would hold {size} bytes, more than the 1 MiB (1048576 bytes) the Kubernetes API server accepts for one Secret"
+        ),
+        fix: "nothing was written; list fewer or shorter dnsNames and ipAddresses for it (each SAN is stored in its certificate)".into(),
+    }))
+}
+
 /// Why applying a plan stopped.
 #[derive(Debug)]
 pub enum ApplyError {
     Store(StoreError),
     Issue(IssueError),
+    /// A Secret that cannot be written as planned (too large): nothing was written.
+    Invalid(crate::plan::Invalid),
     /// The run lock may have been taken over: stopped before the next write.
     LockLost,
 }
@@ -236,15 +277,14 @@ pub async fn apply<S: SecretStore>(
 
     let ca = &plan.ca;
     let mut writes = Vec::new();
+    let mut ca_write = None;
     if let Some(planned) = &ca.write {
         let (write, _) = made.write(&ca.name, planned, None);
         if planned.relinks() {
             // Local mode: only the files consumers read are put back; it signs nothing.
             writes.push((write, Kind::Ca, ca.action, ca.reason.clone()));
         } else {
-            put(store, &write, guard).await?;
-            applied.ca_written = true;
-            log_write(store, phase, &ca.name, ca.action, &ca.reason);
+            ca_write = Some(write);
         }
     }
     let resolve_key = |s: &Option<Signer>| s.as_ref().map(|s| made.key(s).clone());
@@ -269,6 +309,16 @@ pub async fn apply<S: SecretStore>(
             }
         }
         applied.entries.push(entry);
+    }
+    // Nothing is written unless every Secret fits the API server's limit (and the local
+    // store's, which reads back no file larger).
+    for write in ca_write.iter().chain(writes.iter().map(|(w, ..)| w)) {
+        fits(store, write)?;
+    }
+    if let Some(write) = ca_write {
+        put(store, &write, guard).await?;
+        applied.ca_written = true;
+        log_write(store, phase, &ca.name, ca.action, &ca.reason);
     }
     // The CA is stored; the Secrets it signs are independent of each other.
     let results: Vec<Result<Kind, ApplyError>> = futures::stream::iter(writes)
@@ -322,10 +372,15 @@ async fn put<S: SecretStore>(
     if !(guard.held)() {
         return Err(ApplyError::LockLost);
     }
-    store.put(write).await?;
-    guard
-        .writes
-        .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    match store.put(write).await {
+        Ok(()) => guard.record(store.object(&write.name)),
+        // Failed after consumers could read part of it: a write all the same.
+        Err(e) if e.wrote() => {
+            guard.record(store.object(&write.name));
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    }
     #[cfg(feature = "test-hooks")]
     {
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;

@@ -51,6 +51,8 @@ pub enum Finding {
     PendingCa(String),
     /// An HMAC Secret without its key, or with an empty one.
     HmacKey(String),
+    /// An HMAC key shorter than the profile asks for (the message says by how much).
+    HmacShort(String),
     /// Local mode: a file consumers read is not the link into certgen's own copy.
     Divergent(Divergence),
     /// The TLS Secrets were written by another tool since certgen's last run: what they
@@ -69,7 +71,7 @@ impl Finding {
     fn invalid(&self) -> bool {
         matches!(
             self,
-            Self::Unusable { .. } | Self::PendingCa(_) | Self::Divergent(_)
+            Self::Unusable { .. } | Self::PendingCa(_) | Self::Divergent(_) | Self::HmacShort(_)
         )
     }
 }
@@ -97,6 +99,7 @@ impl fmt::Display for Finding {
                 "pending CA: {problem} (a run refuses it; run certgen --force to start the rotation again)"
             ),
             Self::HmacKey(key) => write!(f, "key {key:?} is missing or empty"),
+            Self::HmacShort(why) => write!(f, "{why}: run certgen --rotate-hmac to replace it"),
             Self::Divergent(d) if d.repairable() => {
                 write!(f, "{}: run certgen to restore it", d.describe())
             }
@@ -339,7 +342,11 @@ pub fn check(
             Some(s) if parse::hmac(s, &h.key).missing() => {
                 r.findings.push(Finding::HmacKey(h.key.clone()));
             }
-            Some(_) => {}
+            Some(s) => {
+                if let Some(short) = parse::hmac_short(s, &h.key, h.bytes) {
+                    r.findings.push(Finding::HmacShort(short));
+                }
+            }
         }
         rows.push(r);
     }

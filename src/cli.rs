@@ -101,7 +101,7 @@ pub struct RunArgs {
     pub strategy: StrategyArg,
     /// How long hot-reloading consumers get to load a change before the next rotation phase
     /// relies on it [default: 2m in a cluster, 0s with --local].
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub propagation_delay: Option<std::time::Duration>,
     /// Wait for the rollouts of restarted Deployments before exiting.
     #[arg(long)]
@@ -110,7 +110,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub probe: bool,
     /// Bound on all waiting and probing (e.g. 90s, 5m).
-    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_duration,
+        allow_hyphen_values = true
+    )]
     pub timeout: std::time::Duration,
     /// Print the plan; generate and write nothing.
     #[arg(long)]

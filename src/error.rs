@@ -44,12 +44,39 @@ pub enum Error {
     /// What would be exit 2 (bad input, a local file error) after this run had already
     /// written: exit 5, since "nothing was written" no longer holds.
     #[error(
-        "{source} (after {writes} write(s) in this run; every bundle still trusts every leaf written, so fix the cause and re-run)"
+        "{source} (after this run had written {}; every bundle still trusts every leaf written, so fix the cause and re-run)",
+        written.join(", ")
     )]
-    AfterWrites { writes: usize, source: Box<Error> },
+    AfterWrites {
+        /// The objects written (or partly written) before the failure.
+        written: Vec<String>,
+        source: Box<Error>,
+    },
     /// An outcome already reported on standard output (a failed check): exit 1, print nothing.
     #[error("action is due")]
     CheckFailed,
+    /// An error the run's JSON report on standard output already holds (`error`): exit with
+    /// its code, and do not print it there again.
+    #[error(transparent)]
+    Reported(Box<Error>),
+}
+
+/// An error as one JSON object, for `--output json` (standard output) and `--log-format json`
+/// (standard error): what kind of error, on which object, the message, and the exit code.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorObject {
+    /// A stable name: `usage`, `config`, `invalid-input`, `local-file`, `api`, `conflict`, `locked`,
+    /// `timeout`, ... (the cause's, for an error after writes).
+    pub kind: &'static str,
+    /// The file, Secret or field the error is about, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    pub message: String,
+    pub exit_code: u8,
+    /// What this run had written before it failed (then the exit code is never 2).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub written: Vec<String>,
 }
 
 impl Error {
@@ -58,6 +85,7 @@ impl Error {
         match self {
             Self::Config(_) | Self::Invalid(_) | Self::Issue(_) | Self::Output(_) => USAGE,
             Self::Store(StoreError::Local { .. }) => USAGE,
+            Self::Store(StoreError::Partial { .. }) => API,
             Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
             Self::Verification(_) | Self::CheckFailed => FAILED,
@@ -67,6 +95,66 @@ impl Error {
                 USAGE => API,
                 code => code,
             },
+            Self::Reported(inner) => inner.code(),
+        }
+    }
+
+    /// A stable name for what kind of error this is (an error after writes: its cause's).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Config(e) if e.source_name == "command line" => "usage",
+            Self::Config(_) => "config",
+            Self::Invalid(_) => "invalid-input",
+            Self::Store(StoreError::Local { .. }) => "local-file",
+            Self::Store(StoreError::Partial { .. }) => "partial-write",
+            Self::Store(StoreError::Api(_)) => "api",
+            Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => "conflict",
+            Self::Connect(_) => "connect",
+            Self::Issue(_) => "issue",
+            Self::Output(_) => "output",
+            Self::Verification(_) => "verification",
+            Self::Timeout(_) => "timeout",
+            Self::Locked(_) => "locked",
+            Self::LockLost => "lock-lost",
+            Self::Unfinished(_) => "unfinished",
+            Self::CheckFailed => "check-failed",
+            Self::AfterWrites { source, .. } | Self::Reported(source) => source.kind(),
+        }
+    }
+
+    /// The file, Secret or config source this error is about, when there is one.
+    pub fn object(&self) -> Option<String> {
+        match self {
+            Self::Config(e) => Some(e.source_name.clone()),
+            Self::Invalid(e) => Some(e.object.clone()),
+            Self::Store(e) | Self::Contended { last: e, .. } => match e {
+                StoreError::Local { path, .. } | StoreError::Partial { path, .. } => {
+                    Some(path.clone())
+                }
+                StoreError::Conflict { what, .. } => Some(what.clone()),
+                StoreError::Api(a) if a.namespace.is_empty() => {
+                    Some(format!("{} {}", a.resource, a.name))
+                }
+                StoreError::Api(a) => Some(format!("{} {}/{}", a.resource, a.namespace, a.name)),
+            },
+            Self::AfterWrites { source, .. } | Self::Reported(source) => source.object(),
+            _ => None,
+        }
+    }
+
+    /// This error as one JSON object ([`ErrorObject`]).
+    pub fn to_object(&self) -> ErrorObject {
+        let written = match self {
+            Self::AfterWrites { written, .. } => written.clone(),
+            Self::Reported(inner) => return inner.to_object(),
+            _ => Vec::new(),
+        };
+        ErrorObject {
+            kind: self.kind(),
+            object: self.object(),
+            message: self.to_string(),
+            exit_code: self.code(),
+            written,
         }
     }
 
@@ -77,13 +165,16 @@ impl Error {
 }
 
 impl Error {
-    /// This error, for a run that has written `writes` times: exit 2 promises nothing was.
-    pub fn after(self, writes: usize) -> Self {
-        if writes == 0 || self.code() != USAGE {
+    /// This error, for a run that has written `written` (or partly, when a write failed
+    /// midway): exit 2 promises nothing was, so after a write it becomes exit 5, and the
+    /// message names what was written.
+    pub fn after(self, written: Vec<String>) -> Self {
+        let partial = matches!(self, Self::Store(StoreError::Partial { .. }));
+        if written.is_empty() || (self.code() != USAGE && !partial) {
             self
         } else {
             Self::AfterWrites {
-                writes,
+                written,
                 source: Box::new(self),
             }
         }

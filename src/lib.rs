@@ -55,16 +55,83 @@ pub fn main() -> ExitCode {
             return e.exit_code();
         }
     };
-    let cli = Cli::parse_from(args);
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e, &args),
+    };
     init_logging(&cli);
+    let json_output = match &cli.command {
+        None => cli.run.target.output == OutputFormat::Json,
+        Some(Command::Check(args)) => args.target.output == OutputFormat::Json,
+        Some(_) => false,
+    };
+    let json_log = cli.global.log_format == LogFormat::Json;
     match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Error::CheckFailed) => Error::CheckFailed.exit_code(),
         Err(e) => {
             tracing::debug!(error = ?e, "run failed");
-            eprintln!("certgen: error: {e}");
+            report_error(&e, json_output, json_log);
             e.exit_code()
         }
+    }
+}
+
+/// A command line clap refused: as clap prints it, and also as one JSON object when the
+/// arguments ask for JSON output or logs (a JSON consumer always gets one); help and
+/// `--version` as clap prints them.
+fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) || !e.use_stderr() {
+        e.exit();
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let asks = |flag: &str| {
+        args.windows(2).any(|w| w[0] == flag && w[1] == "json")
+            || args.iter().any(|a| *a == format!("{flag}=json"))
+    };
+    let message = e.render().to_string();
+    let first = message
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    let error = Error::Config(config::ConfigError {
+        source_name: "command line".into(),
+        message: first.to_string(),
+    });
+    if asks("--output") {
+        let _ = print(&report::ErrorReport::new(error.to_object()).to_json());
+    }
+    if asks("--log-format") {
+        report_error(&error, false, true);
+    } else {
+        let _ = e.print();
+    }
+    error.exit_code()
+}
+
+/// Tells the user why the run failed: one line on standard error (one JSON object with
+/// `--log-format json`), and with `--output json` one JSON document on standard output, unless
+/// the run's report there already holds the error.
+fn report_error(e: &Error, json_output: bool, json_log: bool) {
+    let object = e.to_object();
+    if json_output && !matches!(e, Error::Reported(_)) {
+        let _ = print(&report::ErrorReport::new(object.clone()).to_json());
+    }
+    if json_log {
+        let line = serde_json::json!({
+            "timestamp": timefmt::rfc3339(time::OffsetDateTime::now_utc()),
+            "level": "ERROR",
+            "message": object.message,
+            "error": object,
+        });
+        eprintln!("{line}");
+    } else {
+        eprintln!("certgen: error: {e}");
     }
 }
 
@@ -190,7 +257,7 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
     let (report, failure) = match &local {
         Some(dir) => {
             let lock = lock::Target::File(dir.clone());
-            let store = LocalStore::new(dir);
+            let store = local_store(dir, &config, options.force);
             rotation::run(&store, invocation(None, None, None, lock)).await?
         }
         None => {
@@ -236,15 +303,30 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };
-    let report = report.with_next_renewal(&config);
+    let mut report = report.with_next_renewal(&config);
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
-        OutputFormat::Json => print(&report.to_json())?,
+        OutputFormat::Json => {
+            // One JSON document: a failure after the report is part of it.
+            report.error = failure.as_ref().map(Error::to_object);
+            print(&report.to_json())?;
+            if let Some(e) = failure {
+                return Err(Error::Reported(Box::new(e)));
+            }
+        }
     }
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// The local store for `config` in `dir`: its HMAC keys are secret too, and with `--force` a
+/// Secret whose `..data` link dangles is written afresh.
+fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> LocalStore {
+    LocalStore::new(dir)
+        .replacing_dangling(force)
+        .with_secret_keys(config.hmac.iter().map(|h| h.key.clone()))
 }
 
 /// `certgen check`: observe, check, print the report; exit 1 when action is due.
@@ -253,9 +335,10 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let now = time::OffsetDateTime::now_utc();
     let report = match &local {
         Some(dir) => {
-            let store = LocalStore::new(dir);
+            let store = local_store(dir, &config, false).reporting_exposed_keys();
             let observed = observe::observe(&store, &config).await?;
             check::check(&config, &observed, now, store.describe())
+                .with_problems(store.exposed_keys())
         }
         None => {
             let client = k8s::client(&target).await?;

@@ -84,27 +84,24 @@ pub async fn take(target: &Target, deadline: Instant) -> Result<Held, LockError>
     }
 }
 
-/// Takes an exclusive lock on `dir/.certgen.lock`, waiting until `deadline`.
+/// Takes an exclusive lock on `dir/.certgen.lock`, waiting until `deadline`. The lock file is
+/// created 0600 whatever the umask, never through a link, and must be this user's: `DIR` is
+/// checked as every local read checks it ([`crate::store::open_root`]).
 pub async fn acquire_file(dir: &Path, deadline: Instant) -> Result<Held, LockError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let local = |message: String| {
-        LockError::Store(StoreError::Local {
-            path: dir.display().to_string(),
-            message,
-        })
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| local(format!("cannot create directory: {e}")))?;
-    let path = dir.join(".certgen.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| local(format!("cannot open the lock file: {e}")))?;
+    use std::os::fd::AsFd;
+    let root = crate::store::open_root(dir, true)
+        .map_err(|(path, r)| LockError::Store(crate::store::refusal(&path, "create directory", r)))?
+        .expect("created");
+    let path = dir.join(crate::store::LOCK_FILE);
+    let file = crate::store::open_lock_file(root.as_fd(), crate::store::LOCK_FILE, 0o600).map_err(
+        |r| {
+            LockError::Store(crate::store::refusal(
+                &path.display().to_string(),
+                "open the lock file",
+                r,
+            ))
+        },
+    )?;
     loop {
         match file.try_lock() {
             Ok(()) => return Ok(Held::File { _file: file, path }),
@@ -118,7 +115,10 @@ pub async fn acquire_file(dir: &Path, deadline: Instant) -> Result<Held, LockErr
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(std::fs::TryLockError::Error(e)) => {
-                return Err(local(format!("cannot lock {}: {e}", path.display())));
+                return Err(LockError::Store(StoreError::Local {
+                    path: path.display().to_string(),
+                    message: format!("cannot lock: {e}"),
+                }));
             }
         }
     }

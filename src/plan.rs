@@ -1283,6 +1283,18 @@ fn plan_hmac(
                 )
             } else if options.rotate_hmac {
                 (Action::Renew, "--rotate-hmac".to_string())
+            } else if let Some(short) = crate::observe::parse::hmac_short(s, &h.key, h.bytes) {
+                if !options.force {
+                    return Err(judge.invalid(
+                        &h.name,
+                        short,
+                        "nothing was written; delete the Secret to have it recreated, or run with --force (or --rotate-hmac) to replace it",
+                    ));
+                }
+                (
+                    Action::Renew,
+                    format!("{short}; replaced because of --force"),
+                )
             } else {
                 (Action::Keep, "present".to_string())
             }

@@ -31,6 +31,11 @@ pub struct HumanDuration(pub Duration);
 impl std::str::FromStr for HumanDuration {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim().starts_with('-') {
+            return Err(format!(
+                "{s:?} is negative; negative durations are not allowed: write 0s or more, like 90s, 15m, 720h or 365d"
+            ));
+        }
         humantime::parse_duration(s.trim()).map(Self).map_err(|e| {
             format!("{s:?} is not a duration ({e}); write it like 90s, 15m, 720h or 365d")
         })

@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use certgen::config::{Config, ConfigFile, Env, Overrides, Source, Strategy};
+use certgen::config::{
+    Config, ConfigFile, Env, MAX_CONFIG, Overrides, Source, Strategy, read_bounded,
+};
 use certgen::observe::Snapshot;
 use certgen::pki::{
     CaKey, Cert, KeyAlgorithm, KeyError, MAX_BUNDLE, bundle_pem, check_bundle, choose_prior_ca,
@@ -167,7 +169,12 @@ pub fn private_key(data: &[u8]) {
                 "CaKey::key_pem of a loaded key loads again"
             );
         }
-        Err(e @ (KeyError::Unreadable | KeyError::Mismatch)) => {
+        Err(
+            e @ (KeyError::Unreadable
+            | KeyError::Mismatch
+            | KeyError::TooWeak(_)
+            | KeyError::Several(_)),
+        ) => {
             let _ = e.to_string();
             assert!(CaKey::from_pem(fixture.cert.clone(), key_pem).is_err());
         }
@@ -270,6 +277,87 @@ pub fn config(data: &[u8]) {
         (Ok(_), Ok(config)) => config,
     };
     check_usable(&config);
+}
+
+/// The config file reader on what stands at `--config`: byte 0 picks what the rest becomes
+/// (mod 7): 0 a regular file holding it (then the [`config`] checks); 1 a regular file grown
+/// past the 4 MiB bound (sparse) with it at the start; 2 a FIFO nobody writes; 3 a Unix socket;
+/// 4 a directory; 5 a link to `/dev/zero`; 6 a link to a regular file holding it.
+///
+/// Everything but a regular file within the bound is refused with a message and at once: a
+/// FIFO or device is never read (a hang is a fuzzer timeout), an oversized file never loaded
+/// whole.
+pub fn config_file(data: &[u8]) {
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    let scratch = scratch_file().with_extension("node");
+    let _ = std::fs::remove_file(&scratch);
+    let _ = std::fs::remove_dir(&scratch);
+    let target = scratch.with_extension("target");
+    let kind = selector % 7;
+    match kind {
+        0 => return config(rest),
+        1 => {
+            std::fs::write(&scratch, rest).unwrap();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&scratch)
+                .unwrap();
+            f.set_len(MAX_CONFIG + 1 + rest.len() as u64).unwrap();
+        }
+        2 => rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &scratch,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap(),
+        3 => drop(std::os::unix::net::UnixListener::bind(&scratch).unwrap()),
+        4 => std::fs::create_dir(&scratch).unwrap(),
+        5 => std::os::unix::fs::symlink("/dev/zero", &scratch).unwrap(),
+        _ => {
+            std::fs::write(&target, rest).unwrap();
+            std::os::unix::fs::symlink(&target, &scratch).unwrap();
+        }
+    }
+    let read = read_bounded(&scratch, MAX_CONFIG);
+    let resolved = Config::resolve(
+        &Source::File(scratch.clone()),
+        &Overrides::default(),
+        &Env::default(),
+    );
+    let _ = std::fs::remove_file(&scratch);
+    let _ = std::fs::remove_dir(&scratch);
+    let _ = std::fs::remove_file(&target);
+    match kind {
+        // A link to a regular file reads what it points to, as a plain file would.
+        6 => assert_eq!(
+            read.ok().as_deref().map(str::as_bytes),
+            std::str::from_utf8(rest).ok().map(str::as_bytes)
+        ),
+        1 => {
+            let e = read.expect_err("an oversized file is refused");
+            assert!(e.contains("larger than 4 MiB"), "{e}");
+            assert!(
+                resolved
+                    .expect_err("refused")
+                    .message
+                    .contains("larger than 4 MiB")
+            );
+        }
+        _ => {
+            let e = read.expect_err("a file that is not regular is refused");
+            assert!(e.contains("not a regular file"), "{e}");
+            assert!(
+                resolved
+                    .expect_err("refused")
+                    .message
+                    .contains("not a regular file")
+            );
+        }
+    }
 }
 
 fn fast(alg: KeyAlgorithm) -> KeyAlgorithm {

@@ -357,22 +357,58 @@ impl Config {
     }
 }
 
+/// The most a config file may hold.
+pub const MAX_CONFIG: u64 = 4 << 20;
+
 fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| {
-        ConfigError::new(
-            &name,
-            format!("cannot read the config file: {e}; check the path given to --config"),
-        )
-    })?;
-    if bytes.len() > 4 << 20 {
-        return Err(ConfigError::new(
-            &name,
-            "the config file is larger than 4 MiB; is this the right file?",
-        ));
+    read_bounded(path, MAX_CONFIG).map_err(|m| ConfigError::new(&name, m))
+}
+
+/// Reads the config file at `path`: a regular file of at most `limit` bytes, refused at once
+/// otherwise (a device such as `/dev/zero` or a FIFO is never read from, and a file growing
+/// while read is cut at the bound), and UTF-8 text.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let cannot = |e: std::io::Error| {
+        format!("cannot read the config file: {e}; check the path given to --config")
+    };
+    let not_regular = || {
+        "the config file is not a regular file (a directory, device, FIFO or socket); pass the path of a YAML file to --config"
+            .to_string()
+    };
+    // What stands there first (a socket cannot even be opened), then the open file again.
+    if !std::fs::metadata(path).map_err(cannot)?.is_file() {
+        return Err(not_regular());
     }
-    String::from_utf8(bytes)
-        .map_err(|_| ConfigError::new(&name, "the config file is not UTF-8 text"))
+    // Non-blocking, so that opening a FIFO put there meanwhile does not wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(not_regular());
+    }
+    let too_big = || {
+        format!(
+            "the config file is larger than {} MiB; is this the right file?",
+            limit >> 20
+        )
+    };
+    if meta.len() > limit {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_big());
+    }
+    String::from_utf8(bytes).map_err(|_| "the config file is not UTF-8 text".to_string())
 }
 
 /// Renders `{namespace}` and `{clusterDomain}` in a SAN template.

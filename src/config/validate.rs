@@ -71,6 +71,17 @@ pub fn dns_name(s: &str, wildcard: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether a DNS SAN is really an IP address: one that parses as IPv4 or IPv6 (bracketed or
+/// not), or whose last label is all digits (no top-level domain is: `10.0.0.300`, `1.2.3`).
+fn looks_like_ip(name: &str) -> bool {
+    let bare = name.trim_start_matches('[').trim_end_matches(']');
+    bare.parse::<std::net::IpAddr>().is_ok()
+        || name
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
+}
+
 fn validity(field: &str, validity: Duration, renew_before: Duration) -> Result<(), String> {
     if !(MIN_VALIDITY..=MAX_VALIDITY).contains(&validity) {
         return Err(format!("{field}.validity must be between 1h and 36500d"));
@@ -125,6 +136,11 @@ pub fn tls(
     for (j, t) in s.dns_names.iter().enumerate() {
         let name = render(t, namespace, cluster_domain)
             .map_err(|e| format!("{field}.dnsNames[{j}]: {e}"))?;
+        if looks_like_ip(&name) {
+            return Err(format!(
+                "{field}.dnsNames[{j}] {name:?} is an IP address, and a DNS name never matches a connection to an IP address; list it under ipAddresses instead"
+            ));
+        }
         dns_name(&name, true).map_err(|e| format!("{field}.dnsNames[{j}] {name:?}: {e}"))?;
         if !dns_names.contains(&name) {
             dns_names.push(name);

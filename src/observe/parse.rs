@@ -183,6 +183,15 @@ pub fn hmac(s: &StoredSecret, key: &str) -> Field<()> {
     raw(s, key).parse(|_| Ok(()))
 }
 
+/// Why an HMAC Secret's key is shorter than the `bytes` its profile asks for, if it is: a
+/// short secret is a weak one.
+pub fn hmac_short(s: &StoredSecret, key: &str, bytes: usize) -> Option<String> {
+    let len = s.data.get(key)?.len();
+    (len > 0 && len < bytes).then(|| {
+        format!("key {key:?} holds {len} bytes, fewer than the {bytes} the profile asks for")
+    })
+}
+
 /// Who else manages the Secret, if anyone: an owner, cert-manager, or another manager's label.
 pub fn foreign_owner(s: &StoredSecret) -> Option<String> {
     use crate::config::{MANAGED_BY, MANAGED_BY_LABEL};

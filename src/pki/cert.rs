@@ -34,6 +34,14 @@ pub enum KeyError {
     Unreadable,
     #[error("the private key does not match the certificate's public key")]
     Mismatch,
+    #[error(
+        "the certificate's RSA key has {0} bits, too weak to use (certgen accepts RSA keys of 2048 bits or more)"
+    )]
+    TooWeak(usize),
+    #[error(
+        "{0} private keys in one file; a Secret's key file holds exactly one: remove the others (or delete the Secret to have it recreated)"
+    )]
+    Several(usize),
 }
 
 /// An X.509 certificate with the fields certgen decides on, parsed once.
@@ -105,6 +113,15 @@ impl Cert {
             public_key: x509.public_key().subject_public_key.data.to_vec(),
             der: der.to_vec(),
         })
+    }
+
+    /// The size of the certificate's RSA key in bits (`None` for other key types).
+    pub fn rsa_bits(&self) -> Option<usize> {
+        let (_, x509) = X509Certificate::from_der(&self.der).ok()?;
+        match x509.public_key().parsed().ok()? {
+            x509_parser::public_key::PublicKey::RSA(rsa) => Some(rsa.key_size()),
+            _ => None,
+        }
     }
 
     /// The DER encoding.
@@ -201,13 +218,50 @@ pub fn parse_single_cert(pem: &[u8]) -> Result<Cert, CertError> {
 }
 
 fn pem_error(e: rustls_pki_types::pem::Error) -> String {
-    // The pki-types error's Display never includes the section's contents.
-    e.to_string()
+    use rustls_pki_types::pem::Error;
+    // Markers as text, not the byte arrays pki-types' Display prints; never a section's
+    // contents (only its BEGIN/END lines).
+    let line = |b: &[u8]| {
+        let text = String::from_utf8_lossy(b);
+        let text: String = text.trim().chars().take(80).collect();
+        text
+    };
+    match e {
+        Error::MissingSectionEnd { end_marker } => format!(
+            "truncated: no \"-----END {}-----\" line after its BEGIN line (the file was cut short)",
+            line(&end_marker)
+        ),
+        Error::IllegalSectionStart { line: l } => {
+            format!("a BEGIN line is malformed: {:?}", line(&l))
+        }
+        other => other.to_string(),
+    }
 }
 
 /// Loads a private key (PKCS#8, PKCS#1 or SEC1 PEM) and checks that it belongs to `cert`.
 /// Returns a signing key usable by rcgen, whatever the key's algorithm.
 pub fn load_signing_key(cert: &Cert, key_pem: &[u8]) -> Result<KeyPair, KeyError> {
+    let keys = <(SectionKind, Vec<u8>)>::pem_slice_iter(key_pem)
+        .filter(|item| {
+            matches!(
+                item,
+                Ok((
+                    SectionKind::PrivateKey
+                        | SectionKind::RsaPrivateKey
+                        | SectionKind::EcPrivateKey,
+                    _
+                ))
+            )
+        })
+        .count();
+    if keys > 1 {
+        return Err(KeyError::Several(keys));
+    }
+    if let Some(bits) = cert.rsa_bits()
+        && bits < 2048
+    {
+        return Err(KeyError::TooWeak(bits));
+    }
     let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| KeyError::Unreadable)?;
     for alg in [
         &PKCS_ECDSA_P256_SHA256,

@@ -119,6 +119,25 @@ impl CheckReport {
     }
 }
 
+impl CheckReport {
+    /// The report with `problems` found outside the certificates (local mode: private keys
+    /// others can read), each on its Secret's row: such a row is `invalid`, the whole unhealthy.
+    pub fn with_problems(mut self, problems: Vec<(String, String)>) -> Self {
+        for (secret, problem) in problems {
+            if let Some(row) = self.secrets.iter_mut().find(|r| r.secret == secret) {
+                if !row.problems.contains(&problem) {
+                    row.problems.push(problem);
+                }
+                if row.status == "ok" || row.status == "due" {
+                    row.status = "invalid";
+                }
+                self.healthy = false;
+            }
+        }
+        self
+    }
+}
+
 fn residual(seconds: i64) -> String {
     if seconds <= 0 {
         return "expired".into();

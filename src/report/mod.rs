@@ -119,6 +119,35 @@ pub struct Report {
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// Why the run failed after this report was made (the process exits with its code).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::error::ErrorObject>,
+}
+
+/// The JSON document of a run or check that failed before it had a report: one object,
+/// `{"apiVersion": "certgen/v1", "kind": "Error", "error": {...}}`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorReport {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub error: crate::error::ErrorObject,
+}
+
+impl ErrorReport {
+    /// The document for `error`.
+    pub fn new(error: crate::error::ErrorObject) -> Self {
+        Self {
+            api_version: "certgen/v1",
+            kind: "Error",
+            error,
+        }
+    }
+
+    /// Pretty JSON, as the reports are printed.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("the error serializes") + "\n"
+    }
 }
 
 /// One consumer in the report.
@@ -287,6 +316,7 @@ impl Report {
             api_requests: None,
             next_renewal: None,
             skipped: Vec::new(),
+            error: None,
         }
     }
 

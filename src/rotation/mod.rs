@@ -154,7 +154,7 @@ async fn locked<S: SecretStore>(
         let still_held = || !held.lost();
         let guard = Guard::new(&still_held);
         let result = steps(store, inv, &guard, look, fresh).await;
-        (result, guard.writes())
+        (result, guard.written())
     };
     held.release().await;
     result.map_err(|e| e.after(writes))

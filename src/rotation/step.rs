@@ -222,6 +222,7 @@ async fn run<S: SecretStore>(
             }
             Err(ApplyError::Store(e)) => return Err(e.into()),
             Err(ApplyError::Issue(e)) => return Err(e.into()),
+            Err(ApplyError::Invalid(e)) => return Err(e.into()),
             Err(ApplyError::LockLost) => return Err(Error::LockLost),
         }
     }

@@ -6,9 +6,15 @@
 //! each `DIR/<secret>/<key>` is a symlink to `..data/<key>`. So a reader never sees half of a
 //! Secret (a new `tls.crt` with an old `tls.key`), and a run killed mid-write leaves the previous
 //! Secret intact. Directories written by other tools (plain files) are read as they are and moved
-//! to this layout on certgen's first write. Key files are 0600, Secret directories 0700. Any
-//! other symbolic link is refused rather than followed. Certgen's annotations (rotation phase and
-//! times) live in `..data/.certgen-annotations.json`.
+//! to this layout on certgen's first write. Key files are 0600, Secret directories 0700. Certgen's
+//! annotations (rotation phase and times) live in `..data/.certgen-annotations.json`.
+//!
+//! Local mode trusts only what its user controls (often root, in a directory others can see):
+//! every name under `DIR` is opened, created, renamed and removed through [`super::beneath`],
+//! which never follows a link (only the `..data` and key links certgen makes are read, as text)
+//! and refuses a directory or file another user owns or can write, and a key others can read.
+//! After a write's switch every other version directory of the Secret is removed (those a killed
+//! run left behind too, which may hold old private keys), as the kubelet's atomic writer does.
 //!
 //! What certgen judges is what consumers read: consumers open `DIR/<secret>/<key>`, certgen
 //! reads `..data/<key>`. A read reports every visible name that is not the link into `..data`
@@ -27,12 +33,11 @@
 //! switches. A run writing the CA and then its leaves costs 3 syncs in all.
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use super::beneath::{self, Exposed, Kind, Refusal};
 use super::{SecretStore, StoreError};
 use crate::pki::hex;
 use crate::secret::{
@@ -49,24 +54,35 @@ const DATA: &str = "..data";
 /// Where certgen's annotations are kept, inside the versioned directory.
 const ANNOTATIONS: &str = ".certgen-annotations.json";
 
+/// The lock file in `DIR` ([`crate::lock`]), never a Secret.
+pub const LOCK_FILE: &str = ".certgen.lock";
+
 /// A Secret directory as read: its keys and certgen's annotations.
 struct Contents {
     data: BTreeMap<String, Vec<u8>>,
     annotations: BTreeMap<String, String>,
-    /// The versioned directory `..data` points to, if this is certgen's layout.
-    current: Option<String>,
     /// Visible names that are not the link into `..data` (certgen's layout only).
     divergent: Vec<Divergence>,
     /// The newest modification time of the data files read: another tool (Envoy Gateway's
     /// `certgen --local`) may write through the links into the current version, which leaves
     /// the `..data` link's own time alone.
-    modified: Option<std::time::SystemTime>,
+    modified: Option<(i64, u32)>,
 }
 
 /// Secrets as directories under one root.
 pub struct LocalStore {
     root: PathBuf,
     sync: Mutex<SyncState>,
+    /// `--force`: a `..data` link whose version directory is gone reads as an absent Secret,
+    /// which the run then writes afresh.
+    replace_dangling: bool,
+    /// Data keys that hold secrets besides `*.key` and names with `secret` in them (HMAC keys).
+    secret_keys: Vec<String>,
+    /// What a read does with a private key group or others may read: a run makes it 0600,
+    /// `check` reports it.
+    exposed_keys: Exposed,
+    /// The private keys found readable by others: (Secret, path, mode it had).
+    exposed: Mutex<Vec<(String, String, u32)>>,
 }
 
 /// What is on disk and what may still be only in the page cache.
@@ -78,10 +94,17 @@ struct SyncState {
     synced: u64,
     /// A `..data` switch was made after the last sync.
     switched: bool,
-    /// Old version directories, removed once the switch away from them is durable.
-    obsolete: Vec<PathBuf>,
+    /// Old version directories (Secret, version), removed once the switch away from them is
+    /// durable.
+    obsolete: Vec<(String, String)>,
     /// How many syncs this store made (for tests).
     syncs: u64,
+}
+
+/// A store error for `path` from a refusal: the trust rule's own message, or `doing` and the
+/// system's error.
+fn refused(path: &Path, doing: &str, r: Refusal) -> StoreError {
+    super::refusal(&path.display().to_string(), doing, r)
 }
 
 impl LocalStore {
@@ -90,26 +113,92 @@ impl LocalStore {
         Self {
             root: root.into(),
             sync: Mutex::new(SyncState::default()),
+            replace_dangling: false,
+            secret_keys: Vec::new(),
+            exposed_keys: Exposed::Tighten,
+            exposed: Mutex::new(Vec::new()),
         }
+    }
+
+    /// For `certgen check`: a private key others may read is left as it is and listed by
+    /// [`LocalStore::exposed_keys`] (a run makes it 0600).
+    pub fn reporting_exposed_keys(mut self) -> Self {
+        self.exposed_keys = Exposed::Report;
+        self
+    }
+
+    /// The private keys found readable by group or others, as (Secret, problem): made 0600 by
+    /// a run, left for `certgen check` to report.
+    pub fn exposed_keys(&self) -> Vec<(String, String)> {
+        let tightened = self.exposed_keys == Exposed::Tighten;
+        let mut seen = self
+            .exposed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        seen.dedup();
+        seen.into_iter()
+            .map(|(secret, path, mode)| {
+                let problem = if tightened {
+                    format!("{path} had mode {mode:04o}, readable by others; made 0600. It may have been read: consider rotating with --overwrite")
+                } else {
+                    format!("{path} has mode {mode:04o}: a private key others can read; run certgen (or `chmod 600` it) to make it 0600, and consider rotating with --overwrite: it may have been read")
+                };
+                (secret, problem)
+            })
+            .collect()
+    }
+
+    /// With `--force`, a Secret whose `..data` link points to a missing version directory is
+    /// read as absent, so the run writes it afresh (without, the read is refused with this
+    /// hint).
+    pub fn replacing_dangling(mut self, force: bool) -> Self {
+        self.replace_dangling = force;
+        self
+    }
+
+    /// Data keys that hold secrets (HMAC keys), besides `*.key`: never readable by others.
+    pub fn with_secret_keys(mut self, keys: impl IntoIterator<Item = String>) -> Self {
+        self.secret_keys.extend(keys);
+        self
+    }
+
+    fn is_secret(&self, key: &str) -> bool {
+        self.secret_keys.iter().any(|s| s == key) || key.ends_with(".key") || key.contains("secret")
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SyncState> {
         self.sync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// `DIR`, opened and checked ([`beneath::open_root`]); `None` when it does not exist and
+    /// `create` is not set.
+    fn open_root(&self, create: bool) -> Result<Option<OwnedFd>, StoreError> {
+        beneath::open_root(&self.root, create)
+            .map_err(|(path, r)| refused(Path::new(&path), "open the --local directory", r))
+    }
+
     /// Makes everything written under the root so far durable (one `syncfs`), then removes the
     /// version directories whose replacement is now durable.
     fn sync_all(&self, state: &mut SyncState) -> Result<(), StoreError> {
-        let root = fs::File::open(&self.root)
-            .map_err(|e| Self::err(&self.root, format!("cannot open to sync: {e}")))?;
+        let root = self
+            .open_root(false)?
+            .ok_or_else(|| Self::err(&self.root, "cannot sync to disk: it is gone"))?;
         let upto = state.staged;
-        rustix::fs::syncfs(&root)
+        beneath::syncfs(root.as_fd())
             .map_err(|e| Self::err(&self.root, format!("cannot sync to disk: {e}")))?;
         state.synced = upto;
         state.switched = false;
         state.syncs += 1;
-        for old in state.obsolete.drain(..) {
-            let _ = fs::remove_dir_all(old);
+        for (secret, version) in state.obsolete.drain(..) {
+            if let Ok(Some(dir)) = beneath::open_dir(root.as_fd(), &secret)
+                && let Err(e) = beneath::remove_tree(dir.as_fd(), &version)
+            {
+                tracing::warn!(
+                    "cannot remove the old version {}: {e}",
+                    self.dir(&secret).join(&version).display()
+                );
+            }
         }
         Ok(())
     }
@@ -125,27 +214,52 @@ impl LocalStore {
         }
     }
 
-    fn read_file(path: &Path) -> Result<Vec<u8>, StoreError> {
-        let meta =
-            fs::symlink_metadata(path).map_err(|e| Self::err(path, format!("cannot read: {e}")))?;
-        if meta.len() > MAX_FILE {
-            return Err(Self::err(
-                path,
-                "is larger than 1 MiB; it cannot be a certificate or key certgen wrote",
-            ));
+    /// Reads the file `name` of the Secret `secret` in the directory `dir` (at `path`): a
+    /// regular file, trusted, at most [`MAX_FILE`] bytes; a private key others may read is
+    /// made 0600 or reported ([`LocalStore::reporting_exposed_keys`]).
+    fn read_file(
+        &self,
+        secret: &str,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        name: &str,
+    ) -> Result<Vec<u8>, StoreError> {
+        let policy = if self.is_secret(name) {
+            self.exposed_keys
+        } else {
+            Exposed::Public
+        };
+        let shown = path.join(name);
+        let read = beneath::read_file(dir, name, MAX_FILE, policy)
+            .map_err(|r| refused(&shown, "read", r))?;
+        if let Some(mode) = read.exposed {
+            let shown = shown.display().to_string();
+            if policy == Exposed::Tighten {
+                tracing::warn!(
+                    "{shown} had mode {mode:04o}, readable by others: made it 0600; it may have been read, consider rotating with --overwrite"
+                );
+            }
+            self.exposed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((secret.to_string(), shown, mode));
         }
-        fs::read(path).map_err(|e| Self::err(path, format!("cannot read: {e}")))
+        Ok(read.bytes)
     }
 
     /// Reads a Secret directory in one consistent version. A writer may switch `..data` and
     /// remove the old version while it is being read: then the read starts again on the new one.
     fn read(&self, name: &str) -> Result<Option<Contents>, StoreError> {
-        let link = self.dir(name).join(DATA);
+        let link = || -> Option<String> {
+            let root = self.open_root(false).ok()??;
+            let dir = beneath::open_dir(root.as_fd(), name).ok()??;
+            beneath::read_link(dir.as_fd(), DATA).ok()?
+        };
         let mut attempts = 0;
         loop {
-            let before = fs::read_link(&link).ok();
+            let before = link();
             match self.read_once(name) {
-                Err(e) if attempts < 10 && fs::read_link(&link).ok() != before => {
+                Err(e) if attempts < 10 && link() != before => {
                     attempts += 1;
                     tracing::debug!("{e}; the Secret changed while being read, reading it again");
                 }
@@ -156,30 +270,26 @@ impl LocalStore {
 
     /// One read, `..data` resolved once.
     fn read_once(&self, name: &str) -> Result<Option<Contents>, StoreError> {
-        let dir = self.dir(name);
-        let meta = match fs::symlink_metadata(&dir) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Self::err(&dir, format!("cannot read: {e}"))),
+        let Some(root) = self.open_root(false)? else {
+            return Ok(None);
         };
-        if meta.file_type().is_symlink() {
-            return Err(Self::err(
-                &dir,
-                "is a symbolic link; certgen does not follow links: point --local at the real directory",
-            ));
-        }
-        if !meta.is_dir() {
-            return Err(Self::err(
-                &dir,
-                "exists but is not a directory; move it away or choose another --local directory",
-            ));
-        }
-        let current = match fs::read_link(dir.join(DATA)) {
-            Ok(target) => {
-                let target = target.to_string_lossy().into_owned();
-                if !target.starts_with("..") || target.contains('/') || target == DATA {
+        let path = self.dir(name);
+        let dir = match beneath::open_dir(root.as_fd(), name) {
+            Ok(Some(dir)) => dir,
+            Ok(None) => return Ok(None),
+            Err(r) => return Err(refused(&path, "read", r)),
+        };
+        let dir = dir.as_fd();
+        let data_path = path.join(DATA);
+        let current = match beneath::read_link(dir, DATA) {
+            Ok(Some(target)) => {
+                if !target.starts_with("..")
+                    || target.contains('/')
+                    || target == DATA
+                    || target == ".."
+                {
                     return Err(Self::err(
-                        &dir.join(DATA),
+                        &data_path,
                         format!(
                             "points to {target:?}, not to a version directory beside it; delete {DATA} to reset"
                         ),
@@ -187,66 +297,94 @@ impl LocalStore {
                 }
                 Some(target)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Ok(None) => None,
             Err(e) => {
                 return Err(Self::err(
-                    &dir.join(DATA),
-                    format!("is not a symbolic link certgen can read: {e}"),
+                    &data_path,
+                    format!("is not a symbolic link certgen can read ({e}); move it away"),
                 ));
             }
         };
         let mut data = BTreeMap::new();
         let mut annotations = BTreeMap::new();
-        let mut modified: Option<std::time::SystemTime> = None;
-        let mut saw = |path: &Path| {
-            if let Ok(t) = fs::metadata(path).and_then(|m| m.modified()) {
+        let mut modified: Option<(i64, u32)> = None;
+        let mut saw = |dir: BorrowedFd<'_>, key: &str| {
+            if let Ok(t) = beneath::mtime(dir, key) {
                 modified = Some(modified.map_or(t, |m| m.max(t)));
             }
         };
         if let Some(version) = &current {
-            let vdir = dir.join(version);
-            for entry in
-                fs::read_dir(&vdir).map_err(|e| Self::err(&vdir, format!("cannot list: {e}")))?
-            {
-                let entry = entry.map_err(|e| Self::err(&vdir, format!("cannot list: {e}")))?;
-                let key = entry.file_name().to_string_lossy().into_owned();
-                let path = entry.path();
+            let vpath = path.join(version);
+            let vdir = match beneath::open_dir(dir, version) {
+                Ok(Some(vdir)) => vdir,
+                Ok(None) if self.replace_dangling => {
+                    tracing::warn!(
+                        "{} points to {version}, which is missing; the Secret is written afresh because of --force",
+                        data_path.display()
+                    );
+                    return Ok(None);
+                }
+                Ok(None) => {
+                    return Err(Self::err(
+                        &data_path,
+                        format!(
+                            "points to {version}, which does not exist (a run was interrupted, or the directory was changed by hand); nothing was written: run certgen with --force to write this Secret afresh, or delete {DATA} to have its plain files read"
+                        ),
+                    ));
+                }
+                Err(r) => return Err(refused(&vpath, "read", r)),
+            };
+            let vdir = vdir.as_fd();
+            let entries =
+                beneath::list(vdir).map_err(|e| Self::err(&vpath, format!("cannot list: {e}")))?;
+            for (key, kind) in entries {
                 if key == ANNOTATIONS {
-                    annotations =
-                        serde_json::from_slice(&Self::read_file(&path)?).map_err(|e| {
-                            Self::err(
-                                &path,
-                                format!(
-                                    "is not valid JSON ({e}); delete it to reset certgen's records"
-                                ),
-                            )
-                        })?;
-                } else if !key.starts_with('.') && entry.file_type().is_ok_and(|t| t.is_file()) {
-                    saw(&path);
-                    data.insert(key, Self::read_file(&path)?);
+                    let json = beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
+                        .map_err(|r| refused(&vpath.join(&key), "read", r))?
+                        .bytes;
+                    annotations = serde_json::from_slice(&json).map_err(|e| {
+                        Self::err(
+                            &vpath.join(&key),
+                            format!(
+                                "is not valid JSON ({e}); delete it to reset certgen's records"
+                            ),
+                        )
+                    })?;
+                } else if key.starts_with('.') {
+                    continue;
+                } else if kind == Kind::File {
+                    saw(vdir, &key);
+                    data.insert(key.clone(), self.read_file(name, vdir, &vpath, &key)?);
+                } else {
+                    // certgen writes only regular files here.
+                    return Err(refused(
+                        &vpath.join(&key),
+                        "read",
+                        beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
+                            .err()
+                            .unwrap_or(Refusal::Untrusted("is not a regular file".into())),
+                    ));
                 }
             }
         } else {
-            for entry in
-                fs::read_dir(&dir).map_err(|e| Self::err(&dir, format!("cannot list: {e}")))?
-            {
-                let entry = entry.map_err(|e| Self::err(&dir, format!("cannot list: {e}")))?;
-                let key = entry.file_name().to_string_lossy().into_owned();
+            let entries =
+                beneath::list(dir).map_err(|e| Self::err(&path, format!("cannot list: {e}")))?;
+            for (key, kind) in entries {
                 if key.starts_with('.') {
                     continue; // temp files, editors' swap files
                 }
-                let path = entry.path();
-                let meta = fs::symlink_metadata(&path)
-                    .map_err(|e| Self::err(&path, format!("cannot read: {e}")))?;
-                if meta.file_type().is_symlink() {
-                    return Err(Self::err(
-                        &path,
-                        "is a symbolic link; certgen does not follow links: replace it with a regular file",
-                    ));
-                }
-                if meta.is_file() {
-                    saw(&path);
-                    data.insert(key, Self::read_file(&path)?);
+                match kind {
+                    Kind::Link => {
+                        return Err(Self::err(
+                            &path.join(&key),
+                            "is a symbolic link; certgen does not follow links: replace it with a regular file",
+                        ));
+                    }
+                    Kind::File => {
+                        saw(dir, &key);
+                        data.insert(key.clone(), self.read_file(name, dir, &path, &key)?);
+                    }
+                    Kind::Dir | Kind::Other => {}
                 }
             }
         }
@@ -255,7 +393,7 @@ impl LocalStore {
         }
         let divergent = if current.is_some() {
             data.iter()
-                .filter_map(|(key, value)| visible(&dir, key, value).transpose())
+                .filter_map(|(key, value)| self.visible(name, dir, &path, key, value).transpose())
                 .collect::<Result<_, _>>()?
         } else {
             Vec::new() // plain files: what certgen reads is what consumers read
@@ -263,44 +401,51 @@ impl LocalStore {
         Ok(Some(Contents {
             data,
             annotations,
-            current,
             divergent,
             modified,
         }))
     }
-}
 
-/// What consumers find at `dir/key`, when it is not the link into `..data` holding `value`.
-fn visible(dir: &Path, key: &str, value: &[u8]) -> Result<Option<Divergence>, StoreError> {
-    let path = dir.join(key);
-    let found = match fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Found::Missing,
-        Err(e) => return Err(LocalStore::err(&path, format!("cannot read: {e}"))),
-        Ok(m) if m.file_type().is_symlink() => {
-            let target = fs::read_link(&path)
-                .map_err(|e| LocalStore::err(&path, format!("cannot read: {e}")))?;
-            if target == Path::new(DATA).join(key) {
-                return Ok(None);
-            }
-            Found::Foreign
-        }
-        Ok(m) if m.is_file() && m.len() <= value.len() as u64 => {
-            let seen = LocalStore::read_file(&path)?;
-            if seen == value {
-                Found::Copy
-            } else if value.starts_with(&seen) {
-                Found::Truncated
-            } else {
+    /// What consumers find at `dir/key` (`path` is the directory's), when it is not the link
+    /// into `..data` holding `value`.
+    fn visible(
+        &self,
+        secret: &str,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+        key: &str,
+        value: &[u8],
+    ) -> Result<Option<Divergence>, StoreError> {
+        let shown = path.join(key);
+        let found = match beneath::kind(dir, key) {
+            Err(e) => return Err(Self::err(&shown, format!("cannot read: {e}"))),
+            Ok(None) => Found::Missing,
+            Ok(Some(Kind::Link)) => {
+                let target = beneath::read_link(dir, key)
+                    .map_err(|e| Self::err(&shown, format!("cannot read: {e}")))?;
+                if target.as_deref() == Some(&format!("{DATA}/{key}")) {
+                    return Ok(None);
+                }
                 Found::Foreign
             }
-        }
-        Ok(_) => Found::Foreign,
-    };
-    Ok(Some(Divergence {
-        key: key.to_string(),
-        path: path.display().to_string(),
-        found,
-    }))
+            Ok(Some(Kind::File)) => {
+                let seen = self.read_file(secret, dir, path, key)?;
+                if seen == value {
+                    Found::Copy
+                } else if value.starts_with(&seen) {
+                    Found::Truncated
+                } else {
+                    Found::Foreign
+                }
+            }
+            Ok(Some(_)) => Found::Foreign,
+        };
+        Ok(Some(Divergence {
+            key: key.to_string(),
+            path: shown.display().to_string(),
+            found,
+        }))
+    }
 }
 
 impl SecretStore for LocalStore {
@@ -326,13 +471,20 @@ impl SecretStore for LocalStore {
         // The `..data` link is made afresh by every write of certgen's: its own time is the
         // write's. Another tool's write through the links (or of plain files) shows in the
         // files' own times: the newest of them all is the last write.
-        let written_at = fs::symlink_metadata(self.dir(name).join(DATA))
-            .and_then(|m| m.modified())
+        let written_at = self
+            .open_root(false)
             .ok()
+            .flatten()
+            .and_then(|root| beneath::open_dir(root.as_fd(), name).ok().flatten())
+            .and_then(|dir| beneath::mtime(dir.as_fd(), DATA).ok())
             .into_iter()
             .chain(modified)
             .max()
-            .map(time::OffsetDateTime::from);
+            .and_then(|(secs, nanos)| {
+                time::OffsetDateTime::from_unix_timestamp(secs)
+                    .ok()
+                    .map(|t| t + time::Duration::nanoseconds(nanos.into()))
+            });
         Ok(Observed::Present(StoredSecret {
             name: name.to_string(),
             type_: type_.to_string(),
@@ -347,27 +499,30 @@ impl SecretStore for LocalStore {
     }
 
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
-        let dir = self.dir(&write.name);
+        let path = self.dir(&write.name);
+        if write.name.contains('/') || write.name.starts_with('.') || write.name.is_empty() {
+            return Err(Self::err(&path, "is not a Secret name certgen can write"));
+        }
         let current = self.read(&write.name)?;
         match (&write.expect, &current) {
             (Expect::Absent, None) => {}
             (Expect::Version(v), Some(c)) if *v == digest(&c.data) => {}
             (Expect::Absent, Some(_)) => {
                 return Err(StoreError::Conflict {
-                    what: dir.display().to_string(),
+                    what: path.display().to_string(),
                     detail: "it was created by someone else after certgen found it missing".into(),
                 });
             }
             (Expect::Version(_), _) => {
                 return Err(StoreError::Conflict {
-                    what: dir.display().to_string(),
+                    what: path.display().to_string(),
                     detail: "its files changed after certgen read them".into(),
                 });
             }
         }
-        let (mut data, mut annotations, old_version) = match current {
-            Some(c) => (c.data, c.annotations, c.current),
-            None => (BTreeMap::new(), BTreeMap::new(), None),
+        let (mut data, mut annotations) = match current {
+            Some(c) => (c.data, c.annotations),
+            None => (BTreeMap::new(), BTreeMap::new()),
         };
         let old_keys: Vec<String> = data.keys().cloned().collect();
         data.extend(write.data.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -375,24 +530,43 @@ impl SecretStore for LocalStore {
             data.remove(key);
         }
         annotations.extend(write.annotations.clone());
-        let secret_key = |k: &str| {
-            write.secret_keys.iter().any(|s| s == k) || k.ends_with(".key") || k.contains("secret")
-        };
+        let secret_key = |k: &str| write.secret_keys.iter().any(|s| s == k) || self.is_secret(k);
+        if let Some(key) = data
+            .keys()
+            .find(|k| k.contains('/') || k.starts_with('.') || k.is_empty())
+        {
+            return Err(Self::err(
+                &path,
+                format!("cannot write key {key:?}: not a file name"),
+            ));
+        }
 
-        make_dir(&dir)?;
+        let root = self
+            .open_root(true)?
+            .ok_or_else(|| Self::err(&self.root, "cannot create the directory"))?;
+        let dir = beneath::make_dir(root.as_fd(), &write.name, 0o700)
+            .map_err(|r| refused(&path, "create directory", r))?;
+        let dir = dir.as_fd();
         // 1. Every key of the new version in a fresh hidden directory, not yet synced.
         let version = format!("..{}", hex(&crate::pki::random_bytes(8)));
-        let vdir = dir.join(&version);
-        make_dir(&vdir)?;
-        for (key, value) in &data {
-            write_file(
-                &vdir.join(key),
-                value,
-                if secret_key(key) { 0o600 } else { 0o644 },
-            )?;
+        let vpath = path.join(&version);
+        let staged = (|| -> Result<(), StoreError> {
+            let vdir = beneath::make_dir(dir, &version, 0o700)
+                .map_err(|r| refused(&vpath, "create directory", r))?;
+            for (key, value) in &data {
+                let mode = if secret_key(key) { 0o600 } else { 0o644 };
+                beneath::create_file(vdir.as_fd(), key, value, mode)
+                    .map_err(|e| Self::err(&vpath.join(key), format!("cannot write: {e}")))?;
+            }
+            let json = serde_json::to_vec_pretty(&annotations).expect("annotations serialize");
+            beneath::create_file(vdir.as_fd(), ANNOTATIONS, &json, 0o600)
+                .map_err(|e| Self::err(&vpath.join(ANNOTATIONS), format!("cannot write: {e}")))
+        })();
+        if let Err(e) = staged {
+            // Nothing points to it: nothing was written that anyone reads.
+            let _ = beneath::remove_tree(dir, &version);
+            return Err(e);
         }
-        let json = serde_json::to_vec_pretty(&annotations).expect("annotations serialize");
-        write_file(&vdir.join(ANNOTATIONS), &json, 0o600)?;
         let ticket = {
             let mut state = self.state();
             state.staged += 1;
@@ -401,26 +575,52 @@ impl SecretStore for LocalStore {
         // 2. Let the run's other writes stage theirs, so one sync covers them all.
         tokio::task::yield_now().await;
         // 3. This version, and every switch made before, durable before this switch is made.
-        {
+        let synced = {
             let mut state = self.state();
             if state.synced < ticket {
-                self.sync_all(&mut state)?;
+                self.sync_all(&mut state)
+            } else {
+                Ok(())
             }
-        }
+        };
         // 4. One rename switches every key at once.
-        swap_symlink(&dir, DATA, Path::new(&version))?;
+        if let Err(e) = synced.and_then(|()| swap_symlink(dir, &path, DATA, &version)) {
+            let _ = beneath::remove_tree(dir, &version);
+            return Err(e);
+        }
+        // From here on consumers may read the new version: a failure is a partial write.
+        let partial = |e: StoreError| match e {
+            StoreError::Local { path, message } => StoreError::Partial { path, message },
+            other => other,
+        };
+        {
+            let mut state = self.state();
+            state.switched = true;
+        }
         // 5. Each key is a link into ..data (replacing plain files of other tools, and whatever
         // stood in for a link, atomically).
         for key in data.keys() {
-            swap_symlink(&dir, key, &Path::new(DATA).join(key))?;
+            swap_symlink(dir, &path, key, &format!("{DATA}/{key}")).map_err(partial)?;
         }
         for key in old_keys.iter().filter(|k| !data.contains_key(*k)) {
-            let _ = fs::remove_file(dir.join(key));
+            beneath::remove_file(dir, key)
+                .map_err(|e| partial(Self::err(&path.join(key), format!("cannot remove: {e}"))))?;
         }
+        // 6. Every other version directory (the one replaced, and any a killed or failed run
+        // left behind, perhaps holding old private keys) goes once this switch is durable, as
+        // the kubelet's atomic writer does; temporary links of a killed run go now.
+        let entries = beneath::list(dir)
+            .map_err(|e| partial(Self::err(&path, format!("cannot list: {e}"))))?;
         let mut state = self.state();
-        state.switched = true;
-        if let Some(old) = old_version {
-            state.obsolete.push(dir.join(old));
+        for (name, _) in entries {
+            if name == DATA || name == version {
+                continue;
+            }
+            if name.starts_with("..") {
+                state.obsolete.push((write.name.clone(), name));
+            } else if name.starts_with('.') && name.contains(".certgen-") {
+                let _ = beneath::remove_file(dir, &name);
+            }
         }
         Ok(())
     }
@@ -445,56 +645,34 @@ impl Drop for LocalStore {
     }
 }
 
-fn make_dir(dir: &Path) -> Result<(), StoreError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .and_then(|()| fs::set_permissions(dir, fs::Permissions::from_mode(0o700)))
-        .map_err(|e| LocalStore::err(dir, format!("cannot create directory: {e}")))
-}
-
-fn write_file(path: &Path, value: &[u8], mode: u32) -> Result<(), StoreError> {
-    let result = (|| -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(path)?;
-        f.write_all(value)?;
-        // The mode again, whatever the umask took away (on the open file: no path lookup).
-        f.set_permissions(fs::Permissions::from_mode(mode))
-    })();
-    result.map_err(|e| LocalStore::err(path, format!("cannot write: {e}")))
-}
-
-/// Points `dir/name` at `target` atomically: a new link when nothing is there yet (a new
-/// Secret, a missing name), else a temporary link renamed over what is there.
-fn swap_symlink(dir: &Path, name: &str, target: &Path) -> Result<(), StoreError> {
-    match std::os::unix::fs::symlink(target, dir.join(name)) {
+/// Points `name` in `dir` (at `path`) at `target` atomically: a new link when nothing is there
+/// yet (a new Secret, a missing name), else a temporary link renamed over what is there.
+fn swap_symlink(
+    dir: BorrowedFd<'_>,
+    path: &Path,
+    name: &str,
+    target: &str,
+) -> Result<(), StoreError> {
+    let shown = path.join(name);
+    match beneath::symlink(dir, name, target) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => {
-            return Err(LocalStore::err(
-                &dir.join(name),
-                format!("cannot write: {e}"),
-            ));
-        }
+        Err(e) => return Err(LocalStore::err(&shown, format!("cannot write: {e}"))),
     }
-    let tmp = dir.join(format!(
-        ".{name}.certgen-{}",
-        hex(&crate::pki::random_bytes(6))
-    ));
+    let tmp = format!(".{name}.certgen-{}", hex(&crate::pki::random_bytes(6)));
     let result =
-        std::os::unix::fs::symlink(target, &tmp).and_then(|()| fs::rename(&tmp, dir.join(name)));
+        beneath::symlink(dir, &tmp, target).and_then(|()| beneath::rename(dir, &tmp, name));
     result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        LocalStore::err(&dir.join(name), format!("cannot write: {e}"))
+        let _ = beneath::remove_file(dir, &tmp);
+        LocalStore::err(&shown, format!("cannot write: {e}"))
     })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -751,6 +929,28 @@ mod tests {
         fs::write(dir.join("tls.crt"), "theirs").unwrap();
         fs::write(dir.join("tls.key"), "key").unwrap();
         fs::write(dir.join(".swap"), "ignored").unwrap();
+        // Envoy Gateway writes keys 0644: `check` reports that, and changes nothing...
+        let mode = || {
+            fs::metadata(dir.join("tls.key"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        let check = LocalStore::new(tmp.path()).reporting_exposed_keys();
+        get(&check, "envoy");
+        let exposed = check.exposed_keys();
+        assert_eq!(exposed.len(), 1, "{exposed:?}");
+        assert!(
+            exposed[0].1.contains("tls.key has mode 0644"),
+            "{exposed:?}"
+        );
+        assert_eq!(mode(), 0o644);
+        // ... a run makes it 0600 (the file is this user's).
+        let store = LocalStore::new(tmp.path());
+        get(&store, "envoy");
+        assert_eq!(mode(), 0o600);
+        assert!(store.exposed_keys()[0].1.contains("made 0600"));
         let store = LocalStore::new(tmp.path());
         let read = get(&store, "envoy");
         assert_eq!(read.data.len(), 2);
@@ -784,7 +984,7 @@ mod tests {
         fs::create_dir(&plain).unwrap();
         std::os::unix::fs::symlink("/etc/hostname", plain.join("tls.crt")).unwrap();
         let err = block_on(store.get("plain")).unwrap_err().to_string();
-        assert!(err.contains("replace it with a regular file"), "{err}");
+        assert!(err.contains("is a symbolic link"), "{err}");
 
         let big = tmp.path().join("big");
         fs::create_dir(&big).unwrap();

@@ -7,9 +7,11 @@
 //! Kubernetes API (`crate::k8s::KubeStore`, in the adapter). This module must not know
 //! Kubernetes: [`ApiFailure`] is plain data, filled in by the adapter.
 
+mod beneath;
 mod local;
 
-pub use self::local::LocalStore;
+pub use self::beneath::{Refusal, open_or_create as open_lock_file, open_root};
+pub use self::local::{LOCK_FILE, LocalStore};
 
 use crate::secret::{Observed, SecretWrite};
 
@@ -25,6 +27,30 @@ pub enum StoreError {
     /// A local file could not be read or written.
     #[error("{path}: {message}")]
     Local { path: String, message: String },
+    /// A local write failed after consumers could already read part of it (after its `..data`
+    /// switch): it counts as a write, so the run cannot promise that nothing was written.
+    #[error("{path}: {message} (the Secret's new version had already been switched in)")]
+    Partial { path: String, message: String },
+}
+
+/// A local store error for `path` from a refusal: the trust rule's own message, or `doing`
+/// and the system's error.
+pub fn refusal(path: &str, doing: &str, r: Refusal) -> StoreError {
+    let message = match r {
+        Refusal::Io(e) => format!("cannot {doing}: {e}"),
+        Refusal::Untrusted(m) => m,
+    };
+    StoreError::Local {
+        path: path.to_string(),
+        message,
+    }
+}
+
+impl StoreError {
+    /// Whether the failed operation may have changed what consumers read.
+    pub fn wrote(&self) -> bool {
+        matches!(self, Self::Partial { .. })
+    }
 }
 
 /// Where Secrets are read from and written to.

@@ -73,6 +73,11 @@ fn replay_config() {
 }
 
 #[test]
+fn replay_config_file() {
+    replay("config_file", harness::config_file);
+}
+
+#[test]
 fn replay_plan() {
     replay("plan", harness::plan);
 }

@@ -6,6 +6,8 @@
 //! - the local store, and `check` on a directory: `local`
 //! - the Kubernetes store (create, renew, races, RBAC, one LIST): `cluster::store`
 //! - refused input, and what `--force` repairs: `bad_input`, `cluster::bad_input`
+//! - local mode against a hostile directory (links, other users' files, modes), bounded
+//!   config reads, exit codes after partial writes, JSON errors, unusable inputs: `hostile`
 //! - rotation (staging, kills at every write, concurrent runs, the Lease, gates): `rotation`,
 //!   `cluster::rotation`; whole trajectories in-process on a virtual clock: `sim`; real TLS
 //!   peers handshaking throughout: `cluster::harness`, `cluster::real_node`
@@ -33,6 +35,7 @@ mod docs;
 mod eg_compat;
 mod faults;
 mod fuzz_regressions;
+mod hostile;
 mod hygiene;
 mod layout;
 mod local;

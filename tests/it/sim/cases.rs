@@ -443,7 +443,11 @@ fn a_failure_after_writes_is_never_exit_2() {
         assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
         let e = run(&world, &config, 2, crash(overwrite(), 2)).await;
         assert_eq!(e.code, 5, "{}", e.message);
-        assert!(e.message.contains("write(s) in this run"), "{}", e.message);
+        assert!(
+            e.message.contains("after this run had written"),
+            "{}",
+            e.message
+        );
     });
 }
 
