@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod error;
 pub mod exit;
+pub mod exposition;
 pub mod k8s;
 pub mod lock;
 pub mod metrics;
@@ -40,7 +41,7 @@ use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs}
 use crate::config::RunOptions;
 use crate::error::Error;
 use crate::k8s::KubeStore;
-use crate::store::{LocalStore, SecretStore};
+use crate::store::LocalStore;
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -148,11 +149,69 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
-/// certgen's main job: resolve, then (in a cluster) adapt to what this identity may do, run
-/// the rotation driver against the store, print the report.
+/// certgen's main job: resolve, run, print the report; with `--metrics-file`,
+/// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
+/// outcome, whatever that was (src/exposition/).
 async fn main_job(args: RunArgs) -> Result<(), Error> {
-    let (mut config, local) = config::resolve_target(&args.target)?;
-    let options = RunOptions::resolve(&args, local.is_some());
+    let started = std::time::Instant::now();
+    let sinks =
+        exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
+            .map_err(|message| {
+                Error::Config(config::ConfigError {
+                    source_name: "command line".into(),
+                    message,
+                })
+            })?;
+    let (config, local) = config::resolve_target(&args.target)?;
+    let outcome = run_job(&args, config.clone(), &local).await;
+    let api_requests = local.is_none().then(metrics::snapshot);
+    let prometheus = args.target.output == OutputFormat::Prometheus;
+    let metrics = if sinks.any() || prometheus {
+        let (exit_code, writes) = match &outcome {
+            Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
+            Err(Error::AfterWrites { writes, .. }) => (exit::API, *writes),
+            Err(e) => (e.code(), 0),
+        };
+        let run = exposition::RunOutcome {
+            exit_code,
+            finished_at: time::OffsetDateTime::now_utc(),
+            duration: started.elapsed(),
+            writes,
+            dry_run: args.dry_run,
+            api_requests,
+        };
+        let text = exposition::collect::after_run(&config, &local, &args.target, run).await;
+        let grouping = [
+            ("namespace", config.namespace.as_str()),
+            ("profile", config.profile.as_str()),
+        ];
+        for problem in sinks.deliver(&text, &grouping).await {
+            tracing::warn!("{problem}");
+        }
+        Some(text)
+    } else {
+        None
+    };
+    let (report, failure) = outcome?;
+    match args.target.output {
+        OutputFormat::Text => print(&report.to_text())?,
+        OutputFormat::Json => print(&report.to_json())?,
+        OutputFormat::Prometheus => print(metrics.as_deref().unwrap_or_default())?,
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// The run itself: (in a cluster) adapt to what this identity may do, run the rotation driver
+/// against the store; the report, and the failure that ended the run after it had started.
+async fn run_job(
+    args: &RunArgs,
+    mut config: config::Config,
+    local: &Option<std::path::PathBuf>,
+) -> Result<(report::Report, Option<Error>), Error> {
+    let options = RunOptions::resolve(args, local.is_some());
     // In a cluster: what this identity may do, when that must be known before the first write
     // (src/access.rs).
     let cluster = match &local {
@@ -236,37 +295,32 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };
-    let report = report.with_next_renewal(&config);
-    match args.target.output {
-        OutputFormat::Text => print(&report.to_text())?,
-        OutputFormat::Json => print(&report.to_json())?,
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    Ok((report.with_next_renewal(&config), failure))
 }
 
 /// `certgen check`: observe, check, print the report; exit 1 when action is due.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
-    let report = match &local {
+    // The caBundle targets are read for the metrics only.
+    let prometheus = target.output == OutputFormat::Prometheus;
+    let (report, families) = match &local {
         Some(dir) => {
             let store = LocalStore::new(dir);
-            let observed = observe::observe(&store, &config).await?;
-            check::check(&config, &observed, now, store.describe())
+            exposition::collect::checked(&config, &store, None, now).await?
         }
         None => {
             let client = k8s::client(&target).await?;
-            let store = KubeStore::new(client, &config.namespace);
-            let observed = observe::observe(&store, &config).await?;
-            check::check(&config, &observed, now, store.describe())
+            let store = KubeStore::new(client.clone(), &config.namespace);
+            let webhooks = k8s::WebhookStore::new(client);
+            let webhooks = prometheus.then_some(&webhooks);
+            exposition::collect::checked(&config, &store, webhooks, now).await?
         }
     };
     match target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
+        OutputFormat::Prometheus => print(&exposition::render(&families))?,
     }
     if report.healthy {
         Ok(())

@@ -17,6 +17,8 @@
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - the Helm chart and the plain manifests: `cluster::chart`
+//! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
+//!   checked by `promtool`: `metrics`, `cluster::metrics`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`
@@ -36,6 +38,7 @@ mod fuzz_regressions;
 mod hygiene;
 mod layout;
 mod local;
+mod metrics;
 mod pki_verify;
 mod probe;
 mod rotation;
