@@ -389,3 +389,119 @@ fn a_pushgateway_that_refuses_is_a_warning_not_a_failed_run() {
         r.stderr
     );
 }
+
+// ---- the chart's alerts ---------------------------------------------------------------------
+
+/// The chart's PrometheusRule, rendered with its defaults (and `extra`) for release `certgen`
+/// in envoy-gateway-system: its `spec`, a Prometheus rule file (`groups:`), as JSON.
+fn rendered_rules(helm: &Path, extra: &[&str]) -> serde_json::Value {
+    let chart = crate::cluster::chart_dir();
+    let mut args = vec![
+        "template",
+        "certgen",
+        chart.to_str().unwrap(),
+        "--namespace",
+        "envoy-gateway-system",
+        "--set",
+        "prometheusRule.enabled=true",
+        "--show-only",
+        "templates/prometheusrule.yaml",
+    ];
+    args.extend(extra);
+    let yaml = crate::cluster::run_helm(helm, &args);
+    let doc: serde_json::Value = serde_saphyr::from_str(&yaml)
+        .unwrap_or_else(|e| panic!("the PrometheusRule does not parse ({e}):\n{yaml}"));
+    assert_eq!(doc["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(doc["kind"], "PrometheusRule");
+    doc["spec"].clone()
+}
+
+fn alert_names(rules: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    rules["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|g| g["rules"].as_array().unwrap())
+        .filter_map(|r| r["alert"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// `promtool test rules` on the checked-in tests with `rules` as their rule file.
+fn promtool_test_rules(promtool: &Path, rules: &serde_json::Value) -> (bool, String) {
+    let tmp = tempdir();
+    let tests = root().join("tests/it/alerts/certgen.rules.test.yaml");
+    std::fs::copy(&tests, tmp.path().join("certgen.rules.test.yaml")).unwrap();
+    // JSON is YAML: the rule file as rendered, without a second serializer in between.
+    std::fs::write(
+        tmp.path().join("certgen.rules.yaml"),
+        serde_json::to_string_pretty(rules).unwrap(),
+    )
+    .unwrap();
+    let out = Command::new(promtool)
+        .args(["test", "rules", "certgen.rules.test.yaml"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let check = Command::new(promtool)
+        .args(["check", "rules", "certgen.rules.yaml"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let said = [&out.stdout, &out.stderr, &check.stdout, &check.stderr]
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .join("");
+    (out.status.success() && check.status.success(), said)
+}
+
+#[test]
+fn every_alert_of_the_chart_fires_and_stays_quiet_as_promtool_tests_it() {
+    let Some(helm) = crate::cluster::helm() else {
+        return;
+    };
+    let Some(promtool) = promtool() else { return };
+    let rules = rendered_rules(&helm, &[]);
+    let (ok, said) = promtool_test_rules(&promtool, &rules);
+    assert!(ok, "promtool test rules failed:\n{said}");
+
+    // Every alert is tested firing (group "broken") and not firing (group "healthy").
+    let tests: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(root().join("tests/it/alerts/certgen.rules.test.yaml")).unwrap(),
+    )
+    .unwrap();
+    let cases = |group: &str, firing: bool| -> std::collections::BTreeSet<String> {
+        let group = tests["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == group)
+            .unwrap();
+        group["alert_rule_test"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["exp_alerts"].as_array().unwrap().is_empty() != firing)
+            .map(|c| c["alertname"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let alerts = alert_names(&rules);
+    assert_eq!(alerts.len(), 8, "{alerts:?}");
+    assert_eq!(
+        cases("broken", true),
+        alerts,
+        "an alert is never tested firing"
+    );
+    assert_eq!(
+        cases("healthy", false),
+        alerts,
+        "an alert is never tested quiet"
+    );
+
+    // The tests are not vacuous: a threshold of the chart's values changes what fires.
+    let shorter = rendered_rules(&helm, &["--set", "prometheusRule.certificateExpiryDays=7"]);
+    let (ok, said) = promtool_test_rules(&promtool, &shorter);
+    assert!(
+        !ok,
+        "promtool test rules passed with a 7-day threshold:\n{said}"
+    );
+    assert!(said.contains("CertgenCertificateExpiringSoon"), "{said}");
+}
