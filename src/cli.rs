@@ -120,8 +120,18 @@ pub struct RunArgs {
     /// textfile collector, replacing it atomically.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
+    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets and Deployments: each write
+    /// and restart, and a Warning for a certificate past its renewal time, an expired CA, or a
+    /// rotation stuck past its gate. Needs create, get and patch on events; a refusal is a
+    /// warning, never a failed run.
+    #[arg(long)]
+    pub events: bool,
+    /// With --events: how long past its gate (the propagation delay after the phase began) a
+    /// rotation may stay in one phase before a RotationStuck Warning.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub stuck_after: std::time::Duration,
     /// Also push the run's metrics to this Pushgateway (base URL, e.g.
-    /// http://pushgateway.monitoring:9091), replacing the group job=certgen, namespace, profile.
+    /// `http://pushgateway.monitoring:9091`), replacing the group job=certgen, namespace, profile.
     #[arg(long, value_name = "URL")]
     pub pushgateway: Option<String>,
 }

@@ -15,6 +15,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod exit;
 pub mod exposition;
 pub mod k8s;
@@ -41,7 +42,7 @@ use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs}
 use crate::config::RunOptions;
 use crate::error::Error;
 use crate::k8s::KubeStore;
-use crate::store::LocalStore;
+use crate::store::{LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -163,8 +164,11 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
                 })
             })?;
     let (config, local) = config::resolve_target(&args.target)?;
-    let outcome = run_job(&args, config.clone(), &local).await;
+    let mut outcome = run_job(&args, config.clone(), &local).await;
     let api_requests = local.is_none().then(metrics::snapshot);
+    if let Ok((report, _)) = &mut outcome {
+        record_events(&args, &config, local.is_some(), report).await;
+    }
     let prometheus = args.target.output == OutputFormat::Prometheus;
     let metrics = if sinks.any() || prometheus {
         let (exit_code, writes) = match &outcome {
@@ -202,6 +206,53 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// With `--events` in a cluster: the Warnings of the state the run left, after the run's own
+/// Events, then every Event recorded in order (a dry run's are only shown). Without it, the
+/// report carries none.
+async fn record_events(
+    args: &RunArgs,
+    config: &config::Config,
+    local: bool,
+    report: &mut report::Report,
+) {
+    if !args.events || local {
+        report.events.clear();
+        return;
+    }
+    if args.dry_run {
+        return;
+    }
+    let client = match k8s::client(&args.target).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("Events not recorded: {e}");
+            return;
+        }
+    };
+    let store = KubeStore::new(client.clone(), &config.namespace);
+    match observe::observe(&store, config).await {
+        Ok(observed) => {
+            let now = store.now();
+            let rotation = exposition::rotation(config, &observed, now);
+            let delay = RunOptions::resolve(args, false).propagation_delay;
+            report.events.extend(events::warnings(
+                config,
+                &observed,
+                rotation,
+                now,
+                delay,
+                args.stuck_after,
+            ));
+        }
+        Err(e) => {
+            tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")
+        }
+    }
+    let recorder = k8s::events::KubeEvents::new(client, &config.namespace);
+    k8s::events::record_all(&recorder, &mut report.events).await;
+    report.skipped.extend(recorder.refused());
 }
 
 /// The run itself: (in a cluster) adapt to what this identity may do, run the rotation driver

@@ -140,8 +140,9 @@ fn seconds(t: OffsetDateTime) -> f64 {
     t.unix_timestamp() as f64
 }
 
-/// The certificate a Secret holds (the active CA for the CA Secret), with its renewBefore.
-fn certificates<'a>(
+/// The certificate each Secret holds (the active CA for the CA Secret): Secret name, kind
+/// (`ca`, `tls`), certificate and renewBefore.
+pub fn certificates<'a>(
     config: &'a Config,
     observed: &Snapshot,
 ) -> Vec<(&'a str, &'static str, Cert, std::time::Duration)> {

@@ -119,6 +119,28 @@ pub struct Report {
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// The Kubernetes Events of the run, in order (with `--events`; see [`crate::events`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventLine>,
+}
+
+/// One Kubernetes Event (`events.k8s.io/v1`) a run records, planned as data: on which object,
+/// why, and (once recorded) what became of it. Never holds key material.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLine {
+    /// Normal or Warning.
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub reason: &'static str,
+    /// The object the Event is about: Secret or Deployment, in the run's namespace.
+    pub kind: &'static str,
+    pub name: String,
+    /// What certgen did or saw (the Event's `action`): create, renew, restart, check, ...
+    pub action: &'static str,
+    pub note: String,
+    /// planned (dry run), recorded (created, or a series continued), refused, failed.
+    pub outcome: &'static str,
 }
 
 /// One consumer in the report.
@@ -287,6 +309,7 @@ impl Report {
             api_requests: None,
             next_renewal: None,
             skipped: Vec::new(),
+            events: Vec::new(),
         }
     }
 

@@ -18,7 +18,9 @@
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
-//!   checked by `promtool`: `metrics`, `cluster::metrics`
+//!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,
+//!   `cluster::metrics`
+//! - Kubernetes Events of runs and rotations: `cluster::events`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`

@@ -22,6 +22,7 @@ mod bad_input;
 mod chart;
 mod consumers;
 mod eg_compat;
+mod events;
 mod faults;
 mod harness;
 mod metrics;
