@@ -234,3 +234,36 @@ async fn a_refused_event_is_a_warning_and_a_skipped_line_not_a_failed_run() {
         r.stderr
     );
 }
+
+#[tokio::test]
+async fn a_dry_run_shows_the_events_it_would_record_and_records_none() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-events-dry").await;
+    c.certgen(&ns.name).quiet().run().ok();
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .args(["--events", "--overwrite", "--dry-run"])
+        .run()
+        .ok()
+        .json();
+    let lines = report["events"].as_array().unwrap();
+    assert!(!lines.is_empty(), "{report}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["outcome"] == "planned" && l["reason"] == "TrustAdded"),
+        "{report}"
+    );
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &ns.name);
+    assert!(events(&api).await.is_empty());
+    // Without --events the report carries none.
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .arg("--dry-run")
+        .run()
+        .ok()
+        .json();
+    assert!(report["events"].is_null(), "{report}");
+}
