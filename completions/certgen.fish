@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -30,14 +30,18 @@ complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Name
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
-json\t''"
+complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output (prometheus: metrics in Prometheus\' text format)' -r -f -a "text\t''
+json\t''
+prometheus\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
 complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l metrics-file -d 'Also write the run\'s metrics (what `check --output prometheus` shows after the run, plus its outcome, duration, writes and API requests) to FILE for node-exporter\'s textfile collector, replacing it atomically' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l stuck-after -d 'With --events: how long past its gate (the propagation delay after the phase began) a rotation may stay in one phase before a RotationStuck Warning' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l pushgateway -d 'Also push the run\'s metrics to this Pushgateway (base URL, e.g. `http://pushgateway.monitoring:9091`), replacing the group job=certgen, namespace, profile' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
@@ -47,6 +51,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Sec
 complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l probe -d 'Verify over TLS that probed consumers serve the new certificates before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
+complete -c certgen -n "__fish_certgen_needs_command" -l events -d 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets and Deployments: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events; a refusal is a warning, never a failed run'
 complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_needs_command" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -62,8 +67,9 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output' -r -f -a "text\t''
-json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output (prometheus: metrics in Prometheus\' text format)' -r -f -a "text\t''
+json\t''
+prometheus\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''

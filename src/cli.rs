@@ -71,7 +71,7 @@ pub struct TargetArgs {
     /// MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step.
     #[arg(long)]
     pub disable_topology_injector: bool,
-    /// Format of the report on standard output.
+    /// Format of the report on standard output (prometheus: metrics in Prometheus' text format).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
@@ -121,6 +121,25 @@ pub struct RunArgs {
     /// Print the plan; generate and write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Also write the run's metrics (what `check --output prometheus` shows after the run,
+    /// plus its outcome, duration, writes and API requests) to FILE for node-exporter's
+    /// textfile collector, replacing it atomically.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
+    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets and Deployments: each write
+    /// and restart, and a Warning for a certificate past its renewal time, an expired CA, or a
+    /// rotation stuck past its gate. Needs create, get and patch on events; a refusal is a
+    /// warning, never a failed run.
+    #[arg(long)]
+    pub events: bool,
+    /// With --events: how long past its gate (the propagation delay after the phase began) a
+    /// rotation may stay in one phase before a RotationStuck Warning.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub stuck_after: std::time::Duration,
+    /// Also push the run's metrics to this Pushgateway (base URL, e.g.
+    /// `http://pushgateway.monitoring:9091`), replacing the group job=certgen, namespace, profile.
+    #[arg(long, value_name = "URL")]
+    pub pushgateway: Option<String>,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -185,6 +204,9 @@ pub enum StrategyArg {
 pub enum OutputFormat {
     Text,
     Json,
+    // Prometheus' text exposition format (src/exposition/). No doc comment: one would turn
+    // every command's --help into clap's long layout.
+    Prometheus,
 }
 
 /// Log formats.

@@ -15,7 +15,9 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod exit;
+pub mod exposition;
 pub mod k8s;
 pub mod lock;
 pub mod metrics;
@@ -215,11 +217,126 @@ fn print(text: &str) -> Result<(), Error> {
     }
 }
 
-/// certgen's main job: resolve, then (in a cluster) adapt to what this identity may do, run
-/// the rotation driver against the store, print the report.
+/// certgen's main job: resolve, run, print the report; with `--metrics-file`,
+/// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
+/// outcome, whatever that was (src/exposition/).
 async fn main_job(args: RunArgs) -> Result<(), Error> {
-    let (mut config, local) = config::resolve_target(&args.target)?;
-    let options = RunOptions::resolve(&args, local.is_some());
+    let started = std::time::Instant::now();
+    let sinks =
+        exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
+            .map_err(|message| {
+                Error::Config(config::ConfigError {
+                    source_name: "command line".into(),
+                    message,
+                })
+            })?;
+    let (config, local) = config::resolve_target(&args.target)?;
+    let mut outcome = run_job(&args, config.clone(), &local).await;
+    let api_requests = local.is_none().then(metrics::snapshot);
+    if let Ok((report, _)) = &mut outcome {
+        record_events(&args, &config, local.is_some(), report).await;
+    }
+    let prometheus = args.target.output == OutputFormat::Prometheus;
+    let metrics = if sinks.any() || prometheus {
+        let (exit_code, writes) = match &outcome {
+            Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
+            Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
+            Err(e) => (e.code(), 0),
+        };
+        let run = exposition::RunOutcome {
+            exit_code,
+            finished_at: time::OffsetDateTime::now_utc(),
+            duration: started.elapsed(),
+            writes,
+            dry_run: args.dry_run,
+            api_requests,
+        };
+        let text = exposition::collect::after_run(&config, &local, &args.target, run).await;
+        let grouping = [
+            ("namespace", config.namespace.as_str()),
+            ("profile", config.profile.as_str()),
+        ];
+        for problem in sinks.deliver(&text, &grouping).await {
+            tracing::warn!("{problem}");
+        }
+        Some(text)
+    } else {
+        None
+    };
+    let (mut report, failure) = outcome?;
+    match args.target.output {
+        OutputFormat::Text => print(&report.to_text())?,
+        OutputFormat::Json => {
+            // One JSON document: a failure after the report is part of it.
+            report.error = failure.as_ref().map(Error::to_object);
+            print(&report.to_json())?;
+            if let Some(e) = failure {
+                return Err(Error::Reported(Box::new(e)));
+            }
+        }
+        OutputFormat::Prometheus => print(metrics.as_deref().unwrap_or_default())?,
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// With `--events` in a cluster: the Warnings of the state the run left, after the run's own
+/// Events, then every Event recorded in order (a dry run's are only shown). Without it, the
+/// report carries none.
+async fn record_events(
+    args: &RunArgs,
+    config: &config::Config,
+    local: bool,
+    report: &mut report::Report,
+) {
+    if !args.events || local {
+        report.events.clear();
+        return;
+    }
+    if args.dry_run {
+        return;
+    }
+    let client = match k8s::client(&args.target).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!("Events not recorded: {e}");
+            return;
+        }
+    };
+    let store = KubeStore::new(client.clone(), &config.namespace);
+    match observe::observe(&store, config).await {
+        Ok(observed) => {
+            let now = store.now();
+            let rotation = exposition::rotation(config, &observed, now);
+            let delay = RunOptions::resolve(args, false).propagation_delay;
+            report.events.extend(events::warnings(
+                config,
+                &observed,
+                rotation,
+                now,
+                delay,
+                args.stuck_after,
+            ));
+        }
+        Err(e) => {
+            tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")
+        }
+    }
+    let recorder = k8s::events::KubeEvents::new(client, &config.namespace);
+    k8s::events::record_all(&recorder, &mut report.events).await;
+    report.skipped.extend(recorder.refused());
+}
+
+/// The run itself: (in a cluster) adapt to what this identity may do, run the rotation driver
+/// against the store; the report, and the failure that ended the run after it had started.
+async fn run_job(
+    args: &RunArgs,
+    mut config: config::Config,
+    local: &Option<std::path::PathBuf>,
+) -> Result<(report::Report, Option<Error>), Error> {
+    let options = RunOptions::resolve(args, local.is_some());
     // In a cluster: what this identity may do, when that must be known before the first write
     // (src/access.rs).
     let cluster = match &local {
@@ -303,22 +420,7 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };
-    let mut report = report.with_next_renewal(&config);
-    match args.target.output {
-        OutputFormat::Text => print(&report.to_text())?,
-        OutputFormat::Json => {
-            // One JSON document: a failure after the report is part of it.
-            report.error = failure.as_ref().map(Error::to_object);
-            print(&report.to_json())?;
-            if let Some(e) = failure {
-                return Err(Error::Reported(Box::new(e)));
-            }
-        }
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    Ok((report.with_next_renewal(&config), failure))
 }
 
 /// The local store for `config` in `dir`: its HMAC keys are secret too, and with `--force` a
@@ -333,23 +435,27 @@ fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> L
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target)?;
     let now = time::OffsetDateTime::now_utc();
-    let report = match &local {
+    // The caBundle targets are read for the metrics only.
+    let prometheus = target.output == OutputFormat::Prometheus;
+    let (report, families) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
-            let observed = observe::observe(&store, &config).await?;
-            check::check(&config, &observed, now, store.describe())
-                .with_problems(store.exposed_keys())
+            let (report, families) =
+                exposition::collect::checked(&config, &store, None, now).await?;
+            (report.with_problems(store.exposed_keys()), families)
         }
         None => {
             let client = k8s::client(&target).await?;
-            let store = KubeStore::new(client, &config.namespace);
-            let observed = observe::observe(&store, &config).await?;
-            check::check(&config, &observed, now, store.describe())
+            let store = KubeStore::new(client.clone(), &config.namespace);
+            let webhooks = k8s::WebhookStore::new(client);
+            let webhooks = prometheus.then_some(&webhooks);
+            exposition::collect::checked(&config, &store, webhooks, now).await?
         }
     };
     match target.output {
         OutputFormat::Text => print(&report.to_text())?,
         OutputFormat::Json => print(&report.to_json())?,
+        OutputFormat::Prometheus => print(&exposition::render(&families))?,
     }
     if report.healthy {
         Ok(())

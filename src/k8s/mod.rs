@@ -12,6 +12,7 @@ mod access;
 mod client;
 mod deployments;
 mod endpoints;
+pub mod events;
 pub mod lease;
 mod secrets;
 pub mod servertime;

@@ -122,6 +122,28 @@ pub struct Report {
     /// Why the run failed after this report was made (the process exits with its code).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::error::ErrorObject>,
+    /// The Kubernetes Events of the run, in order (with `--events`; see [`crate::events`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub events: Vec<EventLine>,
+}
+
+/// One Kubernetes Event (`events.k8s.io/v1`) a run records, planned as data: on which object,
+/// why, and (once recorded) what became of it. Never holds key material.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventLine {
+    /// Normal or Warning.
+    #[serde(rename = "type")]
+    pub type_: &'static str,
+    pub reason: &'static str,
+    /// The object the Event is about: Secret or Deployment, in the run's namespace.
+    pub kind: &'static str,
+    pub name: String,
+    /// What certgen did or saw (the Event's `action`): create, renew, restart, check, ...
+    pub action: &'static str,
+    pub note: String,
+    /// planned (dry run), recorded (created, or a series continued), refused, failed.
+    pub outcome: &'static str,
 }
 
 /// The JSON document of a run or check that failed before it had a report: one object,
@@ -317,6 +339,7 @@ impl Report {
             next_renewal: None,
             skipped: Vec::new(),
             error: None,
+            events: Vec::new(),
         }
     }
 

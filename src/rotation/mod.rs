@@ -99,6 +99,7 @@ pub async fn run<S: SecretStore>(
     if inv.options.dry_run {
         let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
         let mut report = look.report;
+        report.events = crate::events::of_step(&look.phase, &report.secrets);
         report.consumers = reports;
         return Ok((report, None));
     }
@@ -182,6 +183,8 @@ async fn steps<S: SecretStore>(
     let mut plan_options = plan::Options::from_run(&inv.options);
     let mut written: Vec<Entry> = Vec::new();
     let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
+    // The Events of the run, in order: each step's writes, then its restarts.
+    let mut events: Vec<report::EventLine> = Vec::new();
     let mut attempts = 0;
     // Before anything is written: a restart-only consumer that missed the restart for what is
     // stored now (a run stopped between its writes and the patch) is restarted and waited for,
@@ -192,10 +195,12 @@ async fn steps<S: SecretStore>(
         let mut stored = look.clone();
         stored.written.clear();
         let (reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
+        events.extend(crate::events::of_restarts(&reports));
         if let Some(e) = problems.into_error() {
             let mut report = look.report.clone();
             report.dry_run = false;
             report.consumers = reports;
+            report.events = events;
             return Ok((report, Some(e)));
         }
         // Only a restart it made belongs in the report: the steps report the rest.
@@ -279,13 +284,21 @@ async fn steps<S: SecretStore>(
                 false,
             )
             .await?;
+        events.extend(crate::events::of_step(
+            &outcome.phase,
+            &outcome.report.secrets,
+        ));
+        events.extend(crate::events::of_restarts(&reports));
         report::merge_consumers(&mut consumer_reports, reports);
         let phase = outcome.phase.clone();
         let outcome_pending = outcome.pending;
         let outcome_signer = outcome.signer.map(|s| s.cert);
         let last_report = outcome.report;
-        let report =
-            |written, consumers| Report::after_steps(&last_report, written, consumers, attempts);
+        let report = |written, consumers| {
+            let mut report = Report::after_steps(&last_report, written, consumers, attempts);
+            report.events = events.clone();
+            report
+        };
         if let Some(e) = problems.into_error() {
             return Ok((report(written, consumer_reports), Some(e)));
         }

@@ -19,6 +19,10 @@
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - the Helm chart and the plain manifests: `cluster::chart`
+//! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
+//!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,
+//!   `cluster::metrics`
+//! - Kubernetes Events of runs and rotations: `cluster::events`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`
@@ -39,6 +43,7 @@ mod hostile;
 mod hygiene;
 mod layout;
 mod local;
+mod metrics;
 mod pki_verify;
 mod probe;
 mod rotation;

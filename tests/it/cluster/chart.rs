@@ -328,7 +328,10 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     }
     assert_eq!(names("", "services", "get"), ["*"]);
     assert_eq!(names("discovery.k8s.io", "endpointslices", "list"), ["*"]);
-    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1, "nothing more: {g:?}");
+    for verb in ["get", "create", "patch"] {
+        assert_eq!(names("events.k8s.io", "events", verb), ["*"]);
+    }
+    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1 + 3, "nothing more: {g:?}");
     let binding = object(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], "ops");

@@ -108,6 +108,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- if not .Values.topologyInjector }}
 - --disable-topology-injector
 {{- end }}
+{{- if .Values.events }}
+- --events
+{{- end }}
 {{- with .Values.logFormat }}
 - --log-format
 - {{ . | quote }}

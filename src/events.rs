@@ -1,0 +1,344 @@
+//! The Kubernetes Events of a run, planned as data ([`EventLine`]): one per write of each step
+//! (its reason from the write and the step's phase: `TrustAdded`, `CAPromoted`,
+//! `LeavesRotated`, `TrustCleanedUp`, `Renewed`, ...), one per restart (`Restarted`), and the
+//! `Warning`s of the state a run leaves: a certificate past its renewal time, an expired CA, a
+//! rotation stuck past its gate.
+//!
+//! Pure: what the report already holds, the state as read, and `now` in; lines out. The report
+//! shows them (a dry run's as `planned`); the Kubernetes adapter (`crate::k8s::events`) records
+//! them. It must not record anything, nor carry key material (lines name objects and CAs by
+//! fingerprint only).
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::config::Config;
+use crate::exposition::Rotation;
+use crate::observe::Snapshot;
+use crate::observe::parse::{self, Field};
+use crate::plan::{Action, Kind, Phase};
+use crate::report::{ConsumerReport, Entry, EventLine};
+
+fn line(
+    type_: &'static str,
+    reason: &'static str,
+    kind: &'static str,
+    name: &str,
+    action: &'static str,
+    note: String,
+) -> EventLine {
+    EventLine {
+        type_,
+        reason,
+        kind,
+        name: name.to_string(),
+        action,
+        note,
+        outcome: "planned",
+    }
+}
+
+/// The reason of a write `action` made in a step of `phase`.
+fn reason(action: Action, phase: &Phase) -> Option<&'static str> {
+    Some(match (action, phase) {
+        (Action::Keep, _) => return None,
+        (Action::Create, _) => "Created",
+        (Action::Trust, _) | (Action::UpdateBundle, Phase::Trust) => "TrustAdded",
+        (Action::UpdateBundle, Phase::Cleanup { .. }) => "TrustCleanedUp",
+        (Action::UpdateBundle, _) => "BundleUpdated",
+        (Action::Promote, _) => "CAPromoted",
+        (Action::Renew, Phase::Leaves) => "LeavesRotated",
+        (Action::Renew, _) => "Renewed",
+        (Action::Rotate, _) => "CARotated",
+        (Action::Repair, _) => "Repaired",
+    })
+}
+
+/// One Normal Event per Secret write of a step whose phase is `phase` (caBundle targets are
+/// cluster-scoped objects outside the run's namespace: their writes are in the report only).
+pub fn of_step(phase: &Phase, entries: &[Entry]) -> Vec<EventLine> {
+    entries
+        .iter()
+        .filter(|e| e.kind != Kind::Webhook)
+        .filter_map(|e| {
+            let reason = reason(e.action, phase)?;
+            Some(line(
+                "Normal",
+                reason,
+                "Secret",
+                &e.secret,
+                e.action.name(),
+                e.reason.clone(),
+            ))
+        })
+        .collect()
+}
+
+/// One Normal Event per Deployment certgen restarted.
+pub fn of_restarts(consumers: &[ConsumerReport]) -> Vec<EventLine> {
+    consumers
+        .iter()
+        .flat_map(|c| c.deployments.iter().map(move |d| (c, d)))
+        .filter(|(_, d)| d.action == "restarted")
+        .map(|(c, d)| {
+            line(
+                "Normal",
+                "Restarted",
+                "Deployment",
+                &d.name,
+                "restart",
+                format!(
+                    "restarted by certgen (consumer {}) to load the certificates just written",
+                    c.name
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The Warnings of the state a run left: a certificate past its renewal time (the run could
+/// not renew it), an expired CA (active, or in a bundle), and a rotation whose phase began more
+/// than `propagation_delay + stuck_after` ago (stuck past its gate).
+pub fn warnings(
+    config: &Config,
+    observed: &Snapshot,
+    rotation: Rotation,
+    now: OffsetDateTime,
+    propagation_delay: Duration,
+    stuck_after: Duration,
+) -> Vec<EventLine> {
+    let mut out = Vec::new();
+    for (secret, kind, cert, renew_before) in crate::exposition::certificates(config, observed) {
+        if cert.not_after <= now {
+            let reason = if kind == "ca" { "CAExpired" } else { "Expired" };
+            out.push(line(
+                "Warning",
+                reason,
+                "Secret",
+                secret,
+                "check",
+                format!(
+                    "the certificate ({}) expired at {}; run certgen to replace it",
+                    cert.short_fingerprint(),
+                    crate::timefmt::rfc3339(cert.not_after)
+                ),
+            ));
+        } else if cert.not_after
+            - time::Duration::try_from(renew_before).unwrap_or(time::Duration::MAX)
+            <= now
+        {
+            out.push(line(
+                "Warning",
+                "RenewalOverdue",
+                "Secret",
+                secret,
+                "check",
+                format!(
+                    "the certificate ({}) expires at {}, within renewBefore, and was not renewed: see the run's log or certgen check",
+                    cert.short_fingerprint(),
+                    crate::timefmt::rfc3339(cert.not_after)
+                ),
+            ));
+        }
+    }
+    // A CA in a bundle that has expired (the active one is covered above).
+    for t in &config.tls {
+        let Some(s) = observed.get(&t.name).present() else {
+            continue;
+        };
+        if let Field::Ok(b) = parse::leaf(s).bundle {
+            for ca in b.certs.iter().filter(|c| c.not_after <= now) {
+                out.push(line(
+                    "Warning",
+                    "CAExpired",
+                    "Secret",
+                    &t.name,
+                    "check",
+                    format!(
+                        "the trust bundle holds CA {}, expired at {}; run certgen to drop it",
+                        ca.short_fingerprint(),
+                        crate::timefmt::rfc3339(ca.not_after)
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(since) = rotation.since.filter(|_| rotation.phase != "steady") {
+        let limit = propagation_delay.saturating_add(stuck_after);
+        let limit = time::Duration::try_from(limit).unwrap_or(time::Duration::MAX);
+        if since.checked_add(limit).is_some_and(|t| t <= now) {
+            out.push(line(
+                "Warning",
+                "RotationStuck",
+                "Secret",
+                &config.ca.secret_name,
+                "check",
+                format!(
+                    "the rotation has been in its {} phase since {}, past its gate by more than {}; see the run's log, then run certgen to resume it",
+                    rotation.phase,
+                    crate::timefmt::rfc3339(since),
+                    humantime::format_duration(stuck_after)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::DeploymentReport;
+
+    fn entry(secret: &str, kind: Kind, action: Action) -> Entry {
+        Entry {
+            secret: secret.into(),
+            kind,
+            action,
+            reason: format!("{} {secret}", action.name()),
+            ca_sha256: None,
+            not_after: None,
+        }
+    }
+
+    #[test]
+    fn each_write_gets_the_reason_of_its_phase() {
+        let trust = [
+            entry("ca", Kind::Ca, Action::Trust),
+            entry("envoy", Kind::Tls, Action::UpdateBundle),
+            entry("hook", Kind::Webhook, Action::UpdateBundle),
+            entry("hmac", Kind::Hmac, Action::Keep),
+        ];
+        let reasons = |phase: &Phase, entries: &[Entry]| -> Vec<(&'static str, String)> {
+            of_step(phase, entries)
+                .into_iter()
+                .map(|l| (l.reason, l.name))
+                .collect()
+        };
+        assert_eq!(
+            reasons(&Phase::Trust, &trust),
+            [("TrustAdded", "ca".into()), ("TrustAdded", "envoy".into())]
+        );
+        let leaves = [
+            entry("ca", Kind::Ca, Action::Promote),
+            entry("envoy", Kind::Tls, Action::Renew),
+        ];
+        assert_eq!(
+            reasons(&Phase::Leaves, &leaves),
+            [
+                ("CAPromoted", "ca".into()),
+                ("LeavesRotated", "envoy".into())
+            ]
+        );
+        let cleanup = [entry("envoy", Kind::Tls, Action::UpdateBundle)];
+        assert_eq!(
+            reasons(&Phase::Cleanup { last: true }, &cleanup),
+            [("TrustCleanedUp", "envoy".into())]
+        );
+        let plain = [
+            entry("envoy", Kind::Tls, Action::Renew),
+            entry("new", Kind::Tls, Action::Create),
+        ];
+        assert_eq!(
+            reasons(&Phase::Steady, &plain),
+            [("Renewed", "envoy".into()), ("Created", "new".into())]
+        );
+        assert!(
+            of_step(&Phase::Trust, &trust)
+                .iter()
+                .all(|l| l.type_ == "Normal" && l.outcome == "planned")
+        );
+    }
+
+    const NOW: OffsetDateTime = time::macros::datetime!(2026-06-01 12:00 UTC);
+    const DAY: time::Duration = time::Duration::DAY;
+
+    fn config() -> Config {
+        use crate::config::{Env, Overrides, Source};
+        Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides::default(),
+            &Env::default(),
+        )
+        .unwrap()
+    }
+
+    /// The Warnings of certgen's installation made `ago` before NOW, with `rotation`.
+    fn warned(ago: time::Duration, rotation: Rotation) -> Vec<(&'static str, String)> {
+        let config = config();
+        let ca = crate::pki::issue_ca(&config.ca.spec, NOW - ago).unwrap();
+        let observed = crate::observe::fixtures::installed(&config, &ca, NOW - ago);
+        let hour = Duration::from_secs(3600);
+        let lines = warnings(
+            &config,
+            &observed,
+            rotation,
+            NOW,
+            Duration::from_secs(120),
+            hour,
+        );
+        assert!(lines.iter().all(|l| l.type_ == "Warning"));
+        lines.into_iter().map(|l| (l.reason, l.name)).collect()
+    }
+
+    const STEADY: Rotation = Rotation {
+        phase: "steady",
+        since: None,
+    };
+
+    #[test]
+    fn warnings_name_what_a_run_left_undone() {
+        // Fresh: nothing.
+        assert!(warned(DAY, STEADY).is_empty());
+        // Leaves (5 years) within their 30 days' renewBefore, not renewed.
+        let overdue = warned(1815 * DAY, STEADY);
+        assert_eq!(overdue.len(), 3, "{overdue:?}");
+        assert!(overdue.iter().all(|(r, _)| *r == "RenewalOverdue"));
+        // Leaves expired.
+        assert!(
+            warned(1830 * DAY, STEADY)
+                .iter()
+                .all(|(r, _)| *r == "Expired")
+        );
+        // The CA (10 years) expired: on the CA Secret and on each bundle that holds it.
+        let expired = warned(3700 * DAY, STEADY);
+        let ca: Vec<_> = expired.iter().filter(|(r, _)| *r == "CAExpired").collect();
+        assert_eq!(ca.len(), 1 + 3, "{expired:?}");
+        assert!(ca.iter().any(|(_, n)| n == "envoy-gateway-ca"));
+    }
+
+    #[test]
+    fn a_rotation_is_stuck_once_past_its_gate_by_more_than_stuck_after() {
+        let in_trust = |ago: time::Duration| Rotation {
+            phase: "trust",
+            since: Some(NOW - ago),
+        };
+        // Gate 2 minutes + 1 hour.
+        assert!(warned(DAY, in_trust(time::Duration::minutes(61))).is_empty());
+        assert_eq!(
+            warned(DAY, in_trust(time::Duration::minutes(63))),
+            [("RotationStuck", "envoy-gateway-ca".to_string())]
+        );
+    }
+
+    #[test]
+    fn only_restarts_are_events() {
+        let consumers = [ConsumerReport {
+            name: "ratelimit".into(),
+            reload: crate::config::Reload::Restart,
+            deployments: vec![
+                DeploymentReport::new("envoy-ratelimit", "restarted"),
+                DeploymentReport::new("other", "up-to-date"),
+            ],
+            note: None,
+            probes: vec![],
+        }];
+        let lines = of_restarts(&consumers);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            (lines[0].reason, lines[0].kind, lines[0].name.as_str()),
+            ("Restarted", "Deployment", "envoy-ratelimit")
+        );
+    }
+}

@@ -1,0 +1,105 @@
+//! The reads behind the metrics: one observation of the Secrets (the same one `check` makes),
+//! `check`'s judgement of it, and one read of each `caBundle` target, turned into gauge
+//! families by [`super::health`]. After a run, the same plus the run's outcome.
+//!
+//! It reads through the same store and webhook adapter as a run, and writes nothing.
+
+use std::path::PathBuf;
+
+use time::OffsetDateTime;
+
+use super::{CaBundleTarget, Family, RunOutcome, TargetState};
+use crate::cli::TargetArgs;
+use crate::config::Config;
+use crate::error::Error;
+use crate::k8s::{KubeStore, WebhookObserved, WebhookStore, webhooks::describe};
+use crate::observe::{self, Snapshot};
+use crate::report::CheckReport;
+use crate::store::{LocalStore, SecretStore};
+
+/// `check`'s report of the store, and (with `webhooks`) its gauges, `caBundle` targets
+/// included.
+pub async fn checked<S: SecretStore>(
+    config: &Config,
+    store: &S,
+    webhooks: Option<&WebhookStore>,
+    now: OffsetDateTime,
+) -> Result<(CheckReport, Vec<Family>), Error> {
+    let observed = observe::observe(store, config).await?;
+    let report = crate::check::check(config, &observed, now, store.describe());
+    let targets = match webhooks {
+        Some(api) => targets(config, &observed, api).await?,
+        None => vec![],
+    };
+    let families = super::health(config, &observed, &report, &targets, now);
+    Ok((report, families))
+}
+
+/// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
+/// it follows. A target this identity may not read is `refused` (with the adapter's one
+/// warning); any other failed read is an error.
+async fn targets(
+    config: &Config,
+    observed: &Snapshot,
+    api: &WebhookStore,
+) -> Result<Vec<CaBundleTarget>, Error> {
+    let mut out = Vec::with_capacity(config.webhooks.len());
+    for t in &config.webhooks {
+        let state = match api.read(t.kind, &t.name).await? {
+            None => TargetState::Refused,
+            Some(WebhookObserved::Absent) => TargetState::Absent,
+            Some(WebhookObserved::Present(o)) => {
+                let bundle = observed
+                    .get(&t.bundle_from)
+                    .present()
+                    .and_then(|s| s.data.get("ca.crt"));
+                match bundle {
+                    Some(b) if !o.holds(b) => TargetState::Drifted,
+                    _ => TargetState::InSync,
+                }
+            }
+        };
+        let kind = describe(t.kind, &t.name);
+        let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
+        out.push(CaBundleTarget {
+            kind: kind.to_string(),
+            name: t.name.clone(),
+            secret: t.bundle_from.clone(),
+            state,
+        });
+    }
+    Ok(out)
+}
+
+/// The metrics of a finished run: the state it left (observed again, as `check` would) and
+/// its `outcome`. When the state cannot be read any more, the outcome alone, with a warning.
+pub async fn after_run(
+    config: &Config,
+    local: &Option<PathBuf>,
+    target: &TargetArgs,
+    outcome: RunOutcome,
+) -> String {
+    let now = OffsetDateTime::now_utc();
+    let health = match local {
+        Some(dir) => checked(config, &LocalStore::new(dir), None, now).await,
+        None => match crate::k8s::client(target).await {
+            Ok(client) => {
+                let store = KubeStore::new(client.clone(), &config.namespace);
+                let webhooks = WebhookStore::new(client);
+                checked(config, &store, Some(&webhooks), now).await
+            }
+            Err(e) => Err(e),
+        },
+    };
+    let mut families = match health {
+        Ok((_, families)) => families,
+        Err(e) => {
+            tracing::warn!(
+                "the metrics give the run's outcome only: reading the Secrets after the run failed: {e}"
+            );
+            vec![]
+        }
+    };
+    families.extend(super::run(config, &outcome));
+    super::render(&families)
+}

@@ -1,0 +1,414 @@
+//! Prometheus metrics of what certgen manages and of its runs, in the text exposition format:
+//! `certgen check --output prometheus`, and every run's `--metrics-file` / `--pushgateway`.
+//!
+//! A pure rendering, like [`crate::report`]: [`health`] turns what `check` found (its
+//! [`CheckReport`], the certificates of the [`Snapshot`] it judged, the `caBundle` targets as
+//! read) into gauge families; [`run`] adds a run's outcome. Names follow Prometheus'
+//! conventions: the `certgen_` prefix, base units, `_timestamp_seconds` for instants (Unix
+//! time), every family with its HELP and TYPE line. Labels name objects and CAs by their
+//! public SHA-256 fingerprint; nothing here ever sees key material (keys are never parsed into
+//! anything this module reads). Where the text goes is [`sink`]'s job.
+
+pub mod collect;
+pub mod sink;
+pub mod text;
+
+use time::OffsetDateTime;
+
+pub use self::text::{Family, render};
+use crate::config::Config;
+use crate::metrics::ApiRequests;
+use crate::observe::Snapshot;
+use crate::observe::parse::{self, Field};
+use crate::pki::Cert;
+use crate::report::CheckReport;
+
+/// The statuses of a Secret in `check` (`certgen_secret_status`), each exposed as 0 or 1.
+const SECRET_STATUSES: [&str; 4] = ["ok", "due", "missing", "invalid"];
+/// The rotation phases (`certgen_rotation_phase`).
+pub const PHASES: [&str; 4] = ["steady", "trust", "leaves", "cleanup"];
+/// The states of a `caBundle` target (`certgen_cabundle_target_status`).
+const TARGET_STATUSES: [&str; 4] = ["in_sync", "drifted", "absent", "refused"];
+
+/// A `caBundle` target (webhook configuration, APIService) as read for the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundleTarget {
+    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
+    pub kind: String,
+    pub name: String,
+    /// The managed Secret whose `ca.crt` the target's `caBundle` follows.
+    pub secret: String,
+    pub state: TargetState,
+}
+
+/// What the read of a `caBundle` target found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetState {
+    /// Every entry holds the Secret's `ca.crt` (or the Secret is not there to compare with).
+    InSync,
+    /// An entry's `caBundle` differs from the Secret's `ca.crt`: a run repairs it.
+    Drifted,
+    /// The object does not exist (certgen never creates it).
+    Absent,
+    /// This identity may not read it (403).
+    Refused,
+}
+
+impl TargetState {
+    fn name(self) -> &'static str {
+        match self {
+            Self::InSync => "in_sync",
+            Self::Drifted => "drifted",
+            Self::Absent => "absent",
+            Self::Refused => "refused",
+        }
+    }
+}
+
+/// The rotation phase the stored state is in, and since when (by the store's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// One of [`PHASES`].
+    pub phase: &'static str,
+    /// When the stored state entered the phase, as far as the writes tell: for `trust` and
+    /// `leaves` the CA Secret's last write (the pending CA's, the promotion's), for `cleanup`
+    /// the newest leaf write. `None` in `steady`, or when the store keeps no write times.
+    pub since: Option<OffsetDateTime>,
+}
+
+/// The rotation phase of the stored state, derived from the certificates as the planner does:
+/// a pending CA (`next.crt`) means the trust step is under way or waits for its gate; a leaf
+/// not signed by the active CA while its bundle trusts the active CA means the leaves step;
+/// a bundle still holding an unexpired CA other than the active one means the cleanup is due.
+pub fn rotation(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Rotation {
+    let steady = Rotation {
+        phase: "steady",
+        since: None,
+    };
+    let Some(ca_secret) = observed.ca().present() else {
+        return steady;
+    };
+    let ca = parse::ca(ca_secret);
+    if matches!(ca.next_cert, Field::Ok(_)) {
+        return Rotation {
+            phase: "trust",
+            since: ca_secret.written_at,
+        };
+    }
+    let Field::Ok(active) = ca.cert else {
+        return steady;
+    };
+    let leaves: Vec<_> = config
+        .tls
+        .iter()
+        .filter_map(|t| observed.get(&t.name).present())
+        .map(|s| (s, parse::leaf(s)))
+        .collect();
+    let trusts_active = |b: &Field<parse::Bundle>| {
+        b.ok().is_some_and(|b| {
+            b.certs
+                .iter()
+                .any(|c| c.fingerprint() == active.fingerprint())
+        })
+    };
+    let leaves_due = leaves.iter().any(|(_, l)| {
+        trusts_active(&l.bundle) && l.cert.ok().is_some_and(|leaf| !active.signed(leaf))
+    });
+    if leaves_due {
+        return Rotation {
+            phase: "leaves",
+            since: ca_secret.written_at,
+        };
+    }
+    let prior_trusted = leaves.iter().any(|(_, l)| {
+        l.bundle.ok().is_some_and(|b| {
+            b.certs
+                .iter()
+                .any(|c| c.fingerprint() != active.fingerprint() && !c.is_expired_at(now))
+        })
+    });
+    if prior_trusted {
+        return Rotation {
+            phase: "cleanup",
+            since: leaves.iter().filter_map(|(s, _)| s.written_at).max(),
+        };
+    }
+    steady
+}
+
+fn seconds(t: OffsetDateTime) -> f64 {
+    t.unix_timestamp() as f64
+}
+
+/// The certificate each Secret holds (the active CA for the CA Secret): Secret name, kind
+/// (`ca`, `tls`), certificate and renewBefore.
+pub fn certificates<'a>(
+    config: &'a Config,
+    observed: &Snapshot,
+) -> Vec<(&'a str, &'static str, Cert, std::time::Duration)> {
+    let mut out = Vec::new();
+    if let Some(s) = observed.ca().present()
+        && let Field::Ok(cert) = parse::ca(s).cert
+    {
+        out.push((
+            config.ca.secret_name.as_str(),
+            "ca",
+            cert,
+            config.ca.renew_before,
+        ));
+    }
+    for t in &config.tls {
+        if let Some(s) = observed.get(&t.name).present()
+            && let Field::Ok(cert) = parse::leaf(s).cert
+        {
+            out.push((t.name.as_str(), "tls", cert, t.renew_before));
+        }
+    }
+    out
+}
+
+/// The gauges of what `check` found: per Secret and certificate, per CA in each bundle, the
+/// rotation phase, and the `caBundle` targets.
+pub fn health(
+    config: &Config,
+    observed: &Snapshot,
+    report: &CheckReport,
+    targets: &[CaBundleTarget],
+    now: OffsetDateTime,
+) -> Vec<Family> {
+    let ns = || ("namespace", config.namespace.clone());
+    let secret_labels = |secret: &str, kind: &str| {
+        vec![
+            ns(),
+            ("secret", secret.to_string()),
+            ("kind", kind.to_string()),
+        ]
+    };
+
+    let mut healthy = Family::gauge(
+        "certgen_check_healthy",
+        "1 when nothing is due: every Secret is usable, unexpired, outside its renewal window, and no rotation is in progress.",
+    );
+    healthy.push(
+        vec![ns(), ("profile", config.profile.clone())],
+        f64::from(u8::from(report.healthy)),
+    );
+
+    let mut status = Family::gauge(
+        "certgen_secret_status",
+        "The status of each managed Secret as certgen check reports it: 1 for the current status (ok, due, missing, invalid), 0 for the others.",
+    );
+    let mut problems = Family::gauge(
+        "certgen_secret_problems",
+        "The number of problems certgen check found with each managed Secret (certgen check lists them).",
+    );
+    for row in &report.secrets {
+        for s in SECRET_STATUSES {
+            let mut labels = secret_labels(&row.secret, row.kind);
+            labels.push(("status", s.to_string()));
+            status.push(labels, f64::from(u8::from(row.status == s)));
+        }
+        problems.push(
+            secret_labels(&row.secret, row.kind),
+            row.problems.len() as f64,
+        );
+    }
+
+    let mut not_before = Family::gauge(
+        "certgen_certificate_not_before_timestamp_seconds",
+        "The notBefore of the certificate each Secret holds (the active CA for the CA Secret), in Unix time.",
+    );
+    let mut not_after = Family::gauge(
+        "certgen_certificate_not_after_timestamp_seconds",
+        "The notAfter of the certificate each Secret holds (the active CA for the CA Secret), in Unix time.",
+    );
+    let mut renewal = Family::gauge(
+        "certgen_certificate_renewal_due_timestamp_seconds",
+        "When a run renews the certificate each Secret holds (notAfter minus renewBefore), in Unix time.",
+    );
+    for (secret, kind, cert, renew_before) in certificates(config, observed) {
+        let renew_at = cert
+            .not_after
+            .checked_sub(time::Duration::try_from(renew_before).unwrap_or(time::Duration::MAX))
+            .unwrap_or(cert.not_before);
+        not_before.push(secret_labels(secret, kind), seconds(cert.not_before));
+        not_after.push(secret_labels(secret, kind), seconds(cert.not_after));
+        renewal.push(secret_labels(secret, kind), seconds(renew_at));
+    }
+
+    let mut cas = Family::gauge(
+        "certgen_bundle_cas",
+        "The number of CA certificates in each Secret's trust bundle (ca.crt); certgen keeps at most two.",
+    );
+    let mut ca_not_after = Family::gauge(
+        "certgen_bundle_ca_not_after_timestamp_seconds",
+        "The notAfter of each CA in each Secret's trust bundle (ca.crt), by the CA's SHA-256 fingerprint (first 16 hex digits), in Unix time.",
+    );
+    for row in report.secrets.iter().filter(|r| !r.bundle.is_empty()) {
+        cas.push(
+            vec![ns(), ("secret", row.secret.clone())],
+            row.bundle.len() as f64,
+        );
+        for ca in &row.bundle {
+            let Some(t) = crate::timefmt::parse_rfc3339(&ca.not_after) else {
+                continue;
+            };
+            ca_not_after.push(
+                vec![
+                    ns(),
+                    ("secret", row.secret.clone()),
+                    ("ca_sha256", ca.sha256.chars().take(16).collect()),
+                ],
+                seconds(t),
+            );
+        }
+    }
+
+    let rot = rotation(config, observed, now);
+    let mut phase = Family::gauge(
+        "certgen_rotation_phase",
+        "The CA rotation phase the stored certificates are in: 1 for the current phase (steady, trust, leaves, cleanup), 0 for the others.",
+    );
+    for p in PHASES {
+        phase.push(
+            vec![
+                ns(),
+                ("profile", config.profile.clone()),
+                ("phase", p.into()),
+            ],
+            f64::from(u8::from(rot.phase == p)),
+        );
+    }
+    let mut since = Family::gauge(
+        "certgen_rotation_phase_start_timestamp_seconds",
+        "When the stored state entered its current rotation phase, by the store's clock (trust and leaves: the CA Secret's last write; cleanup: the newest leaf write), in Unix time; absent in steady state.",
+    );
+    if let Some(t) = rot.since.filter(|_| rot.phase != "steady") {
+        since.push(
+            vec![
+                ns(),
+                ("profile", config.profile.clone()),
+                ("phase", rot.phase.into()),
+            ],
+            seconds(t),
+        );
+    }
+
+    let mut target = Family::gauge(
+        "certgen_cabundle_target_status",
+        "The state of each caBundle target (webhook configuration, APIService) against the ca.crt of the Secret it follows: 1 for the current state (in_sync, drifted, absent, refused), 0 for the others.",
+    );
+    for t in targets {
+        for s in TARGET_STATUSES {
+            target.push(
+                vec![
+                    ns(),
+                    ("target_kind", t.kind.clone()),
+                    ("target", t.name.clone()),
+                    ("secret", t.secret.clone()),
+                    ("status", s.into()),
+                ],
+                f64::from(u8::from(t.state.name() == s)),
+            );
+        }
+    }
+
+    vec![
+        healthy,
+        status,
+        problems,
+        not_before,
+        not_after,
+        renewal,
+        cas,
+        ca_not_after,
+        phase,
+        since,
+        target,
+    ]
+}
+
+/// What a run did, for its metrics.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunOutcome {
+    /// The process exit code (0 done, see `certgen --help`).
+    pub exit_code: u8,
+    pub finished_at: OffsetDateTime,
+    pub duration: std::time::Duration,
+    pub writes: usize,
+    pub dry_run: bool,
+    /// Kubernetes API requests of the run (cluster runs only).
+    pub api_requests: Option<ApiRequests>,
+}
+
+/// The gauges of a run's outcome.
+pub fn run(config: &Config, outcome: &RunOutcome) -> Vec<Family> {
+    let labels = || {
+        vec![
+            ("namespace", config.namespace.clone()),
+            ("profile", config.profile.clone()),
+        ]
+    };
+    let family = |name, help, value: f64| {
+        let mut f = Family::gauge(name, help);
+        f.push(labels(), value);
+        f
+    };
+    let mut out = vec![
+        family(
+            "certgen_last_run_success",
+            "1 when the last certgen run ended with exit code 0, else 0.",
+            f64::from(u8::from(outcome.exit_code == 0)),
+        ),
+        family(
+            "certgen_last_run_exit_code",
+            "The exit code of the last certgen run (0 done, 1 verification failed, 2 bad input, 3 timed out, 4 contended, 5 API failure).",
+            f64::from(outcome.exit_code),
+        ),
+        family(
+            "certgen_last_run_timestamp_seconds",
+            "When the last certgen run ended, in Unix time.",
+            seconds(outcome.finished_at),
+        ),
+        family(
+            "certgen_last_run_duration_seconds",
+            "How long the last certgen run took, in seconds.",
+            outcome.duration.as_secs_f64(),
+        ),
+        family(
+            "certgen_last_run_writes",
+            "The number of Secret writes the last certgen run made.",
+            outcome.writes as f64,
+        ),
+        family(
+            "certgen_last_run_dry_run",
+            "1 when the last certgen run was a dry run (nothing written).",
+            f64::from(u8::from(outcome.dry_run)),
+        ),
+    ];
+    if let Some(r) = outcome.api_requests {
+        let mut f = Family::gauge(
+            "certgen_last_run_api_requests",
+            "Kubernetes API requests the last certgen run made, by verb (retries included).",
+        );
+        for (verb, n) in [
+            ("get", r.get),
+            ("list", r.list),
+            ("watch", r.watch),
+            ("create", r.create),
+            ("update", r.update),
+            ("patch", r.patch),
+            ("delete", r.delete),
+            ("review", r.review),
+        ] {
+            let mut l = labels();
+            l.push(("verb", verb.into()));
+            f.push(l, n as f64);
+        }
+        out.push(f);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! The Prometheus text exposition format (version 0.0.4): metric families of gauges, each with
+//! its `# HELP` and `# TYPE` line, label values escaped as the format requires.
+//!
+//! Families are plain values built by the caller and rendered here; nothing is registered
+//! globally and nothing is read or written. What certgen exposes is all gauges (state at the
+//! time of the run or check), so this is the whole of the format it needs.
+
+use std::fmt::Write;
+
+/// One sample: its label pairs (in order) and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub labels: Vec<(&'static str, String)>,
+    pub value: f64,
+}
+
+/// A gauge family: name, help and samples.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub samples: Vec<Sample>,
+}
+
+impl Family {
+    /// An empty family.
+    pub fn gauge(name: &'static str, help: &'static str) -> Self {
+        Self {
+            name,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds a sample.
+    pub fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        self.samples.push(Sample { labels, value });
+    }
+}
+
+/// Renders `families` in the text format; families without samples are left out.
+pub fn render(families: &[Family]) -> String {
+    let mut out = String::new();
+    for f in families.iter().filter(|f| !f.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(f.help));
+        let _ = writeln!(out, "# TYPE {} gauge", f.name);
+        for s in &f.samples {
+            out.push_str(f.name);
+            if !s.labels.is_empty() {
+                out.push('{');
+                for (i, (k, v)) in s.labels.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+                }
+                out.push('}');
+            }
+            let _ = writeln!(out, " {}", value(s.value));
+        }
+    }
+    out
+}
+
+fn value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v}")
+    }
+}
+
+fn escape_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn escape_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_help_type_and_escaped_labels() {
+        let mut f = Family::gauge("certgen_x_seconds", "A help\nline with \\.");
+        f.push(vec![("a", "q\"u\\o\nte".into()), ("b", "2".into())], 1.5);
+        f.push(vec![], 1_764_000_000.0);
+        let empty = Family::gauge("certgen_empty", "Nothing.");
+        assert_eq!(
+            render(&[f, empty]),
+            "# HELP certgen_x_seconds A help\\nline with \\\\.\n\
+             # TYPE certgen_x_seconds gauge\n\
+             certgen_x_seconds{a=\"q\\\"u\\\\o\\nte\",b=\"2\"} 1.5\n\
+             certgen_x_seconds 1764000000\n"
+        );
+    }
+
+    #[test]
+    fn special_values() {
+        assert_eq!(value(f64::NAN), "NaN");
+        assert_eq!(value(f64::INFINITY), "+Inf");
+        assert_eq!(value(-3.0), "-3");
+        assert_eq!(value(0.25), "0.25");
+    }
+}

@@ -1,0 +1,269 @@
+//! Events (`events.k8s.io/v1`) on the real control plane: a staged rotation's Events read back
+//! with the API in order (reasons and objects), a series continued across runs instead of a
+//! new Event per run, and an identity without the verbs: a warning and a `skipped` line, never
+//! a failed run.
+
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use serde_json::json;
+
+use super::{cluster, deployment, rolled_out, rule};
+use crate::util::KEY_MARKERS;
+
+/// The Events certgen recorded in `ns`, oldest first: (reason, kind, name, series count).
+async fn events(api: &Api<Event>) -> Vec<(String, String, String, i32, Event)> {
+    let mut list: Vec<Event> = api
+        .list(&ListParams::default().labels("app.kubernetes.io/managed-by=certgen"))
+        .await
+        .unwrap()
+        .items;
+    list.sort_by_key(|e| e.event_time.clone().map(|t| t.0));
+    list.into_iter()
+        .map(|e| {
+            let r = e.regarding.clone().unwrap();
+            (
+                e.reason.clone().unwrap(),
+                r.kind.unwrap(),
+                r.name.unwrap(),
+                e.series.as_ref().map_or(1, |s| s.count),
+                e,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_staged_rotation_records_its_events_in_order_and_continues_series_across_runs() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-events").await;
+    let deployments = c
+        .create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
+        .await;
+    rolled_out(&deployments, "envoy-ratelimit", Duration::from_secs(120)).await;
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &ns.name);
+
+    // A fresh install: one Created per Secret.
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .args(["--events", "--wait", "--timeout", "120s"])
+        .run_async()
+        .await
+        .ok()
+        .json();
+    let lines = report["events"].as_array().unwrap();
+    assert!(lines.iter().all(|l| l["outcome"] == "recorded"), "{report}");
+    let created: Vec<String> = events(&api)
+        .await
+        .into_iter()
+        .filter(|e| e.0 == "Created")
+        .map(|e| e.2)
+        .collect();
+    assert_eq!(created.len(), 5, "{created:?}");
+
+    // A staged rotation: its Events in order, on the objects concerned.
+    let before: Vec<String> = events(&api)
+        .await
+        .into_iter()
+        .map(|e| e.4.metadata.name.unwrap())
+        .collect();
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .args(["--events", "--overwrite", "--wait", "--timeout", "120s"])
+        .run_async()
+        .await
+        .ok()
+        .json();
+    assert!(report["skipped"].is_null(), "{report}");
+    let rotation: Vec<(String, String, String, i32)> = events(&api)
+        .await
+        .into_iter()
+        .filter(|e| !before.contains(e.4.metadata.name.as_ref().unwrap()) || e.0 == "Restarted")
+        .map(|e| (e.0, e.1, e.2, e.3))
+        .collect();
+    let reasons: Vec<&str> = rotation.iter().map(|e| e.0.as_str()).collect();
+    // Phase by phase: trust (CA Secret, then each bundle), leaves (promotion, then each leaf),
+    // cleanup (each bundle); the ratelimit Deployment restarted after each phase, one Event
+    // whose series counts the restarts.
+    let first = |r: &str| {
+        reasons
+            .iter()
+            .position(|x| *x == r)
+            .unwrap_or_else(|| panic!("no {r}: {rotation:?}"))
+    };
+    let last = |r: &str| reasons.iter().rposition(|x| *x == r).unwrap();
+    assert!(last("TrustAdded") < first("CAPromoted"), "{rotation:?}");
+    assert!(first("CAPromoted") < first("LeavesRotated"), "{rotation:?}");
+    assert!(
+        last("LeavesRotated") < first("TrustCleanedUp"),
+        "{rotation:?}"
+    );
+    let on = |reason: &str| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = rotation
+            .iter()
+            .filter(|e| e.0 == reason)
+            .map(|e| (e.1.clone(), e.2.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    let secret = |n: &str| ("Secret".to_string(), n.to_string());
+    assert_eq!(
+        on("TrustAdded"),
+        [
+            secret("envoy"),
+            secret("envoy-gateway"),
+            secret("envoy-gateway-ca"),
+            secret("envoy-rate-limit")
+        ]
+    );
+    assert_eq!(on("CAPromoted"), [secret("envoy-gateway-ca")]);
+    assert_eq!(
+        on("LeavesRotated"),
+        [
+            secret("envoy"),
+            secret("envoy-gateway"),
+            secret("envoy-rate-limit")
+        ]
+    );
+    assert!(
+        on("TrustCleanedUp").contains(&secret("envoy-rate-limit")),
+        "{rotation:?}"
+    );
+    let restarted: Vec<_> = rotation.iter().filter(|e| e.0 == "Restarted").collect();
+    assert_eq!(restarted.len(), 1, "one Event, a series: {rotation:?}");
+    assert_eq!(
+        (restarted[0].1.as_str(), restarted[0].2.as_str()),
+        ("Deployment", "envoy-ratelimit")
+    );
+    // Restarted at install, then after trust, leaves and cleanup.
+    assert!(restarted[0].3 >= 3, "{rotation:?}");
+
+    // Another rotation continues the series of the Events it repeats (same object, reason and
+    // note: the restart, each leaf's renewal) instead of adding one per run; those naming the
+    // new CA's fingerprint are new Events.
+    let again = c
+        .certgen(&ns.name)
+        .quiet()
+        .args(["--events", "--overwrite", "--wait", "--timeout", "120s"])
+        .run_async()
+        .await
+        .ok()
+        .json();
+    assert!(
+        again["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["outcome"] == "recorded"),
+        "{again}"
+    );
+    let after = events(&api).await;
+    let of = |reason: &str, name: &str| -> Vec<i32> {
+        after
+            .iter()
+            .filter(|e| e.0 == reason && e.2 == name)
+            .map(|e| e.3)
+            .collect()
+    };
+    assert_eq!(
+        of("LeavesRotated", "envoy"),
+        [2],
+        "{:?}",
+        after.iter().map(|e| (&e.0, &e.2, e.3)).collect::<Vec<_>>()
+    );
+    let restarts = of("Restarted", "envoy-ratelimit");
+    assert_eq!(restarts.len(), 1);
+    assert!(restarts[0] > restarted[0].3, "{restarts:?}");
+    assert_eq!(of("CAPromoted", "envoy-gateway-ca").len(), 2);
+    for e in &after {
+        let text = serde_json::to_string(&e.4).unwrap();
+        for marker in KEY_MARKERS {
+            assert!(!text.contains(marker), "key material in an Event: {text}");
+        }
+        assert!(!text.contains("BEGIN"), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_refused_event_is_a_warning_and_a_skipped_line_not_a_failed_run() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-noevents").await;
+    // Everything certgen needs, but no verb on events.
+    let kubeconfig = c
+        .service_account_kubeconfig(
+            &ns.name,
+            "certgen",
+            vec![
+                rule(&[""], &["secrets"], &["get", "create", "patch"]),
+                rule(
+                    &["coordination.k8s.io"],
+                    &["leases"],
+                    &["get", "create", "update", "delete"],
+                ),
+                rule(&["apps"], &["deployments"], &["get", "list", "patch"]),
+            ],
+        )
+        .await;
+    let r = super::Certgen::new(&kubeconfig)
+        .namespace(&ns.name)
+        .args(["--events", "--disable-topology-injector"])
+        .run()
+        .ok();
+    let report = r.json();
+    assert_eq!(report["writes"], 5, "{report}");
+    let skipped = report["skipped"].as_array().unwrap();
+    assert!(
+        skipped
+            .iter()
+            .any(|s| s.as_str().unwrap().contains("events.events.k8s.io")),
+        "{report}"
+    );
+    let lines = report["events"].as_array().unwrap();
+    assert!(
+        !lines.is_empty() && lines.iter().all(|l| l["outcome"] == "refused"),
+        "{report}"
+    );
+    assert_eq!(
+        r.stderr.matches("Events not recorded").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_shows_the_events_it_would_record_and_records_none() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-events-dry").await;
+    c.certgen(&ns.name).quiet().run().ok();
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .args(["--events", "--overwrite", "--dry-run"])
+        .run()
+        .ok()
+        .json();
+    let lines = report["events"].as_array().unwrap();
+    assert!(!lines.is_empty(), "{report}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["outcome"] == "planned" && l["reason"] == "TrustAdded"),
+        "{report}"
+    );
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &ns.name);
+    assert!(events(&api).await.is_empty());
+    // Without --events the report carries none.
+    let report = c
+        .certgen(&ns.name)
+        .quiet()
+        .arg("--dry-run")
+        .run()
+        .ok()
+        .json();
+    assert!(report["events"].is_null(), "{report}");
+}
