@@ -24,6 +24,7 @@ mod consumers;
 mod eg_compat;
 mod faults;
 mod harness;
+mod kwc;
 mod probe;
 mod real_node;
 mod rotation;

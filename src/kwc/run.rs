@@ -1,0 +1,104 @@
+//! Running `create` and `patch`: validate, read, plan, print the plan, write. Every flag is
+//! checked before the first request; every object is read before the first write.
+
+use crate::cli::kwc::{KwcCreateArgs, KwcPatchArgs};
+use crate::error::Error;
+use crate::k8s::kwc as api;
+
+use super::plan::{CreatePlan, patch_bundle, plan_create, plan_patch};
+use super::request::{CreateRequest, PatchMode, PatchRequest};
+
+/// What a run printed: one line per object, for standard output.
+pub type Report = Vec<String>;
+
+/// `certgen create`.
+pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
+    let req = CreateRequest::from_args(args)?;
+    let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
+    let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
+    let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
+    let plan = plan_create(&req, &observed, now)?;
+    let object = format!("Secret {}/{}", req.namespace, req.secret_name);
+    match plan {
+        CreatePlan::Keep { notes } => {
+            for note in &notes {
+                tracing::warn!("{note}");
+            }
+            tracing::info!(secret = %object, "secret already exists");
+            Ok(vec![format!(
+                "{object}: exists and is usable; nothing written"
+            )])
+        }
+        CreatePlan::Create(secret) => {
+            let line = format!(
+                "{object}: {} (type {}; keys {}, {}, {}; SANs {}; valid until {})",
+                if args.common.dry_run {
+                    "would be created"
+                } else {
+                    "created"
+                },
+                secret.type_,
+                secret.ca.0,
+                secret.cert.0,
+                secret.key.0,
+                req.hosts.join(","),
+                crate::timefmt::rfc3339(secret.leaf.not_after),
+            );
+            if !args.common.dry_run {
+                api::create_secret(&client, &secret).await?;
+                tracing::info!(secret = %object, action = "create", "created the secret");
+            }
+            Ok(vec![line])
+        }
+    }
+}
+
+/// `certgen patch`.
+pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
+    let req = PatchRequest::from_args(args)?;
+    let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
+    let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
+    let bundle = patch_bundle(&req, &observed)?;
+    let mut read = Vec::new();
+    let mut objects = Vec::new();
+    for target in &req.targets {
+        let (state, object) = api::get_target(&client, target).await?;
+        read.push((target.clone(), state));
+        objects.push(object);
+    }
+    let plan = plan_patch(&req, bundle, &read)?;
+    let mut report = Vec::new();
+    let mut writes = 0;
+    for w in &plan.writes {
+        let changes = w.changes.join(", ");
+        if args.common.dry_run {
+            report.push(format!("{}: would write {changes}", w.target.describe()));
+            continue;
+        }
+        let index = req
+            .targets
+            .iter()
+            .position(|t| *t == w.target)
+            .expect("every write is of a target read");
+        let result = match (req.mode, objects[index].take()) {
+            (PatchMode::Patch, _) => {
+                api::apply_target(&client, w, &plan.bundle, plan.failure_policy).await
+            }
+            (PatchMode::Update, Some(object)) => {
+                api::update_target(&client, object, w, &plan.bundle, plan.failure_policy).await
+            }
+            (PatchMode::Update, None) => unreachable!("a present target was read with its object"),
+        };
+        result.map_err(|e| Error::from(e).after(writes))?;
+        writes += 1;
+        tracing::info!(object = %w.target.describe(), action = "patch", changes = %changes, "patched");
+        report.push(format!("{}: wrote {changes}", w.target.describe()));
+    }
+    for t in &plan.unchanged {
+        report.push(format!(
+            "{}: already holds the Secret's CA; nothing written",
+            t.describe()
+        ));
+    }
+    Ok(report)
+}
