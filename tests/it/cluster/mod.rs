@@ -25,6 +25,7 @@ mod eg_compat;
 mod faults;
 mod harness;
 mod kwc;
+mod kwc_rotation;
 mod probe;
 mod real_node;
 mod rotation;
