@@ -16,6 +16,8 @@
 //!   answers, dropped watches)
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
+//! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
+//!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`

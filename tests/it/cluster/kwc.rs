@@ -251,7 +251,7 @@ async fn kube_prometheus_stack_job_pair_as_kube_webhook_certgen() {
     );
 
     // post-install: `patch`, with the chart's args (an empty failure policy: each webhook
-    // keeps its own), as the chart's ClusterRole (get and update only).
+    // keeps its own), as the chart's ClusterRole.
     i.job("patch", &[]).await.ok();
     let after = i.webhooks(&c).await;
     for (b, a) in before.iter().zip(&after) {
