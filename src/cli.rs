@@ -136,12 +136,16 @@ pub enum Command {
     /// The drop-in for kube-webhook-certgen's Job (certgen linked as `kube-webhook-certgen`
     /// runs it unchanged): same flags, same Secret type and keys, SANs from --host. An existing
     /// Secret is kept when usable; one holding other keys is refused (exit 2).
+    // A flag given twice takes the last value, as kube-webhook-certgen's (pflag) do: charts
+    // append overrides to their Jobs' args.
+    #[command(args_override_self = true)]
     Create(kwc::KwcCreateArgs),
     /// kube-webhook-certgen's `patch`: the Secret's CA into webhook configurations' caBundle.
     ///
     /// Every entry of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration
     /// --webhook-name (and an APIService) gets the CA, after every object was read and the CA
     /// checked against the Secret's certificate; only what differs is written.
+    #[command(args_override_self = true)]
     Patch(kwc::KwcPatchArgs),
     /// Print shell completions.
     Completions {

@@ -529,6 +529,20 @@ mod tests {
         let r =
             patch(&[&BASE[..], &["--webhook-name=w", "--patch-failure-policy="]].concat()).unwrap();
         assert_eq!(r.failure_policy, None);
+        // A flag given twice: the last one wins, as in pflag.
+        let r = patch(
+            &[
+                &BASE[..],
+                &[
+                    "--webhook-name=w",
+                    "--patch-failure-policy=",
+                    "--patch-failure-policy=Fail",
+                ],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(r.failure_policy, Some(FailurePolicy::Fail));
         // `--patch-validating` alone is true, as in cobra.
         let r = patch(&[&BASE[..], &["--webhook-name=w", "--patch-validating"]].concat()).unwrap();
         assert_eq!(r.targets.len(), 2);
