@@ -18,6 +18,7 @@ pub mod error;
 pub mod exit;
 pub mod k8s;
 pub mod kwc;
+pub mod kwc_run;
 pub mod lock;
 pub mod metrics;
 pub mod observe;
@@ -119,10 +120,10 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
         Some(Command::Create(args)) => runtime(false)?
-            .block_on(kwc::run::create(&args))
+            .block_on(kwc_run::create(&args))
             .and_then(|lines| print(&(lines.join("\n") + "\n"))),
         Some(Command::Patch(args)) => runtime(false)?
-            .block_on(kwc::run::patch(&args))
+            .block_on(kwc_run::patch(&args))
             .and_then(|lines| print(&(lines.join("\n") + "\n"))),
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))

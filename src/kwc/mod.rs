@@ -19,12 +19,12 @@
 //! "Ignore":`).
 //!
 //! Layers as in the rest of certgen: [`request`] turns clap's arguments into validated
-//! requests (no IO), [`plan`] decides from what was read (pure), [`run`] reads, plans,
-//! prints and writes through the Kubernetes adapter (`crate::k8s::kwc`).
+//! requests (no IO), [`plan`] decides from what was read (pure); `crate::kwc_run` reads,
+//! plans, prints and writes through the Kubernetes adapter (`crate::k8s::kwc`), which this
+//! module never imports.
 
 pub mod plan;
 pub mod request;
-pub mod run;
 
 pub use plan::{
     CreatePlan, NewSecret, ObservedSecret, ObservedTarget, PatchPlan, TargetWrite, plan_create,

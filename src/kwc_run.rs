@@ -1,12 +1,14 @@
-//! Running `create` and `patch`: validate, read, plan, print the plan, write. Every flag is
-//! checked before the first request; every object is read before the first write.
+//! Running `certgen create` and `certgen patch` ([`crate::kwc`]): validate, read, plan, print
+//! the plan, write. Every flag is checked before the first request; every object is read before
+//! the first write. The orchestration, apart from the pure core in [`crate::kwc`] so that the
+//! core never reaches the Kubernetes adapter.
 
 use crate::cli::kwc::{KwcCreateArgs, KwcPatchArgs};
 use crate::error::Error;
 use crate::k8s::kwc as api;
 
-use super::plan::{CreatePlan, patch_bundle, plan_create, plan_patch};
-use super::request::{CreateRequest, PatchMode, PatchRequest};
+use crate::kwc::plan::{CreatePlan, patch_bundle, plan_create, plan_patch};
+use crate::kwc::request::{CreateRequest, PatchMode, PatchRequest};
 
 /// What a run printed: one line per object, for standard output.
 pub type Report = Vec<String>;
