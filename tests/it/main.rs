@@ -36,6 +36,7 @@ mod eg_compat;
 mod faults;
 mod fuzz_regressions;
 mod hygiene;
+mod kwc;
 mod layout;
 mod local;
 mod pki_verify;
