@@ -7,8 +7,9 @@
 //! - certgen's staged rotation (the main job with a config whose `webhooks:` target is this
 //!   configuration, `--overwrite`, a propagation delay above the lag): no failure.
 //! - the one-write replacement kube-webhook-certgen's users do today (delete the Secret, run
-//!   `create`, then `patch`; here certgen's drop-in, which writes what kube-webhook-certgen
-//!   writes): failures, so the check can see them.
+//!   `create`, then `patch`; certgen's drop-in, which writes what kube-webhook-certgen writes,
+//!   or kube-webhook-certgen itself with `CERTGEN_KWC_BIN=PATH`): failures, so the check can
+//!   see them.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -322,9 +323,14 @@ async fn admission_calls_during_a_rotation_staged_and_one_write() {
     let ns2 = c.namespace("certgen-kwc-one").await;
     let webhook2 = Webhook::start().await;
     let _v2 = configuration(&c, &ns2.name, webhook2.port).await;
-    let dir = tmp.path().join("bin");
+    // `CERTGEN_KWC_BIN`: kube-webhook-certgen itself (built from its source; not in CI) for
+    // the one-write replacement, instead of certgen's drop-in.
+    let bin = match std::env::var_os("CERTGEN_KWC_BIN") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => link_in(&tmp.path().join("bin")),
+    };
     let kwc = |args: Vec<String>| {
-        let mut cmd = command(&link_in(&dir));
+        let mut cmd = command(&bin);
         cmd.args(args).arg("--kubeconfig").arg(&c.kubeconfig);
         crate::util::run_async(cmd)
     };
