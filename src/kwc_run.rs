@@ -68,11 +68,15 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
         read.push((target.clone(), state));
         objects.push(object);
     }
-    let plan = plan_patch(&req, bundle, &read)?;
+    let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
+    let plan = plan_patch(&req, &bundle, &read, now)?;
     let mut report = Vec::new();
     let mut writes = 0;
     for w in &plan.writes {
-        let changes = w.changes.join(", ");
+        let mut changes = w.changes.join(", ");
+        if w.keeps_prior {
+            changes.push_str(&prior_note(&bundle, req.propagation_delay));
+        }
         if args.common.dry_run {
             report.push(format!("{}: would write {changes}", w.target.describe()));
             continue;
@@ -84,10 +88,10 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
             .expect("every write is of a target read");
         let result = match (req.mode, objects[index].take()) {
             (PatchMode::Patch, _) => {
-                api::apply_target(&client, w, &plan.bundle, plan.failure_policy).await
+                api::apply_target(&client, w, &w.bundle, plan.failure_policy).await
             }
             (PatchMode::Update, Some(object)) => {
-                api::update_target(&client, object, w, &plan.bundle, plan.failure_policy).await
+                api::update_target(&client, object, w, &w.bundle, plan.failure_policy).await
             }
             (PatchMode::Update, None) => unreachable!("a present target was read with its object"),
         };
@@ -96,11 +100,27 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
         tracing::info!(object = %w.target.describe(), action = "patch", changes = %changes, "patched");
         report.push(format!("{}: wrote {changes}", w.target.describe()));
     }
-    for t in &plan.unchanged {
+    for (t, keeps_prior) in &plan.unchanged {
+        let note = if *keeps_prior {
+            prior_note(&bundle, req.propagation_delay)
+        } else {
+            String::new()
+        };
         report.push(format!(
-            "{}: already holds the Secret's CA; nothing written",
+            "{}: already holds the Secret's CA{note}; nothing written",
             t.describe()
         ));
     }
     Ok(report)
+}
+
+/// Says until when a `caBundle` keeps the prior CA, and what drops it.
+fn prior_note(secret: &crate::kwc::plan::SecretBundle, delay: std::time::Duration) -> String {
+    let until = secret
+        .written_at
+        .map(|at| at + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO))
+        .map_or("later".to_string(), crate::timefmt::rfc3339);
+    format!(
+        " (keeps the prior CA beside the Secret's: the webhook may serve a certificate it signed until {until}; a patch after that drops it)"
+    )
 }

@@ -110,6 +110,10 @@ pub struct KwcPatchArgs {
     /// resourceVersion) or patch (server-side apply of the caBundle fields).
     #[arg(long, value_name = "MODE", default_value = "update")]
     pub patch_mode: String,
+    /// How long a webhook may take to serve a replaced Secret's certificate: until then the
+    /// caBundle keeps the prior CA beside the Secret's (certgen's addition) [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
+    pub propagation_delay: Option<std::time::Duration>,
     #[command(flatten)]
     pub common: KwcCommon,
 }

@@ -32,6 +32,7 @@ pub async fn get_secret(
     match api.get_opt(name).await {
         Ok(None) => Ok(ObservedSecret::Absent),
         Ok(Some(s)) => Ok(ObservedSecret::Present {
+            written_at: super::written_at(&s.metadata),
             type_: s.type_.unwrap_or_else(|| "Opaque".into()),
             data: s
                 .data

@@ -19,6 +19,8 @@ pub enum ObservedSecret {
     Present {
         type_: String,
         data: BTreeMap<String, Vec<u8>>,
+        /// When it was last written, by the API server's clock (`None`: unknown).
+        written_at: Option<OffsetDateTime>,
     },
 }
 
@@ -65,7 +67,7 @@ pub fn plan_create(
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
     let data = match observed {
         ObservedSecret::Absent => return issue(req, now).map(|s| CreatePlan::Create(Box::new(s))),
-        ObservedSecret::Present { type_, data } => {
+        ObservedSecret::Present { type_, data, .. } => {
             let mut notes = Vec::new();
             if *type_ != req.secret_type {
                 notes.push(format!(
@@ -219,32 +221,42 @@ pub struct TargetWrite {
     pub entries: Vec<String>,
     /// What changes, for the report: `caBundle`, `failurePolicy`, `insecureSkipTLSVerify`.
     pub changes: Vec<&'static str>,
+    /// The `caBundle` it gets: the Secret's CA, and the prior CA while it is kept.
+    pub bundle: Vec<u8>,
+    /// Whether the bundle keeps a prior CA the Secret no longer holds.
+    pub keeps_prior: bool,
 }
 
 /// What `patch` does.
 #[derive(Debug, Clone)]
 pub struct PatchPlan {
-    /// The bundle every target gets (the Secret's CA key, as stored).
-    pub bundle: Vec<u8>,
     pub failure_policy: Option<FailurePolicy>,
     pub writes: Vec<TargetWrite>,
-    /// Targets that already hold the bundle (and policy): no write.
-    pub unchanged: Vec<Target>,
+    /// Targets that already hold their bundle (and policy): no write; `true` when that bundle
+    /// still keeps a prior CA.
+    pub unchanged: Vec<(Target, bool)>,
 }
 
 /// The CA bundle `patch` copies: the Secret's `--ca-name` key (`ca` when it is absent, as
 /// kube-webhook-certgen reads it), which must be PEM certificates that sign the Secret's
 /// serving certificate when it has one, so a `caBundle` never distrusts what the webhook serves.
-pub fn patch_bundle(req: &PatchRequest, observed: &ObservedSecret) -> Result<Vec<u8>, ConfigError> {
+pub fn patch_bundle(
+    req: &PatchRequest,
+    observed: &ObservedSecret,
+) -> Result<SecretBundle, ConfigError> {
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
-    let (type_, data) = match observed {
+    let (type_, data, written_at) = match observed {
         ObservedSecret::Absent => {
             return Err(refuse(
                 "--secret-name",
                 format!("{object} does not exist: run `create` first; nothing was written"),
             ));
         }
-        ObservedSecret::Present { type_, data } => (type_, data),
+        ObservedSecret::Present {
+            type_,
+            data,
+            written_at,
+        } => (type_, data, *written_at),
     };
     if let Some(want) = &req.secret_type
         && want != type_
@@ -290,15 +302,75 @@ pub fn patch_bundle(req: &PatchRequest, observed: &ObservedSecret) -> Result<Vec
             ));
         }
     }
-    Ok(pem.clone())
+    Ok(SecretBundle {
+        pem: pem.clone(),
+        cas: bundle,
+        written_at,
+    })
+}
+
+/// The Secret's CA bundle as `patch` copies it.
+#[derive(Debug, Clone)]
+pub struct SecretBundle {
+    /// As stored.
+    pub pem: Vec<u8>,
+    pub cas: Vec<Cert>,
+    /// When the Secret was last written: the webhook may serve a certificate signed by a CA
+    /// it no longer holds until `--propagation-delay` after this.
+    pub written_at: Option<OffsetDateTime>,
+}
+
+/// The bundle a target gets: the Secret's, plus the one unexpired CA of the target's current
+/// `caBundle` that the Secret no longer holds, while the webhook may still serve a certificate
+/// it signed (until `delay` after the Secret's last write). So a Secret replaced in one step
+/// (deleted, `create`d again) never leaves the API server distrusting the certificate the
+/// webhook still serves; the prior CA goes on the first `patch` after the delay.
+fn in_step(
+    secret: &SecretBundle,
+    current: &[ObservedEntry],
+    now: OffsetDateTime,
+    delay: std::time::Duration,
+) -> (Vec<u8>, Option<Cert>) {
+    // A delay of 0 says the webhook serves a new certificate at once: copy blindly, as
+    // kube-webhook-certgen does (write times are rounded up to the next second).
+    let settled = delay.is_zero()
+        || secret.written_at.is_some_and(|at| {
+            now >= at + time::Duration::try_from(delay).unwrap_or(time::Duration::MAX)
+        });
+    if settled || secret.cas.len() != 1 {
+        return (secret.pem.clone(), None);
+    }
+    let held = |c: &Cert| {
+        secret
+            .cas
+            .iter()
+            .any(|s| s.fingerprint() == c.fingerprint())
+    };
+    let prior = current
+        .iter()
+        .filter_map(|e| parse_cert_chain(&e.ca_bundle).ok())
+        .flatten()
+        .find(|c| c.is_ca && !c.is_expired_at(now) && !held(c));
+    match prior {
+        None => (secret.pem.clone(), None),
+        Some(prior) => {
+            let mut pem = secret.pem.clone();
+            if !pem.ends_with(b"\n") {
+                pem.push(b'\n');
+            }
+            pem.extend_from_slice(prior.pem().as_bytes());
+            (pem, Some(prior))
+        }
+    }
 }
 
 /// `patch`: every target must exist (all are read before any is written); a target is written
-/// only when one of its entries lacks the bundle or the failure policy.
+/// only when one of its entries lacks its bundle (see `in_step`) or the failure policy.
 pub fn plan_patch(
     req: &PatchRequest,
-    bundle: Vec<u8>,
+    secret: &SecretBundle,
     observed: &[(Target, ObservedTarget)],
+    now: OffsetDateTime,
 ) -> Result<PatchPlan, ConfigError> {
     let mut writes = Vec::new();
     let mut unchanged = Vec::new();
@@ -316,6 +388,7 @@ pub fn plan_patch(
                 ),
             ));
         };
+        let (bundle, prior) = in_step(secret, entries, now, req.propagation_delay);
         let mut changes = Vec::new();
         if entries.iter().any(|e| e.ca_bundle != bundle) {
             changes.push("caBundle");
@@ -332,17 +405,18 @@ pub fn plan_patch(
             changes.push("insecureSkipTLSVerify");
         }
         if changes.is_empty() {
-            unchanged.push(target.clone());
+            unchanged.push((target.clone(), prior.is_some()));
         } else {
             writes.push(TargetWrite {
                 target: target.clone(),
                 entries: entries.iter().map(|e| e.name.clone()).collect(),
                 changes,
+                bundle,
+                keeps_prior: prior.is_some(),
             });
         }
     }
     Ok(PatchPlan {
-        bundle,
         failure_policy: req.failure_policy,
         writes,
         unchanged,
@@ -376,6 +450,7 @@ mod tests {
 
     fn stored(s: &NewSecret) -> ObservedSecret {
         ObservedSecret::Present {
+            written_at: Some(now()),
             type_: s.type_.clone(),
             data: BTreeMap::from([
                 (s.ca.0.clone(), s.ca.1.clone()),
@@ -430,7 +505,10 @@ mod tests {
     #[test]
     fn a_secret_with_foreign_or_missing_keys_is_refused() {
         let s = created();
-        let ObservedSecret::Present { type_, mut data } = stored(&s) else {
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&s)
+        else {
             unreachable!()
         };
         data.insert("tls.crt".into(), b"x".to_vec());
@@ -439,6 +517,7 @@ mod tests {
             &ObservedSecret::Present {
                 type_: type_.clone(),
                 data: data.clone(),
+                written_at: None,
             },
             now(),
         )
@@ -450,7 +529,16 @@ mod tests {
         );
         data.remove("tls.crt");
         data.remove("key");
-        let e = plan_create(&req(), &ObservedSecret::Present { type_, data }, now()).unwrap_err();
+        let e = plan_create(
+            &req(),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+            now(),
+        )
+        .unwrap_err();
         assert!(e.message.contains("missing: key"), "{e}");
     }
 
@@ -458,11 +546,23 @@ mod tests {
     fn a_secret_whose_ca_did_not_sign_its_certificate_is_refused() {
         let a = created();
         let b = created();
-        let ObservedSecret::Present { type_, mut data } = stored(&a) else {
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&a)
+        else {
             unreachable!()
         };
         data.insert("ca".into(), b.ca.1.clone());
-        let e = plan_create(&req(), &ObservedSecret::Present { type_, data }, now()).unwrap_err();
+        let e = plan_create(
+            &req(),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+            now(),
+        )
+        .unwrap_err();
         assert!(e.message.contains("no CA in it signed"), "{e}");
     }
 
@@ -475,6 +575,7 @@ mod tests {
             targets: vec![target(WebhookKind::ValidatingWebhookConfiguration)],
             failure_policy: policy,
             mode: PatchMode::Update,
+            propagation_delay: std::time::Duration::from_secs(120),
         }
     }
 
@@ -503,52 +604,93 @@ mod tests {
     #[test]
     fn patch_copies_the_secrets_ca_and_writes_only_what_differs() {
         let s = created();
-        let bundle = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
-        assert_eq!(bundle, s.ca.1);
+        let secret = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
+        assert_eq!(secret.pem, s.ca.1);
+        let bundle = secret.pem.clone();
         let t = target(WebhookKind::ValidatingWebhookConfiguration);
-        let plan = plan_patch(
-            &patch_req(None),
-            bundle.clone(),
-            &[(t.clone(), entries(b"", None))],
-        )
-        .unwrap();
-        assert_eq!(plan.writes[0].changes, ["caBundle"]);
-        assert_eq!(plan.writes[0].entries, ["a", "b"]);
-        let plan = plan_patch(
-            &patch_req(None),
-            bundle.clone(),
-            &[(t.clone(), entries(&bundle, None))],
-        )
-        .unwrap();
-        assert!(plan.writes.is_empty());
-        assert_eq!(plan.unchanged, std::slice::from_ref(&t));
+        let plan = |policy, current| {
+            plan_patch(&patch_req(policy), &secret, &[(t.clone(), current)], now()).unwrap()
+        };
+        let p = plan(None, entries(b"", None));
+        assert_eq!(p.writes[0].changes, ["caBundle"]);
+        assert_eq!(p.writes[0].entries, ["a", "b"]);
+        assert_eq!(p.writes[0].bundle, bundle);
+        assert!(!p.writes[0].keeps_prior);
+        let p = plan(None, entries(&bundle, None));
+        assert!(p.writes.is_empty());
+        assert_eq!(p.unchanged, [(t.clone(), false)]);
         let policy = Some(FailurePolicy::Ignore);
-        let plan = plan_patch(
-            &patch_req(policy),
-            bundle.clone(),
-            &[(t.clone(), entries(&bundle, Some("Fail")))],
+        let p = plan(policy, entries(&bundle, Some("Fail")));
+        assert_eq!(p.writes[0].changes, ["failurePolicy"]);
+        let p = plan(policy, entries(&bundle, Some("Ignore")));
+        assert!(p.writes.is_empty());
+    }
+
+    #[test]
+    fn patch_keeps_the_prior_ca_until_the_webhook_may_serve_the_new_certificate() {
+        // The Secret was replaced in one step (deleted, created again) at now(); the webhook
+        // configurations still trust the CA of the Secret before.
+        let old = created();
+        let new = created();
+        let secret = patch_bundle(&patch_req(None), &stored(&new)).unwrap();
+        let t = target(WebhookKind::ValidatingWebhookConfiguration);
+        let at = |t0: OffsetDateTime, current: ObservedTarget| {
+            plan_patch(&patch_req(None), &secret, &[(t.clone(), current)], t0).unwrap()
+        };
+        // Within the delay: [new, old], so the certificate the webhook still serves is trusted.
+        let p = at(now(), entries(&old.ca.1, None));
+        let w = &p.writes[0];
+        assert!(w.keeps_prior);
+        let cas = parse_cert_chain(&w.bundle).unwrap();
+        assert_eq!(cas.len(), 2);
+        assert!(cas[0].signed(&new.leaf) && cas[1].signed(&old.leaf));
+        // A re-run within the delay writes nothing, and keeps it.
+        let kept = w.bundle.clone();
+        let p = at(now() + time::Duration::minutes(1), entries(&kept, None));
+        assert!(p.writes.is_empty());
+        assert_eq!(p.unchanged, [(t.clone(), true)]);
+        // After the delay: the prior CA goes.
+        let p = at(now() + time::Duration::minutes(3), entries(&kept, None));
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        assert!(!p.writes[0].keeps_prior);
+        // Once the delay has passed, a stale caBundle is replaced outright.
+        let p = at(now() + time::Duration::minutes(3), entries(&old.ca.1, None));
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        // A delay of 0: the blind copy.
+        let mut zero = patch_req(None);
+        zero.propagation_delay = std::time::Duration::ZERO;
+        let p = plan_patch(
+            &zero,
+            &secret,
+            &[(t.clone(), entries(&old.ca.1, None))],
+            now(),
         )
         .unwrap();
-        assert_eq!(plan.writes[0].changes, ["failurePolicy"]);
-        let plan = plan_patch(
-            &patch_req(policy),
-            bundle.clone(),
-            &[(t, entries(&bundle, Some("Ignore")))],
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        // An unknown write time keeps the prior CA (it cannot be known to be safe to drop).
+        let mut unknown = secret.clone();
+        unknown.written_at = None;
+        let p = plan_patch(
+            &patch_req(None),
+            &unknown,
+            &[(t.clone(), entries(&old.ca.1, None))],
+            now() + time::Duration::days(1),
         )
         .unwrap();
-        assert!(plan.writes.is_empty());
+        assert!(p.writes[0].keeps_prior);
     }
 
     #[test]
     fn patch_refuses_a_missing_target_before_any_write() {
         let s = created();
-        let bundle = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
+        let secret = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
         let v = target(WebhookKind::ValidatingWebhookConfiguration);
         let m = target(WebhookKind::MutatingWebhookConfiguration);
         let e = plan_patch(
             &patch_req(None),
-            bundle,
+            &secret,
             &[(v, entries(b"", None)), (m, ObservedTarget::Absent)],
+            now(),
         )
         .unwrap_err();
         assert_eq!(e.source_name, "--webhook-name");
@@ -563,12 +705,22 @@ mod tests {
     fn patch_refuses_a_bundle_that_does_not_sign_the_serving_certificate() {
         let a = created();
         let b = created();
-        let ObservedSecret::Present { type_, mut data } = stored(&a) else {
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&a)
+        else {
             unreachable!()
         };
         data.insert("ca".into(), b.ca.1.clone());
-        let e =
-            patch_bundle(&patch_req(None), &ObservedSecret::Present { type_, data }).unwrap_err();
+        let e = patch_bundle(
+            &patch_req(None),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+        )
+        .unwrap_err();
         assert!(
             e.message
                 .contains("no CA in ca signed the certificate in cert"),
@@ -583,7 +735,7 @@ mod tests {
         let s = created();
         let mut r = patch_req(None);
         r.ca_name = "ca.crt".into();
-        assert_eq!(patch_bundle(&r, &stored(&s)).unwrap(), s.ca.1);
+        assert_eq!(patch_bundle(&r, &stored(&s)).unwrap().pem, s.ca.1);
         r.secret_type = Some("kubernetes.io/tls".into());
         assert_eq!(
             patch_bundle(&r, &stored(&s)).unwrap_err().source_name,

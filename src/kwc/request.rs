@@ -93,6 +93,9 @@ pub struct PatchRequest {
     pub targets: Vec<Target>,
     pub failure_policy: Option<FailurePolicy>,
     pub mode: PatchMode,
+    /// How long after the Secret's last write the webhook may still serve a certificate from
+    /// a CA the Secret no longer holds (the prior CA stays in the `caBundle` until then).
+    pub propagation_delay: std::time::Duration,
 }
 
 fn bad(flag: &str, message: impl Into<String>) -> ConfigError {
@@ -390,6 +393,9 @@ impl PatchRequest {
             targets,
             failure_policy,
             mode,
+            propagation_delay: args
+                .propagation_delay
+                .unwrap_or(crate::config::CLUSTER_PROPAGATION_DELAY),
         })
     }
 }

@@ -26,7 +26,7 @@ use tokio::net::TcpListener;
 
 use super::kwc::link_in;
 use super::{Cluster, DeleteOnDrop, cluster, data_map};
-use crate::util::{Run, command, write};
+use crate::util::{command, write};
 
 /// The lag between a Secret's change and the webhook serving it: 0.5 to 1.5 s, like a kubelet
 /// with a short sync period (it is about a minute with the defaults).
@@ -319,48 +319,22 @@ async fn admission_calls_during_a_rotation_staged_and_one_write() {
     .await;
     report("staged rotation (certgen --overwrite)", &staged);
 
-    // The one-write replacement: delete the Secret, `create`, `patch`.
-    let ns2 = c.namespace("certgen-kwc-one").await;
-    let webhook2 = Webhook::start().await;
-    let _v2 = configuration(&c, &ns2.name, webhook2.port).await;
-    // `CERTGEN_KWC_BIN`: kube-webhook-certgen itself (built from its source; not in CI) for
-    // the one-write replacement, instead of certgen's drop-in.
-    let bin = match std::env::var_os("CERTGEN_KWC_BIN") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => link_in(&tmp.path().join("bin")),
-    };
-    let kwc = |args: Vec<String>| {
-        let mut cmd = command(&bin);
-        cmd.args(args).arg("--kubeconfig").arg(&c.kubeconfig);
-        crate::util::run_async(cmd)
-    };
-    let create = vec![
-        "create".to_string(),
-        "--host=127.0.0.1".into(),
-        format!("--namespace={}", ns2.name),
-        "--secret-name=webhook".into(),
-    ];
-    let patch = vec![
-        "patch".to_string(),
-        format!("--webhook-name={}-admission", ns2.name),
-        "--patch-mutating=false".into(),
-        format!("--namespace={}", ns2.name),
-        "--secret-name=webhook".into(),
-    ];
-    kwc(create.clone()).await.ok();
-    kwc(patch.clone()).await.ok();
-    webhook2.follow(&c, &ns2.name, "webhook", ("cert", "key"));
-    let one_write = under_load(&c, &ns2.name, &webhook2, async {
-        c.secrets(&ns2.name)
-            .delete("webhook", &Default::default())
-            .await
-            .unwrap();
-        let r: Run = kwc(create.clone()).await.ok();
-        drop(r);
-        kwc(patch.clone()).await.ok();
-    })
-    .await;
-    report("one-write replacement (delete, create, patch)", &one_write);
+    // The one-write replacement: delete the Secret, `create`, `patch`. With kube-webhook-
+    // certgen's blind copy (certgen's `patch --propagation-delay=0s` does the same; or
+    // kube-webhook-certgen itself, `CERTGEN_KWC_BIN`, built from its source, not in CI), then
+    // with certgen's default `patch`, which keeps the prior CA in the caBundle for the delay.
+    let kwc_bin = std::env::var_os("CERTGEN_KWC_BIN").map(std::path::PathBuf::from);
+    let one_write =
+        replace_in_one_write(&c, tmp.path(), kwc_bin, &["--propagation-delay=0s"]).await;
+    report(
+        "one-write replacement (delete, create, patch copying the CA blindly)",
+        &one_write,
+    );
+    let in_step = replace_in_one_write(&c, tmp.path(), None, &[]).await;
+    report(
+        "one-write replacement (delete, create, certgen's patch keeping the prior CA)",
+        &in_step,
+    );
 
     assert!(staged.calls > 50, "the load reached the webhook");
     assert_eq!(
@@ -373,4 +347,53 @@ async fn admission_calls_during_a_rotation_staged_and_one_write() {
         one_write.rejected > 0,
         "the one-write replacement fails admission calls, and the check sees it"
     );
+}
+
+/// The Secret created by `create` and patched in by `patch` (certgen's drop-in, or `bin`),
+/// then replaced under load: deleted, `create`d, `patch`ed (with `patch_extra`, unless `bin`).
+async fn replace_in_one_write(
+    c: &Cluster,
+    tmp: &std::path::Path,
+    bin: Option<std::path::PathBuf>,
+    patch_extra: &[&str],
+) -> Counts {
+    let ns = c.namespace("certgen-kwc-one").await;
+    let webhook = Webhook::start().await;
+    let _v = configuration(c, &ns.name, webhook.port).await;
+    let extra: Vec<String> = match bin {
+        Some(_) => Vec::new(),
+        None => patch_extra.iter().map(|a| a.to_string()).collect(),
+    };
+    let bin = bin.unwrap_or_else(|| link_in(&tmp.join("bin")));
+    let kwc = |args: Vec<String>| {
+        let mut cmd = command(&bin);
+        cmd.args(args).arg("--kubeconfig").arg(&c.kubeconfig);
+        crate::util::run_async(cmd)
+    };
+    let create = vec![
+        "create".to_string(),
+        "--host=127.0.0.1".into(),
+        format!("--namespace={}", ns.name),
+        "--secret-name=webhook".into(),
+    ];
+    let mut patch = vec![
+        "patch".to_string(),
+        format!("--webhook-name={}-admission", ns.name),
+        "--patch-mutating=false".into(),
+        format!("--namespace={}", ns.name),
+        "--secret-name=webhook".into(),
+    ];
+    patch.extend(extra);
+    kwc(create.clone()).await.ok();
+    kwc(patch.clone()).await.ok();
+    webhook.follow(c, &ns.name, "webhook", ("cert", "key"));
+    under_load(c, &ns.name, &webhook, async {
+        c.secrets(&ns.name)
+            .delete("webhook", &Default::default())
+            .await
+            .unwrap();
+        kwc(create.clone()).await.ok();
+        kwc(patch.clone()).await.ok();
+    })
+    .await
 }
