@@ -172,6 +172,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--patch-mutating', '--patch-mutating', [CompletionResultType]::ParameterName, 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)')
             [CompletionResult]::new('--patch-failure-policy', '--patch-failure-policy', [CompletionResultType]::ParameterName, 'Also set every webhook''s failurePolicy: Ignore or Fail')
             [CompletionResult]::new('--patch-mode', '--patch-mode', [CompletionResultType]::ParameterName, 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)')
+            [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long a webhook may take to serve a replaced Secret''s certificate: until then the caBundle keeps the prior CA beside the Secret''s (certgen''s addition) [default: 2m]')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--log-level', '--log-level', [CompletionResultType]::ParameterName, 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')

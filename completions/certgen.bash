@@ -459,7 +459,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__patch)
-            opts="-v -q -h -V --secret-name --namespace --secret-type --ca-name --webhook-name --apiservice-name --patch-validating --patch-mutating --patch-failure-policy --patch-mode --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
+            opts="-v -q -h -V --secret-name --namespace --secret-type --ca-name --webhook-name --apiservice-name --patch-validating --patch-mutating --patch-failure-policy --patch-mode --propagation-delay --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -502,6 +502,10 @@ _certgen() {
                     return 0
                     ;;
                 --patch-mode)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --propagation-delay)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

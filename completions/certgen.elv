@@ -159,6 +159,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --patch-mutating 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)'
             cand --patch-failure-policy 'Also set every webhook''s failurePolicy: Ignore or Fail'
             cand --patch-mode 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)'
+            cand --propagation-delay 'How long a webhook may take to serve a replaced Secret''s certificate: until then the caBundle keeps the prior CA beside the Secret''s (certgen''s addition) [default: 2m]'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --log-level 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)'
             cand --log-format 'Log format on standard error'

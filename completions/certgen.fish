@@ -131,6 +131,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-validati
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-mutating -d 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-failure-policy -d 'Also set every webhook\'s failurePolicy: Ignore or Fail' -r
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-mode -d 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l propagation-delay -d 'How long a webhook may take to serve a replaced Secret\'s certificate: until then the caBundle keeps the prior CA beside the Secret\'s (certgen\'s addition) [default: 2m]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -l log-level -d 'Log level on standard error (kube-webhook-certgen\'s spelling; -v and -q work too)' -r -f -a "trace\t''
 debug\t''
