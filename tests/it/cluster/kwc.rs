@@ -219,6 +219,17 @@ async fn kube_prometheus_stack_job_pair_as_kube_webhook_certgen() {
     let i = install(&c, "certgen-kwc", None).await;
     let before = i.webhooks(&c).await;
 
+    // --dry-run says what would be written, and writes nothing.
+    let run = i.job("create", &["--dry-run"]).await.ok();
+    assert!(run.stdout.contains("would be created"), "{}", run.stdout);
+    assert!(
+        c.secrets(&i.ns.name)
+            .get_opt(&i.secret_name())
+            .await
+            .unwrap()
+            .is_none()
+    );
+
     // pre-install: `create`, with the chart's args, as the chart's Role.
     i.job("create", &[]).await.ok();
     let secret = c.secrets(&i.ns.name).get(&i.secret_name()).await.unwrap();
@@ -250,6 +261,16 @@ async fn kube_prometheus_stack_job_pair_as_kube_webhook_certgen() {
         "certgen"
     );
 
+    let run = i.job("patch", &["--dry-run"]).await.ok();
+    assert!(
+        run.stdout.contains("would write caBundle"),
+        "{}",
+        run.stdout
+    );
+    let dry = i.webhooks(&c).await;
+    assert_eq!(rv(&dry[0]), rv(&before[0]));
+    assert_eq!(rv(&dry[1]), rv(&before[1]));
+
     // post-install: `patch`, with the chart's args (an empty failure policy: each webhook
     // keeps its own), as the chart's ClusterRole.
     i.job("patch", &[]).await.ok();
@@ -276,6 +297,29 @@ async fn kube_prometheus_stack_job_pair_as_kube_webhook_certgen() {
     let unchanged = i.webhooks(&c).await;
     assert_eq!(rv(&unchanged[0]), rv(&after[0]));
     assert_eq!(rv(&unchanged[1]), rv(&after[1]));
+
+    // The Secret replaced in one step (deleted, created again), as kube-webhook-certgen's
+    // users rotate: `patch` keeps the prior CA beside the new one while the webhook may still
+    // serve the old certificate; with a delay of 0 it copies blindly.
+    c.secrets(&i.ns.name)
+        .delete(&i.secret_name(), &Default::default())
+        .await
+        .unwrap();
+    i.job("create", &[]).await.ok();
+    let new = data_map(c.secrets(&i.ns.name).get(&i.secret_name()).await.unwrap());
+    assert_ne!(new["ca"], data["ca"]);
+    let run = i.job("patch", &[]).await.ok();
+    assert!(run.stdout.contains("keeps the prior CA"), "{}", run.stdout);
+    let both = [new["ca"].clone(), data["ca"].clone()].concat();
+    for w in i.webhooks(&c).await {
+        let (_, bundles) = strip(w);
+        assert!(bundles.iter().all(|b| *b == base64(&both)), "[new, prior]");
+    }
+    i.job("patch", &["--propagation-delay=0s"]).await.ok();
+    for w in i.webhooks(&c).await {
+        let (_, bundles) = strip(w);
+        assert!(bundles.iter().all(|b| *b == base64(&new["ca"])), "new only");
+    }
 
     // A failure policy is set on every entry, Ignore as well as Fail (kube-webhook-certgen
     // drops Ignore).
