@@ -58,6 +58,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
+            [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page certgen(1) (roff), or write every page with --dir')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -141,6 +143,54 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;profile;help;help' {
             break
         }
+        'certgen;create' {
+            [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Comma-separated host names and IP addresses the serving certificate is valid for (required)')
+            [CompletionResult]::new('--secret-name', '--secret-name', [CompletionResultType]::ParameterName, 'Name of the Secret to create (required)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secret (required)')
+            [CompletionResult]::new('--secret-type', '--secret-type', [CompletionResultType]::ParameterName, 'Type of the Secret')
+            [CompletionResult]::new('--ca-name', '--ca-name', [CompletionResultType]::ParameterName, 'Key of the CA certificate in the Secret')
+            [CompletionResult]::new('--cert-name', '--cert-name', [CompletionResultType]::ParameterName, 'Key of the serving certificate in the Secret')
+            [CompletionResult]::new('--key-name', '--key-name', [CompletionResultType]::ParameterName, 'Key of the serving certificate''s private key in the Secret')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--log-level', '--log-level', [CompletionResultType]::ParameterName, 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Print what would be done; write nothing')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'certgen;patch' {
+            [CompletionResult]::new('--secret-name', '--secret-name', [CompletionResultType]::ParameterName, 'Name of the Secret holding the CA (required)')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secret (required)')
+            [CompletionResult]::new('--secret-type', '--secret-type', [CompletionResultType]::ParameterName, 'The Secret must be of this type (checked; unset: any type)')
+            [CompletionResult]::new('--ca-name', '--ca-name', [CompletionResultType]::ParameterName, 'Key of the CA certificate in the Secret (`ca` is read when this key is absent)')
+            [CompletionResult]::new('--webhook-name', '--webhook-name', [CompletionResultType]::ParameterName, 'Name of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration to patch')
+            [CompletionResult]::new('--apiservice-name', '--apiservice-name', [CompletionResultType]::ParameterName, 'Name of an APIService to patch')
+            [CompletionResult]::new('--patch-validating', '--patch-validating', [CompletionResultType]::ParameterName, 'Patch the ValidatingWebhookConfiguration (`--patch-validating=false`: leave it alone)')
+            [CompletionResult]::new('--patch-mutating', '--patch-mutating', [CompletionResultType]::ParameterName, 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)')
+            [CompletionResult]::new('--patch-failure-policy', '--patch-failure-policy', [CompletionResultType]::ParameterName, 'Also set every webhook''s failurePolicy: Ignore or Fail')
+            [CompletionResult]::new('--patch-mode', '--patch-mode', [CompletionResultType]::ParameterName, 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)')
+            [CompletionResult]::new('--propagation-delay', '--propagation-delay', [CompletionResultType]::ParameterName, 'How long a webhook may take to serve a replaced Secret''s certificate: until then the caBundle keeps the prior CA beside the Secret''s (certgen''s addition) [default: 2m]')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--log-level', '--log-level', [CompletionResultType]::ParameterName, 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Print what would be done; write nothing')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'certgen;completions' {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
@@ -169,6 +219,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;help' {
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
+            [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
+            [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page certgen(1) (roff), or write every page with --dir')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -186,6 +238,12 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             break
         }
         'certgen;help;profile;list' {
+            break
+        }
+        'certgen;help;create' {
+            break
+        }
+        'certgen;help;patch' {
             break
         }
         'certgen;help;completions' {

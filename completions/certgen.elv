@@ -55,6 +55,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --version 'Print version'
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
+            cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
+            cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
             cand completions 'Print shell completions'
             cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -129,6 +131,52 @@ set edit:completion:arg-completer[certgen] = {|@words|
         }
         &'certgen;profile;help;help'= {
         }
+        &'certgen;create'= {
+            cand --host 'Comma-separated host names and IP addresses the serving certificate is valid for (required)'
+            cand --secret-name 'Name of the Secret to create (required)'
+            cand --namespace 'Namespace of the Secret (required)'
+            cand --secret-type 'Type of the Secret'
+            cand --ca-name 'Key of the CA certificate in the Secret'
+            cand --cert-name 'Key of the serving certificate in the Secret'
+            cand --key-name 'Key of the serving certificate''s private key in the Secret'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --log-level 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)'
+            cand --log-format 'Log format on standard error'
+            cand --dry-run 'Print what would be done; write nothing'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;patch'= {
+            cand --secret-name 'Name of the Secret holding the CA (required)'
+            cand --namespace 'Namespace of the Secret (required)'
+            cand --secret-type 'The Secret must be of this type (checked; unset: any type)'
+            cand --ca-name 'Key of the CA certificate in the Secret (`ca` is read when this key is absent)'
+            cand --webhook-name 'Name of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration to patch'
+            cand --apiservice-name 'Name of an APIService to patch'
+            cand --patch-validating 'Patch the ValidatingWebhookConfiguration (`--patch-validating=false`: leave it alone)'
+            cand --patch-mutating 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)'
+            cand --patch-failure-policy 'Also set every webhook''s failurePolicy: Ignore or Fail'
+            cand --patch-mode 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)'
+            cand --propagation-delay 'How long a webhook may take to serve a replaced Secret''s certificate: until then the caBundle keeps the prior CA beside the Secret''s (certgen''s addition) [default: 2m]'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --log-level 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)'
+            cand --log-format 'Log format on standard error'
+            cand --dry-run 'Print what would be done; write nothing'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'certgen;completions'= {
             cand --log-format 'Log format on standard error'
             cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
@@ -155,6 +203,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;help'= {
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
+            cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
+            cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
             cand completions 'Print shell completions'
             cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -168,6 +218,10 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;help;profile;show'= {
         }
         &'certgen;help;profile;list'= {
+        }
+        &'certgen;help;create'= {
+        }
+        &'certgen;help;patch'= {
         }
         &'certgen;help;completions'= {
         }

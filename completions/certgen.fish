@@ -58,6 +58,8 @@ complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print hel
 complete -c certgen -n "__fish_certgen_needs_command" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -103,6 +105,54 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the built-in profiles'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l host -d 'Comma-separated host names and IP addresses the serving certificate is valid for (required)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l secret-name -d 'Name of the Secret to create (required)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l namespace -d 'Namespace of the Secret (required)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l secret-type -d 'Type of the Secret' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l ca-name -d 'Key of the CA certificate in the Secret' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l cert-name -d 'Key of the serving certificate in the Secret' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l key-name -d 'Key of the serving certificate\'s private key in the Secret' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l log-level -d 'Log level on standard error (kube-webhook-certgen\'s spelling; -v and -q work too)' -r -f -a "trace\t''
+debug\t''
+info\t''
+warn\t''
+error\t''
+fatal\t''
+panic\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l dry-run -d 'Print what would be done; write nothing'
+complete -c certgen -n "__fish_certgen_using_subcommand create" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand create" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand create" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c certgen -n "__fish_certgen_using_subcommand create" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l secret-name -d 'Name of the Secret holding the CA (required)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l namespace -d 'Namespace of the Secret (required)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l secret-type -d 'The Secret must be of this type (checked; unset: any type)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l ca-name -d 'Key of the CA certificate in the Secret (`ca` is read when this key is absent)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l webhook-name -d 'Name of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration to patch' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l apiservice-name -d 'Name of an APIService to patch' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-validating -d 'Patch the ValidatingWebhookConfiguration (`--patch-validating=false`: leave it alone)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-mutating -d 'Patch the MutatingWebhookConfiguration (`--patch-mutating=false`: leave it alone)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-failure-policy -d 'Also set every webhook\'s failurePolicy: Ignore or Fail' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l patch-mode -d 'How webhook configurations are written: update (read, then a full update fenced by resourceVersion) or patch (server-side apply of the caBundle fields)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l propagation-delay -d 'How long a webhook may take to serve a replaced Secret\'s certificate: until then the caBundle keeps the prior CA beside the Secret\'s (certgen\'s addition) [default: 2m]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l log-level -d 'Log level on standard error (kube-webhook-certgen\'s spelling; -v and -q work too)' -r -f -a "trace\t''
+debug\t''
+info\t''
+warn\t''
+error\t''
+fatal\t''
+panic\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -l dry-run -d 'Print what would be done; write nothing'
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c certgen -n "__fish_certgen_using_subcommand patch" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
@@ -116,10 +166,12 @@ complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 'Print version'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "profile" -d 'Built-in profiles'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles'

@@ -1,6 +1,8 @@
 //! Command-line definitions (clap derive) and nothing else: no IO, no defaults resolved here
 //! beyond what clap shows in `--help`.
 
+pub mod kwc;
+
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
@@ -154,6 +156,22 @@ pub enum Command {
     /// Built-in profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// kube-webhook-certgen's `create`: a CA and a serving certificate in a new Secret.
+    ///
+    /// The drop-in for kube-webhook-certgen's Job (certgen linked as `kube-webhook-certgen`
+    /// runs it unchanged): same flags, same Secret type and keys, SANs from --host. An existing
+    /// Secret is kept when usable; one holding other keys is refused (exit 2).
+    // A flag given twice takes the last value, as kube-webhook-certgen's (pflag) do: charts
+    // append overrides to their Jobs' args.
+    #[command(args_override_self = true)]
+    Create(kwc::KwcCreateArgs),
+    /// kube-webhook-certgen's `patch`: the Secret's CA into webhook configurations' caBundle.
+    ///
+    /// Every entry of the ValidatingWebhookConfiguration and MutatingWebhookConfiguration
+    /// --webhook-name (and an APIService) gets the CA, after every object was read and the CA
+    /// checked against the Secret's certificate; only what differs is written.
+    #[command(args_override_self = true)]
+    Patch(kwc::KwcPatchArgs),
     /// Print shell completions.
     Completions {
         /// The shell.
@@ -229,6 +247,9 @@ pub fn compat_args(
         .and_then(|a| std::path::Path::new(a).file_name())
         .and_then(|n| n.to_str())
         .unwrap_or("");
+    if invoked_as == KWC_NAME {
+        return kwc_args(args);
+    }
     if invoked_as == "envoy-gateway" {
         match args.get(1).and_then(|a| a.to_str()) {
             Some("certgen") => {
@@ -245,9 +266,75 @@ pub fn compat_args(
     Ok(args)
 }
 
+/// The name under which certgen takes kube-webhook-certgen's command line.
+pub const KWC_NAME: &str = "kube-webhook-certgen";
+
+/// kube-webhook-certgen's command line: `create` or `patch` (or `version`), with its
+/// persistent flags (`--kubeconfig`, `--log-level`, `--log-format`) before or after the
+/// command. Flags before the command are moved after it, where certgen's subcommands take
+/// them; any other command is an error naming what this binary is, so that a mistyped Job
+/// never runs certgen's own job instead.
+fn kwc_args(mut args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>, String> {
+    let mut i = 1;
+    while i < args.len() {
+        let Some(arg) = args[i].to_str() else {
+            return Err(format!("{KWC_NAME}: arguments must be UTF-8"));
+        };
+        match arg {
+            "--kubeconfig" | "--log-level" | "--log-format" => i += 2,
+            "-h" | "--help" if i + 1 == args.len() => return Ok(args),
+            a if a.starts_with('-') => i += 1,
+            "create" | "patch" => {
+                let command = args.remove(i);
+                args.insert(1, command);
+                return Ok(args);
+            }
+            "version" => {
+                args.truncate(1);
+                args.push("--version".into());
+                return Ok(args);
+            }
+            other => {
+                return Err(format!(
+                    "this is certgen, invoked as {KWC_NAME}: only `create`, `patch` and `version` are provided (got {other:?})"
+                ));
+            }
+        }
+    }
+    Err(format!(
+        "this is certgen, invoked as {KWC_NAME}: give a command, `create` or `patch`"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn kube_webhook_certgens_command_line_is_accepted_when_invoked_as_it() {
+        let os = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let kwc = "/usr/local/bin/kube-webhook-certgen";
+        assert_eq!(
+            super::compat_args(os(&[kwc, "--log-level", "debug", "create", "--host=a"])).unwrap(),
+            os(&[kwc, "create", "--log-level", "debug", "--host=a"])
+        );
+        assert_eq!(
+            super::compat_args(os(&[kwc, "patch", "--webhook-name=w"])).unwrap(),
+            os(&[kwc, "patch", "--webhook-name=w"])
+        );
+        assert_eq!(
+            super::compat_args(os(&[kwc, "version"])).unwrap(),
+            os(&[kwc, "--version"])
+        );
+        for refused in [&[kwc][..], &[kwc, "--log-level=info"], &[kwc, "serve"]] {
+            assert!(
+                super::compat_args(os(refused))
+                    .unwrap_err()
+                    .contains("invoked as kube-webhook-certgen"),
+                "{refused:?}"
+            );
+        }
+    }
 
     #[test]
     fn envoy_gateways_command_is_accepted_when_invoked_as_envoy_gateway() {

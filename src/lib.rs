@@ -19,6 +19,8 @@ pub mod events;
 pub mod exit;
 pub mod exposition;
 pub mod k8s;
+pub mod kwc;
+pub mod kwc_run;
 pub mod lock;
 pub mod metrics;
 pub mod observe;
@@ -139,7 +141,13 @@ fn report_error(e: &Error, json_output: bool, json_log: bool) {
 
 fn init_logging(cli: &Cli) {
     use tracing_subscriber::EnvFilter;
+    let kwc_level = match &cli.command {
+        Some(Command::Create(a)) => a.common.log_level,
+        Some(Command::Patch(a)) => a.common.log_level,
+        _ => None,
+    };
     let level = match (cli.global.quiet, cli.global.verbose) {
+        _ if kwc_level.is_some() => kwc::log_level(kwc_level),
         (true, _) => "warn",
         (_, 0) => "info",
         (_, 1) => "debug",
@@ -180,6 +188,12 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
+        Some(Command::Create(args)) => runtime(false)?
+            .block_on(kwc_run::create(&args))
+            .and_then(|lines| print(&(lines.join("\n") + "\n"))),
+        Some(Command::Patch(args)) => runtime(false)?
+            .block_on(kwc_run::patch(&args))
+            .and_then(|lines| print(&(lines.join("\n") + "\n"))),
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }

@@ -932,7 +932,8 @@ impl Input<'_> {
                         "{why}; issued by the new CA after the trust phase ({})",
                         match active {
                             Active::Adopted(_) => "the current CA's key belongs to another tool",
-                            Active::Keyed(_) => "not every bundle consumers hold trusts the current CA",
+                            Active::Keyed(_) =>
+                                "not every bundle consumers hold trusts the current CA",
                         }
                     )),
                     (_, _, Some(leaf)) if !same(&leaf.bundle, trust_certs) => l.bundle_update(

@@ -9,12 +9,22 @@ use crate::error::Error;
 /// A client for the cluster `--kubeconfig`/`--context` name (or the default kubeconfig, or the
 /// pod's service account), with certgen's layers.
 pub async fn client(args: &TargetArgs) -> Result<kube::Client, Error> {
+    client_for(args.kubeconfig.as_deref(), args.context.clone()).await
+}
+
+/// [`client`] for a kubeconfig file and context given some other way (`certgen create` and
+/// `patch` take only `--kubeconfig`).
+pub async fn client_for(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<String>,
+) -> Result<kube::Client, Error> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
+    let has_context = context.is_some();
     let options = KubeConfigOptions {
-        context: args.context.clone(),
+        context,
         ..KubeConfigOptions::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
                 Error::Config(ConfigError {
@@ -24,7 +34,7 @@ pub async fn client(args: &TargetArgs) -> Result<kube::Client, Error> {
             })?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options).await
         }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await,
+        None if has_context => kube::Config::from_kubeconfig(&options).await,
         None => kube::Config::infer().await.map_err(|e| {
             kube::config::KubeconfigError::ReadConfig(
                 std::io::Error::other(e.to_string()),

@@ -13,13 +13,14 @@ mod client;
 mod deployments;
 mod endpoints;
 pub mod events;
+pub mod kwc;
 pub mod lease;
 mod secrets;
 pub mod servertime;
 pub mod webhooks;
 
 pub use self::access::review;
-pub use self::client::{client, layered};
+pub use self::client::{client, client_for, layered};
 pub use self::deployments::Deployments;
 pub use self::endpoints::{EndpointsError, service_endpoints};
 pub use self::secrets::KubeStore;

@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// The modules that must not reach the adapter, directly or through others.
 const CORE: &[&str] = &[
-    "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store",
+    "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
 ];
 
 /// The Kubernetes adapter.

@@ -18,6 +18,8 @@
 //!   answers, dropped watches)
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
+//! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
+//!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
 //!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,
@@ -41,6 +43,7 @@ mod faults;
 mod fuzz_regressions;
 mod hostile;
 mod hygiene;
+mod kwc;
 mod layout;
 mod local;
 mod metrics;

@@ -124,6 +124,8 @@ fn help_of_every_command() {
         &["profile"],
         &["profile", "show"],
         &["profile", "list"],
+        &["create"],
+        &["patch"],
         &["completions"],
         &["man"],
     ] {

@@ -26,6 +26,8 @@ mod events;
 mod faults;
 mod foreign;
 mod harness;
+mod kwc;
+mod kwc_rotation;
 mod metrics;
 mod probe;
 mod real_node;

@@ -1,0 +1,745 @@
+//! What `create` and `patch` do, decided from what was read: pure functions (keys are generated
+//! here, so the plan holds every byte written and the adapter decides nothing).
+
+use std::collections::BTreeMap;
+
+use time::OffsetDateTime;
+
+use super::request::{CreateRequest, FailurePolicy, PatchRequest, Target};
+use crate::config::{ConfigError, WebhookKind};
+use crate::pki::{
+    CaSpec, Cert, KeyAlgorithm, LeafSpec, SecretPem, Usages, bundle_pem, issue_ca, issue_leaf,
+    load_signing_key, parse_cert_chain, parse_single_cert,
+};
+
+/// A Secret as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObservedSecret {
+    Absent,
+    Present {
+        type_: String,
+        data: BTreeMap<String, Vec<u8>>,
+        /// When it was last written, by the API server's clock (`None`: unknown).
+        written_at: Option<OffsetDateTime>,
+    },
+}
+
+/// The Secret `create` writes (its key under [`SecretPem`], so it never reaches a log).
+#[derive(Debug, Clone)]
+pub struct NewSecret {
+    pub namespace: String,
+    pub name: String,
+    pub type_: String,
+    pub ca: (String, Vec<u8>),
+    pub cert: (String, Vec<u8>),
+    pub key: (String, SecretPem),
+    /// For the report: the serving certificate.
+    pub leaf: Cert,
+}
+
+/// What `create` does.
+#[derive(Debug, Clone)]
+pub enum CreatePlan {
+    /// The Secret does not exist: create it.
+    Create(Box<NewSecret>),
+    /// The Secret exists and is usable: no write. Each note is a warning for the operator.
+    Keep { notes: Vec<String> },
+}
+
+fn refuse(source: &str, message: String) -> ConfigError {
+    ConfigError {
+        source_name: source.to_string(),
+        message,
+    }
+}
+
+/// `create`: a new Secret when none exists; otherwise the existing one is checked and kept.
+///
+/// kube-webhook-certgen keeps any existing Secret that has a CA key. certgen keeps one that
+/// holds exactly the three keys it writes with a CA that signs the certificate, whose key
+/// matches; anything else is refused (exit 2, nothing written), since patching webhooks from a
+/// Secret nobody can serve with breaks every admission call.
+pub fn plan_create(
+    req: &CreateRequest,
+    observed: &ObservedSecret,
+    now: OffsetDateTime,
+) -> Result<CreatePlan, ConfigError> {
+    let object = format!("Secret {}/{}", req.namespace, req.secret_name);
+    let data = match observed {
+        ObservedSecret::Absent => return issue(req, now).map(|s| CreatePlan::Create(Box::new(s))),
+        ObservedSecret::Present { type_, data, .. } => {
+            let mut notes = Vec::new();
+            if *type_ != req.secret_type {
+                notes.push(format!(
+                    "{object} is of type {type_}, not {} (--secret-type): kept as it is",
+                    req.secret_type
+                ));
+            }
+            (data, notes)
+        }
+    };
+    let (data, mut notes) = data;
+    let expected = req.keys.all();
+    let foreign: Vec<&str> = data
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !expected.contains(k))
+        .collect();
+    let missing: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|k| !data.contains_key(*k))
+        .collect();
+    if !foreign.is_empty() || !missing.is_empty() {
+        let mut what = Vec::new();
+        if !foreign.is_empty() {
+            what.push(format!(
+                "keys certgen does not write: {}",
+                foreign.join(", ")
+            ));
+        }
+        if !missing.is_empty() {
+            what.push(format!("missing: {}", missing.join(", ")));
+        }
+        return Err(refuse(
+            &object,
+            format!(
+                "exists but is not the Secret `create` writes with keys {} ({}); nothing was written. If another tool owns it, pass another --secret-name; if it was created with other --ca-name/--cert-name/--key-name, pass those; to start over, delete it",
+                expected.join(", "),
+                what.join("; ")
+            ),
+        ));
+    }
+    let unusable = |key: &str, why: String| {
+        refuse(
+            &object,
+            format!(
+                "{key}: {why}; nothing was written. Delete the Secret to have it created again"
+            ),
+        )
+    };
+    let bundle =
+        parse_cert_chain(&data[&req.keys.ca]).map_err(|e| unusable(&req.keys.ca, e.to_string()))?;
+    let leaf = parse_single_cert(&data[&req.keys.cert])
+        .map_err(|e| unusable(&req.keys.cert, e.to_string()))?;
+    load_signing_key(&leaf, &data[&req.keys.key])
+        .map_err(|e| unusable(&req.keys.key, e.to_string()))?;
+    if !bundle.iter().any(|ca| ca.signed(&leaf)) {
+        return Err(unusable(
+            &req.keys.ca,
+            format!("no CA in it signed the certificate in {}", req.keys.cert),
+        ));
+    }
+    if leaf.is_expired_at(now) {
+        notes.push(format!(
+            "{object}: the serving certificate expired at {}; delete the Secret and run create and patch again",
+            crate::timefmt::rfc3339(leaf.not_after)
+        ));
+    }
+    let mut have: Vec<String> = leaf.dns_names.clone();
+    have.extend(leaf.ip_addresses.iter().map(|ip| ip.to_string()));
+    let mut want: Vec<String> = req.dns_names.clone();
+    want.extend(req.ip_addresses.iter().map(|ip| ip.to_string()));
+    have.sort();
+    want.sort();
+    if have != want {
+        notes.push(format!(
+            "{object}: the serving certificate is valid for {} but --host asks for {}; kept as it is (as kube-webhook-certgen would): delete the Secret and run create and patch again to reissue",
+            have.join(","),
+            want.join(",")
+        ));
+    }
+    Ok(CreatePlan::Keep { notes })
+}
+
+fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigError> {
+    let failed = |e: crate::pki::IssueError| refuse("--host", e.to_string());
+    let (ca, ca_issued) = issue_ca(
+        &CaSpec {
+            common_name: format!("{}-ca", req.secret_name),
+            validity: super::VALIDITY,
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        },
+        now,
+    )
+    .map_err(failed)?;
+    let leaf = issue_leaf(
+        &LeafSpec {
+            common_name: req.hosts[0].clone(),
+            dns_names: req.dns_names.clone(),
+            ip_addresses: req.ip_addresses.clone(),
+            usages: Usages {
+                server: true,
+                client: false,
+            },
+            validity: super::VALIDITY,
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        },
+        &ca,
+        now,
+    )
+    .map_err(failed)?;
+    Ok(NewSecret {
+        namespace: req.namespace.clone(),
+        name: req.secret_name.clone(),
+        type_: req.secret_type.clone(),
+        ca: (req.keys.ca.clone(), ca_issued.cert.pem().into_bytes()),
+        cert: (
+            req.keys.cert.clone(),
+            bundle_pem(std::slice::from_ref(&leaf.cert)).into_bytes(),
+        ),
+        key: (req.keys.key.clone(), leaf.key),
+        leaf: leaf.cert,
+    })
+}
+
+/// One webhook entry of a configuration, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedEntry {
+    pub name: String,
+    pub ca_bundle: Vec<u8>,
+    pub failure_policy: Option<String>,
+}
+
+/// A `patch` target as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ObservedTarget {
+    Absent,
+    Present {
+        /// Every webhook entry (one, unnamed, for an APIService).
+        entries: Vec<ObservedEntry>,
+        /// An APIService's `insecureSkipTLSVerify`.
+        insecure_skip_tls_verify: bool,
+    },
+}
+
+/// One target's write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetWrite {
+    pub target: Target,
+    /// The entries' names, for a server-side apply.
+    pub entries: Vec<String>,
+    /// What changes, for the report: `caBundle`, `failurePolicy`, `insecureSkipTLSVerify`.
+    pub changes: Vec<&'static str>,
+    /// The `caBundle` it gets: the Secret's CA, and the prior CA while it is kept.
+    pub bundle: Vec<u8>,
+    /// Whether the bundle keeps a prior CA the Secret no longer holds.
+    pub keeps_prior: bool,
+}
+
+/// What `patch` does.
+#[derive(Debug, Clone)]
+pub struct PatchPlan {
+    pub failure_policy: Option<FailurePolicy>,
+    pub writes: Vec<TargetWrite>,
+    /// Targets that already hold their bundle (and policy): no write; `true` when that bundle
+    /// still keeps a prior CA.
+    pub unchanged: Vec<(Target, bool)>,
+}
+
+/// The CA bundle `patch` copies: the Secret's `--ca-name` key (`ca` when it is absent, as
+/// kube-webhook-certgen reads it), which must be PEM certificates that sign the Secret's
+/// serving certificate when it has one, so a `caBundle` never distrusts what the webhook serves.
+pub fn patch_bundle(
+    req: &PatchRequest,
+    observed: &ObservedSecret,
+) -> Result<SecretBundle, ConfigError> {
+    let object = format!("Secret {}/{}", req.namespace, req.secret_name);
+    let (type_, data, written_at) = match observed {
+        ObservedSecret::Absent => {
+            return Err(refuse(
+                "--secret-name",
+                format!("{object} does not exist: run `create` first; nothing was written"),
+            ));
+        }
+        ObservedSecret::Present {
+            type_,
+            data,
+            written_at,
+        } => (type_, data, *written_at),
+    };
+    if let Some(want) = &req.secret_type
+        && want != type_
+    {
+        return Err(refuse(
+            "--secret-type",
+            format!("{object} is of type {type_}, not {want}; nothing was written"),
+        ));
+    }
+    let (key, pem) = match data.get(&req.ca_name) {
+        Some(pem) => (req.ca_name.as_str(), pem),
+        None => match data.get("ca") {
+            Some(pem) => ("ca", pem),
+            None => {
+                return Err(refuse(
+                    &object,
+                    format!(
+                        "has no {} key (--ca-name) and no ca key; its keys: {}; nothing was written",
+                        req.ca_name,
+                        data.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        },
+    };
+    let bundle = parse_cert_chain(pem)
+        .map_err(|e| refuse(&object, format!("{key}: {e}; nothing was written")))?;
+    // The serving certificate, when the Secret holds one: any other key holding exactly one
+    // certificate that is not a CA.
+    for (other, value) in data.iter().filter(|(k, _)| k.as_str() != key) {
+        let Ok(leaf) = parse_single_cert(value) else {
+            continue;
+        };
+        if leaf.is_ca {
+            continue;
+        }
+        if !bundle.iter().any(|ca| ca.signed(&leaf)) {
+            return Err(refuse(
+                &object,
+                format!(
+                    "no CA in {key} signed the certificate in {other}: a caBundle from it would make the API server reject the webhook; nothing was written"
+                ),
+            ));
+        }
+    }
+    Ok(SecretBundle {
+        pem: pem.clone(),
+        cas: bundle,
+        written_at,
+    })
+}
+
+/// The Secret's CA bundle as `patch` copies it.
+#[derive(Debug, Clone)]
+pub struct SecretBundle {
+    /// As stored.
+    pub pem: Vec<u8>,
+    pub cas: Vec<Cert>,
+    /// When the Secret was last written: the webhook may serve a certificate signed by a CA
+    /// it no longer holds until `--propagation-delay` after this.
+    pub written_at: Option<OffsetDateTime>,
+}
+
+/// The bundle a target gets: the Secret's, plus the one unexpired CA of the target's current
+/// `caBundle` that the Secret no longer holds, while the webhook may still serve a certificate
+/// it signed (until `delay` after the Secret's last write). So a Secret replaced in one step
+/// (deleted, `create`d again) never leaves the API server distrusting the certificate the
+/// webhook still serves; the prior CA goes on the first `patch` after the delay.
+fn in_step(
+    secret: &SecretBundle,
+    current: &[ObservedEntry],
+    now: OffsetDateTime,
+    delay: std::time::Duration,
+) -> (Vec<u8>, Option<Cert>) {
+    // A delay of 0 says the webhook serves a new certificate at once: copy blindly, as
+    // kube-webhook-certgen does (write times are rounded up to the next second).
+    let settled = delay.is_zero()
+        || secret.written_at.is_some_and(|at| {
+            now >= at + time::Duration::try_from(delay).unwrap_or(time::Duration::MAX)
+        });
+    if settled || secret.cas.len() != 1 {
+        return (secret.pem.clone(), None);
+    }
+    let held = |c: &Cert| {
+        secret
+            .cas
+            .iter()
+            .any(|s| s.fingerprint() == c.fingerprint())
+    };
+    let prior = current
+        .iter()
+        .filter_map(|e| parse_cert_chain(&e.ca_bundle).ok())
+        .flatten()
+        .find(|c| c.is_ca && !c.is_expired_at(now) && !held(c));
+    match prior {
+        None => (secret.pem.clone(), None),
+        Some(prior) => {
+            let mut pem = secret.pem.clone();
+            if !pem.ends_with(b"\n") {
+                pem.push(b'\n');
+            }
+            pem.extend_from_slice(prior.pem().as_bytes());
+            (pem, Some(prior))
+        }
+    }
+}
+
+/// `patch`: every target must exist (all are read before any is written); a target is written
+/// only when one of its entries lacks its bundle (see `in_step`) or the failure policy.
+pub fn plan_patch(
+    req: &PatchRequest,
+    secret: &SecretBundle,
+    observed: &[(Target, ObservedTarget)],
+    now: OffsetDateTime,
+) -> Result<PatchPlan, ConfigError> {
+    let mut writes = Vec::new();
+    let mut unchanged = Vec::new();
+    for (target, state) in observed {
+        let ObservedTarget::Present {
+            entries,
+            insecure_skip_tls_verify,
+        } = state
+        else {
+            return Err(refuse(
+                target.flag,
+                format!(
+                    "{} does not exist: install the chart's webhook configuration first, or fix the name; nothing was written",
+                    target.describe()
+                ),
+            ));
+        };
+        let (bundle, prior) = in_step(secret, entries, now, req.propagation_delay);
+        let mut changes = Vec::new();
+        if entries.iter().any(|e| e.ca_bundle != bundle) {
+            changes.push("caBundle");
+        }
+        if let Some(policy) = req.failure_policy
+            && target.kind != WebhookKind::ApiService
+            && entries
+                .iter()
+                .any(|e| e.failure_policy.as_deref() != Some(policy.as_str()))
+        {
+            changes.push("failurePolicy");
+        }
+        if target.kind == WebhookKind::ApiService && *insecure_skip_tls_verify {
+            changes.push("insecureSkipTLSVerify");
+        }
+        if changes.is_empty() {
+            unchanged.push((target.clone(), prior.is_some()));
+        } else {
+            writes.push(TargetWrite {
+                target: target.clone(),
+                entries: entries.iter().map(|e| e.name.clone()).collect(),
+                changes,
+                bundle,
+                keeps_prior: prior.is_some(),
+            });
+        }
+    }
+    Ok(PatchPlan {
+        failure_policy: req.failure_policy,
+        writes,
+        unchanged,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kwc::request::{Keys, PatchMode};
+
+    fn now() -> OffsetDateTime {
+        time::macros::datetime!(2026-11-25 00:00 UTC)
+    }
+
+    fn req() -> CreateRequest {
+        CreateRequest {
+            namespace: "ns".into(),
+            secret_name: "s".into(),
+            secret_type: "Opaque".into(),
+            keys: Keys {
+                ca: "ca".into(),
+                cert: "cert".into(),
+                key: "key".into(),
+            },
+            hosts: vec!["svc".into(), "10.0.0.1".into()],
+            dns_names: vec!["svc".into()],
+            ip_addresses: vec!["10.0.0.1".parse().unwrap()],
+        }
+    }
+
+    fn stored(s: &NewSecret) -> ObservedSecret {
+        ObservedSecret::Present {
+            written_at: Some(now()),
+            type_: s.type_.clone(),
+            data: BTreeMap::from([
+                (s.ca.0.clone(), s.ca.1.clone()),
+                (s.cert.0.clone(), s.cert.1.clone()),
+                (s.key.0.clone(), s.key.1.expose().as_bytes().to_vec()),
+            ]),
+        }
+    }
+
+    fn created() -> NewSecret {
+        match plan_create(&req(), &ObservedSecret::Absent, now()).unwrap() {
+            CreatePlan::Create(s) => *s,
+            CreatePlan::Keep { .. } => panic!("expected a create"),
+        }
+    }
+
+    #[test]
+    fn an_absent_secret_is_created_like_kube_webhook_certgens() {
+        let s = created();
+        assert_eq!(s.type_, "Opaque");
+        assert_eq!(
+            (s.ca.0.as_str(), s.cert.0.as_str(), s.key.0.as_str()),
+            ("ca", "cert", "key")
+        );
+        assert_eq!(s.leaf.dns_names, ["svc"]);
+        assert_eq!(
+            s.leaf.ip_addresses,
+            ["10.0.0.1".parse::<std::net::IpAddr>().unwrap()]
+        );
+        let ca = parse_single_cert(&s.ca.1).unwrap();
+        assert!(ca.is_ca && ca.signed(&s.leaf));
+        // 100 years, as kube-webhook-certgen's.
+        assert!(s.leaf.not_after - now() > time::Duration::days(99 * 365));
+    }
+
+    #[test]
+    fn an_existing_secret_that_is_usable_is_kept_without_a_write() {
+        let s = created();
+        let CreatePlan::Keep { notes } = plan_create(&req(), &stored(&s), now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(notes.is_empty(), "{notes:?}");
+        // Other hosts: kept, with a note (kube-webhook-certgen keeps it silently).
+        let mut other = req();
+        other.dns_names = vec!["other".into()];
+        let CreatePlan::Keep { notes } = plan_create(&other, &stored(&s), now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(notes[0].contains("--host asks for"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_secret_with_foreign_or_missing_keys_is_refused() {
+        let s = created();
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&s)
+        else {
+            unreachable!()
+        };
+        data.insert("tls.crt".into(), b"x".to_vec());
+        let e = plan_create(
+            &req(),
+            &ObservedSecret::Present {
+                type_: type_.clone(),
+                data: data.clone(),
+                written_at: None,
+            },
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.source_name, "Secret ns/s");
+        assert!(
+            e.message.contains("keys certgen does not write: tls.crt"),
+            "{e}"
+        );
+        data.remove("tls.crt");
+        data.remove("key");
+        let e = plan_create(
+            &req(),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+            now(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("missing: key"), "{e}");
+    }
+
+    #[test]
+    fn a_secret_whose_ca_did_not_sign_its_certificate_is_refused() {
+        let a = created();
+        let b = created();
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&a)
+        else {
+            unreachable!()
+        };
+        data.insert("ca".into(), b.ca.1.clone());
+        let e = plan_create(
+            &req(),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+            now(),
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no CA in it signed"), "{e}");
+    }
+
+    fn patch_req(policy: Option<FailurePolicy>) -> PatchRequest {
+        PatchRequest {
+            namespace: "ns".into(),
+            secret_name: "s".into(),
+            secret_type: None,
+            ca_name: "ca".into(),
+            targets: vec![target(WebhookKind::ValidatingWebhookConfiguration)],
+            failure_policy: policy,
+            mode: PatchMode::Update,
+            propagation_delay: std::time::Duration::from_secs(120),
+        }
+    }
+
+    fn target(kind: WebhookKind) -> Target {
+        Target {
+            kind,
+            name: "w".into(),
+            flag: "--webhook-name",
+        }
+    }
+
+    fn entries(bundle: &[u8], policy: Option<&str>) -> ObservedTarget {
+        ObservedTarget::Present {
+            entries: ["a", "b"]
+                .iter()
+                .map(|n| ObservedEntry {
+                    name: n.to_string(),
+                    ca_bundle: bundle.to_vec(),
+                    failure_policy: policy.map(str::to_string),
+                })
+                .collect(),
+            insecure_skip_tls_verify: false,
+        }
+    }
+
+    #[test]
+    fn patch_copies_the_secrets_ca_and_writes_only_what_differs() {
+        let s = created();
+        let secret = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
+        assert_eq!(secret.pem, s.ca.1);
+        let bundle = secret.pem.clone();
+        let t = target(WebhookKind::ValidatingWebhookConfiguration);
+        let plan = |policy, current| {
+            plan_patch(&patch_req(policy), &secret, &[(t.clone(), current)], now()).unwrap()
+        };
+        let p = plan(None, entries(b"", None));
+        assert_eq!(p.writes[0].changes, ["caBundle"]);
+        assert_eq!(p.writes[0].entries, ["a", "b"]);
+        assert_eq!(p.writes[0].bundle, bundle);
+        assert!(!p.writes[0].keeps_prior);
+        let p = plan(None, entries(&bundle, None));
+        assert!(p.writes.is_empty());
+        assert_eq!(p.unchanged, [(t.clone(), false)]);
+        let policy = Some(FailurePolicy::Ignore);
+        let p = plan(policy, entries(&bundle, Some("Fail")));
+        assert_eq!(p.writes[0].changes, ["failurePolicy"]);
+        let p = plan(policy, entries(&bundle, Some("Ignore")));
+        assert!(p.writes.is_empty());
+    }
+
+    #[test]
+    fn patch_keeps_the_prior_ca_until_the_webhook_may_serve_the_new_certificate() {
+        // The Secret was replaced in one step (deleted, created again) at now(); the webhook
+        // configurations still trust the CA of the Secret before.
+        let old = created();
+        let new = created();
+        let secret = patch_bundle(&patch_req(None), &stored(&new)).unwrap();
+        let t = target(WebhookKind::ValidatingWebhookConfiguration);
+        let at = |t0: OffsetDateTime, current: ObservedTarget| {
+            plan_patch(&patch_req(None), &secret, &[(t.clone(), current)], t0).unwrap()
+        };
+        // Within the delay: [new, old], so the certificate the webhook still serves is trusted.
+        let p = at(now(), entries(&old.ca.1, None));
+        let w = &p.writes[0];
+        assert!(w.keeps_prior);
+        let cas = parse_cert_chain(&w.bundle).unwrap();
+        assert_eq!(cas.len(), 2);
+        assert!(cas[0].signed(&new.leaf) && cas[1].signed(&old.leaf));
+        // A re-run within the delay writes nothing, and keeps it.
+        let kept = w.bundle.clone();
+        let p = at(now() + time::Duration::minutes(1), entries(&kept, None));
+        assert!(p.writes.is_empty());
+        assert_eq!(p.unchanged, [(t.clone(), true)]);
+        // After the delay: the prior CA goes.
+        let p = at(now() + time::Duration::minutes(3), entries(&kept, None));
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        assert!(!p.writes[0].keeps_prior);
+        // Once the delay has passed, a stale caBundle is replaced outright.
+        let p = at(now() + time::Duration::minutes(3), entries(&old.ca.1, None));
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        // A delay of 0: the blind copy.
+        let mut zero = patch_req(None);
+        zero.propagation_delay = std::time::Duration::ZERO;
+        let p = plan_patch(
+            &zero,
+            &secret,
+            &[(t.clone(), entries(&old.ca.1, None))],
+            now(),
+        )
+        .unwrap();
+        assert_eq!(p.writes[0].bundle, new.ca.1);
+        // An unknown write time keeps the prior CA (it cannot be known to be safe to drop).
+        let mut unknown = secret.clone();
+        unknown.written_at = None;
+        let p = plan_patch(
+            &patch_req(None),
+            &unknown,
+            &[(t.clone(), entries(&old.ca.1, None))],
+            now() + time::Duration::days(1),
+        )
+        .unwrap();
+        assert!(p.writes[0].keeps_prior);
+    }
+
+    #[test]
+    fn patch_refuses_a_missing_target_before_any_write() {
+        let s = created();
+        let secret = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
+        let v = target(WebhookKind::ValidatingWebhookConfiguration);
+        let m = target(WebhookKind::MutatingWebhookConfiguration);
+        let e = plan_patch(
+            &patch_req(None),
+            &secret,
+            &[(v, entries(b"", None)), (m, ObservedTarget::Absent)],
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.source_name, "--webhook-name");
+        assert!(
+            e.message
+                .contains("MutatingWebhookConfiguration w does not exist"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn patch_refuses_a_bundle_that_does_not_sign_the_serving_certificate() {
+        let a = created();
+        let b = created();
+        let ObservedSecret::Present {
+            type_, mut data, ..
+        } = stored(&a)
+        else {
+            unreachable!()
+        };
+        data.insert("ca".into(), b.ca.1.clone());
+        let e = patch_bundle(
+            &patch_req(None),
+            &ObservedSecret::Present {
+                type_,
+                data,
+                written_at: None,
+            },
+        )
+        .unwrap_err();
+        assert!(
+            e.message
+                .contains("no CA in ca signed the certificate in cert"),
+            "{e}"
+        );
+        let e = patch_bundle(&patch_req(None), &ObservedSecret::Absent).unwrap_err();
+        assert_eq!(e.source_name, "--secret-name");
+    }
+
+    #[test]
+    fn patch_reads_ca_when_the_named_key_is_absent_and_checks_the_type() {
+        let s = created();
+        let mut r = patch_req(None);
+        r.ca_name = "ca.crt".into();
+        assert_eq!(patch_bundle(&r, &stored(&s)).unwrap().pem, s.ca.1);
+        r.secret_type = Some("kubernetes.io/tls".into());
+        assert_eq!(
+            patch_bundle(&r, &stored(&s)).unwrap_err().source_name,
+            "--secret-type"
+        );
+    }
+}

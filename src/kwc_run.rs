@@ -1,0 +1,126 @@
+//! Running `certgen create` and `certgen patch` ([`crate::kwc`]): validate, read, plan, print
+//! the plan, write. Every flag is checked before the first request; every object is read before
+//! the first write. The orchestration, apart from the pure core in [`crate::kwc`] so that the
+//! core never reaches the Kubernetes adapter.
+
+use crate::cli::kwc::{KwcCreateArgs, KwcPatchArgs};
+use crate::error::Error;
+use crate::k8s::kwc as api;
+
+use crate::kwc::plan::{CreatePlan, patch_bundle, plan_create, plan_patch};
+use crate::kwc::request::{CreateRequest, PatchMode, PatchRequest};
+
+/// What a run printed: one line per object, for standard output.
+pub type Report = Vec<String>;
+
+/// `certgen create`.
+pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
+    let req = CreateRequest::from_args(args)?;
+    let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
+    let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
+    let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
+    let plan = plan_create(&req, &observed, now)?;
+    let object = format!("Secret {}/{}", req.namespace, req.secret_name);
+    match plan {
+        CreatePlan::Keep { notes } => {
+            for note in &notes {
+                tracing::warn!("{note}");
+            }
+            tracing::info!(secret = %object, "secret already exists");
+            Ok(vec![format!(
+                "{object}: exists and is usable; nothing written"
+            )])
+        }
+        CreatePlan::Create(secret) => {
+            let line = format!(
+                "{object}: {} (type {}; keys {}, {}, {}; SANs {}; valid until {})",
+                if args.common.dry_run {
+                    "would be created"
+                } else {
+                    "created"
+                },
+                secret.type_,
+                secret.ca.0,
+                secret.cert.0,
+                secret.key.0,
+                req.hosts.join(","),
+                crate::timefmt::rfc3339(secret.leaf.not_after),
+            );
+            if !args.common.dry_run {
+                api::create_secret(&client, &secret).await?;
+                tracing::info!(secret = %object, action = "create", "created the secret");
+            }
+            Ok(vec![line])
+        }
+    }
+}
+
+/// `certgen patch`.
+pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
+    let req = PatchRequest::from_args(args)?;
+    let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
+    let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
+    let bundle = patch_bundle(&req, &observed)?;
+    let mut read = Vec::new();
+    let mut objects = Vec::new();
+    for target in &req.targets {
+        let (state, object) = api::get_target(&client, target).await?;
+        read.push((target.clone(), state));
+        objects.push(object);
+    }
+    let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
+    let plan = plan_patch(&req, &bundle, &read, now)?;
+    let mut report = Vec::new();
+    let mut written: Vec<String> = Vec::new();
+    for w in &plan.writes {
+        let mut changes = w.changes.join(", ");
+        if w.keeps_prior {
+            changes.push_str(&prior_note(&bundle, req.propagation_delay));
+        }
+        if args.common.dry_run {
+            report.push(format!("{}: would write {changes}", w.target.describe()));
+            continue;
+        }
+        let index = req
+            .targets
+            .iter()
+            .position(|t| *t == w.target)
+            .expect("every write is of a target read");
+        let result = match (req.mode, objects[index].take()) {
+            (PatchMode::Patch, _) => {
+                api::apply_target(&client, w, &w.bundle, plan.failure_policy).await
+            }
+            (PatchMode::Update, Some(object)) => {
+                api::update_target(&client, object, w, &w.bundle, plan.failure_policy).await
+            }
+            (PatchMode::Update, None) => unreachable!("a present target was read with its object"),
+        };
+        result.map_err(|e| Error::from(e).after(written.clone()))?;
+        written.push(w.target.describe());
+        tracing::info!(object = %w.target.describe(), action = "patch", changes = %changes, "patched");
+        report.push(format!("{}: wrote {changes}", w.target.describe()));
+    }
+    for (t, keeps_prior) in &plan.unchanged {
+        let note = if *keeps_prior {
+            prior_note(&bundle, req.propagation_delay)
+        } else {
+            String::new()
+        };
+        report.push(format!(
+            "{}: already holds the Secret's CA{note}; nothing written",
+            t.describe()
+        ));
+    }
+    Ok(report)
+}
+
+/// Says until when a `caBundle` keeps the prior CA, and what drops it.
+fn prior_note(secret: &crate::kwc::plan::SecretBundle, delay: std::time::Duration) -> String {
+    let until = secret
+        .written_at
+        .map(|at| at + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO))
+        .map_or("later".to_string(), crate::timefmt::rfc3339);
+    format!(
+        " (keeps the prior CA beside the Secret's: the webhook may serve a certificate it signed until {until}; a patch after that drops it)"
+    )
+}
