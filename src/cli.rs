@@ -103,9 +103,14 @@ pub struct RunArgs {
     /// relies on it [default: 2m in a cluster, 0s with --local].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub propagation_delay: Option<std::time::Duration>,
-    /// Wait for the rollouts of restarted Deployments before exiting.
+    /// Wait for the rollouts of restarted Deployments before exiting (and for a cleanup gate
+    /// that only --propagation-delay can open).
     #[arg(long)]
     pub wait: bool,
+    /// Never annotate pods to push Secret changes to them (see "Pushed propagation" in the
+    /// man page): every gate then waits out --propagation-delay.
+    #[arg(long)]
+    pub no_poke: bool,
     /// Verify over TLS that probed consumers serve the new certificates before exiting.
     #[arg(long)]
     pub probe: bool,
