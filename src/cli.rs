@@ -107,8 +107,8 @@ pub struct RunArgs {
     /// that only --propagation-delay can open).
     #[arg(long)]
     pub wait: bool,
-    /// Never annotate pods to push Secret changes to them (see "Pushed propagation" in the
-    /// man page): every gate then waits out --propagation-delay.
+    /// Never annotate the pods that mount a changed Secret (which makes their kubelet load it
+    /// at once and lets gates open on that evidence): every gate waits out --propagation-delay.
     #[arg(long)]
     pub no_poke: bool,
     /// Verify over TLS that probed consumers serve the new certificates before exiting.

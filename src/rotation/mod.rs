@@ -280,14 +280,16 @@ async fn steps<S: SecretStore>(
         }
         // Pushed propagation: every pod that mounts what this step wrote is poked now, so its
         // kubelet re-projects the Secrets while restarts and rollouts run.
+        // Only changes: a Secret created by this step was mounted by no running pod.
+        let tls: Vec<&String> = outcome
+            .written
+            .iter()
+            .filter(|n| config.tls.iter().any(|t| &t.name == *n))
+            .filter(|n| outcome.observed.get(n).present().is_some())
+            .collect();
         if let Some(push) = &push
-            && (webhook_wrote || !outcome.written.is_empty())
+            && (webhook_wrote || !tls.is_empty())
         {
-            let tls: Vec<&String> = outcome
-                .written
-                .iter()
-                .filter(|n| config.tls.iter().any(|t| &t.name == *n))
-                .collect();
             if !tls.is_empty() {
                 // The store's clock is never ahead of the server's, by up to a second.
                 let by = store.now() + time::Duration::seconds(1);
