@@ -171,7 +171,7 @@ impl Evidence {
             .filter(|p| !p.finished && !p.terminating && !self.restart_only(p))
             .filter(|p| {
                 self.pending(p, now, delay)
-                    .any(|(_, w)| !self.poked.get(&p.uid).is_some_and(|k| k.epoch >= w.epoch))
+                    .any(|(_, w)| self.poked.get(&p.uid).is_none_or(|k| k.epoch < w.epoch))
             })
             .collect()
     }
