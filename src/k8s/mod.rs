@@ -22,6 +22,8 @@ pub use self::access::review;
 pub use self::client::{client, layered};
 pub use self::deployments::Deployments;
 pub use self::endpoints::{EndpointsError, service_endpoints};
+#[cfg(feature = "test-hooks")]
+pub use self::pods::LOSE_POKE_ENV;
 pub use self::pods::{POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
 pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};

@@ -18,6 +18,11 @@ pub const POKE_FINGERPRINT: &str = "certgen.dev/secrets-fingerprint";
 /// on, even when the fingerprint is the one an earlier poke already set.
 pub const POKED_AT: &str = "certgen.dev/poked-at";
 
+/// Test hook: the poke of every pod whose name starts with this variable's value fails with
+/// an API error (500) without being sent, as a poke lost to the network or the server would.
+#[cfg(feature = "test-hooks")]
+pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
+
 /// A pod as the gates see it (plain data; see `crate::rotation` for what it means).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodView {
@@ -118,6 +123,21 @@ impl Pods {
         fingerprint: &str,
         at: time::OffsetDateTime,
     ) -> Result<PokeAnswer, StoreError> {
+        #[cfg(feature = "test-hooks")]
+        if std::env::var(LOSE_POKE_ENV).is_ok_and(|p| !p.is_empty() && name.starts_with(&p)) {
+            eprintln!(
+                "certgen: test fault injection ({LOSE_POKE_ENV}): the poke of pod {name} fails"
+            );
+            return Err(StoreError::Api(Box::new(ApiFailure {
+                verb: "patch",
+                resource: "pods",
+                namespace: self.namespace.clone(),
+                name: name.to_string(),
+                status: Some(500),
+                message: "injected fault (500)".into(),
+                hint: String::new(),
+            })));
+        }
         // The UID in a merge patch is a precondition: another pod of the same name is a 409.
         let patch = json!({"metadata": {"uid": uid, "annotations": {
             POKE_FINGERPRINT: fingerprint,

@@ -249,6 +249,54 @@ async fn a_lost_poke_never_opens_a_gate_the_timer_does() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn one_lost_poke_keeps_its_gate_on_the_timer_while_the_other_pods_are_poked() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("onelost").await;
+    setup(&c, &ns.name).await;
+    // Every poke of envoy-gateway's pods fails (an API error, not a refusal): the other pods
+    // are still poked, but those gates may open only on the timer.
+    let started = Instant::now();
+    let r = c
+        .certgen(&ns.name)
+        .propagation_delay("8s")
+        .args(["--overwrite", "--timeout", "120s"])
+        .env(certgen::k8s::LOSE_POKE_ENV, "envoy-gateway-")
+        .run_async()
+        .await
+        .ok();
+    let took = started.elapsed();
+    let report = r.json();
+    let gates = report["gates"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gates.len(), 2, "{report:#}");
+    for g in &gates {
+        assert_eq!(
+            g["openedBy"], "timer",
+            "a lost poke opened a gate: {report:#}"
+        );
+    }
+    assert!(
+        took >= Duration::from_secs(16),
+        "two 8 s gates took {took:?}"
+    );
+    let lines = report["pods"].as_array().cloned().unwrap();
+    let of = |prefix: &str| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l["name"].as_str().unwrap().starts_with(prefix) && l["action"] != "unowned")
+            .collect()
+    };
+    assert!(
+        of("envoy-gateway-").iter().all(|l| l["action"] == "failed"),
+        "{lines:#?}"
+    );
+    assert!(
+        of("envoy-proxy-").iter().all(|l| l["action"] == "poked"),
+        "{lines:#?}"
+    );
+    assert_eq!(of("envoy-proxy-").len(), 2, "{lines:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn without_pod_verbs_the_gates_wait_the_delay_and_say_so() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("nopods").await;
