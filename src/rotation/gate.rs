@@ -125,12 +125,23 @@ impl Evidence {
         self.other = Some(Instant::now());
     }
 
-    /// Writes of earlier runs, as stored (`written_at` is the stored write time, rounded up).
+    /// Writes as stored (`written_at`: the stored write times, rounded up): those of earlier
+    /// runs, and any other writer's since this run last looked. A stored time later than every
+    /// write this run knows of for that Secret is a write it did not make: only pokes sent
+    /// after now count for it.
     fn stored(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
         for (n, at) in written_at {
-            self.writes
-                .entry(n.clone())
-                .or_insert(Written { epoch: 0, by: *at });
+            if self.writes.get(n).is_some_and(|w| *at <= w.by) {
+                continue;
+            }
+            self.epoch += 1;
+            self.writes.insert(
+                n.clone(),
+                Written {
+                    epoch: self.epoch,
+                    by: *at,
+                },
+            );
         }
     }
 
@@ -655,6 +666,30 @@ mod tests {
             Verdict::Timer { .. }
         ));
         assert_eq!(ev.due(&pods, T0 + secs(30), DELAY).len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_by_someone_else_after_a_poke_needs_a_new_poke() {
+        let (mut ev, pods) = written();
+        let t = Instant::now();
+        ev.record(&pods[0], Ok(PokeAnswer::Done), t);
+        // The stored time of this run's own write does not count as a new write.
+        ev.stored(&BTreeMap::from([("envoy".to_string(), T0)]));
+        let settled = t + POKE_SETTLE;
+        assert_eq!(ev.verdict(&pods, T0, settled, DELAY), Verdict::Open);
+        // Another writer changed the Secret after that poke: it proves nothing for that write.
+        ev.stored(&BTreeMap::from([("envoy".to_string(), T0 + secs(3))]));
+        assert!(matches!(
+            ev.verdict(&pods, T0 + secs(4), settled, DELAY),
+            Verdict::Timer { .. }
+        ));
+        assert_eq!(ev.due(&pods, T0 + secs(4), DELAY).len(), 1);
+        // So is a write of an earlier run, first seen at a gate: any poke from now on is after it.
+        let mut fresh = Evidence::default();
+        fresh.stored(&BTreeMap::from([("envoy".to_string(), T0)]));
+        assert_eq!(fresh.due(&pods, T0, DELAY).len(), 1);
+        fresh.record(&pods[0], Ok(PokeAnswer::Done), t);
+        assert_eq!(fresh.verdict(&pods, T0, settled, DELAY), Verdict::Open);
     }
 
     #[tokio::test(start_paused = true)]
