@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke probe timeout= dry-run log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -44,7 +44,8 @@ complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-inject
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
-complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting'
+complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting (and for a cleanup gate that only --propagation-delay can open)'
+complete -c certgen -n "__fish_certgen_needs_command" -l no-poke -d 'Never annotate the pods that mount a changed Secret (which makes their kubelet load it at once and lets gates open on that evidence): every gate waits out --propagation-delay'
 complete -c certgen -n "__fish_certgen_needs_command" -l probe -d 'Verify over TLS that probed consumers serve the new certificates before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
 complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
