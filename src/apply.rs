@@ -243,7 +243,9 @@ pub async fn apply<S: SecretStore>(
             writes.push((write, Kind::Ca, ca.action, ca.reason.clone()));
         } else {
             put(store, &write, guard).await?;
-            applied.ca_written = true;
+            // Only a new CA acts on --overwrite: a cleanup that rewrites the CA Secret's bundle
+            // before the trust step of a new rotation (a cleanup left pending) does not.
+            applied.ca_written |= made.new_ca.is_some();
             log_write(store, phase, &ca.name, ca.action, &ca.reason);
         }
     }

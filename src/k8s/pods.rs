@@ -38,6 +38,9 @@ pub struct PodView {
     pub deployment: Option<String>,
     /// The Secrets its volumes project (secret volumes and projected sources), by name.
     pub secrets: BTreeSet<String>,
+    /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod
+    /// of the rollout certgen started for those contents.
+    pub restart_fingerprint: Option<String>,
 }
 
 /// What became of one poke.
@@ -189,6 +192,10 @@ fn view(p: &Pod) -> PodView {
         finished: matches!(phase, Some("Succeeded" | "Failed")),
         deployment,
         secrets,
+        restart_fingerprint: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::rollout::FINGERPRINT).cloned()),
     }
 }
 

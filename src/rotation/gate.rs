@@ -84,6 +84,8 @@ pub struct Evidence {
     owners: Option<Owners>,
     /// The last write to a `caBundle` target in this run (monotonic clock).
     other: Option<Instant>,
+    /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
+    digests: BTreeMap<String, String>,
 }
 
 /// Deployment name → (consumer name, reload, the Secrets it declares it mounts).
@@ -125,6 +127,12 @@ impl Evidence {
         self.other = Some(Instant::now());
     }
 
+    /// What is stored now: write times (see [`Evidence::stored`]) and contents' digests.
+    fn observe(&mut self, outcome: &Outcome) {
+        self.stored(&outcome.written_at);
+        self.digests = outcome.digests.clone();
+    }
+
     /// Writes as stored (`written_at`: the stored write times, rounded up): those of earlier
     /// runs, and any other writer's since this run last looked. A stored time later than every
     /// write this run knows of for that Secret is a write it did not make: only pokes sent
@@ -146,18 +154,44 @@ impl Evidence {
     }
 
     /// The Secrets of `pod` whose last write its kubelet may not have projected yet (the timer
-    /// alone does not cover it at `now`).
+    /// alone does not cover it at `now`, it was not created after the write, and it is not a
+    /// pod of the rollout certgen started for what is stored).
     fn pending<'a>(
         &'a self,
         pod: &'a PodView,
         now: OffsetDateTime,
         delay: Duration,
     ) -> impl Iterator<Item = (&'a String, Written)> + 'a {
+        let restarted = self.restarted_for_stored(pod);
         pod.secrets.iter().filter_map(move |s| {
             let w = *self.writes.get(s)?;
             let timer = w.by.checked_add(time::Duration::try_from(delay).ok()?)?;
             let created_after = pod.created.is_some_and(|c| c >= w.by);
-            (now < timer && !created_after).then_some((s, w))
+            (now < timer && !created_after && !restarted).then_some((s, w))
+        })
+    }
+
+    /// Whether `pod` comes from the restart certgen made for what its restart-only consumer
+    /// mounts as stored now: its template's restart fingerprint is that of the current
+    /// contents (the patch that set it came after their writes, so the pod was created after
+    /// them, whatever the seconds of its creation time say).
+    fn restarted_for_stored(&self, pod: &PodView) -> bool {
+        let Some(fp) = &pod.restart_fingerprint else {
+            return false;
+        };
+        let owner = pod
+            .deployment
+            .as_ref()
+            .and_then(|d| self.owners.as_ref()?.get(d));
+        owner.is_some_and(|(_, reload, mounts)| {
+            *reload == Reload::Restart
+                && *fp
+                    == crate::rollout::fingerprint(mounts.iter().map(|m| {
+                        (
+                            m.as_str(),
+                            self.digests.get(m).map(String::as_str).unwrap_or(""),
+                        )
+                    }))
         })
     }
 
@@ -400,7 +434,7 @@ impl Push<'_> {
         outcome: &Outcome,
         now: OffsetDateTime,
     ) -> Result<(), Error> {
-        ev.stored(&outcome.written_at);
+        ev.observe(outcome);
         let Some(pods) = self.list().await? else {
             return Ok(());
         };
@@ -480,7 +514,7 @@ impl Push<'_> {
         store_now: &dyn Fn() -> OffsetDateTime,
         until: Instant,
     ) -> Result<bool, Error> {
-        ev.stored(&outcome.written_at);
+        ev.observe(outcome);
         let mut said = Instant::now();
         loop {
             let Some(pods) = self.list().await? else {
@@ -599,6 +633,7 @@ mod tests {
             finished: false,
             deployment: Some(name.rsplit_once('-').map_or(name, |(d, _)| d).to_string()),
             secrets: BTreeSet::from([secret.to_string()]),
+            restart_fingerprint: None,
         }
     }
 
@@ -739,6 +774,21 @@ mod tests {
         ));
         let new = vec![pod("ratelimit-y", "u10", "envoy", T0 + secs(3))];
         assert_eq!(ev.verdict(&new, T0, Instant::now(), DELAY), Verdict::Open);
+        // A pod of certgen's restart for the stored contents, whose creation second does not
+        // show it came after the write: its template's fingerprint does.
+        ev.digests = BTreeMap::from([("envoy".to_string(), "d2".to_string())]);
+        let mut restarted = pod("ratelimit-z", "u11", "envoy", T0 - secs(1));
+        restarted.restart_fingerprint = Some(crate::rollout::fingerprint([("envoy", "d2")]));
+        assert_eq!(
+            ev.verdict(std::slice::from_ref(&restarted), T0, Instant::now(), DELAY),
+            Verdict::Open
+        );
+        // A restart for other contents proves nothing about these.
+        restarted.restart_fingerprint = Some(crate::rollout::fingerprint([("envoy", "d1")]));
+        assert!(matches!(
+            ev.verdict(&[restarted], T0, Instant::now(), DELAY),
+            Verdict::Timer { .. }
+        ));
     }
 
     #[tokio::test(start_paused = true)]

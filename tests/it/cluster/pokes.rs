@@ -37,8 +37,9 @@ fn annotations(p: &Pod) -> BTreeMap<String, String> {
     p.metadata.annotations.clone().unwrap_or_default()
 }
 
-/// Sets up the Secrets (a fresh install) and three Deployments on kwok: the hot
-/// `envoy-gateway` consumer, the `envoy-proxies` consumer (by its selector), and `debug`, which
+/// Sets up the Secrets (a fresh install) and four Deployments on kwok: the hot
+/// `envoy-gateway` consumer, the `envoy-proxies` consumer (by its selector), the restart-only
+/// `envoy-ratelimit` (whose new pods are evidence, its old ones not), and `debug`, which
 /// mounts the `envoy` Secret but is no consumer. Returns the pods API.
 async fn setup(c: &super::Cluster, ns: &str) -> Api<Pod> {
     c.certgen(ns).run_async().await.ok();
@@ -49,6 +50,7 @@ async fn setup(c: &super::Cluster, ns: &str) -> Api<Pod> {
     for d in [
         mounting("envoy-gateway", "envoy-gateway", json!({})),
         mounting("envoy-proxy", "envoy", proxy_labels),
+        mounting("envoy-ratelimit", "envoy-rate-limit", json!({})),
         mounting("debug", "envoy", json!({})),
     ] {
         let name = d.metadata.name.clone().unwrap();
@@ -63,12 +65,21 @@ async fn pokes_open_every_gate_on_evidence_and_a_pod_outside_the_consumers_is_re
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("pokes").await;
     let pods = setup(&c, &ns.name).await;
+    // The hot pods: poked in place. (certgen restarts envoy-ratelimit after each step.)
+    let hot = |p: &Pod| {
+        !p.metadata
+            .name
+            .as_deref()
+            .unwrap()
+            .starts_with("envoy-ratelimit-")
+    };
     let before: BTreeMap<String, String> = pods
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
         .iter()
+        .filter(|p| hot(p))
         .map(|p| {
             (
                 p.metadata.name.clone().unwrap(),
@@ -114,7 +125,14 @@ async fn pokes_open_every_gate_on_evidence_and_a_pod_outside_the_consumers_is_re
             .iter()
             .any(|l| l["name"].as_str() == Some(name) && l["action"] == action)
     };
-    let now = pods.list(&ListParams::default()).await.unwrap().items;
+    let now: Vec<Pod> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| hot(p) && p.metadata.deletion_timestamp.is_none())
+        .collect();
     assert_eq!(now.len(), before.len(), "no pod was replaced");
     for p in &now {
         let name = p.metadata.name.clone().unwrap();
@@ -134,6 +152,13 @@ async fn pokes_open_every_gate_on_evidence_and_a_pod_outside_the_consumers_is_re
             "{name} not reported poked: {lines:#?}"
         );
     }
+    // Restart-only pods are restarted, not poked.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l["name"].as_str().unwrap().starts_with("envoy-ratelimit-")),
+        "{lines:#?}"
+    );
     for d in ["envoy-gateway", "envoy-proxy", "debug"] {
         assert_eq!(
             c.deployments(&ns.name)
@@ -180,7 +205,8 @@ async fn pokes_open_every_gate_on_evidence_and_a_pod_outside_the_consumers_is_re
             .iter()
             .filter(|l| l["action"] == "would-poke")
             .count(),
-        now.len(),
+        // The restart-only pods too: a dry run lists every pod that mounts what it would write.
+        now.len() + 2,
         "{planned:#?}"
     );
 }

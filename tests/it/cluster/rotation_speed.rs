@@ -4,10 +4,12 @@
 //! `envoy-ratelimit` restart-only, two `envoy` proxies dialing both every 50 ms), certgen on
 //! this machine rotates the same Secrets three times with the default `--propagation-delay`:
 //!
-//! 1. `--overwrite --no-poke`: the staged rotation as it was, every gate a timer;
-//! 2. `--overwrite`: pokes, gates opened on evidence;
-//! 3. `--overwrite --strategy immediate`: one write (it must fail handshakes, or the peers'
-//!    check could not see a failure).
+//! 1. `--overwrite --no-poke --wait`: the staged rotation as it was, every gate a timer (with
+//!    `--wait`, so that it waits for the cleanup's gate as runs did before, rather than leave
+//!    the cleanup to the next run);
+//! 2. `--overwrite --wait`: pokes, gates opened on evidence;
+//! 3. `--overwrite --strategy immediate --wait`: one write (it must fail handshakes, or the
+//!    peers' check could not see a failure).
 //!
 //! For each: seconds per phase (the steps' writes, restarts and rollouts; each gate) and end to
 //! end, handshakes completed and failed between the peers from the run's start until every
@@ -124,10 +126,13 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
     let variants: [(&'static str, &[&str]); 3] = [
         (
             "staged, timer only (--no-poke)",
-            &["--overwrite", "--no-poke"],
+            &["--overwrite", "--no-poke", "--wait"],
         ),
-        ("staged, pokes and evidence", &["--overwrite"]),
-        ("immediate", &["--overwrite", "--strategy", "immediate"]),
+        ("staged, pokes and evidence", &["--overwrite", "--wait"]),
+        (
+            "immediate",
+            &["--overwrite", "--strategy", "immediate", "--wait"],
+        ),
     ];
     let mut rows = Vec::new();
     for (name, flags) in variants {
