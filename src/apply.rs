@@ -77,8 +77,11 @@ pub struct Applied {
     pub signer: Option<CaKey>,
     /// A staged rotation's pending CA after the step.
     pub pending: Option<CaKey>,
-    /// Whether the step stored a CA (so `--overwrite` has been acted on).
+    /// Whether the step wrote the CA Secret.
     pub ca_written: bool,
+    /// Whether the step stored a newly generated CA (so `--overwrite` has been acted on; a
+    /// cleanup that rewrites the CA Secret's bundle before a new rotation's trust step has not).
+    pub new_ca_written: bool,
     /// Whether the step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
     /// Digest of each Secret's data after the step.
@@ -243,9 +246,8 @@ pub async fn apply<S: SecretStore>(
             writes.push((write, Kind::Ca, ca.action, ca.reason.clone()));
         } else {
             put(store, &write, guard).await?;
-            // Only a new CA acts on --overwrite: a cleanup that rewrites the CA Secret's bundle
-            // before the trust step of a new rotation (a cleanup left pending) does not.
-            applied.ca_written |= made.new_ca.is_some();
+            applied.ca_written = true;
+            applied.new_ca_written |= made.new_ca.is_some();
             log_write(store, phase, &ca.name, ca.action, &ca.reason);
         }
     }
