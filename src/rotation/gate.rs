@@ -4,7 +4,7 @@
 //! (1 min by default) plus up to 50 % jitter, and also whenever the pod object changes. So
 //! after each step's writes certgen annotates every running pod that mounts a changed Secret
 //! (its own metadata, never the template: nothing restarts), and the kubelet re-projects the
-//! Secret within about a second (measured: CONTRIBUTING.md, "Pushed propagation"). The code
+//! Secret within half a second (measured: CONTRIBUTING.md, "Pushed propagation"). The code
 //! path, in Kubernetes v1.36: the kubelet's pod config sees an annotation change as an update
 //! (`pkg/kubelet/config/config.go`, `podsDifferSemantically`), the pod worker syncs the pod,
 //! `WaitForAttachAndMount` calls `ReprocessPod`, and the volume populator marks every volume
@@ -43,8 +43,8 @@ use crate::report::PodReport;
 
 /// How long after a poke was answered certgen takes the pod's kubelet to have re-projected
 /// its Secrets: the largest delay measured on a real kubelet (CONTRIBUTING.md, "Pushed
-/// propagation": 0.9 s over 128 samples, at `syncFrequency` 1m and 10s) plus a margin for a busy
-/// node (a pod worker still in a previous sync, a slow disk): 5 s in all.
+/// propagation": 0.51 s over 64 samples, at `syncFrequency` 1m and 10s) plus a margin for a
+/// busy node (a pod worker still in a previous sync, a slow disk): 5 s in all.
 pub const POKE_SETTLE: Duration = Duration::from_secs(5);
 
 /// How often a gate waiting on evidence looks at the pods again, and says what it waits for.
