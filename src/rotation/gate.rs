@@ -84,6 +84,8 @@ pub struct Evidence {
     owners: Option<Owners>,
     /// The last write to a `caBundle` target in this run (monotonic clock).
     other: Option<Instant>,
+    /// The last write to a `caBundle` target as stored (store clock; earlier runs' too).
+    other_stored: Option<OffsetDateTime>,
     /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
     digests: BTreeMap<String, String>,
 }
@@ -262,6 +264,14 @@ impl Evidence {
             let settled = other + POKE_SETTLE;
             if mono < settled {
                 recheck = Some(settled);
+                waiting.push("a caBundle target".to_string());
+            }
+        }
+        if let Some(at) = self.other_stored {
+            let left = (at + POKE_SETTLE - now).max(time::Duration::ZERO);
+            if left > time::Duration::ZERO {
+                let settled = mono + Duration::try_from(left).unwrap_or(POKE_SETTLE);
+                recheck = Some(recheck.map_or(settled, |r| r.max(settled)));
                 waiting.push("a caBundle target".to_string());
             }
         }
@@ -511,10 +521,13 @@ impl Push<'_> {
         &self,
         ev: &mut Evidence,
         outcome: &Outcome,
+        other_written_at: Option<OffsetDateTime>,
         store_now: &dyn Fn() -> OffsetDateTime,
         until: Instant,
     ) -> Result<bool, Error> {
         ev.observe(outcome);
+        // A caBundle target written by an earlier run (or repaired) counts as well.
+        ev.other_stored = other_written_at;
         let mut said = Instant::now();
         loop {
             let Some(pods) = self.list().await? else {
@@ -801,6 +814,14 @@ mod tests {
             Verdict::Wait { .. }
         ));
         assert_eq!(ev.verdict(&[], T0, t + POKE_SETTLE, DELAY), Verdict::Open);
+        // One written by an earlier run, as stored: counted on the store's clock.
+        let mut ev = Evidence::default();
+        ev.other_stored = Some(T0);
+        assert!(matches!(
+            ev.verdict(&[], T0 + secs(4), t, DELAY),
+            Verdict::Wait { .. }
+        ));
+        assert_eq!(ev.verdict(&[], T0 + secs(5), t, DELAY), Verdict::Open);
     }
 
     #[test]

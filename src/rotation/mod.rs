@@ -377,7 +377,13 @@ async fn steps<S: SecretStore>(
                         "{reason}; pods that mount what changed were poked: waiting for the evidence"
                     );
                     if push
-                        .wait(&mut evidence, &outcome, &|| store.now(), until)
+                        .wait(
+                            &mut evidence,
+                            &outcome,
+                            plan_options.other_written_at,
+                            &|| store.now(),
+                            until,
+                        )
                         .await?
                     {
                         tracing::info!(
