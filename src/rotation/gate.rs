@@ -815,8 +815,10 @@ mod tests {
         ));
         assert_eq!(ev.verdict(&[], T0, t + POKE_SETTLE, DELAY), Verdict::Open);
         // One written by an earlier run, as stored: counted on the store's clock.
-        let mut ev = Evidence::default();
-        ev.other_stored = Some(T0);
+        let ev = Evidence {
+            other_stored: Some(T0),
+            ..Evidence::default()
+        };
         assert!(matches!(
             ev.verdict(&[], T0 + secs(4), t, DELAY),
             Verdict::Wait { .. }
