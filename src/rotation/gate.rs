@@ -605,7 +605,7 @@ fn fingerprint(pod: &PodView, outcome: &Outcome) -> String {
     )
 }
 
-/// Sleeps `left` at a gate no evidence could open, saying every [`PROGRESS`] how long is left,
+/// Sleeps `left` at a gate no evidence could open, saying every 10 s how long is left,
 /// so that a run never sits silently for minutes.
 pub async fn wait_timer(left: Duration, reason: &str) {
     let end = Instant::now() + left;
