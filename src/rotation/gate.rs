@@ -568,8 +568,13 @@ impl Push<'_> {
         let mut ev = Evidence::default();
         self.owners(&mut ev).await;
         ev.unowned(&pods, &self.managed());
-        let mut lines = ev.pods;
-        for p in pods.iter().filter(|p| !p.finished && !p.terminating) {
+        let mut lines = ev.pods.clone();
+        // As a run would: running pods that reload by themselves (a restart-only consumer's
+        // pods are restarted instead, as the consumers' lines say).
+        for p in pods
+            .iter()
+            .filter(|p| !p.finished && !p.terminating && !ev.restart_only(p))
+        {
             let written: Vec<String> = p
                 .secrets
                 .iter()
