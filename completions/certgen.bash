@@ -89,7 +89,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile create patch completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile create patch completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

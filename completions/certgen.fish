@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -48,7 +48,8 @@ complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-inject
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
-complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting'
+complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted Deployments before exiting (and for a cleanup gate that only --propagation-delay can open)'
+complete -c certgen -n "__fish_certgen_needs_command" -l no-poke -d 'Never annotate the pods that mount a changed Secret (which makes their kubelet load it at once and lets gates open on that evidence): every gate waits out --propagation-delay'
 complete -c certgen -n "__fish_certgen_needs_command" -l probe -d 'Verify over TLS that probed consumers serve the new certificates before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
 complete -c certgen -n "__fish_certgen_needs_command" -l events -d 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets and Deployments: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events; a refusal is a warning, never a failed run'

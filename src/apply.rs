@@ -118,8 +118,11 @@ pub struct Applied {
     pub signer: Option<CaKey>,
     /// A staged rotation's pending CA after the step.
     pub pending: Option<CaKey>,
-    /// Whether the step stored a CA (so `--overwrite` has been acted on).
+    /// Whether the step wrote the CA Secret.
     pub ca_written: bool,
+    /// Whether the step stored a newly generated CA (so `--overwrite` has been acted on; a
+    /// cleanup that rewrites the CA Secret's bundle before a new rotation's trust step has not).
+    pub new_ca_written: bool,
     /// Whether the step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
     /// Digest of each Secret's data after the step.
@@ -318,6 +321,7 @@ pub async fn apply<S: SecretStore>(
     if let Some(write) = ca_write {
         put(store, &write, guard).await?;
         applied.ca_written = true;
+        applied.new_ca_written |= made.new_ca.is_some();
         log_write(store, phase, &ca.name, ca.action, &ca.reason);
     }
     // The CA is stored; the Secrets it signs are independent of each other.

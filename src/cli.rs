@@ -105,9 +105,14 @@ pub struct RunArgs {
     /// relies on it [default: 2m in a cluster, 0s with --local].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub propagation_delay: Option<std::time::Duration>,
-    /// Wait for the rollouts of restarted Deployments before exiting.
+    /// Wait for the rollouts of restarted Deployments before exiting (and for a cleanup gate
+    /// that only --propagation-delay can open).
     #[arg(long)]
     pub wait: bool,
+    /// Never annotate the pods that mount a changed Secret (which makes their kubelet load it
+    /// at once and lets gates open on that evidence): every gate waits out --propagation-delay.
+    #[arg(long)]
+    pub no_poke: bool,
     /// Verify over TLS that probed consumers serve the new certificates before exiting.
     #[arg(long)]
     pub probe: bool,

@@ -376,20 +376,21 @@ async fn run_job(
     };
     let config = config;
     let deadline = options.deadline(tokio::time::Instant::now());
-    let invocation = |deployments, client, webhooks, lock| rotation::Invocation {
+    let invocation = |deployments, client, webhooks, pods, lock| rotation::Invocation {
         config: &config,
         options,
         deadline,
         deployments,
         client,
         webhooks,
+        pods,
         lock,
     };
     let (report, failure) = match &local {
         Some(dir) => {
             let lock = lock::Target::File(dir.clone());
             let store = local_store(dir, &config, options.force);
-            rotation::run(&store, invocation(None, None, None, lock)).await?
+            rotation::run(&store, invocation(None, None, None, None, lock)).await?
         }
         None => {
             let (client, access, skipped) = cluster.as_ref().expect("a cluster run has a client");
@@ -413,12 +414,16 @@ async fn run_job(
                 name: format!("{}-certgen-lock", config.profile),
             };
             let webhooks = k8s::WebhookStore::new(client.clone());
+            // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
+            // it off for the run with a report line, and the gates wait out the delay.
+            let pods = k8s::Pods::new(client.clone(), &config.namespace);
             let (report, failure) = rotation::run(
                 &store,
                 invocation(
                     Some(&deployments),
                     Some(client),
                     (!config.webhooks.is_empty()).then_some(&webhooks),
+                    options.poke.then_some(&pods),
                     lock,
                 ),
             )
@@ -431,6 +436,7 @@ async fn run_job(
                 skipped.extend(report.consumers_noted(&note));
             }
             skipped.extend(k8s::lease::skipped().map(str::to_string));
+            skipped.extend(pods.refused());
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };

@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub wait: bool,
     /// Probe consumers over TLS (`--probe`).
     pub probe: bool,
+    /// Push Secret changes to the pods that mount them (not `--no-poke`).
+    pub poke: bool,
     /// The bound on the whole run (`--timeout`).
     pub timeout: Duration,
 }
@@ -68,6 +70,7 @@ impl RunOptions {
             dry_run: args.dry_run,
             wait: args.wait,
             probe: args.probe,
+            poke: !args.no_poke,
             timeout: args.timeout,
         }
     }

@@ -2,7 +2,7 @@
 //! of its objects and errors into certgen's own types.
 //!
 //! The client and its layers, Secrets (the [`KubeStore`]), the run's Lease, the access review,
-//! Deployments (restarts and rollout watches), a Service's endpoints (for probes) and the
+//! Deployments (restarts and rollout watches), pods (listed and poked), a Service's endpoints (for probes) and the
 //! `caBundle` of webhook configurations live here. The core (observe, plan, apply, report,
 //! check, pki, config) never imports this module: it sees Kubernetes only through the store
 //! trait ([`crate::store::SecretStore`]) and plain errors ([`crate::store::ApiFailure`]). This
@@ -15,6 +15,7 @@ mod endpoints;
 pub mod events;
 pub mod kwc;
 pub mod lease;
+mod pods;
 mod secrets;
 pub mod servertime;
 pub mod webhooks;
@@ -23,6 +24,9 @@ pub use self::access::review;
 pub use self::client::{client, client_for, layered};
 pub use self::deployments::Deployments;
 pub use self::endpoints::{EndpointsError, service_endpoints};
+#[cfg(feature = "test-hooks")]
+pub use self::pods::LOSE_POKE_ENV;
+pub use self::pods::{POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
 pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
 

@@ -6,10 +6,12 @@
 //! it must not decide anything a run does (that is [`crate::plan`]'s) or do IO.
 
 mod check;
+mod pods;
 
 use serde::Serialize;
 
 pub use self::check::{BundleEntry, CheckReport, Row};
+pub use self::pods::{GateReport, PodReport, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;
 use crate::pki::Cert;
@@ -107,6 +109,13 @@ pub struct Report {
     /// Restarts, rollouts and probes of the consumers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub consumers: Vec<ConsumerReport>,
+    /// Pods poked so their kubelet re-projects what changed, and pods that mount a managed
+    /// Secret outside every declared consumer (cluster runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<PodReport>,
+    /// The gates this run waited at, and what opened each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateReport>,
     /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -334,6 +343,8 @@ impl Report {
             writes,
             secrets,
             consumers: Vec::new(),
+            pods: Vec::new(),
+            gates: Vec::new(),
             note: None,
             api_requests: None,
             next_renewal: None,
@@ -458,6 +469,7 @@ impl Report {
                 ));
             }
         }
+        out.push_str(&pods::text(&self.pods, &self.gates));
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         out.push_str(&match (self.dry_run, changes) {
             (_, 0) => "Nothing to do: every Secret is valid.\n".to_string(),

@@ -8,19 +8,21 @@
 //! what each step writes is the plan's ([`crate::plan`]).
 
 mod consumers;
+mod gate;
 mod step;
 mod webhooks;
 
 use tokio::time::Instant;
 
+pub use self::gate::{POKE_SETTLE, wait_timer};
 pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
-use crate::k8s::{Deployments, WebhookStore};
+use crate::k8s::{Deployments, Pods, WebhookStore};
 use crate::lock::{self, LockError};
 use crate::plan::{self, Phase};
-use crate::report::{self, ConsumerReport, Entry, Report};
+use crate::report::{self, ConsumerReport, Entry, GateReport, Report};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -38,10 +40,27 @@ pub struct Invocation<'a> {
     pub client: Option<&'a kube::Client>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
     pub webhooks: Option<&'a WebhookStore>,
+    /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
+    pub pods: Option<&'a Pods>,
     pub lock: lock::Target,
 }
 
+/// How far away a cleanup gate may be for a run that cannot open it on evidence to wait for
+/// it (without `--wait`): further than this, the run ends at once and leaves the cleanup to the
+/// next run (the chart's CronJob), since every consumer works as things are.
+pub const CLEANUP_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Invocation<'_> {
+    /// Pushed propagation, when this run may poke pods.
+    fn push(&self) -> Option<gate::Push<'_>> {
+        Some(gate::Push {
+            pods: self.pods?,
+            deployments: self.deployments,
+            config: self.config,
+            delay: self.options.propagation_delay,
+        })
+    }
+
     /// Restarts, waits and probes for what `outcome` holds, as asked.
     async fn consumers<S: SecretStore>(
         &self,
@@ -98,9 +117,14 @@ pub async fn run<S: SecretStore>(
     };
     if inv.options.dry_run {
         let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
+        let pods = match inv.push() {
+            Some(push) if !look.written.is_empty() => push.planned(&look).await?,
+            _ => vec![],
+        };
         let mut report = look.report;
         report.events = crate::events::of_step(&look.phase, &report.secrets);
         report.consumers = reports;
+        report.pods = pods;
         return Ok((report, None));
     }
     let needs_lock = !look.written.is_empty()
@@ -186,6 +210,9 @@ async fn steps<S: SecretStore>(
     // The Events of the run, in order: each step's writes, then its restarts.
     let mut events: Vec<report::EventLine> = Vec::new();
     let mut attempts = 0;
+    let push = inv.push();
+    let mut evidence = gate::Evidence::default();
+    let mut gates: Vec<GateReport> = Vec::new();
     // Before anything is written: a restart-only consumer that missed the restart for what is
     // stored now (a run stopped between its writes and the patch) is restarted and waited for,
     // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
@@ -254,6 +281,27 @@ async fn steps<S: SecretStore>(
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
         if webhook_wrote {
             plan_options.other_written_at = Some(store.now());
+            evidence.wrote_other();
+        }
+        // Pushed propagation: every pod that mounts what this step wrote is poked now, so its
+        // kubelet re-projects the Secrets while restarts and rollouts run.
+        // Only changes: a Secret created by this step was mounted by no running pod.
+        let tls: Vec<&String> = outcome
+            .written
+            .iter()
+            .filter(|n| config.tls.iter().any(|t| &t.name == *n))
+            .filter(|n| outcome.observed.get(n).present().is_some())
+            .collect();
+        if let Some(push) = &push
+            && (webhook_wrote || !tls.is_empty())
+        {
+            if !tls.is_empty() {
+                // The store's clock is never ahead of the server's, by up to a second.
+                let by = store.now() + time::Duration::seconds(1);
+                evidence.wrote(tls, by);
+            }
+            push.after_step(&mut evidence, &outcome, store.now())
+                .await?;
         }
         written.extend(synced.iter().filter(|e| e.action.writes()).cloned());
         // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
@@ -291,20 +339,27 @@ async fn steps<S: SecretStore>(
         events.extend(crate::events::of_restarts(&reports));
         report::merge_consumers(&mut consumer_reports, reports);
         let phase = outcome.phase.clone();
-        let outcome_pending = outcome.pending;
-        let outcome_signer = outcome.signer.map(|s| s.cert);
-        let last_report = outcome.report;
+        let outcome_pending = &outcome.pending;
+        let outcome_signer = outcome.signer.as_ref().map(|s| s.cert.clone());
+        let last_report = &outcome.report;
         let report = |written, consumers| {
-            let mut report = Report::after_steps(&last_report, written, consumers, attempts);
+            let mut report = Report::after_steps(last_report, written, consumers, attempts);
             report.events = events.clone();
             report
         };
+        let finish = |mut r: Report, evidence: &gate::Evidence, gates: &[GateReport]| {
+            r.pods = evidence.pods.clone();
+            r.gates = gates.to_vec();
+            r
+        };
         if let Some(e) = problems.into_error() {
-            return Ok((report(written, consumer_reports), Some(e)));
+            let r = finish(report(written, consumer_reports), &evidence, &gates);
+            return Ok((r, Some(e)));
         }
         match phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
-                return Ok((report(written, consumer_reports), None));
+                let r = finish(report(written, consumer_reports), &evidence, &gates);
+                return Ok((r, None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             // A gate computed before a caBundle write: plan again, counting from that write.
@@ -321,6 +376,38 @@ async fn steps<S: SecretStore>(
                 let until = Instant::now()
                     .checked_add(left)
                     .map_or(inv.deadline, |t| t.min(inv.deadline));
+                let started = Instant::now();
+                let opened = |by: &str| GateReport {
+                    reason: reason.clone(),
+                    opened_by: by.to_string(),
+                    seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+                };
+                // Evidence first: every pod that mounts what changed was poked and had time to
+                // load it, was created since, or is gone (gate.rs).
+                if let Some(push) = &push {
+                    tracing::info!(
+                        phase = "gate",
+                        "{reason}; pods that mount what changed were poked: waiting for the evidence"
+                    );
+                    if push
+                        .wait(
+                            &mut evidence,
+                            &outcome,
+                            plan_options.other_written_at,
+                            &|| store.now(),
+                            until,
+                        )
+                        .await?
+                    {
+                        tracing::info!(
+                            phase = "gate",
+                            "every pod that mounts what changed has loaded it (poked, created since, or gone)"
+                        );
+                        gates.push(opened("evidence"));
+                        plan_options.gate_waited = Some(state);
+                        continue;
+                    }
+                }
                 // Probes can open the trust-to-leaves gate early: when every hot-reloading
                 // consumer accepts a client certificate from the pending CA, it has the new trust.
                 if let (Some(fp), Some(pending)) = (pending, &outcome_pending) {
@@ -341,21 +428,38 @@ async fn steps<S: SecretStore>(
                             phase = "gate",
                             "every hot-reloading consumer accepts the pending CA"
                         );
+                        gates.push(opened("probe"));
                         plan_options.trust_confirmed = Some(fp);
                         continue;
                     }
                 }
+                let left = std::time::Duration::try_from(
+                    (ready_at - store.now()).max(time::Duration::ZERO),
+                )
+                .unwrap_or(std::time::Duration::MAX);
                 let fits = Instant::now()
                     .checked_add(left)
                     .is_some_and(|t| t <= inv.deadline);
-                if !fits {
-                    let mut report = report(written, consumer_reports);
+                // A cleanup no evidence can open is left to the next run when it is far away
+                // (in a cluster, without --wait): nothing breaks meanwhile, and a run should
+                // not sit for minutes on a step nobody waits for (docs/rotation.md).
+                let leave =
+                    optional && inv.client.is_some() && !inv.options.wait && left > CLEANUP_WAIT;
+                if !fits || leave {
+                    let mut report = finish(report(written, consumer_reports), &evidence, &gates);
                     if optional {
                         // Every consumer works as things are; the next run drops the old CA.
-                        report.note = Some(format!(
-                            "{reason}; that is past --timeout, so a run after {} finishes it",
+                        let why = if fits {
+                            "certgen does not wait that long without --wait (no pod could be poked to prove it sooner)"
+                        } else {
+                            "that is past --timeout"
+                        };
+                        let note = format!(
+                            "{reason}; {why}, so a run after {} finishes it (the chart's CronJob does)",
                             crate::timefmt::rfc3339(ready_at)
-                        ));
+                        );
+                        tracing::info!(phase = "gate", "{note}");
+                        report.note = Some(note);
                         return Ok((report, None));
                     }
                     let e = Error::Timeout(format!(
@@ -364,8 +468,8 @@ async fn steps<S: SecretStore>(
                     ));
                     return Ok((report, Some(e)));
                 }
-                tracing::info!(phase = "gate", "{reason}");
-                tokio::time::sleep(left).await;
+                gate::wait_timer(left, &reason).await;
+                gates.push(opened("timer"));
                 // The wait was timed on this process's monotonic clock: for the state it was
                 // computed for, the gate is open even if the store's clock disagrees.
                 plan_options.gate_waited = Some(state);

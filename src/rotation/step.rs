@@ -39,7 +39,8 @@ pub struct Outcome {
     pub bundles: BTreeMap<String, Vec<u8>>,
     /// What this step did, and so what comes next.
     pub phase: Phase,
-    /// Whether this step stored a CA (so `--overwrite` has been acted on).
+    /// Whether `--overwrite` has been acted on in this step: it stored a new CA, or found the
+    /// CA Secret changed under it (a CA write whose answer was lost, or another run's).
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
@@ -127,7 +128,10 @@ async fn run<S: SecretStore>(
             .map(|s| s.version.clone());
         match &first_ca_version {
             None => first_ca_version = Some(ca_version),
-            Some(first) if *first != ca_version => plan_options.overwrite = false,
+            Some(first) if *first != ca_version => {
+                plan_options.overwrite = false;
+                ca_written = true;
+            }
             Some(_) => {}
         }
         let now = store.now();
@@ -168,7 +172,7 @@ async fn run<S: SecretStore>(
         }
         let mut progress = Applied::default();
         let result = apply(store, plan, &observed, now, &mut progress, guard).await;
-        ca_written |= progress.ca_written;
+        ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
         // A stored new CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac:
         // re-plans continue from there, never a second time.

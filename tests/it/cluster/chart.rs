@@ -331,7 +331,11 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     for verb in ["get", "create", "patch"] {
         assert_eq!(names("events.k8s.io", "events", verb), ["*"]);
     }
-    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1 + 3, "nothing more: {g:?}");
+    // Pushed propagation: find the pods that mount a changed Secret and annotate them.
+    for verb in ["list", "patch"] {
+        assert_eq!(names("", "pods", verb), ["*"]);
+    }
+    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1 + 3 + 2, "nothing more: {g:?}");
     let binding = object(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], "ops");

@@ -487,7 +487,15 @@ async fn refused_extras_are_skipped_as_found_without_a_review() {
     let report = rotation.json();
     assert!(report["writes"].as_u64().unwrap() >= 4, "{report}");
     let lines = skipped(&report);
-    assert_eq!(lines.len(), 3, "webhook, consumer, run lock: {lines:?}");
+    assert_eq!(
+        lines.len(),
+        4,
+        "webhook, consumer, run lock, pods: {lines:?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("pods not poked")),
+        "{lines:?}"
+    );
     assert!(
         lines
             .iter()

@@ -63,14 +63,14 @@ fn gate(sync: Duration) -> Duration {
     }
 }
 
-struct Node {
-    name: String,
-    dir: PathBuf,
+pub(super) struct Node {
+    pub(super) name: String,
+    pub(super) dir: PathBuf,
     image: String,
-    peer_image: String,
+    pub(super) peer_image: String,
 }
 
-fn real_node() -> Option<Node> {
+pub(super) fn real_node() -> Option<Node> {
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     match (
         var("CERTGEN_REAL_NODE"),
@@ -95,7 +95,7 @@ fn real_node() -> Option<Node> {
     }
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
@@ -103,7 +103,7 @@ fn now_ms() -> i64 {
 }
 
 /// Two distinct free loopback ports below the ephemeral range.
-fn free_ports() -> (u16, u16) {
+pub(super) fn free_ports() -> (u16, u16) {
     let mut held = Vec::new();
     let mut ports = Vec::new();
     let mut p = 20000 + (now_ms() % 10000) as u16;
@@ -132,7 +132,7 @@ fn fingerprints(pem_text: &[u8]) -> Vec<String> {
 }
 
 /// (CA fingerprints, leaf fingerprint) of a TLS Secret: what a peer reports when it loads it.
-fn secret_state(s: &Secret) -> Option<(Vec<String>, String)> {
+pub(super) fn secret_state(s: &Secret) -> Option<(Vec<String>, String)> {
     let data = s.data.as_ref()?;
     let cas = fingerprints(&data.get("ca.crt")?.0);
     let leaf = fingerprints(&data.get("tls.crt")?.0).into_iter().next()?;
@@ -141,9 +141,9 @@ fn secret_state(s: &Secret) -> Option<(Vec<String>, String)> {
 
 /// One line of a peer's event file.
 #[derive(Debug, Clone)]
-struct Event {
-    pod: String,
-    t: i64,
+pub(super) struct Event {
+    pub(super) pod: String,
+    pub(super) t: i64,
     v: Value,
 }
 
@@ -151,7 +151,7 @@ impl Event {
     fn ev(&self) -> &str {
         self.v["ev"].as_str().unwrap_or_default()
     }
-    fn loaded(&self) -> Option<(Vec<String>, String)> {
+    pub(super) fn loaded(&self) -> Option<(Vec<String>, String)> {
         (self.ev() == "load").then(|| {
             (
                 self.v["ca"]
@@ -166,7 +166,7 @@ impl Event {
     }
 }
 
-fn read_events(dir: &Path) -> Vec<Event> {
+pub(super) fn read_events(dir: &Path) -> Vec<Event> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;
@@ -193,11 +193,11 @@ fn read_events(dir: &Path) -> Vec<Event> {
 
 /// Handshake totals and failures in [from, to), from the peers' events.
 #[derive(Debug, Default)]
-struct Tally {
+pub(super) struct Tally {
     /// Client handshakes that completed, from the dialers' running totals.
-    ok: u64,
+    pub(super) ok: u64,
     /// Failed handshakes by (role, kind).
-    failed: BTreeMap<(String, String), u64>,
+    pub(super) failed: BTreeMap<(String, String), u64>,
     /// Dials that found nothing listening (a pod starting or stopping), not handshakes.
     unreachable: u64,
     examples: Vec<String>,
@@ -206,7 +206,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(events: &[Event], from: i64, to: i64) -> Tally {
+    pub(super) fn of(events: &[Event], from: i64, to: i64) -> Tally {
         let mut t = Tally::default();
         // Running totals per pod: the last value before `from` and before `to`.
         let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -250,7 +250,7 @@ impl Tally {
         t
     }
 
-    fn of_kind(&self, kind: &str) -> u64 {
+    pub(super) fn of_kind(&self, kind: &str) -> u64 {
         self.failed
             .iter()
             .filter(|((_, k), _)| k == kind)
@@ -258,7 +258,7 @@ impl Tally {
             .sum()
     }
 
-    fn client_failures(&self) -> u64 {
+    pub(super) fn client_failures(&self) -> u64 {
         self.failed
             .iter()
             .filter(|((role, _), _)| role == "client")
@@ -303,18 +303,18 @@ fn distribution(mut v: Vec<i64>) -> String {
 }
 
 /// One Deployment of test peers.
-struct Peer<'a> {
-    name: &'a str,
-    labels: Value,
-    replicas: i32,
+pub(super) struct Peer<'a> {
+    pub(super) name: &'a str,
+    pub(super) labels: Value,
+    pub(super) replicas: i32,
     /// The Secret mounted at /certs.
-    secret: &'a str,
-    args: Vec<String>,
+    pub(super) secret: &'a str,
+    pub(super) args: Vec<String>,
     /// More Secret volumes: (volume name, mount path, volume source).
-    extra_volumes: Vec<(&'a str, &'a str, Value)>,
+    pub(super) extra_volumes: Vec<(&'a str, &'a str, Value)>,
 }
 
-fn peer_deployment(node: &Node, results: &Path, peer: Peer) -> Deployment {
+pub(super) fn peer_deployment(node: &Node, results: &Path, peer: Peer) -> Deployment {
     let Peer {
         name,
         labels,
@@ -477,7 +477,7 @@ async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
 
 /// Waits (bounded) until every pod of the hot peers has loaded the current Secret, and every
 /// ratelimit pod has started with it.
-async fn converged(c: &Cluster, ns: &str, results: &Path, within: Duration) -> i64 {
+pub(super) async fn converged(c: &Cluster, ns: &str, results: &Path, within: Duration) -> i64 {
     let secrets = c.secrets(ns);
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), ns);
     let deadline = Instant::now() + within;

@@ -432,6 +432,7 @@ fn options(spec: &RunSpec) -> RunOptions {
         dry_run: false,
         wait: false,
         probe: false,
+        poke: false,
         timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
     }
 }
@@ -453,6 +454,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         deployments: None,
         client: None,
         webhooks: None,
+        pods: None,
         lock: lock::Target::None,
     };
     let (code, message, note) = match rotation::run(&session, invocation).await {

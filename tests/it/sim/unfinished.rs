@@ -83,6 +83,7 @@ fn a_run_whose_work_is_undone_stops_after_its_last_step_with_exit_3() {
             deployments: None,
             client: None,
             webhooks: None,
+            pods: None,
             lock: lock::Target::None,
         };
         let (code, message) = match rotation::run(&store, invocation).await {

@@ -1,0 +1,256 @@
+//! Pods in one namespace: listed with the Secrets they mount, and "poked" (an annotation on the
+//! pod's own metadata) so that their kubelet re-projects those Secrets now. What to poke, and
+//! what a poke proves, is [`crate::rotation`]'s (`gate.rs`); this module only converts and calls.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::store::{ApiFailure, StoreError};
+
+/// The annotation a poke sets: the fingerprint of the managed Secrets the pod mounts (their
+/// names and contents' digests), the value the pod is pushed to load.
+pub const POKE_FINGERPRINT: &str = "certgen.dev/secrets-fingerprint";
+/// The annotation a poke sets beside [`POKE_FINGERPRINT`]: when certgen poked it (RFC 3339, the
+/// API server's clock). It changes on every poke, so a poke is always a change the kubelet acts
+/// on, even when the fingerprint is the one an earlier poke already set.
+pub const POKED_AT: &str = "certgen.dev/poked-at";
+
+/// Test hook: the poke of every pod whose name starts with this variable's value fails with
+/// an API error (500) without being sent, as a poke lost to the network or the server would.
+#[cfg(feature = "test-hooks")]
+pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
+
+/// A pod as the gates see it (plain data; see `crate::rotation` for what it means).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    pub name: String,
+    pub uid: String,
+    /// `metadata.creationTimestamp` (the API server's clock, whole seconds).
+    pub created: Option<time::OffsetDateTime>,
+    /// Being deleted: its kubelet no longer refreshes its volumes.
+    pub terminating: bool,
+    /// Succeeded or Failed: nothing runs in it.
+    pub finished: bool,
+    /// The Deployment that owns it (through a ReplicaSet), when it has one.
+    pub deployment: Option<String>,
+    /// The Secrets its volumes project (secret volumes and projected sources), by name.
+    pub secrets: BTreeSet<String>,
+    /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod
+    /// of the rollout certgen started for those contents.
+    pub restart_fingerprint: Option<String>,
+}
+
+/// What became of one poke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PokeAnswer {
+    /// The annotation is on the pod with this UID.
+    Done,
+    /// The pod is gone (404): nothing runs that could hold old bytes.
+    Gone,
+    /// The pod named so is another one now (deleted and recreated; 409 on the UID).
+    Recreated,
+}
+
+/// Pods in one namespace.
+pub struct Pods {
+    api: Api<Pod>,
+    namespace: String,
+    /// Why pokes are off for the rest of the run, once the API server refused one (403).
+    refused: std::sync::Mutex<Option<String>>,
+}
+
+fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
+    ApiFailure::from_kube(verb, "pods", "", namespace, name, err)
+}
+
+impl Pods {
+    /// Pods in `namespace`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self {
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
+            refused: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Why pokes are off in this run, once a request was refused.
+    pub fn refused(&self) -> Option<String> {
+        self.refused.lock().expect("not poisoned").clone()
+    }
+
+    /// Takes a 403 as the reason to stop poking for the rest of the run (pokes are an extra:
+    /// gates then wait out --propagation-delay, as under Envoy Gateway's own Role); gives any
+    /// other error back.
+    pub fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
+        let StoreError::Api(failure) = &e else {
+            return Err(e);
+        };
+        if failure.status != Some(403) {
+            return Err(e);
+        }
+        let note = format!(
+            "pods not poked: this identity may not {} pods in namespace {} (403); gates wait out --propagation-delay instead (grant list and patch on pods to speed rotations up)",
+            failure.verb, self.namespace
+        );
+        let mut refused = self.refused.lock().expect("not poisoned");
+        if refused.is_none() {
+            tracing::warn!("{note}");
+        }
+        Ok(refused.get_or_insert(note).clone())
+    }
+
+    /// Every pod of the namespace, read consistently (no resourceVersion: a gate relies on it).
+    pub async fn list(&self) -> Result<Vec<PodView>, StoreError> {
+        let list = self
+            .api
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| api_failure("list", &self.namespace, "", e))?;
+        Ok(list.items.iter().map(view).collect())
+    }
+
+    /// Annotates the pod `name` (only if it still has `uid`) with `fingerprint` and `at`. Only
+    /// the pod's own metadata changes: its spec, and so its containers, stay as they are.
+    pub async fn poke(
+        &self,
+        name: &str,
+        uid: &str,
+        fingerprint: &str,
+        at: time::OffsetDateTime,
+    ) -> Result<PokeAnswer, StoreError> {
+        #[cfg(feature = "test-hooks")]
+        if std::env::var(LOSE_POKE_ENV).is_ok_and(|p| !p.is_empty() && name.starts_with(&p)) {
+            eprintln!(
+                "certgen: test fault injection ({LOSE_POKE_ENV}): the poke of pod {name} fails"
+            );
+            return Err(StoreError::Api(Box::new(ApiFailure {
+                verb: "patch",
+                resource: "pods",
+                namespace: self.namespace.clone(),
+                name: name.to_string(),
+                status: Some(500),
+                message: "injected fault (500)".into(),
+                hint: String::new(),
+            })));
+        }
+        // The UID in a merge patch is a precondition: another pod of the same name is a 409.
+        let patch = json!({"metadata": {"uid": uid, "annotations": {
+            POKE_FINGERPRINT: fingerprint,
+            POKED_AT: crate::timefmt::rfc3339(at),
+        }}});
+        let pp = PatchParams {
+            field_manager: Some("certgen".into()),
+            ..PatchParams::default()
+        };
+        match self.api.patch(name, &pp, &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(PokeAnswer::Done),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(PokeAnswer::Gone),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(PokeAnswer::Recreated),
+            Err(e) => Err(api_failure("patch", &self.namespace, name, e)),
+        }
+    }
+}
+
+/// The plain view of a pod.
+fn view(p: &Pod) -> PodView {
+    let meta = &p.metadata;
+    let labels = meta.labels.clone().unwrap_or_default();
+    let deployment = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "ReplicaSet" && o.controller == Some(true))
+        .and_then(|o| deployment_of(&o.name, &labels));
+    let mut secrets = BTreeSet::new();
+    for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            secrets.insert(s);
+        }
+        for source in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(s) = source.secret.as_ref() {
+                secrets.insert(s.name.clone());
+            }
+        }
+    }
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    PodView {
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        created: meta
+            .creation_timestamp
+            .as_ref()
+            .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok()),
+        terminating: meta.deletion_timestamp.is_some(),
+        finished: matches!(phase, Some("Succeeded" | "Failed")),
+        deployment,
+        secrets,
+        restart_fingerprint: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::rollout::FINGERPRINT).cloned()),
+    }
+}
+
+/// The Deployment a ReplicaSet named `rs` belongs to: the Deployment controller names its
+/// ReplicaSets `<deployment>-<pod-template-hash>` and labels their pods with that hash.
+fn deployment_of(rs: &str, labels: &BTreeMap<String, String>) -> Option<String> {
+    let hash = labels.get("pod-template-hash")?;
+    rs.strip_suffix(hash.as_str())?
+        .strip_suffix('-')
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_mounts_the_secrets_of_its_secret_volumes_and_projected_sources() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {
+                "name": "proxy-7d9f-abcde", "uid": "u1",
+                "creationTimestamp": "2026-11-25T01:02:03Z",
+                "labels": {"pod-template-hash": "7d9f"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "envoy-proxy-7d9f", "uid": "rs", "controller": true}],
+            },
+            "spec": {"containers": [{"name": "c"}], "volumes": [
+                {"name": "a", "secret": {"secretName": "envoy"}},
+                {"name": "b", "projected": {"sources": [
+                    {"secret": {"name": "envoy-gateway"}},
+                    {"configMap": {"name": "not-a-secret"}},
+                ]}},
+                {"name": "c", "emptyDir": {}},
+            ]},
+            "status": {"phase": "Running"},
+        }))
+        .unwrap();
+        let v = view(&pod);
+        assert_eq!(
+            v.secrets,
+            BTreeSet::from(["envoy".to_string(), "envoy-gateway".to_string()])
+        );
+        assert_eq!(v.deployment.as_deref(), Some("envoy-proxy"));
+        assert!(!v.terminating && !v.finished);
+        assert_eq!(
+            v.created,
+            Some(time::macros::datetime!(2026-11-25 01:02:03 UTC))
+        );
+    }
+
+    #[test]
+    fn only_a_replica_set_named_after_the_template_hash_names_a_deployment() {
+        let labels = BTreeMap::from([("pod-template-hash".to_string(), "abc".to_string())]);
+        assert_eq!(deployment_of("web-abc", &labels).as_deref(), Some("web"));
+        assert_eq!(deployment_of("web-xyz", &labels), None);
+        assert_eq!(deployment_of("web-abc", &BTreeMap::new()), None);
+    }
+}
