@@ -433,7 +433,8 @@ fn secrets_written_by_another_tool_are_named_with_the_next_step() {
         let leaf = issue_leaf(&t.leaf, &other.0, NOW - DAY).unwrap();
         stored.edit(&t.name, |s| {
             s.data.insert("ca.crt".into(), other_pem.clone());
-            s.data.insert("tls.crt".into(), leaf.cert.pem().into_bytes());
+            s.data
+                .insert("tls.crt".into(), leaf.cert.pem().into_bytes());
             s.data
                 .insert("tls.key".into(), leaf.key.expose().as_bytes().to_vec());
         });
@@ -446,7 +447,10 @@ fn secrets_written_by_another_tool_are_named_with_the_next_step() {
         .iter()
         .find(|p| p.contains("written by another tool since certgen's last run"))
         .unwrap_or_else(|| panic!("{ca:?}"));
-    assert!(problem.contains(&other.1.cert.short_fingerprint()), "{problem}");
+    assert!(
+        problem.contains(&other.1.cert.short_fingerprint()),
+        "{problem}"
+    );
     assert!(problem.contains("the next run: trust step"), "{problem}");
     // certgen's own states never read as another tool's.
     let report = Stored::installed(NOW - DAY).check(NOW);

@@ -711,7 +711,10 @@ fn a_ca_the_held_bundles_do_not_trust_is_staged_not_used() {
             },
         )
         .unwrap();
-    assert_eq!((p.phase.clone(), p.ca.action), (Phase::Trust, Action::Trust));
+    assert_eq!(
+        (p.phase.clone(), p.ca.action),
+        (Phase::Trust, Action::Trust)
+    );
     assert_eq!(p.ca.adopted.as_ref(), Some(&theirs.1.cert));
     // Only a Secret whose leaf certgen's CA signed and whose bundle lacks it (a hand-edited
     // ca.crt) needs nothing derived: the bundle gets certgen's CA back.
