@@ -438,6 +438,9 @@ impl LeafIn<'_> {
     }
 }
 
+/// For a leaf another CA signed, that CA, kept in the leaf's own bundle until the cleanup.
+type OwnPrior<'a> = &'a dyn Fn(&LeafIn) -> Option<Cert>;
+
 /// The gate every step that relies on consumers having loaded the last writes waits for.
 struct Gate {
     /// When the last TLS Secret write is older than the propagation delay.
@@ -665,9 +668,29 @@ impl Input<'_> {
         self.leaves.iter().filter_map(LeafIn::ok)
     }
 
-    /// The CA that signed `l`'s stored leaf, when it is a valid CA its own bundle trusts and
-    /// none of `exclude` or `target`: a second writer's CA, which replicas of `l`'s consumer may
-    /// still present, so `l`'s bundle keeps it until the cleanup.
+    /// A valid CA that one of `plans` removes from the bundle its Secret holds now.
+    fn drops_trust(&self, plans: &[SecretPlan]) -> Option<Cert> {
+        self.leaves.iter().zip(plans).find_map(|(l, p)| {
+            let leaf = l.ok()?;
+            let Some(Content::Bundle(after)) = p.write.as_ref()?.data.get("ca.crt") else {
+                return None;
+            };
+            leaf.bundle
+                .iter()
+                .find(|c| {
+                    c.is_ca
+                        && !c.is_expired_at(self.now)
+                        && !after.contains(&CaRef::Cert((*c).clone()))
+                })
+                .cloned()
+        })
+    }
+
+    /// The CA `l`'s bundle keeps beside `target` instead of the common one (`exclude`): the
+    /// CA that signed its stored leaf, when it is a valid CA its own bundle trusts (a second
+    /// writer's, which replicas of `l`'s consumer may still present); or, when the target
+    /// signed it already, the valid CA its bundle holds now (peers may present leaves of it:
+    /// a bundle never swaps one CA for another).
     fn own_prior(
         &self,
         ca: &CaSecret,
@@ -676,10 +699,20 @@ impl Input<'_> {
         target: Option<&Cert>,
     ) -> Option<Cert> {
         let leaf = l.ok()?;
+        let valid = |c: &Cert| c.is_ca && !c.is_expired_at(self.now);
+        let excluded = |c: &Cert| exclude.contains(&c) || target == Some(c);
         let signer = self.signer_of(ca, &leaf.cert)?;
-        let excluded = exclude.iter().any(|c| **c == signer) || target == Some(&signer);
-        (!excluded && !signer.is_expired_at(self.now) && leaf.bundle.contains(&signer))
-            .then_some(signer)
+        if !excluded(&signer) && valid(&signer) && leaf.bundle.contains(&signer) {
+            return Some(signer);
+        }
+        if target == Some(&signer) {
+            return leaf
+                .bundle
+                .iter()
+                .find(|c| valid(c) && !excluded(c))
+                .cloned();
+        }
+        None
     }
 
     /// Every CA that bundles hold now, the CA Secret's first.
@@ -705,7 +738,7 @@ impl Input<'_> {
         // may have them.
         let mut ca = self.held(ca);
         if let Some(pending) = ca.pending.clone() {
-            return Ok(self.resume(&ca, pending));
+            return self.resume(&ca, pending);
         }
         if let (Some(derived), Some(active)) = (&ca.derived, &ca.active)
             && !active.cert().is_expired_at(self.now)
@@ -714,7 +747,7 @@ impl Input<'_> {
             // certgen's own CA is not usable as the next one (due, expired, or --overwrite):
             // a new CA is staged from the trust the Secrets hold.
             let reason = derived.clone();
-            return Ok(self.start(&ca, &active.clone(), reason));
+            return self.start(&ca, &active.clone(), reason);
         }
         // Without a CA Secret, the leaves may come from another tool (Envoy Gateway's own
         // certgen): the CA that signed them is adopted as the active trust, without its key.
@@ -735,8 +768,38 @@ impl Input<'_> {
                 d.0.reason = reason;
                 Ok(d)
             }
-            (Some(reason), Strategy::Staged) => Ok(self.start(&ca, &active, reason)),
+            (Some(reason), Strategy::Staged) => {
+                self.stageable(&active)?;
+                self.start(&ca, &active, reason)
+            }
             (None, _) => Ok(self.maintain(&ca, &active)),
+        }
+    }
+
+    /// A staged move to a new CA from `active` needs every bundle to hold the new CA beside the
+    /// one CA that signs the leaves consumers present. When two other tools' CAs (whose keys
+    /// certgen does not hold) each sign held leaves, no bundle of two CAs can: refused, unless
+    /// `--force` accepts that peers presenting one of them are rejected until they reload.
+    fn stageable(&self, active: &Active) -> Result<(), Invalid> {
+        let Active::Adopted(adopted) = active else {
+            return Ok(());
+        };
+        let other = self.present_leaves().find_map(|l| {
+            l.bundle
+                .iter()
+                .find(|c| *c != adopted && c.signed(&l.cert) && !c.is_expired_at(self.now))
+        });
+        match other {
+            Some(other) if !self.options.force => Err(Invalid {
+                object: (self.ca_name).to_string(),
+                problem: format!(
+                    "the TLS Secrets hold leaves of two CAs certgen has no key for ({} and {}), and a new CA is needed; a bundle holds at most two CAs, so the new one cannot be trusted beside both",
+                    adopted.short_fingerprint(),
+                    other.short_fingerprint()
+                ),
+                fix: "nothing was written; restore certgen's CA Secret (it holds the key), or run with --force to stage a new CA beside the CA that signs most leaves (peers presenting the other one are rejected until their Secret is renewed)".into(),
+            }),
+            _ => Ok(()),
         }
     }
 
@@ -858,7 +921,7 @@ impl Input<'_> {
         reason: String,
         signer: Signer,
         bundle: Vec<CaRef>,
-        own: Option<&dyn Fn(&LeafIn) -> Option<Cert>>,
+        own: Option<OwnPrior<'_>>,
         why: &str,
         phase: Phase,
     ) -> Decision {
@@ -951,21 +1014,24 @@ impl Input<'_> {
     }
 
     /// Starts a staged rotation: the new CA as pending, trusted beside the active one.
-    fn start(&self, ca: &CaSecret, active: &Active, reason: String) -> Decision {
+    fn start(&self, ca: &CaSecret, active: &Active, reason: String) -> Result<Decision, Invalid> {
         // Leaves signed by the active CA come first (their bundles keep the prior CA), and a
         // prior CA leaves the bundles only once no consumer may still present a leaf of it.
         let prior_in_use = self
             .bundle_cas(ca)
             .iter()
             .any(|c| c != active.cert() && !c.is_expired_at(self.now));
-        if prior_in_use {
+        // (From another writer's state, each Secret keeps the CA its own leaf needs beside the
+        // new one instead: nothing is dropped, and nothing is signed by a CA some held bundle
+        // lacks.)
+        if prior_in_use && ca.derived.is_none() {
             let (plan, secrets, phase) = self.maintain(ca, active);
             if plan.action.writes() || secrets.iter().any(|s| s.action.writes()) {
                 let phase = match phase {
                     Phase::Cleanup { .. } => Phase::Cleanup { last: false },
                     other => other,
                 };
-                return (plan, secrets, phase);
+                return Ok((plan, secrets, phase));
             }
             if !self.gate.open(self.now) {
                 let why = format!(
@@ -975,7 +1041,7 @@ impl Input<'_> {
                 let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
                 plan.bundle = refs(&ca.bundle);
                 let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
-                return (plan, secrets, self.gate.phase(why, None, false));
+                return Ok((plan, secrets, self.gate.phase(why, None, false)));
             }
         }
         let trust = vec![CaRef::New, CaRef::Cert(active.cert().clone())];
@@ -984,29 +1050,91 @@ impl Input<'_> {
         // The certificates a leaf's bundle must equal are not known before the new CA exists:
         // every leaf's bundle changes in this step.
         let secrets = self.trust_secrets(ca, active, &trust, &[]);
-        (plan, secrets, Phase::Trust)
+        if ca.derived.is_some()
+            && let Some(c) = self.drops_trust(&secrets)
+            && self.present_leaves().any(|l| c.signed(&l.cert))
+            && !self.options.force
+        {
+            // Other writers left leaves of more CAs than a bundle can hold beside a new one.
+            return Err(Invalid {
+                object: self.ca_name.to_string(),
+                problem: format!(
+                    "the TLS Secrets hold leaves of more CAs than a bundle can trust beside a new CA (CA {} signs a leaf stored now, and would leave a bundle): other tools wrote them",
+                    c.short_fingerprint()
+                ),
+                fix: "nothing was written; restore the Secrets (or certgen's CA Secret) from one writer, or run with --force to go on (peers presenting the dropped CA's leaves are rejected until their Secret is renewed)".into(),
+            });
+        }
+        // A bundle that drops a valid CA waits for the gate: leaves of it may still be held.
+        if ca.derived.is_some()
+            && let Some(c) = self.drops_trust(&secrets)
+            && !self.gate.open(self.now)
+        {
+            let why = format!(
+                "{reason}; CA {} leaves a bundle: waiting until {} so that no consumer still presents a leaf it signed",
+                c.short_fingerprint(),
+                crate::timefmt::rfc3339(self.gate.ready_at)
+            );
+            let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
+            plan.bundle = refs(&ca.bundle);
+            let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
+            return Ok((plan, secrets, self.gate.phase(why, None, false)));
+        }
+        Ok((plan, secrets, Phase::Trust))
     }
 
     /// Finishes a rotation whose pending CA is stored: completes the trust phase, waits out
     /// the gate, or promotes the pending CA and has it sign every leaf.
-    fn resume(&self, ca: &CaSecret, pending: CaKey) -> Decision {
+    fn resume(&self, ca: &CaSecret, pending: CaKey) -> Result<Decision, Invalid> {
         let active = ca
             .active
             .clone()
             .filter(|a| !a.cert().is_expired_at(self.now));
         let Some(active) = active else {
             // The current CA has expired (or is gone): staging protects nobody; promote now.
-            return self.promote(
+            return Ok(self.promote(
                 ca,
                 pending,
                 "the current CA has expired: the pending CA becomes active at once".into(),
                 false,
-            );
+            ));
         };
         let trust_certs = vec![pending.cert.clone(), active.cert().clone()];
         let trust = refs(&trust_certs);
         let secrets = self.trust_secrets(ca, &active, &trust, &trust_certs);
         let ca_incomplete = !same(&ca.bundle, &trust_certs) || ca.derived.is_some();
+        // A bundle written here that drops a valid CA it holds (another writer's state, or a
+        // cleanup left pending) waits for the gate: leaves of that CA may still be held. One
+        // that signs a leaf stored now cannot be dropped at all: other writers left leaves of
+        // more CAs than a bundle of two can trust beside the pending one.
+        let dropped = self.drops_trust(&secrets);
+        if let Some(c) = &dropped
+            && !self.options.force
+            && self.present_leaves().any(|l| c.signed(&l.cert))
+        {
+            return Err(Invalid {
+                object: self.ca_name.to_string(),
+                problem: format!(
+                    "the TLS Secrets hold leaves of more CAs than a bundle can trust beside the pending CA {} (CA {} signs a leaf stored now, and would leave a bundle): other tools wrote them",
+                    pending.cert.short_fingerprint(),
+                    c.short_fingerprint()
+                ),
+                fix: "nothing was written; restore the Secrets (or certgen's CA Secret) from one writer, or run with --force to go on (peers presenting the dropped CA's leaves are rejected until their Secret is renewed)".into(),
+            });
+        }
+        if let Some(dropped) = dropped
+            && !self.gate.open(self.now)
+        {
+            let reason = format!(
+                "the trust phase drops CA {} from a bundle: waiting until {} so that no consumer still presents a leaf it signed",
+                dropped.short_fingerprint(),
+                crate::timefmt::rfc3339(self.gate.ready_at)
+            );
+            let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
+            plan.bundle = refs(&ca.bundle);
+            let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
+            return Ok((plan, secrets, self.gate.phase(reason, None, false)));
+        }
         if ca_incomplete || secrets.iter().any(|s| s.action.writes()) {
             let (action, reason) = if ca_incomplete {
                 (
@@ -1022,7 +1150,7 @@ impl Input<'_> {
             };
             let mut plan = self.ca_plan(ca, action, reason);
             plan.bundle = trust;
-            return (plan, secrets, Phase::Trust);
+            return Ok((plan, secrets, Phase::Trust));
         }
         // Every bundle trusts the pending CA. Leaves wait until consumers have loaded that, and
         // until the pending CA is valid (a writer's clock may run ahead of this one's).
@@ -1050,9 +1178,9 @@ impl Input<'_> {
                 state: self.gate.state,
                 optional: false,
             };
-            return (plan, secrets, phase);
+            return Ok((plan, secrets, phase));
         }
-        self.promote(
+        Ok(self.promote(
             ca,
             pending.clone(),
             format!(
@@ -1060,7 +1188,7 @@ impl Input<'_> {
                 pending.cert.short_fingerprint()
             ),
             true,
-        )
+        ))
     }
 
     fn promote(
@@ -1079,10 +1207,10 @@ impl Input<'_> {
         } else {
             Phase::Steady
         };
-        let exclude: Vec<&Cert> = bundle.iter().collect();
+        let exclude: Vec<&Cert> = bundle.iter().skip(1).collect();
         let own = |l: &LeafIn| {
             keep_active
-                .then(|| self.own_prior(ca, l, &exclude, None))
+                .then(|| self.own_prior(ca, l, &exclude, Some(&pending.cert)))
                 .flatten()
         };
         self.reissue_all(

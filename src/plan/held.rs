@@ -21,6 +21,7 @@
 
 use super::stored::{Active, CaSecret, Leaf};
 use super::{Input, due};
+use crate::config::Strategy;
 use crate::pki::{CaKey, Cert, choose_prior_ca};
 
 impl Input<'_> {
@@ -32,13 +33,16 @@ impl Input<'_> {
         let Some(active) = ca.active.clone() else {
             return ca;
         };
+        // `--strategy immediate` asked for one write whatever consumers hold.
+        if self.options.strategy == Strategy::Immediate {
+            return ca;
+        }
         if held.is_empty() || held.iter().all(|l| l.bundle.contains(active.cert())) {
             return ca;
         }
         // The CA certgen moves every leaf to: the pending CA of a rotation in progress (never
-        // a second new CA), else one it holds the key of that already signs held leaves (it
-        // must stay trusted anyway), else the active one while it is usable; none means a new
-        // CA. A CA that signs held leaves and is not the target stays in those Secrets' own
+        // a second new CA), else one it holds the key of, not due (and no --overwrite), that
+        // already signs held leaves, else such a CA that signs none; none means a new CA. A CA that signs held leaves and is not the target stays in those Secrets' own
         // bundles until the cleanup (`Input::own_prior`).
         let keyed: Vec<&CaKey> = match &active {
             Active::Keyed(k) => vec![k],
@@ -53,15 +57,21 @@ impl Input<'_> {
             .as_ref()
             .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
             .or_else(|| {
+                // One that signs held leaves must stay trusted anyway: a new CA beside it and
+                // another writer's would need three in a bundle, so an --overwrite waits for
+                // the next run.
+                let not_due =
+                    |k: &&&CaKey| due(&k.cert, self.config.ca.renew_before, self.now).is_none();
                 keyed
                     .iter()
+                    .filter(not_due)
                     .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
-            })
-            .or_else(|| {
-                keyed.iter().find(|k| {
-                    !self.options.overwrite
-                        && due(&k.cert, self.config.ca.renew_before, self.now).is_none()
-                })
+                    .or_else(|| {
+                        keyed
+                            .iter()
+                            .filter(not_due)
+                            .find(|_| !self.options.overwrite)
+                    })
             })
             .map(|k| (*k).clone());
         // The held trust: the valid CA, trusted by a held bundle, that signed the most held

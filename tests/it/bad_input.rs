@@ -406,8 +406,9 @@ fn every_bad_input_is_refused_with_its_exit_code_a_named_object_and_no_write() {
 
 #[test]
 fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
-    // Not an error: a CA past its expiry is due, and the run rotates it (immediately: staging
-    // protects nobody when the old CA verifies nothing).
+    // Not an error: a CA past its expiry is due. The Secrets' bundles trust the CA that signed
+    // their leaves, not this one, so that CA is the trust consumers hold: a new CA is staged
+    // against it (trust first), and the expired one is never put in a bundle.
     let tmp = tempdir();
     let dir = tmp.path();
     let p = profile()
@@ -441,7 +442,7 @@ fn an_expired_ca_is_replaced_and_never_kept_in_a_bundle() {
         expired.key.expose().as_bytes(),
     );
     let report = run_local(&certs, &[]).ok().json();
-    assert_eq!(report["secrets"][0]["action"], "rotate", "{report}");
+    assert_eq!(report["secrets"][0]["action"], "trust", "{report}");
     let expired_fp = expired.cert.fingerprint_hex();
     for leaf in LEAF_SECRETS.iter().chain(&["envoy-gateway-ca"]) {
         let bundle = fingerprints(&get(&certs, leaf, "ca.crt"));

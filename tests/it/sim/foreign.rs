@@ -8,7 +8,7 @@
 //!   earlier run, or deleted when they did not exist then.
 //! - Another tool's fresh CA with leaves, certgen's CA Secret included (key and all).
 //! - A deleted Secret.
-//! - A hand-edited `ca.crt`: its first CA dropped, or a stray CA appended.
+//! - A hand-edited `ca.crt`: its first CA dropped, or a stray CA put in second place.
 //!
 //! Each write lands at the store's time, like any write. The oracle (`check_pairs`) checks every
 //! pair of versions that may be held from then on, the foreign ones included; a failure that
@@ -173,6 +173,9 @@ impl Foreign {
                         validity: Duration::from_secs(365 * 86_400),
                         key_algorithm: KeyAlgorithm::EcdsaP256,
                     };
+                    // A bundle of more than two CAs is refused as unusable (exit 2, by design):
+                    // the hand-edit keeps to two.
+                    certs.truncate(1);
                     certs.push(issue_ca(&spec, now).unwrap().0.cert);
                 } else if certs.len() > 1 {
                     certs.remove(0);
