@@ -11,25 +11,47 @@ use std::time::{Duration, SystemTime};
 
 use super::cluster;
 use crate::rotation::{FileVersion, check_versions_with_foreign};
-use crate::util::trust::{LEAF_SECRETS, Snapshot, check_snapshot, fingerprints};
+use crate::util::trust::{LEAF_SECRETS, check_snapshot, fingerprints};
 use crate::util::{Run, command, envoy_gateway};
 
-/// Adds the TLS Secrets of `snap` that changed since the last version recorded.
-fn record(versions: &mut Vec<FileVersion>, snap: &Snapshot, foreign: bool) {
+/// Each TLS Secret's `ca.crt` and `tls.crt` with the time the API server stored that version:
+/// its newest managedFields time (what certgen's gates count from), read in the same GET, so
+/// a sample taken late under load does not shift it.
+type Sample = std::collections::BTreeMap<&'static str, (Vec<u8>, Vec<u8>, SystemTime)>;
+
+async fn sample(c: &super::Cluster, ns: &str) -> Sample {
+    let mut out = Sample::new();
     for secret in LEAF_SECRETS {
-        let (Some(bundle), Some(leaf)) = (snap[secret].get("ca.crt"), snap[secret].get("tls.crt"))
-        else {
+        let Ok(s) = c.secrets(ns).get(secret).await else {
             continue;
         };
+        let at = s
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .filter_map(|f| f.time.as_ref())
+            .map(|t| SystemTime::UNIX_EPOCH + Duration::from_secs(t.0.as_second().max(0) as u64))
+            .max()
+            .unwrap_or_else(SystemTime::now);
+        let key = |k: &str| super::data(&s, k);
+        out.insert(secret, (key("ca.crt"), key("tls.crt"), at));
+    }
+    out
+}
+
+/// Adds the TLS Secrets of `sample` that changed since the last version recorded.
+fn record(versions: &mut Vec<FileVersion>, sample: &Sample, foreign: bool) {
+    for (secret, (bundle, leaf, at)) in sample {
         let same = versions
             .iter()
             .rev()
-            .find(|v| v.secret == secret)
+            .find(|v| v.secret == *secret)
             .is_some_and(|v| v.bundle == *bundle && v.leaf == *leaf);
         if !same {
             versions.push(FileVersion {
                 secret,
-                at: SystemTime::now(),
+                at: *at,
                 bundle: bundle.clone(),
                 leaf: leaf.clone(),
                 foreign,
@@ -48,7 +70,7 @@ async fn envoy_gateways_own_overwrite_then_the_cronjob_run() {
     c.certgen(&ns.name).run().ok();
     let certgen_ca = c.snapshot(&ns.name).await["envoy-gateway-ca"]["tls.crt"].clone();
     let mut versions = Vec::new();
-    record(&mut versions, &c.snapshot(&ns.name).await, false);
+    record(&mut versions, &sample(&c, &ns.name).await, false);
 
     // Envoy Gateway's certgen, as an operator (or its chart Job after a rollback) runs it.
     let r = Run::of(
@@ -59,7 +81,7 @@ async fn envoy_gateways_own_overwrite_then_the_cronjob_run() {
     );
     assert_eq!(r.code, 0, "envoy-gateway certgen --overwrite: {}", r.stderr);
     let after_eg = c.snapshot(&ns.name).await;
-    record(&mut versions, &after_eg, true);
+    record(&mut versions, &sample(&c, &ns.name).await, true);
     assert_eq!(
         versions.iter().filter(|v| v.foreign).count(),
         3,
@@ -94,13 +116,13 @@ async fn envoy_gateways_own_overwrite_then_the_cronjob_run() {
         .unwrap();
     let mut samples = 0;
     while child.try_wait().unwrap().is_none() {
-        record(&mut versions, &c.snapshot(&ns.name).await, false);
+        record(&mut versions, &sample(&c, &ns.name).await, false);
         samples += 1;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let run = Run::from(child.wait_with_output().unwrap()).ok();
     let end = c.snapshot(&ns.name).await;
-    record(&mut versions, &end, false);
+    record(&mut versions, &sample(&c, &ns.name).await, false);
     let (pairs, foreign) = check_versions_with_foreign(&versions, delay);
     eprintln!(
         "cluster: Envoy Gateway v1.9.1 --overwrite, then a plain run: {samples} samples, {} versions, {pairs} pairs checked, {foreign} failed by Envoy Gateway's own replacement, 0 by certgen; apiRequests {}",
