@@ -16,6 +16,11 @@
 //! - API faults: `faults` (an HTTP-level fake for the answers a real server will not give on
 //!   demand: 429, 503, 500), `cluster::faults` (a TCP proxy to the real server: resets, slow
 //!   answers, dropped watches)
+//! - another writer between runs (Envoy Gateway's real certgen `--local`/`--overwrite`, a
+//!   restored backup, a write during a trust gate): `rotation::another_writer`,
+//!   `cluster::foreign`, and in the simulation `sim::foreign` with its cases in `sim::cases`
+//! - pushed propagation (pod pokes, gates opened on evidence): `cluster::pokes`,
+//!   `cluster::real_node`, `cluster::rotation_speed`
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
