@@ -728,3 +728,44 @@ fn a_ca_the_held_bundles_do_not_trust_is_staged_not_used() {
     let envoy = p.secrets.iter().find(|s| s.name == "envoy").unwrap();
     assert_eq!(envoy.action, Action::UpdateBundle, "{}", envoy.reason);
 }
+
+/// Leaves of two CAs certgen has no key for (its CA Secret is gone), both trusted everywhere,
+/// and a Secret that must be issued: a new CA cannot be trusted beside both in a bundle of
+/// two, so the run refuses, naming both CAs and the fix, and `--force` goes on.
+#[test]
+fn two_keyless_cas_and_a_leaf_to_issue_are_refused_with_the_fix() {
+    let k = new_ca(NOW - DAY * 10);
+    let x = new_ca(NOW - DAY * 5);
+    let mut w = World::installed(&k, NOW - DAY * 10);
+    w.state.ca = None;
+    let both = bundle_pem(&[k.1.cert.clone(), x.1.cert.clone()]);
+    let eg = w.config.tls[0].clone();
+    let leaf = issue_leaf(&eg.leaf, &x.0, NOW - DAY).unwrap();
+    w.state
+        .secrets
+        .insert(eg.name.clone(), tls(&eg.name, both.as_bytes(), &leaf));
+    for t in &w.config.tls.clone()[1..2] {
+        w.edit(&t.name, |s| {
+            s.data.insert("ca.crt".into(), both.clone().into_bytes());
+        });
+    }
+    w.state.secrets.remove(&w.config.tls[2].name);
+    let err = w.plan(NOW, Options::default()).unwrap_err();
+    assert!(
+        err.problem.contains("two CAs certgen has no key for"),
+        "{err}"
+    );
+    assert!(err.problem.contains(&k.1.cert.short_fingerprint()), "{err}");
+    assert!(err.problem.contains(&x.1.cert.short_fingerprint()), "{err}");
+    assert!(err.fix.starts_with("nothing was written"), "{err}");
+    let forced = w
+        .plan(
+            NOW,
+            Options {
+                force: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(forced.phase, Phase::Trust);
+}
