@@ -668,6 +668,44 @@ impl Input<'_> {
         self.leaves.iter().filter_map(LeafIn::ok)
     }
 
+    /// The rule for a trust step (`plans`, trusting `new` beside the current CA) that drops a
+    /// valid CA from some bundle: one that signs a leaf stored now cannot be dropped (other
+    /// writers left leaves of more CAs than a bundle of two can trust beside the new one:
+    /// refused, unless `--force`); any other waits for the gate, since leaves of it may still
+    /// be held. `Some` is the step to take instead (the wait).
+    fn dropping(
+        &self,
+        ca: &CaSecret,
+        plans: &[SecretPlan],
+        new: &str,
+    ) -> Result<Option<Decision>, Invalid> {
+        let Some(dropped) = self.drops_trust(plans) else {
+            return Ok(None);
+        };
+        if !self.options.force && self.present_leaves().any(|l| dropped.signed(&l.cert)) {
+            return Err(Invalid {
+                object: self.ca_name.to_string(),
+                problem: format!(
+                    "the TLS Secrets hold leaves of more CAs than a bundle can trust beside {new} (CA {} signs a leaf stored now, and would leave a bundle): other tools wrote them",
+                    dropped.short_fingerprint()
+                ),
+                fix: "nothing was written; restore the Secrets (or certgen's CA Secret) from one writer, or run with --force to go on (peers presenting the dropped CA's leaves are rejected until their Secret is renewed)".into(),
+            });
+        }
+        if self.gate.open(self.now) {
+            return Ok(None);
+        }
+        let reason = format!(
+            "the trust phase drops CA {} from a bundle: waiting until {} so that no consumer still presents a leaf it signed",
+            dropped.short_fingerprint(),
+            crate::timefmt::rfc3339(self.gate.ready_at)
+        );
+        let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
+        plan.bundle = refs(&ca.bundle);
+        let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
+        Ok(Some((plan, secrets, self.gate.phase(reason, None, false))))
+    }
+
     /// A valid CA that one of `plans` removes from the bundle its Secret holds now.
     fn drops_trust(&self, plans: &[SecretPlan]) -> Option<Cert> {
         self.leaves.iter().zip(plans).find_map(|(l, p)| {
@@ -1051,34 +1089,9 @@ impl Input<'_> {
         // every leaf's bundle changes in this step.
         let secrets = self.trust_secrets(ca, active, &trust, &[]);
         if ca.derived.is_some()
-            && let Some(c) = self.drops_trust(&secrets)
-            && self.present_leaves().any(|l| c.signed(&l.cert))
-            && !self.options.force
+            && let Some(wait) = self.dropping(ca, &secrets, "a new CA")?
         {
-            // Other writers left leaves of more CAs than a bundle can hold beside a new one.
-            return Err(Invalid {
-                object: self.ca_name.to_string(),
-                problem: format!(
-                    "the TLS Secrets hold leaves of more CAs than a bundle can trust beside a new CA (CA {} signs a leaf stored now, and would leave a bundle): other tools wrote them",
-                    c.short_fingerprint()
-                ),
-                fix: "nothing was written; restore the Secrets (or certgen's CA Secret) from one writer, or run with --force to go on (peers presenting the dropped CA's leaves are rejected until their Secret is renewed)".into(),
-            });
-        }
-        // A bundle that drops a valid CA waits for the gate: leaves of it may still be held.
-        if ca.derived.is_some()
-            && let Some(c) = self.drops_trust(&secrets)
-            && !self.gate.open(self.now)
-        {
-            let why = format!(
-                "{reason}; CA {} leaves a bundle: waiting until {} so that no consumer still presents a leaf it signed",
-                c.short_fingerprint(),
-                crate::timefmt::rfc3339(self.gate.ready_at)
-            );
-            let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
-            plan.bundle = refs(&ca.bundle);
-            let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
-            return Ok((plan, secrets, self.gate.phase(why, None, false)));
+            return Ok(wait);
         }
         Ok((plan, secrets, Phase::Trust))
     }
@@ -1103,37 +1116,10 @@ impl Input<'_> {
         let trust = refs(&trust_certs);
         let secrets = self.trust_secrets(ca, &active, &trust, &trust_certs);
         let ca_incomplete = !same(&ca.bundle, &trust_certs) || ca.derived.is_some();
-        // A bundle written here that drops a valid CA it holds (another writer's state, or a
-        // cleanup left pending) waits for the gate: leaves of that CA may still be held. One
-        // that signs a leaf stored now cannot be dropped at all: other writers left leaves of
-        // more CAs than a bundle of two can trust beside the pending one.
-        let dropped = self.drops_trust(&secrets);
-        if let Some(c) = &dropped
-            && !self.options.force
-            && self.present_leaves().any(|l| c.signed(&l.cert))
-        {
-            return Err(Invalid {
-                object: self.ca_name.to_string(),
-                problem: format!(
-                    "the TLS Secrets hold leaves of more CAs than a bundle can trust beside the pending CA {} (CA {} signs a leaf stored now, and would leave a bundle): other tools wrote them",
-                    pending.cert.short_fingerprint(),
-                    c.short_fingerprint()
-                ),
-                fix: "nothing was written; restore the Secrets (or certgen's CA Secret) from one writer, or run with --force to go on (peers presenting the dropped CA's leaves are rejected until their Secret is renewed)".into(),
-            });
-        }
-        if let Some(dropped) = dropped
-            && !self.gate.open(self.now)
-        {
-            let reason = format!(
-                "the trust phase drops CA {} from a bundle: waiting until {} so that no consumer still presents a leaf it signed",
-                dropped.short_fingerprint(),
-                crate::timefmt::rfc3339(self.gate.ready_at)
-            );
-            let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
-            plan.bundle = refs(&ca.bundle);
-            let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();
-            return Ok((plan, secrets, self.gate.phase(reason, None, false)));
+        // (Another writer's state, or a cleanup left pending.)
+        let pending_name = format!("the pending CA {}", pending.cert.short_fingerprint());
+        if let Some(wait) = self.dropping(ca, &secrets, &pending_name)? {
+            return Ok(wait);
         }
         if ca_incomplete || secrets.iter().any(|s| s.action.writes()) {
             let (action, reason) = if ca_incomplete {
