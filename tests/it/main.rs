@@ -54,6 +54,7 @@ mod local;
 mod metrics;
 mod pki_verify;
 mod probe;
+mod profiles_compat;
 mod rotation;
 mod sim;
 mod snapshots;
