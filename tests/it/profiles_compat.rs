@@ -99,3 +99,9 @@ fn matches_recording(profile: &str, tool: &str, key_instead: Option<&str>) {
 fn cilium_hubble_profile_writes_what_cilium_certgen_writes() {
     matches_recording("cilium-hubble", "cilium-certgen", None);
 }
+
+#[test]
+fn contour_profile_writes_what_contour_certgen_writes() {
+    // Contour's keys are RSA 2048; the profile uses certgen's default ECDSA P-256.
+    matches_recording("contour", "contour-certgen", Some("ecdsa-p256"));
+}

@@ -81,6 +81,13 @@ async fn cilium_hubble_profile_writes_what_cilium_certgen_writes() {
     profile_matches_its_tool("cilium-hubble", "cilium-certgen", None).await;
 }
 
+#[tokio::test]
+async fn contour_profile_writes_what_contour_certgen_writes() {
+    // Contour's keys are RSA 2048; the profile uses certgen's default ECDSA P-256, which both
+    // consumers (Go's crypto/tls in contour, BoringSSL in Envoy) accept.
+    profile_matches_its_tool("contour", "contour-certgen", Some("ecdsa-p256")).await;
+}
+
 /// Records another tool's Secrets as a fixture: `bench/profile-compat` runs the tool into
 /// namespace `$CERTGEN_RECORD_NAMESPACE`, then this (ignored, so only on demand) with
 /// `$CERTGEN_RECORD_SECRETS` (the Secrets to compare, comma-separated),
