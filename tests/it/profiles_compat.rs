@@ -2,7 +2,7 @@
 //! `profile list` names each with a line about it, `profile show` round-trips each, and each
 //! profile writes what its tool writes, compared with the recorded run of that tool
 //! (`tests/it/fixtures/profiles/`; the same on the real API server, with Secret types and
-//! labels: `cluster::profiles`).
+//! labels: `cluster::profiles_compat`).
 
 use std::collections::BTreeMap;
 
