@@ -105,3 +105,17 @@ fn contour_profile_writes_what_contour_certgen_writes() {
     // Contour's keys are RSA 2048; the profile uses certgen's default ECDSA P-256.
     matches_recording("contour", "contour-certgen", Some("ecdsa-p256"));
 }
+
+#[test]
+fn an_unknown_profile_is_refused_naming_every_builtin_one() {
+    for args in [
+        &["--profile", "cilium", "--dry-run"][..],
+        &["profile", "show", "cilium"],
+    ] {
+        let r = run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        for name in ["envoy-gateway", "cilium-hubble", "contour"] {
+            assert!(r.stderr.contains(name), "{args:?}: {}", r.stderr);
+        }
+    }
+}

@@ -132,3 +132,181 @@ async fn record_another_tools_run() {
     )
     .unwrap();
 }
+
+/// A config that points certgen's CA Secret at cilium/certgen's (`cilium-ca`, Opaque, keys
+/// `ca.crt`/`ca.key`, shared with Cilium's other certificates) is refused with exit 2 naming
+/// that Secret, and nothing is written: not the Hubble Secrets, not `cilium-ca`.
+#[tokio::test]
+async fn a_ca_secret_that_is_cilium_certgens_own_is_refused_and_nothing_is_written() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("prof-cilium-ca").await;
+    let api = c.secrets(&ns.name);
+    let mut s = Secret::default();
+    s.metadata.name = Some("cilium-ca".into());
+    s.type_ = Some("Opaque".into());
+    s.data = Some(BTreeMap::from([
+        ("ca.crt".into(), k8s_openapi::ByteString(b"cert".to_vec())),
+        ("ca.key".into(), k8s_openapi::ByteString(b"key".to_vec())),
+    ]));
+    let created = api
+        .create(&kube::api::PostParams::default(), &s)
+        .await
+        .unwrap();
+    let yaml = crate::util::run(&["profile", "show", "cilium-hubble"])
+        .ok()
+        .stdout
+        .replace("secretName: cilium-hubble-ca", "secretName: cilium-ca");
+    let tmp = crate::util::tempdir();
+    let cfg = crate::util::write(tmp.path(), "hubble.yaml", &yaml);
+    let run = c
+        .certgen(&ns.name)
+        .args(["--config", cfg.to_str().unwrap(), "--overwrite"])
+        .run();
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("Secret {}/cilium-ca", ns.name)),
+        "{}",
+        run.stderr
+    );
+    let names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    assert_eq!(names, ["cilium-ca"], "only the tool's CA Secret is there");
+    let after = api.get("cilium-ca").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        created.metadata.resource_version
+    );
+}
+
+/// The README's migration from cilium/certgen, with Secrets as it writes them (an Opaque
+/// `cilium-ca` holding its CA and key, each Hubble Secret's leaf signed by that CA and
+/// `ca.crt` holding it alone): the first run adopts them and writes nothing; `--overwrite` moves
+/// every Secret to certgen's CA (every leaf signed by it, every bundle trusting it) and never
+/// touches `cilium-ca`.
+#[tokio::test]
+async fn migrating_from_cilium_certgen_adopts_then_rotates_and_leaves_cilium_ca_alone() {
+    use certgen::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages, issue_ca, issue_leaf};
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("prof-cilium-adopt").await;
+    let api = c.secrets(&ns.name);
+    let now = ::time::OffsetDateTime::now_utc();
+    let day = std::time::Duration::from_secs(86_400);
+    let (ca, ca_issued) = issue_ca(
+        &CaSpec {
+            common_name: "Cilium CA".into(),
+            validity: 1095 * day,
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        },
+        now,
+    )
+    .unwrap();
+    let ca_pem = ca_issued.cert.pem();
+    let secret = |name: &str, r#type: &str, data: Vec<(&str, Vec<u8>)>| {
+        let mut s = Secret::default();
+        s.metadata.name = Some(name.into());
+        s.type_ = Some(r#type.into());
+        s.data = Some(
+            data.into_iter()
+                .map(|(k, v)| (k.to_string(), k8s_openapi::ByteString(v)))
+                .collect(),
+        );
+        s
+    };
+    let pp = kube::api::PostParams::default();
+    let tool_ca = api
+        .create(
+            &pp,
+            &secret(
+                "cilium-ca",
+                "Opaque",
+                vec![
+                    ("ca.crt", ca_pem.clone().into_bytes()),
+                    ("ca.key", ca_issued.key.expose().as_bytes().to_vec()),
+                ],
+            ),
+        )
+        .await
+        .unwrap();
+    let recorded = fixture("cilium-certgen");
+    let mut versions = BTreeMap::new();
+    for t in recorded["secrets"].as_array().unwrap() {
+        let name = t["name"].as_str().unwrap();
+        let eku = t["leaf"]["extKeyUsage"].as_array().unwrap();
+        let leaf = issue_leaf(
+            &LeafSpec {
+                common_name: t["leaf"]["commonName"].as_str().unwrap().into(),
+                dns_names: vec![t["leaf"]["commonName"].as_str().unwrap().into()],
+                ip_addresses: vec![],
+                usages: Usages {
+                    server: eku.contains(&json!("serverAuth")),
+                    client: eku.contains(&json!("clientAuth")),
+                },
+                validity: 365 * day,
+                key_algorithm: KeyAlgorithm::EcdsaP256,
+            },
+            &ca,
+            now,
+        )
+        .unwrap();
+        let s = api
+            .create(
+                &pp,
+                &secret(
+                    name,
+                    "kubernetes.io/tls",
+                    vec![
+                        ("ca.crt", ca_pem.clone().into_bytes()),
+                        ("tls.crt", leaf.cert.pem().into_bytes()),
+                        ("tls.key", leaf.key.expose().as_bytes().to_vec()),
+                    ],
+                ),
+            )
+            .await
+            .unwrap();
+        versions.insert(name.to_string(), s.metadata.resource_version);
+    }
+
+    // The first run adopts: nothing written, no certgen CA yet.
+    let run = c
+        .certgen(&ns.name)
+        .args(["--profile", "cilium-hubble"])
+        .run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for (name, rv) in &versions {
+        let now = api.get(name).await.unwrap().metadata.resource_version;
+        assert_eq!(&now, rv, "{name} written by the adopting run");
+    }
+    assert!(api.get_opt("cilium-hubble-ca").await.unwrap().is_none());
+
+    // --overwrite moves everything to certgen's CA; cilium-ca is never written.
+    let run = c
+        .certgen(&ns.name)
+        .args(["--profile", "cilium-hubble", "--overwrite"])
+        .run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ours = api.get("cilium-hubble-ca").await.unwrap();
+    let our_ca = certgen::pki::parse_single_cert(&super::data(&ours, "tls.crt")).unwrap();
+    assert_ne!(our_ca, ca_issued.cert, "a CA of certgen's own");
+    for name in versions.keys() {
+        let s = api.get(name).await.unwrap();
+        let leaf = certgen::pki::parse_single_cert(&super::data(&s, "tls.crt")).unwrap();
+        let bundle = certgen::pki::parse_cert_chain(&super::data(&s, "ca.crt")).unwrap();
+        assert!(our_ca.signed(&leaf), "{name}: leaf signed by certgen's CA");
+        assert!(
+            bundle.contains(&our_ca),
+            "{name}: bundle trusts certgen's CA"
+        );
+    }
+    let after = api.get("cilium-ca").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, tool_ca.metadata.resource_version,
+        "cilium-ca untouched"
+    );
+}
