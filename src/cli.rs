@@ -208,7 +208,7 @@ pub enum ProfileCommand {
         #[arg(default_value = crate::profiles::DEFAULT)]
         name: String,
     },
-    /// List the built-in profiles.
+    /// List the built-in profiles, one line each: its name and whose Secrets it writes.
     List,
 }
 

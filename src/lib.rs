@@ -184,7 +184,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
             })?;
             print(text)
         }
-        Some(Command::Profile(ProfileCommand::List)) => print(&(profiles::NAMES.join("\n") + "\n")),
+        Some(Command::Profile(ProfileCommand::List)) => print(&profiles::listing()),
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),

@@ -31,6 +31,7 @@ mod kwc_rotation;
 mod metrics;
 mod pokes;
 mod probe;
+mod profiles_compat;
 mod real_node;
 mod rotation;
 mod rotation_speed;
