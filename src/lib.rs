@@ -24,6 +24,7 @@ pub mod kwc_run;
 pub mod lock;
 pub mod metrics;
 pub mod observe;
+pub mod outside;
 pub mod pki;
 pub mod plan;
 pub mod probe;

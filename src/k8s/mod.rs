@@ -16,6 +16,7 @@ pub mod events;
 pub mod kwc;
 pub mod lease;
 mod pods;
+mod seams;
 mod secrets;
 pub mod servertime;
 pub mod webhooks;

@@ -18,10 +18,11 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{self, Deployments, EndpointsError};
+use crate::k8s::{self, EndpointsError};
+use crate::outside::{RolloutProgress, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
-use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
+use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_decision};
 
 /// What to do for the consumers after a step.
 #[derive(Debug, Clone, Copy)]
@@ -65,7 +66,7 @@ impl Problems {
 pub async fn reload(
     config: &Config,
     outcome: &Outcome,
-    deployments: Option<&Deployments>,
+    deployments: Option<&dyn Workloads>,
     client: Option<&kube::Client>,
     tasks: Tasks,
     now: OffsetDateTime,
@@ -126,7 +127,7 @@ pub async fn reload(
                     report.note = Some(format!("missing: {what}; skipped"));
                 }
                 for d in found {
-                    let name = d.metadata.name.clone().unwrap_or_default();
+                    let name = d.name.clone();
                     if consumer.reload == Reload::Hot {
                         report.deployments.push(DeploymentReport::new(&name, "hot"));
                         continue;
@@ -139,7 +140,13 @@ pub async fn reload(
                             RestartAction::UpToDate
                         }
                     } else {
-                        restart_needed(&d, &fp, written, last_written)
+                        restart_decision(
+                            d.restart_fingerprint.as_deref(),
+                            d.created,
+                            &fp,
+                            written,
+                            last_written,
+                        )
                     };
                     let mut entry = match decision {
                         RestartAction::AlreadyRestarted => {
@@ -179,8 +186,8 @@ pub async fn reload(
                         // A repeated run still waits for the rollout it (or an earlier run) began.
                         let target = Target {
                             name: name.clone(),
-                            uid: d.metadata.uid.clone().unwrap_or_default(),
-                            generation: d.metadata.generation.unwrap_or(0),
+                            uid: d.uid.clone(),
+                            generation: d.generation,
                         };
                         targets.push((reports.len(), report.deployments.len(), target));
                         entry.detail = Some("restarted earlier for these certificates".into());
@@ -247,7 +254,7 @@ fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool, Option<Offs
 }
 
 async fn wait_all(
-    api: &Deployments,
+    api: &dyn Workloads,
     reports: &mut [ConsumerReport],
     problems: &mut Problems,
     targets: Vec<(usize, usize, Target)>,
@@ -256,7 +263,7 @@ async fn wait_all(
     if targets.is_empty() {
         return;
     }
-    let last = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
+    let last: Arc<RolloutProgress> = Arc::new(Mutex::new(BTreeMap::new()));
     let ticker = spawn_progress(
         targets.iter().map(|(_, _, t)| t.name.clone()).collect(),
         last.clone(),

@@ -19,8 +19,8 @@ pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
-use crate::k8s::{Deployments, Pods, WebhookStore};
 use crate::lock::{self, LockError};
+use crate::outside::{CaBundleTargets, PodsApi, Workloads};
 use crate::plan::{self, Phase};
 use crate::report::{self, ConsumerReport, Entry, GateReport, Report};
 use crate::store::SecretStore;
@@ -35,13 +35,13 @@ pub struct Invocation<'a> {
     /// When the run must be done by ([`RunOptions::deadline`]).
     pub deadline: Instant,
     /// The consumers' Deployments (in a cluster).
-    pub deployments: Option<&'a Deployments>,
+    pub deployments: Option<&'a dyn Workloads>,
     /// The client probes find Services' endpoints with (in a cluster).
     pub client: Option<&'a kube::Client>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
-    pub webhooks: Option<&'a WebhookStore>,
+    pub webhooks: Option<&'a dyn CaBundleTargets>,
     /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
-    pub pods: Option<&'a Pods>,
+    pub pods: Option<&'a dyn PodsApi>,
     pub lock: lock::Target,
 }
 
