@@ -190,6 +190,27 @@ pub trait PodsApi: Send + Sync {
     ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>>;
 }
 
+/// Why a Service's endpoints could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointsError {
+    /// The API refused or failed (exit 5, like any refused call).
+    #[error(transparent)]
+    Api(StoreError),
+    /// The Service or its port is not there (a failed probe, exit 1).
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The namespace's Services: where `--probe` dials.
+pub trait Endpoints: Send + Sync {
+    /// The ready endpoints (`ip:port`) behind a Service's port.
+    fn ready<'a>(
+        &'a self,
+        service: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>>;
+}
+
 /// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.
 pub fn describe_target(kind: WebhookKind, name: &str) -> String {
     let kind = match kind {

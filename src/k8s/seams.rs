@@ -11,11 +11,14 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use kube::api::ObjectMeta;
 use tokio::time::Instant;
 
-use super::{Deployments, ObservedWebhook, Pods, WebhookObserved, WebhookStore};
+use super::{
+    Deployments, ObservedWebhook, Pods, ServiceEndpoints, WebhookObserved, WebhookStore,
+    service_endpoints,
+};
 use crate::config::WebhookKind;
 use crate::outside::{
-    CaBundleTargets, PodView, PodsApi, PokeAnswer, RolloutProgress, TargetObserved, TargetRead,
-    WorkloadView, Workloads,
+    CaBundleTargets, Endpoints, EndpointsError, PodView, PodsApi, PokeAnswer, RolloutProgress,
+    TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use crate::rollout::{FINGERPRINT, RolloutError, Target};
 use crate::store::StoreError;
@@ -175,5 +178,15 @@ impl PodsApi for Pods {
         at: time::OffsetDateTime,
     ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>> {
         Pods::poke(self, name, uid, fingerprint, at).boxed()
+    }
+}
+
+impl Endpoints for ServiceEndpoints {
+    fn ready<'a>(
+        &'a self,
+        service: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>> {
+        service_endpoints(&self.client, &self.namespace, service, port).boxed()
     }
 }

@@ -18,8 +18,7 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{self, EndpointsError};
-use crate::outside::{RolloutProgress, Workloads};
+use crate::outside::{Endpoints, EndpointsError, RolloutProgress, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
 use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_decision};
@@ -67,7 +66,7 @@ pub async fn reload(
     config: &Config,
     outcome: &Outcome,
     deployments: Option<&dyn Workloads>,
-    client: Option<&kube::Client>,
+    client: Option<&dyn Endpoints>,
     tasks: Tasks,
     now: OffsetDateTime,
 ) -> Result<(Vec<ConsumerReport>, Problems), Error> {
@@ -357,7 +356,7 @@ fn spawn_progress(
 async fn probe_all(
     config: &Config,
     outcome: &Outcome,
-    client: Option<&kube::Client>,
+    client: Option<&dyn Endpoints>,
     reports: &mut [ConsumerReport],
     problems: &mut Problems,
     deadline: Instant,
@@ -377,23 +376,21 @@ async fn probe_all(
             continue;
         };
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
-                    Ok(e) => e,
-                    Err(EndpointsError::Api(e)) => {
-                        report.note = Some(e.to_string());
-                        problems.refused.get_or_insert(e);
-                        continue;
-                    }
-                    Err(EndpointsError::Missing(e)) => {
-                        problems
-                            .failed
-                            .push(format!("consumer {}: {e}", consumer.name));
-                        report.note = Some(e);
-                        continue;
-                    }
+            (Some(client), Some(service)) => match client.ready(service, p.port).await {
+                Ok(e) => e,
+                Err(EndpointsError::Api(e)) => {
+                    report.note = Some(e.to_string());
+                    problems.refused.get_or_insert(e);
+                    continue;
                 }
-            }
+                Err(EndpointsError::Missing(e)) => {
+                    problems
+                        .failed
+                        .push(format!("consumer {}: {e}", consumer.name));
+                    report.note = Some(e);
+                    continue;
+                }
+            },
             _ => p.addresses.clone(),
         };
         if endpoints.is_empty() {
@@ -432,7 +429,7 @@ async fn probe_all(
 /// (the server still presents its current leaf, from `active`). Retries until `until`.
 pub async fn trust_confirmed(
     config: &Config,
-    client: Option<&kube::Client>,
+    client: Option<&dyn Endpoints>,
     pending: &crate::pki::CaKey,
     active: Option<&crate::pki::Cert>,
     until: Instant,
@@ -453,12 +450,10 @@ pub async fn trust_confirmed(
     for consumer in hot {
         let p = consumer.probe.as_ref().expect("checked above");
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
-                    Ok(e) if !e.is_empty() => e,
-                    _ => return false,
-                }
-            }
+            (Some(client), Some(service)) => match client.ready(service, p.port).await {
+                Ok(e) if !e.is_empty() => e,
+                _ => return false,
+            },
             _ => p.addresses.clone(),
         };
         for endpoint in endpoints {

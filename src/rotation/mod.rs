@@ -20,7 +20,7 @@ use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
 use crate::lock::{self, LockError};
-use crate::outside::{CaBundleTargets, PodsApi, Workloads};
+use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::{self, Phase};
 use crate::report::{self, ConsumerReport, Entry, GateReport, Report};
 use crate::store::SecretStore;
@@ -36,8 +36,8 @@ pub struct Invocation<'a> {
     pub deadline: Instant,
     /// The consumers' Deployments (in a cluster).
     pub deployments: Option<&'a dyn Workloads>,
-    /// The client probes find Services' endpoints with (in a cluster).
-    pub client: Option<&'a kube::Client>,
+    /// The Services' endpoints probes dial (in a cluster; its presence means a cluster run).
+    pub client: Option<&'a dyn Endpoints>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
     pub webhooks: Option<&'a dyn CaBundleTargets>,
     /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
