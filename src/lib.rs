@@ -439,7 +439,8 @@ async fn run_job(
             if let Some(note) = deployments.refused() {
                 skipped.extend(report.consumers_noted(&note));
             }
-            skipped.extend(k8s::lease::skipped().map(str::to_string));
+            // The run lock it may not take (carried back in the report by the run).
+            skipped.extend(report.skipped.iter().cloned());
             skipped.extend(pods.refused());
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
