@@ -683,24 +683,21 @@ pub struct Sizes {
     pub webhook_pairs: usize,
 }
 
-/// Runs a trajectory of the whole world and checks it; the first violation otherwise.
-pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Result<Sizes, String> {
-    let config = config();
-    let world = World::new();
-    let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
-    let mut index = 0;
-    let mut ended: Vec<Ended> = Vec::new();
-    let mut next = || {
-        index += 1;
-        index
-    };
+/// Puts the world in the state `from` names (`next` numbers the runs).
+async fn start(
+    from: From,
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    next: &mut impl FnMut() -> usize,
+) -> Result<(), String> {
     match from {
         From::Fresh => {}
         From::Steady => {
             let e = run(
-                &world,
-                &outside,
-                &config,
+                world,
+                outside,
+                config,
                 next(),
                 RunSpec::default(),
                 Mutation::None,
@@ -713,7 +710,7 @@ pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Resul
         }
         From::EnvoyGateway => {
             let at = world.lock().unwrap().true_now();
-            seed_envoy_gateway(&world, &config, false, at - time::Duration::days(30));
+            seed_envoy_gateway(world, config, false, at - time::Duration::days(30));
             let ca = world.lock().unwrap().get("envoy-gateway").unwrap().data["ca.crt"].clone();
             let mut o = outside.lock().unwrap();
             let t = o.target.as_mut().unwrap();
@@ -726,10 +723,33 @@ pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Resul
             }];
         }
     }
+    Ok(())
+}
+
+/// Runs a trajectory of the whole world and checks it; the first violation otherwise.
+pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Result<Sizes, String> {
+    let config = config();
+    let world = World::new();
+    let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
+    let mut index = 0;
+    let mut ended: Vec<Ended> = Vec::new();
+    let mut next = || {
+        index += 1;
+        index
+    };
+    start(from, &world, &outside, &config, &mut next).await?;
+    // When a run first exited 0: from then on the target holds a bundle (certgen wrote it).
+    let mut first_ok: Option<OffsetDateTime> = match from {
+        From::Fresh => None,
+        From::Steady | From::EnvoyGateway => Some(world.lock().unwrap().true_now()),
+    };
     for step in steps {
         match step {
             Step::Run(spec) => {
                 let e = run(&world, &outside, &config, next(), *spec, mutation).await;
+                if e.code == 0 {
+                    first_ok.get_or_insert(world.lock().unwrap().true_now());
+                }
                 if e.code == 0
                     && let Some(why) = super::due(&world, &config).await
                 {
@@ -765,6 +785,9 @@ pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Resul
         .await;
         if e.code != 0 && e.code != 3 {
             return Err(format!("a plain re-run exited {}: {}", e.code, e.message));
+        }
+        if e.code == 0 {
+            first_ok.get_or_insert(world.lock().unwrap().true_now());
         }
         ended.push(e);
         if unsettled(&world, &config).await.is_none() {
@@ -811,7 +834,7 @@ pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Resul
     check_runs(&w, &ended)?;
     check_current(&w, w.true_now())?;
     let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
-    let mut sizes = check_holders(&w, &o, end)?;
+    let mut sizes = check_holders(&w, &o, end, first_ok)?;
     sizes.runs = ended.len();
     Ok(sizes)
 }
@@ -905,7 +928,15 @@ fn run_name(run: usize) -> String {
 
 /// Verifies every two holdings that overlap in time, and the API server's `caBundle` against
 /// the webhook's serving leaf.
-pub fn check_holders(w: &World, o: &OutsideWorld, end: OffsetDateTime) -> Result<Sizes, String> {
+/// `first_ok`: when a run first exited 0 (or the start was certgen's or Envoy Gateway's
+/// finished state): from then on (the API server's informer lag after) the target must hold a
+/// bundle.
+pub fn check_holders(
+    w: &World,
+    o: &OutsideWorld,
+    end: OffsetDateTime,
+    first_ok: Option<OffsetDateTime>,
+) -> Result<Sizes, String> {
     let held = holdings(w, o, end);
     let mut sizes = Sizes {
         versions: w.versions.len(),
@@ -965,8 +996,17 @@ pub fn check_holders(w: &World, o: &OutsideWorld, end: OffsetDateTime) -> Result
                 describe: format!("caBundle version {i} of run {}", run_name(c.run)),
             };
             // A target with no bundle yet (as the chart creates it) fails every call until the
-            // first write: not certgen's doing.
+            // first run writes it; once a run exited 0 it must hold one.
             if api.bundle.is_empty() {
+                if let Some(ok) = first_ok
+                    && api.until > ok + settle
+                {
+                    return Err(format!(
+                        "{} holds no caBundle at {}, after a run exited 0 at {ok}",
+                        api.holder,
+                        ok + settle
+                    ));
+                }
                 continue;
             }
             let prefix = format!("pod {webhook}-");
@@ -1010,21 +1050,15 @@ fn sequence(from: From, spec: RunSpec) -> Vec<String> {
         let world = World::new();
         let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
         let mut i = 0;
-        if let From::Steady = from {
+        let mut next = || {
             i += 1;
-            run(
-                &world,
-                &outside,
-                &config,
-                i,
-                RunSpec::default(),
-                Mutation::None,
-            )
-            .await;
-            tokio::time::advance(DELAY * 2).await;
-        }
+            i
+        };
+        start(from, &world, &outside, &config, &mut next)
+            .await
+            .unwrap();
         let before = outside.lock().unwrap().sequence.len();
-        let e = run(&world, &outside, &config, i + 1, spec, Mutation::None).await;
+        let e = run(&world, &outside, &config, next(), spec, Mutation::None).await;
         assert_eq!(e.code, 0, "{}", e.message);
         outside.lock().unwrap().sequence[before..].to_vec()
     })
@@ -1058,6 +1092,14 @@ fn every_crash_point_between_outside_actions() {
     let mut between: BTreeMap<String, usize> = BTreeMap::new();
     for from in [From::Steady, From::EnvoyGateway] {
         let seq = sequence(from, overwrite());
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for what in &seq {
+            *kinds.entry(kind(what)).or_default() += 1;
+        }
+        eprintln!(
+            "{from:?}: a staged --overwrite makes {} writes {kinds:?}: {seq:?}",
+            seq.len()
+        );
         for n in 1..=seq.len() {
             let gap_kinds = format!(
                 "{} -> {}",
@@ -1096,12 +1138,13 @@ fn every_crash_point_between_outside_actions() {
         "whole-world crash points: {trajectories} trajectories, {} pairs checked ({} API server against webhook), {} outside actions; crash points between: {between:?}",
         totals.pairs, totals.webhook_pairs, totals.writes
     );
-    // A step's restarts follow its pokes (restart-only pods are not poked), so "a write, then
-    // its restart" is every crash point from the step's Secret writes to its restarts.
+    // A step's restarts follow its caBundle write and pokes (restart-only pods are not
+    // poked), so "a write, then its restart" is every crash point from the step's Secret
+    // writes to its restart.
     for pair in [
         "Secret -> caBundle",
         "Secret -> poke",
-        "caBundle -> restart",
+        "caBundle -> poke",
         "poke -> restart",
         "restart -> Secret",
     ] {
@@ -1168,6 +1211,14 @@ fn mutated(mutation: Mutation, spec: RunSpec) -> String {
 fn the_whole_world_oracle_catches_broken_outside_actions() {
     let e = mutated(Mutation::DropCaBundleWrite, overwrite());
     assert!(e.contains("the API server"), "{e}");
+    let e = runtime()
+        .block_on(trajectory(
+            From::Fresh,
+            &[Step::Run(RunSpec::default())],
+            Mutation::DropCaBundleWrite,
+        ))
+        .expect_err("a fresh install that never writes the caBundle");
+    assert!(e.contains("holds no caBundle"), "{e}");
     let e = mutated(Mutation::SkipRestart, overwrite());
     assert!(e.contains("envoy-ratelimit"), "{e}");
     let e = mutated(Mutation::LostPokeAnswered, overwrite());
