@@ -2,6 +2,7 @@
 //! beyond what clap shows in `--help`.
 
 pub mod kwc;
+mod resolve;
 
 use std::path::PathBuf;
 

@@ -137,6 +137,24 @@ pub fn restart_needed(
         .creation_timestamp
         .as_ref()
         .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
+    restart_decision(
+        recorded.map(String::as_str),
+        created,
+        fp,
+        mounts_written,
+        mounts_last_written,
+    )
+}
+
+/// [`restart_needed`] over plain values: the fingerprint the pod template records, when the
+/// workload was created (the API server's clock, whole seconds).
+pub fn restart_decision(
+    recorded: Option<&str>,
+    created: Option<time::OffsetDateTime>,
+    fp: &str,
+    mounts_written: bool,
+    mounts_last_written: Option<time::OffsetDateTime>,
+) -> RestartAction {
     // Both on the API server's clock: the creation time truncated to the second, the write
     // time rounded up to the next one (so a Deployment created in the same second as the
     // write counts as older: a needless restart rather than a missed one).

@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{Deployments, PodView, Pods, PokeAnswer};
+use crate::outside::{PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
 
 /// How long after a poke was answered certgen takes the pod's kubelet to have re-projected
@@ -367,8 +367,8 @@ impl Evidence {
 
 /// Pushes Secret changes to pods and opens gates on evidence (in a cluster, with pokes on).
 pub struct Push<'a> {
-    pub pods: &'a Pods,
-    pub deployments: Option<&'a Deployments>,
+    pub pods: &'a dyn PodsApi,
+    pub deployments: Option<&'a dyn Workloads>,
     pub config: &'a Config,
     pub delay: Duration,
 }
@@ -397,7 +397,7 @@ impl Push<'_> {
                 Some(Workload::Selector(s)) => {
                     let Some(api) = self.deployments else { return };
                     match api.select(s).await {
-                        Ok(found) => found.into_iter().filter_map(|d| d.metadata.name).collect(),
+                        Ok(found) => found.into_iter().map(|w| w.name).collect(),
                         Err(e) => {
                             tracing::debug!("cannot resolve consumer {}: {e}", c.name);
                             return;

@@ -21,6 +21,7 @@
 
 mod cases;
 mod foreign;
+mod outside;
 mod unfinished;
 
 pub use foreign::Foreign;
