@@ -18,6 +18,7 @@ pub mod lease;
 mod pods;
 mod secrets;
 pub mod servertime;
+pub mod watch;
 pub mod webhooks;
 
 pub use self::access::review;

@@ -1,0 +1,192 @@
+//! The exporter's watches: one LIST+WATCH per resource kind (kube's
+//! [`watcher`](kube::runtime::watcher)), never a GET per object.
+//!
+//! - Secrets: one watch of the namespace's Secrets. RBAC cannot restrict a namespace-wide
+//!   `list`/`watch` to names (`resourceNames` only applies to a request that names one object),
+//!   so the Role grants them on every Secret of the namespace; only the Secrets the config
+//!   manages are kept, converted at once into what `check` reads ([`StoredSecret`]), and the
+//!   others are dropped as they arrive.
+//! - `caBundle` targets: one watch per kind the config names (cluster-scoped). When the config
+//!   names one object of a kind, the watch selects it by `metadata.name`, so a ClusterRole with
+//!   `resourceNames` can grant it; with several, every object of the kind is watched and the
+//!   named ones kept. Only the decoded `caBundle`s are kept.
+//!
+//! Each watch restarts itself after a failure with kube's default backoff; a 403 marks the
+//! kind refused (targets) and is logged once per change of state. This module decides nothing:
+//! it feeds [`State`], which the exporter's scrapes read.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+
+use crate::config::WebhookKind;
+use crate::exporter::state::State;
+use crate::secret::StoredSecret;
+
+/// The watcher's configuration: the whole collection in one LIST (no pages: one request, as
+/// the exporter promises), from the API server's watch cache (`resourceVersion=0`, as
+/// client-go's reflectors do), so that neither the start nor a restart reads etcd.
+fn config() -> watcher::Config {
+    let mut c = watcher::Config::default().any_semantic();
+    c.page_size = None;
+    c
+}
+
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(s))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+        watcher::Error::WatchError(s) => s.code == 403,
+        _ => false,
+    }
+}
+
+/// Follows the managed Secrets `names` in `namespace` into `state`, until dropped.
+pub async fn secrets(
+    client: kube::Client,
+    namespace: String,
+    names: BTreeSet<String>,
+    state: Arc<RwLock<State>>,
+) {
+    let api: Api<Secret> = Api::namespaced(client, &namespace);
+    let keep = |s: Secret| -> Option<StoredSecret> {
+        let managed = s.metadata.name.as_ref().is_some_and(|n| names.contains(n));
+        managed.then(|| super::secrets::from_secret(s))
+    };
+    let mut listing: Vec<StoredSecret> = Vec::new();
+    let mut failing = false;
+    let mut stream = watcher::watcher(api, config()).default_backoff().boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                if failing {
+                    tracing::info!("the watch of Secrets in namespace {namespace} works again");
+                    failing = false;
+                }
+                match event {
+                    Event::Init => listing.clear(),
+                    Event::InitApply(s) => listing.extend(keep(s)),
+                    Event::InitDone => {
+                        let listed = std::mem::take(&mut listing);
+                        state.write().expect("not poisoned").secrets_listed(listed);
+                    }
+                    Event::Apply(s) => {
+                        if let Some(s) = keep(s) {
+                            state.write().expect("not poisoned").secret_applied(s);
+                        }
+                    }
+                    Event::Delete(s) => {
+                        if let Some(s) = keep(s) {
+                            state.write().expect("not poisoned").secret_deleted(&s.name);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                if forbidden(&e) {
+                    state.write().expect("not poisoned").secrets_refused();
+                }
+                if !failing {
+                    let hint = if forbidden(&e) {
+                        "; grant list and watch on secrets in this namespace (see the README's RBAC section)"
+                    } else {
+                        ""
+                    };
+                    tracing::warn!(
+                        "watching Secrets in namespace {namespace} failed (retrying): {e}{hint}"
+                    );
+                    failing = true;
+                }
+            }
+        }
+    }
+}
+
+/// Follows the `caBundle` targets `names` of `kind` into `state`, until dropped.
+pub async fn targets(
+    client: kube::Client,
+    kind: WebhookKind,
+    names: BTreeSet<String>,
+    state: Arc<RwLock<State>>,
+) {
+    let (resource, plural, _) = super::webhooks::resource(kind);
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let mut config = config();
+    if names.len() == 1 {
+        let name = names.iter().next().expect("one name");
+        config = config.fields(&format!("metadata.name={name}"));
+    }
+    let keep = |o: DynamicObject| -> Option<(String, Vec<Vec<u8>>)> {
+        let name = o.metadata.name.clone().filter(|n| names.contains(n))?;
+        match super::webhooks::bundles(kind, &o.data) {
+            Ok(b) => Some((name, b)),
+            Err(e) => {
+                // A bundle that is not base64 holds nothing the Secret's ca.crt could equal.
+                tracing::warn!("{}: {e}", super::webhooks::describe(kind, &name));
+                Some((name, vec![e.into_bytes()]))
+            }
+        }
+    };
+    let mut listing = Vec::new();
+    let mut failing = false;
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                if failing {
+                    tracing::info!("the watch of {plural} works again");
+                    failing = false;
+                }
+                match event {
+                    Event::Init => listing.clear(),
+                    Event::InitApply(o) => listing.extend(keep(o)),
+                    Event::InitDone => {
+                        let listed = std::mem::take(&mut listing);
+                        state
+                            .write()
+                            .expect("not poisoned")
+                            .targets_listed(kind, listed);
+                    }
+                    Event::Apply(o) => {
+                        if let Some((name, b)) = keep(o) {
+                            state
+                                .write()
+                                .expect("not poisoned")
+                                .target_applied(kind, name, b);
+                        }
+                    }
+                    Event::Delete(o) => {
+                        if let Some((name, _)) = keep(o) {
+                            state
+                                .write()
+                                .expect("not poisoned")
+                                .target_deleted(kind, &name);
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                if forbidden(&e) {
+                    state.write().expect("not poisoned").targets_refused(kind);
+                }
+                if !failing {
+                    let hint = if forbidden(&e) {
+                        format!(
+                            "; the targets are reported refused until list and watch on {plural} are granted (a ClusterRole)"
+                        )
+                    } else {
+                        String::new()
+                    };
+                    tracing::warn!("watching {plural} failed (retrying): {e}{hint}");
+                    failing = true;
+                }
+            }
+        }
+    }
+}
