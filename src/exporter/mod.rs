@@ -45,11 +45,15 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
         .into_iter()
         .map(str::to_string)
         .collect();
+    let apply = |state: &Arc<RwLock<state::State>>| {
+        let state = state.clone();
+        move |change| state.write().expect("not poisoned").apply(change)
+    };
     watches.spawn(crate::k8s::watch::secrets(
         client.clone(),
         config.namespace.clone(),
         names,
-        state.clone(),
+        apply(&state),
     ));
     let mut by_kind: BTreeMap<&'static str, (WebhookKind, BTreeSet<String>)> = BTreeMap::new();
     for t in &config.webhooks {
@@ -64,7 +68,7 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
             client.clone(),
             kind,
             names,
-            state.clone(),
+            apply(&state),
         ));
     }
 

@@ -13,10 +13,9 @@
 //!
 //! Each watch restarts itself after a failure with kube's default backoff; a 403 marks the
 //! kind refused (targets) and is logged once per change of state. This module decides nothing:
-//! it feeds [`State`], which the exporter's scrapes read.
+//! it hands each [`Change`] to its caller (the exporter's state, which its scrapes read).
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
@@ -25,8 +24,28 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::config::WebhookKind;
-use crate::exporter::state::State;
 use crate::secret::StoredSecret;
+
+/// What a watch learned.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// A complete LIST of the managed Secrets (the watch started or restarted).
+    SecretsListed(Vec<StoredSecret>),
+    /// A managed Secret was created or changed.
+    SecretApplied(StoredSecret),
+    /// A managed Secret was deleted.
+    SecretDeleted(String),
+    /// The API server refused the Secrets' LIST or WATCH (403); the watch retries.
+    SecretsRefused,
+    /// A complete LIST of the targets of a kind: each present one's caBundles, by name.
+    TargetsListed(WebhookKind, Vec<(String, Vec<Vec<u8>>)>),
+    /// A target was created or changed.
+    TargetApplied(WebhookKind, String, Vec<Vec<u8>>),
+    /// A target was deleted.
+    TargetDeleted(WebhookKind, String),
+    /// The API server refused the LIST or WATCH of a target kind (403); the watch retries.
+    TargetsRefused(WebhookKind),
+}
 
 /// The watcher's configuration: the whole collection in one LIST (no pages: one request, as
 /// the exporter promises), a consistent read like every other read of certgen's. Not
@@ -50,12 +69,13 @@ fn forbidden(e: &watcher::Error) -> bool {
     }
 }
 
-/// Follows the managed Secrets `names` in `namespace` into `state`, until dropped.
+/// Follows the managed Secrets `names` in `namespace`, handing every change to `on`, until
+/// dropped.
 pub async fn secrets(
     client: kube::Client,
     namespace: String,
     names: BTreeSet<String>,
-    state: Arc<RwLock<State>>,
+    on: impl Fn(Change) + Send + 'static,
 ) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
     let keep = |s: Secret| -> Option<StoredSecret> {
@@ -77,23 +97,23 @@ pub async fn secrets(
                     Event::InitApply(s) => listing.extend(keep(s)),
                     Event::InitDone => {
                         let listed = std::mem::take(&mut listing);
-                        state.write().expect("not poisoned").secrets_listed(listed);
+                        on(Change::SecretsListed(listed));
                     }
                     Event::Apply(s) => {
                         if let Some(s) = keep(s) {
-                            state.write().expect("not poisoned").secret_applied(s);
+                            on(Change::SecretApplied(s));
                         }
                     }
                     Event::Delete(s) => {
                         if let Some(s) = keep(s) {
-                            state.write().expect("not poisoned").secret_deleted(&s.name);
+                            on(Change::SecretDeleted(s.name));
                         }
                     }
                 }
             }
             Err(e) => {
                 if forbidden(&e) {
-                    state.write().expect("not poisoned").secrets_refused();
+                    on(Change::SecretsRefused);
                 }
                 if !failing {
                     let hint = if forbidden(&e) {
@@ -111,12 +131,13 @@ pub async fn secrets(
     }
 }
 
-/// Follows the `caBundle` targets `names` of `kind` into `state`, until dropped.
+/// Follows the `caBundle` targets `names` of `kind`, handing every change to `on`, until
+/// dropped.
 pub async fn targets(
     client: kube::Client,
     kind: WebhookKind,
     names: BTreeSet<String>,
-    state: Arc<RwLock<State>>,
+    on: impl Fn(Change) + Send + 'static,
 ) {
     let (resource, plural, _) = super::webhooks::resource(kind);
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
@@ -151,32 +172,23 @@ pub async fn targets(
                     Event::InitApply(o) => listing.extend(keep(o)),
                     Event::InitDone => {
                         let listed = std::mem::take(&mut listing);
-                        state
-                            .write()
-                            .expect("not poisoned")
-                            .targets_listed(kind, listed);
+                        on(Change::TargetsListed(kind, listed));
                     }
                     Event::Apply(o) => {
                         if let Some((name, b)) = keep(o) {
-                            state
-                                .write()
-                                .expect("not poisoned")
-                                .target_applied(kind, name, b);
+                            on(Change::TargetApplied(kind, name, b));
                         }
                     }
                     Event::Delete(o) => {
                         if let Some((name, _)) = keep(o) {
-                            state
-                                .write()
-                                .expect("not poisoned")
-                                .target_deleted(kind, &name);
+                            on(Change::TargetDeleted(kind, name));
                         }
                     }
                 }
             }
             Err(e) => {
                 if forbidden(&e) {
-                    state.write().expect("not poisoned").targets_refused(kind);
+                    on(Change::TargetsRefused(kind));
                 }
                 if !failing {
                     let hint = if forbidden(&e) {

@@ -2,7 +2,7 @@
 //!
 //! A plain value: the managed Secrets as stored (only the names the config manages are kept),
 //! the `caBundle` of each target the config names, and whether each watch has finished its
-//! first LIST. The watches ([`crate::k8s::watch`]) change it; a scrape reads it and computes
+//! first LIST. The watches' [`Change`]s ([`crate::k8s::watch`]) change it; a scrape reads it and computes
 //! the same families `certgen check --output prometheus` prints, with `now` the scrape's time,
 //! so that everything that depends on time (a certificate now due, a CA now expired, a
 //! rotation's phase) is as of the scrape, never as of the last event. It must not make any
@@ -14,6 +14,7 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, WebhookKind};
 use crate::exposition::{self, CaBundleTarget, Family, TargetState};
+use crate::k8s::watch::Change;
 use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::secret::{Observed, StoredSecret};
@@ -66,6 +67,20 @@ impl State {
             secrets_sync: Sync::Pending,
             targets,
             events: BTreeMap::new(),
+        }
+    }
+
+    /// Applies what a watch learned.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::SecretsListed(s) => self.secrets_listed(s),
+            Change::SecretApplied(s) => self.secret_applied(s),
+            Change::SecretDeleted(name) => self.secret_deleted(&name),
+            Change::SecretsRefused => self.secrets_refused(),
+            Change::TargetsListed(kind, found) => self.targets_listed(kind, found),
+            Change::TargetApplied(kind, name, b) => self.target_applied(kind, name, b),
+            Change::TargetDeleted(kind, name) => self.target_deleted(kind, &name),
+            Change::TargetsRefused(kind) => self.targets_refused(kind),
         }
     }
 

@@ -762,6 +762,8 @@ fn the_exporter_is_optional_secure_read_only_and_monitored_only_where_the_crd_ex
     assert!(kinds(&docs).contains(&"ServiceMonitor".to_string()));
     let monitor = object(&docs, "ServiceMonitor");
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "http-metrics");
+    // certgen's `namespace` label (the Secrets') survives the scrape for the alerts.
+    assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true);
     let off = [
         &on[..],
         &crd[..],

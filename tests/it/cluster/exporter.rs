@@ -212,10 +212,7 @@ async fn the_exporter_follows_a_staged_rotation_from_watches_as_the_charts_ident
     let _cr = DeleteOnDrop::new::<ClusterRole>(&cluster_role);
     let _crb = DeleteOnDrop::new::<ClusterRoleBinding>(&cluster_role);
     let list = json!({"apiVersion": "v1", "kind": "List", "items": docs}).to_string();
-    let (ok, out) = c.kubectl_stdin(
-        &["create", "--dry-run=server", "--validate=strict"],
-        &list,
-    );
+    let (ok, out) = c.kubectl_stdin(&["create", "--dry-run=server", "--validate=strict"], &list);
     assert!(ok, "the API server refused the rendered exporter:\n{out}");
     let list = json!({"apiVersion": "v1", "kind": "List", "items": identity}).to_string();
     let (ok, out) = c.kubectl_stdin(&["create"], &list);
