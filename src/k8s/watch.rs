@@ -54,9 +54,10 @@ pub enum Change {
 /// watcher, `any_semantic()`), while the default semantic does; the LIST is made once per start
 /// or restart, so the difference costs one etcd read.
 fn config() -> watcher::Config {
-    let mut c = watcher::Config::default();
-    c.page_size = None;
-    c
+    watcher::Config {
+        page_size: None,
+        ..watcher::Config::default()
+    }
 }
 
 fn forbidden(e: &watcher::Error) -> bool {
