@@ -1,7 +1,7 @@
 //! The exporter's HTTP server: hyper's HTTP/1 server on one listener, three routes.
 //!
 //! - `GET /metrics`: the families of [`State::families`] at the time of the request, in the
-//!   text exposition format (version 0.0.4);
+//!   text exposition format (version 0.0.4), through [`State::scrape`]'s memo;
 //! - `GET /healthz`: 200 while the process serves (liveness);
 //! - `GET /readyz`: 200 once every watch has listed what exists, else 503 (readiness).
 //!
@@ -10,7 +10,7 @@
 //! flight finish (bounded by the caller).
 
 use std::convert::Infallible;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -19,14 +19,16 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use super::state::State;
+use super::state::{Memo, State};
 use crate::config::Config;
 
-/// What a request needs: the config and the watches' state.
+/// What a request needs: the config, the watches' state, and the last scrape's health
+/// metrics ([`Memo`]: reused while exact).
 #[derive(Clone)]
 pub struct Shared {
     pub config: Arc<Config>,
     pub state: Arc<RwLock<State>>,
+    pub memo: Arc<Mutex<Option<Memo>>>,
 }
 
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -56,15 +58,12 @@ pub fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Full<Bytes>> {
     match path {
         "/metrics" => {
             let now = time::OffsetDateTime::now_utc();
-            let families = {
+            let text = {
+                let mut memo = shared.memo.lock().expect("not poisoned");
                 let state = shared.state.read().expect("not poisoned");
-                state.families(&shared.config, now, crate::metrics::snapshot())
+                state.scrape(&shared.config, now, crate::metrics::snapshot(), &mut memo)
             };
-            reply(
-                StatusCode::OK,
-                TEXT_FORMAT,
-                crate::exposition::render(&families),
-            )
+            reply(StatusCode::OK, TEXT_FORMAT, text)
         }
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n".into()),
         "/readyz" if shared.state.read().expect("not poisoned").ready() => {

@@ -43,6 +43,19 @@ pub struct State {
     targets: BTreeMap<&'static str, (Sync, Bundles)>,
     /// Watch events applied, per resource (`secrets`, `mutatingwebhookconfigurations`, ...).
     events: BTreeMap<&'static str, u64>,
+    /// Changes so far: a memo of the health metrics is valid for one generation.
+    generation: u64,
+}
+
+/// The health metrics rendered at one time, reused by later scrapes while nothing they depend
+/// on can have changed: the same generation of the state, and no certificate time boundary
+/// (notBefore, notAfter, notAfter minus a renewBefore) crossed since.
+#[derive(Debug, Clone)]
+pub struct Memo {
+    generation: u64,
+    from: OffsetDateTime,
+    until: Option<OffsetDateTime>,
+    text: String,
 }
 
 /// The kind name of a target kind, as in the metrics' `target_kind` label.
@@ -67,6 +80,7 @@ impl State {
             secrets_sync: Sync::Pending,
             targets,
             events: BTreeMap::new(),
+            generation: 0,
         }
     }
 
@@ -85,6 +99,7 @@ impl State {
     }
 
     fn count(&mut self, resource: &'static str, n: u64) {
+        self.generation += 1;
         *self.events.entry(resource).or_default() += n;
     }
 
@@ -110,6 +125,7 @@ impl State {
 
     /// The Secrets' watch failed; it retries (what was known stays).
     pub fn secrets_refused(&mut self) {
+        self.generation += 1;
         if self.secrets_sync == Sync::Pending {
             self.secrets_sync = Sync::Refused;
         }
@@ -142,6 +158,7 @@ impl State {
 
     /// The API server refused to list or watch the targets of `kind` (403).
     pub fn targets_refused(&mut self, kind: WebhookKind) {
+        self.generation += 1;
         let entry = self.targets.entry(kind_name(kind)).or_default();
         entry.0 = Sync::Refused;
         entry.1.clear();
@@ -217,18 +234,100 @@ impl State {
         now: OffsetDateTime,
         requests: ApiRequests,
     ) -> Vec<Family> {
-        let mut out = Vec::new();
-        if self.secrets_sync == Sync::Synced {
-            let observed = self.snapshot(config);
-            let report = crate::check::check(
-                config,
-                &observed,
-                now,
-                format!("namespace {}", config.namespace),
-            );
-            let targets = self.targets(config, &observed);
-            out = exposition::health(config, &observed, &report, &targets, now);
+        let mut out = self.health(config, now);
+        out.extend(self.own(requests));
+        out
+    }
+
+    /// What a scrape at `now` serves: [`Self::families`] rendered, the health part taken from
+    /// `memo` when it is still exact at `now`, else computed and remembered.
+    pub fn scrape(
+        &self,
+        config: &Config,
+        now: OffsetDateTime,
+        requests: ApiRequests,
+        memo: &mut Option<Memo>,
+    ) -> String {
+        let fresh = memo.as_ref().is_some_and(|m| {
+            m.generation == self.generation && m.from <= now && m.until.is_none_or(|u| now < u)
+        });
+        if !fresh {
+            *memo = Some(Memo {
+                generation: self.generation,
+                from: now,
+                until: self.next_boundary(config, now),
+                text: exposition::render(&self.health(config, now)),
+            });
         }
+        let mut text = memo.as_ref().expect("just set").text.clone();
+        text.push_str(&exposition::render(&self.own(requests)));
+        text
+    }
+
+    /// The first instant after `now` at which a health metric of this state can change: every
+    /// comparison `check` and the rotation phase make with `now` is against a certificate's
+    /// notBefore, notAfter, or notAfter minus a renewBefore of the config.
+    fn next_boundary(&self, config: &Config, now: OffsetDateTime) -> Option<OffsetDateTime> {
+        use crate::observe::parse::{self, Field};
+        let mut renew_before: Vec<std::time::Duration> = std::iter::once(config.ca.renew_before)
+            .chain(config.tls.iter().map(|t| t.renew_before))
+            .collect();
+        renew_before.sort();
+        renew_before.dedup();
+        let mut certs = Vec::new();
+        for (name, s) in &self.secrets {
+            if *name == config.ca.secret_name {
+                let ca = parse::ca(s);
+                certs.extend(ca.cert.ok().cloned());
+                certs.extend(ca.next_cert.ok().cloned());
+                if let Field::Ok(b) = ca.bundle {
+                    certs.extend(b.certs);
+                }
+            } else {
+                let leaf = parse::leaf(s);
+                certs.extend(leaf.cert.ok().cloned());
+                if let Field::Ok(b) = leaf.bundle {
+                    certs.extend(b.certs);
+                }
+            }
+        }
+        let mut next: Option<OffsetDateTime> = None;
+        let mut consider = |t: OffsetDateTime| {
+            if t > now && next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        };
+        for c in &certs {
+            consider(c.not_before);
+            consider(c.not_after);
+            for rb in &renew_before {
+                let rb = time::Duration::try_from(*rb).unwrap_or(time::Duration::MAX);
+                if let Some(t) = c.not_after.checked_sub(rb) {
+                    consider(t);
+                }
+            }
+        }
+        next
+    }
+
+    /// `check`'s families at `now`, once the Secrets are listed.
+    fn health(&self, config: &Config, now: OffsetDateTime) -> Vec<Family> {
+        if self.secrets_sync != Sync::Synced {
+            return Vec::new();
+        }
+        let observed = self.snapshot(config);
+        let report = crate::check::check(
+            config,
+            &observed,
+            now,
+            format!("namespace {}", config.namespace),
+        );
+        let targets = self.targets(config, &observed);
+        exposition::health(config, &observed, &report, &targets, now)
+    }
+
+    /// The exporter's own families.
+    fn own(&self, requests: ApiRequests) -> Vec<Family> {
         let mut synced = Family::gauge(
             "certgen_exporter_watch_synced",
             "1 when the exporter's watch of a resource has listed it and follows it, else 0 (not listed yet, or refused).",
@@ -265,8 +364,7 @@ impl State {
         ] {
             api.push(vec![("verb", verb.to_string())], n as f64);
         }
-        out.extend([synced, events, api]);
-        out
+        vec![synced, events, api]
     }
 }
 

@@ -193,3 +193,47 @@ fn counters_are_typed_as_counters() {
         Some(5.0)
     );
 }
+
+#[test]
+fn a_memoized_scrape_is_exactly_a_fresh_one_at_every_boundary_and_after_every_change() {
+    let config = config();
+    let mut state = State::new(&config);
+    let secrets = listed(&config);
+    state.secrets_listed(secrets.clone());
+    let injector = config.webhooks[0].clone();
+    state.targets_listed(injector.kind, vec![]);
+    let fresh = |state: &State, at: OffsetDateTime| {
+        render(&state.families(&config, at, ApiRequests::default()))
+    };
+    // Every boundary of the stored certificates, a second either side, in order: the memo
+    // must follow each step of the step function (leaves due at 1795 days, expired at 1825;
+    // the CA due at 3560, expired at 3650).
+    let mut times = vec![NOW];
+    for days in [1795, 1825, 3560, 3650] {
+        let b = NOW + days * DAY;
+        times.extend([b - time::Duration::SECOND, b, b + time::Duration::SECOND]);
+    }
+    let mut memo = None;
+    let mut recomputed = 0;
+    for at in &times {
+        let before = memo.as_ref().map(|m: &Memo| m.from);
+        let text = state.scrape(&config, *at, ApiRequests::default(), &mut memo);
+        assert_eq!(text, fresh(&state, *at), "at {at}");
+        recomputed += usize::from(memo.as_ref().map(|m| m.from) != before);
+    }
+    assert!(recomputed < times.len(), "the memo was never reused");
+    let healthy = |t: &str| value(t, &healthy(&config));
+    assert_eq!(
+        healthy(&state.scrape(&config, NOW, ApiRequests::default(), &mut memo)),
+        Some(1.0)
+    );
+    // A change invalidates it at once, whatever the time.
+    state.secret_deleted("envoy");
+    let text = state.scrape(&config, NOW, ApiRequests::default(), &mut memo);
+    assert_eq!(text, fresh(&state, NOW));
+    assert_eq!(healthy(&text), Some(0.0));
+    state.secret_applied(secrets.into_iter().find(|s| s.name == "envoy").unwrap());
+    let text = state.scrape(&config, NOW, ApiRequests::default(), &mut memo);
+    assert_eq!(text, fresh(&state, NOW));
+    assert_eq!(healthy(&text), Some(1.0));
+}
