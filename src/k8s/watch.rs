@@ -1,5 +1,5 @@
 //! The exporter's watches: one LIST+WATCH per resource kind (kube's
-//! [`watcher`](kube::runtime::watcher)), never a GET per object.
+//! [`watcher()`](kube::runtime::watcher())), never a GET per object.
 //!
 //! - Secrets: one watch of the namespace's Secrets. RBAC cannot restrict a namespace-wide
 //!   `list`/`watch` to names (`resourceNames` only applies to a request that names one object),
