@@ -59,6 +59,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
+            [CompletionResult]::new('exporter', 'exporter', [CompletionResultType]::ParameterValue, 'Serve the metrics of `check --output prometheus` on /metrics, from watches')
             [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
             [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
@@ -144,6 +145,27 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;profile;help;help' {
             break
         }
+        'certgen;exporter' {
+            [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
+            [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'Address to serve /metrics, /healthz and /readyz on')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('--disable-topology-injector', '--disable-topology-injector', [CompletionResultType]::ParameterName, 'Do not watch Envoy Gateway''s topology injector webhook (its caBundle metrics)')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'certgen;create' {
             [CompletionResult]::new('--host', '--host', [CompletionResultType]::ParameterName, 'Comma-separated host names and IP addresses the serving certificate is valid for (required)')
             [CompletionResult]::new('--secret-name', '--secret-name', [CompletionResultType]::ParameterName, 'Name of the Secret to create (required)')
@@ -220,6 +242,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;help' {
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Report expiry, trust and consistency of every Secret; exit 1 when action is due')
             [CompletionResult]::new('profile', 'profile', [CompletionResultType]::ParameterValue, 'Built-in profiles')
+            [CompletionResult]::new('exporter', 'exporter', [CompletionResultType]::ParameterValue, 'Serve the metrics of `check --output prometheus` on /metrics, from watches')
             [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
             [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
@@ -239,6 +262,9 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             break
         }
         'certgen;help;profile;list' {
+            break
+        }
+        'certgen;help;exporter' {
             break
         }
         'certgen;help;create' {

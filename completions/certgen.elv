@@ -56,6 +56,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --version 'Print version'
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
+            cand exporter 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
             cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
             cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
             cand completions 'Print shell completions'
@@ -132,6 +133,26 @@ set edit:completion:arg-completer[certgen] = {|@words|
         }
         &'certgen;profile;help;help'= {
         }
+        &'certgen;exporter'= {
+            cand --profile 'Built-in profile to use [default: envoy-gateway]'
+            cand --config 'YAML config file (start from `certgen profile show`)'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
+            cand --listen 'Address to serve /metrics, /healthz and /readyz on'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --context 'Kubeconfig context to use'
+            cand --log-format 'Log format on standard error'
+            cand --disable-topology-injector 'Do not watch Envoy Gateway''s topology injector webhook (its caBundle metrics)'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'certgen;create'= {
             cand --host 'Comma-separated host names and IP addresses the serving certificate is valid for (required)'
             cand --secret-name 'Name of the Secret to create (required)'
@@ -204,6 +225,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;help'= {
             cand check 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
             cand profile 'Built-in profiles'
+            cand exporter 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
             cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
             cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
             cand completions 'Print shell completions'
@@ -219,6 +241,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;help;profile;show'= {
         }
         &'certgen;help;profile;list'= {
+        }
+        &'certgen;help;exporter'= {
         }
         &'certgen;help;create'= {
         }

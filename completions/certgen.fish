@@ -59,6 +59,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print hel
 complete -c certgen -n "__fish_certgen_needs_command" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "exporter" -d 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
@@ -106,6 +107,20 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l disable-topology-injector -d 'Do not watch Envoy Gateway\'s topology injector webhook (its caBundle metrics)'
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l host -d 'Comma-separated host names and IP addresses the serving certificate is valid for (required)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l secret-name -d 'Name of the Secret to create (required)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l namespace -d 'Namespace of the Secret (required)' -r
@@ -167,12 +182,13 @@ complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 'Print version'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "profile" -d 'Built-in profiles'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "exporter" -d 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'

@@ -320,14 +320,28 @@ pub fn check(
         }
         rows.push(r);
     }
+    // Each leaf against each distinct unexpired bundle CA once (a signature check each), then
+    // every peer's bundle by fingerprint: N x CAs signature checks, not N x N (a thousand
+    // Secrets whose bundles hold the same CA would otherwise cost a million).
+    let mut bundle_cas: Vec<&Cert> = Vec::new();
+    for ca in leaves.iter().flat_map(|(_, _, b)| b) {
+        if !ca.is_expired_at(now)
+            && !bundle_cas
+                .iter()
+                .any(|c| c.fingerprint() == ca.fingerprint())
+        {
+            bundle_cas.push(ca);
+        }
+    }
     for (index, leaf, _) in &leaves {
+        let signers: Vec<[u8; 32]> = bundle_cas
+            .iter()
+            .filter(|ca| ca.signed(leaf))
+            .map(|ca| ca.fingerprint())
+            .collect();
         let rejecting: Vec<String> = leaves
             .iter()
-            .filter(|(_, _, bundle)| {
-                !bundle
-                    .iter()
-                    .any(|ca| !ca.is_expired_at(now) && ca.signed(leaf))
-            })
+            .filter(|(_, _, bundle)| !bundle.iter().any(|ca| signers.contains(&ca.fingerprint())))
             .map(|(peer, _, _)| rows[*peer].row.secret.clone())
             .collect();
         if !rejecting.is_empty() {

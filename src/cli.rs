@@ -1,6 +1,7 @@
 //! Command-line definitions (clap derive) and nothing else: no IO, no defaults resolved here
 //! beyond what clap shows in `--help`.
 
+pub mod exporter;
 pub mod kwc;
 mod resolve;
 
@@ -162,6 +163,15 @@ pub enum Command {
     /// Built-in profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// Serve the metrics of `check --output prometheus` on /metrics, from watches.
+    ///
+    /// A long-running process (the chart's `metrics.enabled` Deployment): one LIST+WATCH of
+    /// the namespace's Secrets and one per kind of caBundle target keep its view current, and
+    /// each scrape computes the metrics at its own time, without any API request. Serves
+    /// /metrics, /healthz and /readyz (ready once every watch has listed); stops on SIGTERM.
+    /// Needs get, list and watch on Secrets in the namespace, and list and watch on the
+    /// caBundle targets' kinds.
+    Exporter(exporter::ExporterArgs),
     /// kube-webhook-certgen's `create`: a CA and a serving certificate in a new Secret.
     ///
     /// The drop-in for kube-webhook-certgen's Job (certgen linked as `kube-webhook-certgen`

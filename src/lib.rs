@@ -17,6 +17,7 @@ pub mod config;
 pub mod error;
 pub mod events;
 pub mod exit;
+pub mod exporter;
 pub mod exposition;
 pub mod k8s;
 pub mod kwc;
@@ -197,6 +198,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }
+        Some(Command::Exporter(args)) => runtime(false)?.block_on(exporter::run(&args)),
         None => runtime(cli.run.target.local.is_some())?.block_on(main_job(cli.run)),
     }
 }

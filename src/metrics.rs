@@ -55,11 +55,13 @@ pub fn record<B>(req: &http::Request<B>) {
 }
 
 fn is_collection(path: &str) -> bool {
-    // /api/v1/namespaces/NS/RESOURCE[/NAME] or /apis/GROUP/VERSION/namespaces/NS/RESOURCE[/NAME]
+    // /api/v1/namespaces/NS/RESOURCE[/NAME] or /apis/GROUP/VERSION/namespaces/NS/RESOURCE[/NAME];
+    // cluster-scoped: /api/v1/RESOURCE[/NAME] or /apis/GROUP/VERSION/RESOURCE[/NAME].
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     match parts.iter().position(|p| *p == "namespaces") {
-        Some(i) => parts.len() == i + 3,
-        None => parts.len() <= 3,
+        Some(i) if parts.len() > i + 2 => parts.len() == i + 3,
+        _ if parts.first() == Some(&"apis") => parts.len() <= 4,
+        _ => parts.len() <= 3,
     }
 }
 
@@ -83,5 +85,33 @@ pub fn snapshot() -> ApiRequests {
         patch,
         delete,
         review,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_collection;
+
+    #[test]
+    fn collections_and_objects() {
+        for (path, list) in [
+            ("/api/v1/namespaces/ns/secrets", true),
+            ("/api/v1/namespaces/ns/secrets/envoy", false),
+            ("/apis/apps/v1/namespaces/ns/deployments", true),
+            ("/apis/apps/v1/namespaces/ns/deployments/d", false),
+            ("/api/v1/namespaces", true),
+            ("/api/v1/namespaces/ns", false),
+            (
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+                true,
+            ),
+            (
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/x",
+                false,
+            ),
+            ("/apis/apiregistration.k8s.io/v1/apiservices/v1.x.io", false),
+        ] {
+            assert_eq!(is_collection(path), list, "{path}");
+        }
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! Families are plain values built by the caller and rendered here; nothing is registered
 //! globally and nothing is read or written. What certgen exposes is all gauges (state at the
-//! time of the run or check), so this is the whole of the format it needs.
+//! time of the run or check), plus the counters of `certgen exporter`'s own work.
 
 use std::fmt::Write;
 
@@ -14,21 +14,32 @@ pub struct Sample {
     pub value: f64,
 }
 
-/// A gauge family: name, help and samples.
+/// A metric family: name, help, type (`gauge` or `counter`) and samples.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
     pub name: &'static str,
     pub help: &'static str,
+    pub kind: &'static str,
     pub samples: Vec<Sample>,
 }
 
 impl Family {
-    /// An empty family.
+    /// An empty gauge family.
     pub fn gauge(name: &'static str, help: &'static str) -> Self {
         Self {
             name,
             help,
+            kind: "gauge",
             samples: Vec::new(),
+        }
+    }
+
+    /// An empty counter family (its name ends in `_total`).
+    pub fn counter(name: &'static str, help: &'static str) -> Self {
+        debug_assert!(name.ends_with("_total"), "{name}");
+        Self {
+            kind: "counter",
+            ..Self::gauge(name, help)
         }
     }
 
@@ -43,7 +54,7 @@ pub fn render(families: &[Family]) -> String {
     let mut out = String::new();
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
         let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(f.help));
-        let _ = writeln!(out, "# TYPE {} gauge", f.name);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
         for s in &f.samples {
             out.push_str(f.name);
             if !s.labels.is_empty() {

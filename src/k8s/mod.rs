@@ -19,6 +19,7 @@ mod pods;
 mod seams;
 mod secrets;
 pub mod servertime;
+pub mod watch;
 pub mod webhooks;
 
 pub use self::access::review;

@@ -293,7 +293,7 @@ impl SecretStore for KubeStore {
     }
 }
 
-fn from_secret(secret: Secret) -> StoredSecret {
+pub(super) fn from_secret(secret: Secret) -> StoredSecret {
     let meta = secret.metadata;
     StoredSecret {
         written_at: super::written_at(&meta),

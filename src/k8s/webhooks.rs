@@ -74,7 +74,7 @@ pub struct WebhookStore {
     refused: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
-fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
+pub(super) fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
     let (group, version, kind_name, plural) = match kind {
         WebhookKind::MutatingWebhookConfiguration => (
             "admissionregistration.k8s.io",
@@ -239,7 +239,7 @@ impl WebhookStore {
 }
 
 /// The `caBundle` of each entry (decoded from base64), in order.
-fn bundles(kind: WebhookKind, data: &Value) -> Result<Vec<Vec<u8>>, String> {
+pub(super) fn bundles(kind: WebhookKind, data: &Value) -> Result<Vec<Vec<u8>>, String> {
     let decode = |v: Option<&Value>| -> Result<Vec<u8>, String> {
         match v {
             None | Some(Value::Null) => Ok(Vec::new()),

@@ -30,7 +30,8 @@
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
 //!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,
-//!   `cluster::metrics`
+//!   `cluster::metrics`; `certgen exporter` (watches, `/metrics` through a staged rotation, as the
+//!   chart's exporter identity): `cluster::exporter`
 //! - Kubernetes Events of runs and rotations: `cluster::events`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`

@@ -79,6 +79,7 @@ fn pod_spec(workload: &Value) -> &Value {
     match workload["kind"].as_str() {
         Some("Job") => &workload["spec"]["template"]["spec"],
         Some("CronJob") => &workload["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+        Some("Deployment") => &workload["spec"]["template"]["spec"],
         other => panic!("not a workload: {other:?}"),
     }
 }
@@ -129,7 +130,9 @@ fn assert_secure(workload: &Value) {
     assert_eq!(c["capabilities"]["drop"], json!(["ALL"]), "{kind}");
     assert!(c["capabilities"].get("add").is_none(), "{kind}");
     assert_eq!(c["seccompProfile"]["type"], "RuntimeDefault", "{kind}");
-    assert_eq!(spec["restartPolicy"], "Never", "{kind}");
+    if kind != "Deployment" {
+        assert_eq!(spec["restartPolicy"], "Never", "{kind}");
+    }
 }
 
 fn rules(role: &Value) -> Vec<PolicyRule> {
@@ -751,4 +754,144 @@ async fn helm_installs_and_upgrades_the_chart_with_its_hooks_in_a_restricted_nam
     assert!(cronjobs.get_opt("certgen").await.unwrap().is_none());
     let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns.name);
     assert!(sas.get_opt("certgen").await.unwrap().is_some());
+}
+
+/// The exporter's objects of a rendering (`app.kubernetes.io/component: exporter`).
+fn exporter_objects(docs: &[Value]) -> Vec<Value> {
+    docs.iter()
+        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "exporter")
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn the_exporter_is_optional_secure_read_only_and_monitored_only_where_the_crd_exists() {
+    let Some(helm) = helm() else { return };
+    // Off by default: nothing of the exporter.
+    let docs = documents(&template(&helm, "ops", &[]));
+    assert!(exporter_objects(&docs).is_empty(), "{docs:#?}");
+
+    let crd = ["--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"];
+    let on = ["--set", "metrics.enabled=true"];
+    // Without the Prometheus Operator's CRD: no ServiceMonitor.
+    let docs = documents(&template(&helm, "ops", &on));
+    let kinds = |docs: &[Value]| -> Vec<String> {
+        let mut k: Vec<String> = exporter_objects(docs)
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap().to_string())
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(
+        kinds(&docs),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+    );
+    // With it, unless switched off.
+    let docs = documents(&template(&helm, "ops", &[&on[..], &crd[..]].concat()));
+    assert!(kinds(&docs).contains(&"ServiceMonitor".to_string()));
+    let monitor = object(&docs, "ServiceMonitor");
+    assert_eq!(monitor["spec"]["endpoints"][0]["port"], "http-metrics");
+    // certgen's `namespace` label (the Secrets') survives the scrape for the alerts.
+    assert_eq!(monitor["spec"]["endpoints"][0]["honorLabels"], true);
+    let off = [
+        &on[..],
+        &crd[..],
+        &["--set", "metrics.serviceMonitor.enabled=false"][..],
+    ]
+    .concat();
+    assert!(!kinds(&documents(&template(&helm, "ops", &off))).contains(&"ServiceMonitor".into()));
+
+    // The Deployment: the restricted security context, its own ServiceAccount, the exporter's
+    // arguments, probes on the port the Service targets.
+    let exporter = object(&docs, "Deployment");
+    assert_secure(exporter);
+    let spec = pod_spec(exporter);
+    let sa = exporter_objects(&docs)
+        .into_iter()
+        .find(|d| d["kind"] == "ServiceAccount")
+        .unwrap();
+    assert_eq!(spec["serviceAccountName"], sa["metadata"]["name"]);
+    assert_ne!(
+        spec["serviceAccountName"],
+        object(&docs, "Job")["spec"]["template"]["spec"]["serviceAccountName"],
+        "the exporter does not share the writer's identity"
+    );
+    let container = &spec["containers"][0];
+    let a: Vec<String> = serde_json::from_value(container["args"].clone()).unwrap();
+    assert_eq!(a[0], "exporter", "{a:?}");
+    for (flag, value) in [
+        ("--namespace", "ops"),
+        ("--profile", "envoy-gateway"),
+        ("--listen", "0.0.0.0:9090"),
+    ] {
+        let i = a
+            .iter()
+            .position(|x| x == flag)
+            .unwrap_or_else(|| panic!("{a:?}"));
+        assert_eq!(a[i + 1], value, "{a:?}");
+    }
+    assert_eq!(container["ports"][0]["containerPort"], 9090);
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    let service = object(&docs, "Service");
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "http-metrics");
+    assert_eq!(
+        service["spec"]["selector"],
+        exporter["spec"]["selector"]["matchLabels"]
+    );
+
+    // Read-only RBAC: list and watch on Secrets (unrestricted by name: RBAC cannot restrict
+    // one watch of many names), list and watch on the injector by name; nothing else.
+    let ex = exporter_objects(&docs);
+    let role = ex.iter().find(|d| d["kind"] == "Role").unwrap();
+    let g = grants(&rules(role));
+    let expected: BTreeMap<(String, String, String), Vec<String>> = ["list", "watch"]
+        .iter()
+        .map(|v| {
+            (
+                (String::new(), "secrets".to_string(), v.to_string()),
+                vec!["*".to_string()],
+            )
+        })
+        .collect();
+    assert_eq!(g, expected);
+    let cluster_role = ex.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let g = grants(&rules(cluster_role));
+    let injector = vec!["envoy-gateway-topology-injector.ops".to_string()];
+    let expected: BTreeMap<(String, String, String), Vec<String>> = ["list", "watch"]
+        .iter()
+        .map(|v| {
+            (
+                (
+                    "admissionregistration.k8s.io".to_string(),
+                    "mutatingwebhookconfigurations".to_string(),
+                    v.to_string(),
+                ),
+                injector.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(g, expected);
+
+    // Without the injector: no ClusterRole, and the exporter leaves it alone too.
+    let docs = documents(&template(
+        &helm,
+        "ops",
+        &[&on[..], &["--set", "topologyInjector=false"][..]].concat(),
+    ));
+    assert!(!kinds(&docs).contains(&"ClusterRole".into()), "{docs:#?}");
+    let a: Vec<String> = serde_json::from_value(
+        pod_spec(object(&docs, "Deployment"))["containers"][0]["args"].clone(),
+    )
+    .unwrap();
+    assert!(a.contains(&"--disable-topology-injector".into()), "{a:?}");
 }

@@ -23,6 +23,7 @@ mod chart;
 mod consumers;
 mod eg_compat;
 mod events;
+mod exporter;
 mod faults;
 mod foreign;
 mod harness;

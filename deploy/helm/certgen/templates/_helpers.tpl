@@ -197,3 +197,37 @@ affinity:
 {{- end }}
 {{- end -}}
 {{- end -}}
+
+{{/* The exporter's name: the release's full name with "-exporter". */}}
+{{- define "certgen.exporterName" -}}
+{{- printf "%s-exporter" (include "certgen.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The caBundle targets the exporter watches, grouped by kind, as YAML: a map from the API
+resource ("group/plural") to the list of object names. The config's `webhooks` when a config
+is set, else Envoy Gateway's topology injector (envoy-gateway profile); the injector is left out
+when topologyInjector is false, as certgen's --disable-topology-injector does.
+*/}}
+{{- define "certgen.caBundleTargets" -}}
+{{- $ns := include "certgen.targetNamespace" . -}}
+{{- $injector := printf "envoy-gateway-topology-injector.%s" $ns -}}
+{{- $targets := list -}}
+{{- if include "certgen.configText" . -}}
+{{- $c := include "certgen.configMap" . | fromYaml -}}
+{{- range $w := ($c.webhooks | default list) -}}
+{{- $targets = append $targets (dict "kind" $w.kind "name" (replace "{namespace}" $ns $w.name)) -}}
+{{- end -}}
+{{- else if eq .Values.profile "envoy-gateway" -}}
+{{- $targets = append $targets (dict "kind" "MutatingWebhookConfiguration" "name" $injector) -}}
+{{- end -}}
+{{- $resources := dict "MutatingWebhookConfiguration" "admissionregistration.k8s.io/mutatingwebhookconfigurations" "ValidatingWebhookConfiguration" "admissionregistration.k8s.io/validatingwebhookconfigurations" "APIService" "apiregistration.k8s.io/apiservices" -}}
+{{- $byResource := dict -}}
+{{- range $t := $targets -}}
+{{- if or $.Values.topologyInjector (ne $t.name $injector) -}}
+{{- $r := required (printf "unknown caBundle target kind %q" $t.kind) (get $resources $t.kind) -}}
+{{- $_ := set $byResource $r (append (get $byResource $r | default list) $t.name | uniq) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $byResource -}}
+{{- end -}}

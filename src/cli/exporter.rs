@@ -1,0 +1,55 @@
+//! `certgen exporter`'s options (clap only).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{OutputFormat, TargetArgs};
+
+/// `certgen exporter`
+#[derive(Debug, Args)]
+pub struct ExporterArgs {
+    /// Built-in profile to use [default: envoy-gateway].
+    #[arg(long, value_name = "NAME", conflicts_with = "config")]
+    pub profile: Option<String>,
+    /// YAML config file (start from `certgen profile show`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile's].
+    #[arg(short, long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
+    #[arg(long, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+    /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
+    #[arg(long)]
+    pub disable_topology_injector: bool,
+    /// Address to serve /metrics, /healthz and /readyz on.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
+    pub listen: SocketAddr,
+    /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl ExporterArgs {
+    /// The same target as `certgen check` with these options (always a cluster).
+    pub fn target(&self) -> TargetArgs {
+        TargetArgs {
+            profile: self.profile.clone(),
+            config: self.config.clone(),
+            namespace: self.namespace.clone(),
+            cluster_domain: self.cluster_domain.clone(),
+            local: None,
+            config_home: None,
+            disable_topology_injector: self.disable_topology_injector,
+            output: OutputFormat::Prometheus,
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}

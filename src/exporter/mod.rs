@@ -1,0 +1,110 @@
+//! `certgen exporter`: a long-running process that serves the metrics of
+//! `certgen check --output prometheus` on `/metrics`, from watches instead of reads.
+//!
+//! One LIST+WATCH per resource kind ([`crate::k8s::watch`]: the namespace's Secrets, and each
+//! kind of `caBundle` target the config names) keeps a [`state::State`] current; each scrape
+//! computes the families from it at the scrape's time ([`state::State::families`]), so a scrape
+//! costs no API request and time-dependent values are never stale. A scrape reuses the previous
+//! one's health metrics while the state is unchanged and no certificate time boundary has been
+//! crossed (they are a step function of time with steps there), so an idle exporter's scrapes
+//! cost a rendering, not a `check` of every Secret. SIGTERM or SIGINT stops it:
+//! the listener closes, scrapes in flight finish (up to 5 s), the watches are dropped, exit 0.
+//!
+//! It never writes anything to the cluster.
+
+pub mod http;
+pub mod state;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
+
+use crate::cli::exporter::ExporterArgs;
+use crate::config::{self, ConfigError, WebhookKind};
+use crate::error::Error;
+
+/// How long scrapes in flight may take to finish after SIGTERM.
+const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs the exporter until SIGTERM or SIGINT.
+pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
+    let (config, _) = config::resolve_target(&args.target().spec())?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| {
+            Error::Config(ConfigError {
+                source_name: "command line".into(),
+                message: format!(
+                    "cannot listen on {} (--listen): {e}; pick another address or port",
+                    args.listen
+                ),
+            })
+        })?;
+    let client = crate::k8s::client_for(args.kubeconfig.as_deref(), args.context.clone()).await?;
+    let state = Arc::new(RwLock::new(state::State::new(&config)));
+
+    let mut watches = tokio::task::JoinSet::new();
+    let names: BTreeSet<String> = config
+        .secret_names()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let apply = |state: &Arc<RwLock<state::State>>| {
+        let state = state.clone();
+        move |change| state.write().expect("not poisoned").apply(change)
+    };
+    watches.spawn(crate::k8s::watch::secrets(
+        client.clone(),
+        config.namespace.clone(),
+        names,
+        apply(&state),
+    ));
+    let mut by_kind: BTreeMap<&'static str, (WebhookKind, BTreeSet<String>)> = BTreeMap::new();
+    for t in &config.webhooks {
+        by_kind
+            .entry(state::kind_name(t.kind))
+            .or_insert_with(|| (t.kind, BTreeSet::new()))
+            .1
+            .insert(t.name.clone());
+    }
+    for (kind, names) in by_kind.into_values() {
+        watches.spawn(crate::k8s::watch::targets(
+            client.clone(),
+            kind,
+            names,
+            apply(&state),
+        ));
+    }
+
+    let address = listener.local_addr().map_or(args.listen, |a| a);
+    tracing::info!(
+        address = %address,
+        namespace = %config.namespace,
+        "serving certgen's metrics on http://{address}/metrics"
+    );
+    let shared = http::Shared {
+        config: Arc::new(config),
+        state,
+        memo: Arc::default(),
+    };
+    http::serve(listener, shared, stop_signal(), GRACE).await;
+    watches.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM (what the kubelet sends) or SIGINT.
+async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot handle SIGTERM: {e}; stopping on SIGINT only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
+    }
+}

@@ -1,0 +1,385 @@
+//! What the exporter's watches have seen, and the metrics computed from it at scrape time.
+//!
+//! A plain value: the managed Secrets as stored (only the names the config manages are kept),
+//! the `caBundle` of each target the config names, and whether each watch has finished its
+//! first LIST. The watches' [`Change`]s ([`crate::k8s::watch`]) change it; a scrape reads it and computes
+//! the same families `certgen check --output prometheus` prints, with `now` the scrape's time,
+//! so that everything that depends on time (a certificate now due, a CA now expired, a
+//! rotation's phase) is as of the scrape, never as of the last event. It must not make any
+//! API call and never keeps or exposes more than `check` does (no key material in any label).
+
+use std::collections::BTreeMap;
+
+use time::OffsetDateTime;
+
+use crate::config::{Config, WebhookKind};
+use crate::exposition::{self, CaBundleTarget, Family, TargetState};
+use crate::k8s::watch::Change;
+use crate::metrics::ApiRequests;
+use crate::observe::Snapshot;
+use crate::secret::{Observed, StoredSecret};
+
+/// Whether the watch of one resource kind has listed what exists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Sync {
+    /// The first LIST has not completed yet (or failed, and the watch retries it).
+    #[default]
+    Pending,
+    /// Listed, and followed by the watch since.
+    Synced,
+    /// The API server refused the LIST or WATCH (403): the targets of this kind are `refused`.
+    Refused,
+}
+
+/// The `caBundle`s (one per entry) of each present target of a kind, by name.
+type Bundles = BTreeMap<String, Vec<Vec<u8>>>;
+
+/// The exporter's view of the cluster.
+#[derive(Debug, Clone)]
+pub struct State {
+    secrets: BTreeMap<String, StoredSecret>,
+    secrets_sync: Sync,
+    /// Per target kind (`describe`'s kind name): the caBundles of each named object present.
+    targets: BTreeMap<&'static str, (Sync, Bundles)>,
+    /// Watch events applied, per resource (`secrets`, `mutatingwebhookconfigurations`, ...).
+    events: BTreeMap<&'static str, u64>,
+    /// Changes so far: a memo of the health metrics is valid for one generation.
+    generation: u64,
+}
+
+/// The health metrics rendered at one time, reused by later scrapes while nothing they depend
+/// on can have changed: the same generation of the state, and no certificate time boundary
+/// (notBefore, notAfter, notAfter minus a renewBefore) crossed since.
+#[derive(Debug, Clone)]
+pub struct Memo {
+    generation: u64,
+    from: OffsetDateTime,
+    until: Option<OffsetDateTime>,
+    text: String,
+}
+
+/// The kind name of a target kind, as in the metrics' `target_kind` label.
+pub fn kind_name(kind: WebhookKind) -> &'static str {
+    match kind {
+        WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
+        WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
+        WebhookKind::ApiService => "APIService",
+    }
+}
+
+impl State {
+    /// Nothing seen yet, for the target kinds of `config`.
+    pub fn new(config: &Config) -> Self {
+        let targets = config
+            .webhooks
+            .iter()
+            .map(|t| (kind_name(t.kind), (Sync::Pending, BTreeMap::new())))
+            .collect();
+        Self {
+            secrets: BTreeMap::new(),
+            secrets_sync: Sync::Pending,
+            targets,
+            events: BTreeMap::new(),
+            generation: 0,
+        }
+    }
+
+    /// Applies what a watch learned.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::SecretsListed(s) => self.secrets_listed(s),
+            Change::SecretApplied(s) => self.secret_applied(s),
+            Change::SecretDeleted(name) => self.secret_deleted(&name),
+            Change::SecretsRefused => self.secrets_refused(),
+            Change::TargetsListed(kind, found) => self.targets_listed(kind, found),
+            Change::TargetApplied(kind, name, b) => self.target_applied(kind, name, b),
+            Change::TargetDeleted(kind, name) => self.target_deleted(kind, &name),
+            Change::TargetsRefused(kind) => self.targets_refused(kind),
+        }
+    }
+
+    fn count(&mut self, resource: &'static str, n: u64) {
+        self.generation += 1;
+        *self.events.entry(resource).or_default() += n;
+    }
+
+    /// A complete LIST of the managed Secrets (after a watch (re)started): replaces what was
+    /// known, so a Secret deleted while the watch was down is gone.
+    pub fn secrets_listed(&mut self, secrets: Vec<StoredSecret>) {
+        self.count("secrets", secrets.len() as u64);
+        self.secrets = secrets.into_iter().map(|s| (s.name.clone(), s)).collect();
+        self.secrets_sync = Sync::Synced;
+    }
+
+    /// A managed Secret was created or changed.
+    pub fn secret_applied(&mut self, secret: StoredSecret) {
+        self.count("secrets", 1);
+        self.secrets.insert(secret.name.clone(), secret);
+    }
+
+    /// A managed Secret was deleted.
+    pub fn secret_deleted(&mut self, name: &str) {
+        self.count("secrets", 1);
+        self.secrets.remove(name);
+    }
+
+    /// The Secrets' watch failed; it retries (what was known stays).
+    pub fn secrets_refused(&mut self) {
+        self.generation += 1;
+        if self.secrets_sync == Sync::Pending {
+            self.secrets_sync = Sync::Refused;
+        }
+    }
+
+    /// A complete LIST of the targets of `kind`: each present object's caBundles by name.
+    pub fn targets_listed(&mut self, kind: WebhookKind, found: Vec<(String, Vec<Vec<u8>>)>) {
+        self.count(resource(kind), found.len() as u64);
+        let entry = self.targets.entry(kind_name(kind)).or_default();
+        *entry = (Sync::Synced, found.into_iter().collect());
+    }
+
+    /// A target of `kind` was created or changed.
+    pub fn target_applied(&mut self, kind: WebhookKind, name: String, bundles: Vec<Vec<u8>>) {
+        self.count(resource(kind), 1);
+        self.targets
+            .entry(kind_name(kind))
+            .or_default()
+            .1
+            .insert(name, bundles);
+    }
+
+    /// A target of `kind` was deleted.
+    pub fn target_deleted(&mut self, kind: WebhookKind, name: &str) {
+        self.count(resource(kind), 1);
+        if let Some((_, found)) = self.targets.get_mut(kind_name(kind)) {
+            found.remove(name);
+        }
+    }
+
+    /// The API server refused to list or watch the targets of `kind` (403).
+    pub fn targets_refused(&mut self, kind: WebhookKind) {
+        self.generation += 1;
+        let entry = self.targets.entry(kind_name(kind)).or_default();
+        entry.0 = Sync::Refused;
+        entry.1.clear();
+    }
+
+    /// Whether every watch knows what exists (a refused target kind counts: its targets are
+    /// known to be `refused`): the exporter is ready.
+    pub fn ready(&self) -> bool {
+        self.secrets_sync == Sync::Synced && self.targets.values().all(|(s, _)| *s != Sync::Pending)
+    }
+
+    /// The Secrets as `check` would read them.
+    fn snapshot(&self, config: &Config) -> Snapshot {
+        let get = |name: &str| match self.secrets.get(name) {
+            Some(s) => Observed::Present(s.clone()),
+            None => Observed::Absent,
+        };
+        let mut snapshot = Snapshot {
+            ca: Some(get(&config.ca.secret_name)),
+            ..Snapshot::default()
+        };
+        for name in config
+            .tls
+            .iter()
+            .map(|t| &t.name)
+            .chain(config.hmac.iter().map(|h| &h.name))
+        {
+            snapshot.secrets.insert(name.clone(), get(name));
+        }
+        snapshot
+    }
+
+    /// Each `caBundle` target whose kind's watch has synced or was refused.
+    fn targets(&self, config: &Config, observed: &Snapshot) -> Vec<CaBundleTarget> {
+        let mut out = Vec::new();
+        for t in &config.webhooks {
+            let kind = kind_name(t.kind);
+            let Some((sync, found)) = self.targets.get(kind) else {
+                continue;
+            };
+            let state = match sync {
+                Sync::Pending => continue,
+                Sync::Refused => TargetState::Refused,
+                Sync::Synced => match found.get(&t.name) {
+                    None => TargetState::Absent,
+                    Some(bundles) => {
+                        let bundle = observed
+                            .get(&t.bundle_from)
+                            .present()
+                            .and_then(|s| s.data.get("ca.crt"));
+                        match bundle {
+                            Some(b) if !bundles.iter().all(|e| e == b) => TargetState::Drifted,
+                            _ => TargetState::InSync,
+                        }
+                    }
+                },
+            };
+            out.push(CaBundleTarget {
+                kind: kind.to_string(),
+                name: t.name.clone(),
+                secret: t.bundle_from.clone(),
+                state,
+            });
+        }
+        out
+    }
+
+    /// The metrics at `now`: `check`'s families (once the Secrets are listed: before, every
+    /// Secret would look missing) and the exporter's own.
+    pub fn families(
+        &self,
+        config: &Config,
+        now: OffsetDateTime,
+        requests: ApiRequests,
+    ) -> Vec<Family> {
+        let mut out = self.health(config, now);
+        out.extend(self.own(requests));
+        out
+    }
+
+    /// What a scrape at `now` serves: [`Self::families`] rendered, the health part taken from
+    /// `memo` when it is still exact at `now`, else computed and remembered.
+    pub fn scrape(
+        &self,
+        config: &Config,
+        now: OffsetDateTime,
+        requests: ApiRequests,
+        memo: &mut Option<Memo>,
+    ) -> String {
+        let fresh = memo.as_ref().is_some_and(|m| {
+            m.generation == self.generation && m.from <= now && m.until.is_none_or(|u| now < u)
+        });
+        if !fresh {
+            *memo = Some(Memo {
+                generation: self.generation,
+                from: now,
+                until: self.next_boundary(config, now),
+                text: exposition::render(&self.health(config, now)),
+            });
+        }
+        let mut text = memo.as_ref().expect("just set").text.clone();
+        text.push_str(&exposition::render(&self.own(requests)));
+        text
+    }
+
+    /// The first instant after `now` at which a health metric of this state can change: every
+    /// comparison `check` and the rotation phase make with `now` is against a certificate's
+    /// notBefore, notAfter, or notAfter minus a renewBefore of the config.
+    fn next_boundary(&self, config: &Config, now: OffsetDateTime) -> Option<OffsetDateTime> {
+        use crate::observe::parse::{self, Field};
+        let mut renew_before: Vec<std::time::Duration> = std::iter::once(config.ca.renew_before)
+            .chain(config.tls.iter().map(|t| t.renew_before))
+            .collect();
+        renew_before.sort();
+        renew_before.dedup();
+        let mut certs = Vec::new();
+        for (name, s) in &self.secrets {
+            if *name == config.ca.secret_name {
+                let ca = parse::ca(s);
+                certs.extend(ca.cert.ok().cloned());
+                certs.extend(ca.next_cert.ok().cloned());
+                if let Field::Ok(b) = ca.bundle {
+                    certs.extend(b.certs);
+                }
+            } else {
+                let leaf = parse::leaf(s);
+                certs.extend(leaf.cert.ok().cloned());
+                if let Field::Ok(b) = leaf.bundle {
+                    certs.extend(b.certs);
+                }
+            }
+        }
+        let mut next: Option<OffsetDateTime> = None;
+        let mut consider = |t: OffsetDateTime| {
+            if t > now && next.is_none_or(|n| t < n) {
+                next = Some(t);
+            }
+        };
+        for c in &certs {
+            consider(c.not_before);
+            consider(c.not_after);
+            for rb in &renew_before {
+                let rb = time::Duration::try_from(*rb).unwrap_or(time::Duration::MAX);
+                if let Some(t) = c.not_after.checked_sub(rb) {
+                    consider(t);
+                }
+            }
+        }
+        next
+    }
+
+    /// `check`'s families at `now`, once the Secrets are listed.
+    fn health(&self, config: &Config, now: OffsetDateTime) -> Vec<Family> {
+        if self.secrets_sync != Sync::Synced {
+            return Vec::new();
+        }
+        let observed = self.snapshot(config);
+        let report = crate::check::check(
+            config,
+            &observed,
+            now,
+            format!("namespace {}", config.namespace),
+        );
+        let targets = self.targets(config, &observed);
+        exposition::health(config, &observed, &report, &targets, now)
+    }
+
+    /// The exporter's own families.
+    fn own(&self, requests: ApiRequests) -> Vec<Family> {
+        let mut synced = Family::gauge(
+            "certgen_exporter_watch_synced",
+            "1 when the exporter's watch of a resource has listed it and follows it, else 0 (not listed yet, or refused).",
+        );
+        let mut sync = |resource: &str, s: Sync| {
+            synced.push(
+                vec![("resource", resource.to_string())],
+                f64::from(u8::from(s == Sync::Synced)),
+            );
+        };
+        sync("secrets", self.secrets_sync);
+        for (kind, (s, _)) in &self.targets {
+            sync(kind_resource(kind), *s);
+        }
+        let mut events = Family::counter(
+            "certgen_exporter_watch_events_total",
+            "Objects the exporter's watches have received (listed or changed), by resource.",
+        );
+        for (resource, n) in &self.events {
+            events.push(vec![("resource", resource.to_string())], *n as f64);
+        }
+        let mut api = Family::counter(
+            "certgen_exporter_api_requests_total",
+            "Kubernetes API requests the exporter has made, by verb: a LIST and WATCHes per resource kind, never a GET per object.",
+        );
+        for (verb, n) in [
+            ("get", requests.get),
+            ("list", requests.list),
+            ("watch", requests.watch),
+            ("create", requests.create),
+            ("update", requests.update),
+            ("patch", requests.patch),
+            ("delete", requests.delete),
+        ] {
+            api.push(vec![("verb", verb.to_string())], n as f64);
+        }
+        vec![synced, events, api]
+    }
+}
+
+/// The API resource (plural) of a target kind.
+pub fn resource(kind: WebhookKind) -> &'static str {
+    kind_resource(kind_name(kind))
+}
+
+fn kind_resource(kind: &str) -> &'static str {
+    match kind {
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
+        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
+        _ => "apiservices",
+    }
+}
+
+#[cfg(test)]
+mod tests;
