@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{self, Deployments, EndpointsError};
+use crate::k8s::{self, EndpointsError, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
 use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
@@ -35,7 +35,7 @@ pub struct Tasks {
 /// What went wrong in the consumers' tasks, beyond the report.
 #[derive(Debug, Default)]
 pub struct Problems {
-    /// Failed rollouts, probes, paused or recreated Deployments, missing required consumers.
+    /// Failed rollouts, probes, paused or recreated workloads, missing required consumers.
     pub failed: Vec<String>,
     /// What was still pending when the deadline came.
     pub pending: Vec<String>,
@@ -61,11 +61,11 @@ impl Problems {
     }
 }
 
-/// Restarts, waits and probes as asked. `deployments` is `None` in local mode.
+/// Restarts, waits and probes as asked. `workloads` is `None` in local mode.
 pub async fn reload(
     config: &Config,
     outcome: &Outcome,
-    deployments: Option<&Deployments>,
+    workloads: Option<&Workloads>,
     client: Option<&kube::Client>,
     tasks: Tasks,
     now: OffsetDateTime,
@@ -82,9 +82,9 @@ pub async fn reload(
             note: None,
             probes: vec![],
         };
-        match (deployments, &consumer.workload) {
+        match (workloads, &consumer.workload) {
             (_, None) => {}
-            // Local mode has no Deployments: such consumers matter only for their probes.
+            // Local mode has no workloads: such consumers matter only for their probes.
             (None, Some(_)) if consumer.probe.is_none() => continue,
             (None, Some(_)) => {}
             // Hot consumers reload by themselves: nothing to read or do, beyond probing.
@@ -98,8 +98,11 @@ pub async fn reload(
                     break 'restart;
                 }
                 let found = match workload {
-                    Workload::Name(n) => api.get(n).await.map(|d| d.into_iter().collect()),
-                    Workload::Selector(s) => api.select(s).await,
+                    Workload::Name(n) => api
+                        .get(consumer.kind, n)
+                        .await
+                        .map(|d| d.into_iter().collect()),
+                    Workload::Selector(s) => api.select(consumer.kind, s).await,
                 };
                 let found: Vec<_> = match found {
                     Ok(found) => found,
@@ -110,12 +113,16 @@ pub async fn reload(
                 };
                 if found.is_empty() {
                     let what = match workload {
-                        Workload::Name(n) => {
-                            format!("deployment {}/{n} does not exist", api.namespace())
-                        }
-                        Workload::Selector(s) => {
-                            format!("no deployment in {} matches {s}", api.namespace())
-                        }
+                        Workload::Name(n) => format!(
+                            "{} {}/{n} does not exist",
+                            consumer.kind.noun(),
+                            api.namespace()
+                        ),
+                        Workload::Selector(s) => format!(
+                            "no {} in {} matches {s}",
+                            consumer.kind.noun(),
+                            api.namespace()
+                        ),
                     };
                     if consumer.required {
                         problems.failed.push(format!(
@@ -126,9 +133,11 @@ pub async fn reload(
                     report.note = Some(format!("missing: {what}; skipped"));
                 }
                 for d in found {
-                    let name = d.metadata.name.clone().unwrap_or_default();
+                    let name = d.name.clone();
                     if consumer.reload == Reload::Hot {
-                        report.deployments.push(DeploymentReport::new(&name, "hot"));
+                        report
+                            .deployments
+                            .push(DeploymentReport::new(&name, "hot").of(d.kind));
                         continue;
                     }
                     let (fp, written, last_written) = content(consumer, outcome);
@@ -158,7 +167,7 @@ pub async fn reload(
                                 break 'restart;
                             }
                             Ok(Ok(target)) => {
-                                tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
+                                tracing::info!(workload = %name, kind = %d.kind, consumer = %consumer.name, fingerprint = %fp, "restarted {} {}/{name}", d.kind.noun(), api.namespace());
                                 targets.push((reports.len(), report.deployments.len(), target));
                                 DeploymentReport::new(&name, "restarted")
                             }
@@ -178,14 +187,15 @@ pub async fn reload(
                     if tasks.wait && entry.action == "already-restarted" {
                         // A repeated run still waits for the rollout it (or an earlier run) began.
                         let target = Target {
+                            kind: d.kind,
                             name: name.clone(),
-                            uid: d.metadata.uid.clone().unwrap_or_default(),
-                            generation: d.metadata.generation.unwrap_or(0),
+                            uid: d.uid.clone(),
+                            generation: d.status.generation,
                         };
                         targets.push((reports.len(), report.deployments.len(), target));
                         entry.detail = Some("restarted earlier for these certificates".into());
                     }
-                    report.deployments.push(entry);
+                    report.deployments.push(entry.of(d.kind));
                 }
             }
         }
@@ -200,7 +210,7 @@ pub async fn reload(
 
     if tasks.wait
         && !tasks.dry_run
-        && let Some(api) = deployments
+        && let Some(api) = workloads
     {
         wait_all(api, &mut reports, &mut problems, targets, tasks.deadline).await;
     }
@@ -219,7 +229,7 @@ pub async fn reload(
     Ok((reports, problems))
 }
 
-/// A restart-only consumer left alone because the API server refused a Deployment request
+/// A restart-only consumer left alone because the API server refused a workload request
 /// (`note` says which verb): said in the report and logged, as when a rules review rules it out.
 fn refused(consumer: &Consumer, report: &mut ConsumerReport, note: String) {
     tracing::debug!(consumer = %consumer.name, "{note}");
@@ -247,7 +257,7 @@ fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool, Option<Offs
 }
 
 async fn wait_all(
-    api: &Deployments,
+    api: &Workloads,
     reports: &mut [ConsumerReport],
     problems: &mut Problems,
     targets: Vec<(usize, usize, Target)>,
@@ -258,7 +268,7 @@ async fn wait_all(
     }
     let last = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
     let ticker = spawn_progress(
-        targets.iter().map(|(_, _, t)| t.name.clone()).collect(),
+        targets.iter().map(|(_, _, t)| t.label()).collect(),
         last.clone(),
     );
     let waits = targets.iter().map(|(_, _, t)| api.wait(t, deadline, &last));
@@ -275,13 +285,14 @@ async fn wait_all(
                 let state = last
                     .lock()
                     .unwrap()
-                    .get(&target.name)
+                    .get(&target.label())
                     .cloned()
                     .unwrap_or_default();
                 entry.rollout = Some("pending".into());
                 entry.detail = Some(state.clone());
                 problems.pending.push(format!(
-                    "deployment {}/{}: {state}",
+                    "{} {}/{}: {state}",
+                    target.kind.noun(),
                     api.namespace(),
                     target.name
                 ));
@@ -300,7 +311,7 @@ async fn wait_all(
     }
 }
 
-/// Shows waiting progress: a live line per Deployment on a terminal, a log line every 10 s
+/// Shows waiting progress: a live line per workload on a terminal, a log line every 10 s
 /// otherwise.
 fn spawn_progress(
     names: Vec<String>,
@@ -318,7 +329,7 @@ fn spawn_progress(
                 .map(|n| {
                     let bar = multi.add(indicatif::ProgressBar::new_spinner());
                     bar.set_style(style.clone());
-                    bar.set_prefix(format!("deployment {n}"));
+                    bar.set_prefix(n.clone());
                     bar
                 })
                 .collect();
@@ -340,7 +351,7 @@ fn spawn_progress(
                 let state = last.lock().unwrap().clone();
                 for n in &names {
                     let s = state.get(n).cloned().unwrap_or_else(|| "waiting".into());
-                    tracing::info!(deployment = %n, "waiting for rollout of {n}: {s}");
+                    tracing::info!(workload = %n, "waiting for rollout of {n}: {s}");
                 }
             }
         }

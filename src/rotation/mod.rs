@@ -19,7 +19,7 @@ pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
-use crate::k8s::{Deployments, Pods, WebhookStore};
+use crate::k8s::{Pods, WebhookStore, Workloads};
 use crate::lock::{self, LockError};
 use crate::plan::{self, Phase};
 use crate::report::{self, ConsumerReport, Entry, GateReport, Report};
@@ -34,8 +34,9 @@ pub struct Invocation<'a> {
     pub options: RunOptions,
     /// When the run must be done by ([`RunOptions::deadline`]).
     pub deadline: Instant,
-    /// The consumers' Deployments (in a cluster).
-    pub deployments: Option<&'a Deployments>,
+    /// The consumers' workloads, of every kind (in a cluster). The field keeps its first
+    /// name so that callers (the simulation) need not change.
+    pub deployments: Option<&'a Workloads>,
     /// The client probes find Services' endpoints with (in a cluster).
     pub client: Option<&'a kube::Client>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
@@ -55,7 +56,7 @@ impl Invocation<'_> {
     fn push(&self) -> Option<gate::Push<'_>> {
         Some(gate::Push {
             pods: self.pods?,
-            deployments: self.deployments,
+            workloads: self.deployments,
             config: self.config,
             delay: self.options.propagation_delay,
         })
@@ -216,7 +217,7 @@ async fn steps<S: SecretStore>(
     // Before anything is written: a restart-only consumer that missed the restart for what is
     // stored now (a run stopped between its writes and the patch) is restarted and waited for,
     // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
-    // When nothing is stored there is no restart to have missed (and no Deployment read).
+    // When nothing is stored there is no restart to have missed (and no workload read).
     if let (Some(look), Some(_), false) = (look, inv.deployments, fresh) {
         // What is stored, nothing written yet.
         let mut stored = look.clone();
