@@ -128,7 +128,8 @@ pub struct RolloutStatus {
     pub partition: i32,
     /// Deployment, StatefulSet: `status.updatedReplicas`; DaemonSet: `updatedNumberScheduled`.
     pub updated: i32,
-    /// Deployment: `status.replicas` (old and new pods, not terminating ones).
+    /// The pods that exist, old and new: Deployment and StatefulSet `status.replicas` (not
+    /// terminating ones), DaemonSet `currentNumberScheduled`.
     pub current: i32,
     /// StatefulSet: `status.readyReplicas`.
     pub ready: i32,
@@ -191,7 +192,7 @@ fn deployment(s: &RolloutStatus) -> RolloutState {
 /// fails: the pods below it keep the old template, and so the old certificates.
 fn stateful_set(s: &RolloutStatus) -> RolloutState {
     if s.strategy == Strategy::OnDelete {
-        return on_delete(s.updated, s.replicas, s.ready);
+        return on_delete(s.updated, s.replicas, s.current, s.ready);
     }
     if s.partition > 0 && s.replicas > 0 {
         let kept = s.partition.min(s.replicas);
@@ -218,7 +219,7 @@ fn stateful_set(s: &RolloutStatus) -> RolloutState {
 /// kubectl's DaemonSetStatusViewer: every scheduled pod updated, then available.
 fn daemon_set(s: &RolloutStatus) -> RolloutState {
     if s.strategy == Strategy::OnDelete {
-        return on_delete(s.updated, s.desired, s.available);
+        return on_delete(s.updated, s.desired, s.current, s.available);
     }
     if s.updated < s.desired {
         return RolloutState::Progressing(format!("{} of {} pods updated", s.updated, s.desired));
@@ -233,15 +234,19 @@ fn daemon_set(s: &RolloutStatus) -> RolloutState {
 }
 
 /// `OnDelete`: kubectl refuses to watch it ("rollout status is only available for
-/// RollingUpdate strategy type"). Its pods never take a new template by themselves, so a pod
-/// not updated is a failure naming the fix; once every pod is updated and ready (someone
-/// deleted them), it is done.
-fn on_delete(updated: i32, want: i32, ready: i32) -> RolloutState {
-    if updated < want {
+/// RollingUpdate strategy type"). Its pods never take a new template by themselves, so an old
+/// pod still there (of `existing`, the ones not `updated`) is a failure naming the fix; pods
+/// being created again after someone deleted them are progress; once every pod is updated and
+/// ready, it is done.
+fn on_delete(updated: i32, want: i32, existing: i32, ready: i32) -> RolloutState {
+    let old = existing - updated;
+    if old > 0 {
         return RolloutState::Failed(format!(
-            "it uses the OnDelete update strategy: {} of {want} pods keep the old pod template (and the old certificates) until deleted, which certgen does not do; delete them (kubectl delete pod), or switch to RollingUpdate",
-            want - updated
+            "it uses the OnDelete update strategy: {old} of {want} pods keep the old pod template (and the old certificates) until deleted, which certgen does not do; delete them (kubectl delete pod), or switch to RollingUpdate"
         ));
+    }
+    if updated < want {
+        return RolloutState::Progressing(format!("{updated} of {want} pods updated"));
     }
     if ready < want {
         return RolloutState::Progressing(format!("{ready} of {want} updated pods ready"));
@@ -380,10 +385,16 @@ mod tests {
         // kubectl: "rollout status is only available for RollingUpdate strategy type"
         let mut on_delete = s(3, 3, 1, "r1", "r2");
         on_delete.strategy = Strategy::OnDelete;
+        on_delete.current = 3;
         failed(
             k.rollout_state(&on_delete, 3),
             "OnDelete update strategy: 2 of 3 pods",
         );
+        // Its old pods deleted, two created again so far.
+        on_delete.current = 2;
+        on_delete.updated = 2;
+        progressing(k.rollout_state(&on_delete, 3), "2 of 3 pods updated");
+        on_delete.current = 3;
         on_delete.updated = 3;
         on_delete.ready = 2;
         progressing(k.rollout_state(&on_delete, 3), "2 of 3 updated pods ready");
@@ -420,6 +431,7 @@ mod tests {
         // kubectl refuses OnDelete; certgen says which pods keep the old template.
         let mut on_delete = s(2, 0, 2);
         on_delete.strategy = Strategy::OnDelete;
+        on_delete.current = 2;
         failed(
             k.rollout_state(&on_delete, 2),
             "OnDelete update strategy: 2 of 2 pods",

@@ -117,7 +117,7 @@ impl Kinded for StatefulSet {
                 .and_then(|r| r.partition)
                 .unwrap_or(0),
             updated: s.updated_replicas.unwrap_or(0),
-            current: s.current_replicas.unwrap_or(0),
+            current: s.replicas,
             ready: s.ready_replicas.unwrap_or(0),
             available: s.available_replicas.unwrap_or(0),
             current_revision: s.current_revision.unwrap_or_default(),

@@ -26,6 +26,7 @@ mod events;
 mod faults;
 mod foreign;
 mod harness;
+mod kinds;
 mod kwc;
 mod kwc_rotation;
 mod metrics;
