@@ -64,7 +64,7 @@ fn template_spec(name: &str) -> Value {
     })
 }
 
-fn stateful_set(name: &str, replicas: i32, extra: Value) -> StatefulSet {
+pub(super) fn stateful_set(name: &str, replicas: i32, extra: Value) -> StatefulSet {
     let mut v = json!({
         "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
@@ -78,7 +78,7 @@ fn stateful_set(name: &str, replicas: i32, extra: Value) -> StatefulSet {
     serde_json::from_value(v).unwrap()
 }
 
-fn daemon_set(name: &str, extra: Value) -> DaemonSet {
+pub(super) fn daemon_set(name: &str, extra: Value) -> DaemonSet {
     let mut v = json!({
         "metadata": {"name": name, "labels": {"app": name}},
         "spec": {
@@ -111,7 +111,7 @@ fn config_file() -> (tempfile::TempDir, std::path::PathBuf) {
 
 /// Whether StatefulSet `name` has rolled out by kubectl's rule for its kind (read here from the
 /// object itself, not certgen's code).
-async fn sts_rolled_out(api: &Api<StatefulSet>, name: &str) -> bool {
+pub(super) async fn sts_rolled_out(api: &Api<StatefulSet>, name: &str) -> bool {
     let s = api.get(name).await.unwrap();
     let want = s.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let st = s.status.unwrap_or_default();
@@ -123,7 +123,7 @@ async fn sts_rolled_out(api: &Api<StatefulSet>, name: &str) -> bool {
 }
 
 /// Whether DaemonSet `name` has rolled out by kubectl's rule for its kind.
-async fn ds_rolled_out(api: &Api<DaemonSet>, name: &str) -> bool {
+pub(super) async fn ds_rolled_out(api: &Api<DaemonSet>, name: &str) -> bool {
     let d = api.get(name).await.unwrap();
     let st = d.status.unwrap_or_default();
     st.observed_generation == d.metadata.generation
@@ -132,7 +132,7 @@ async fn ds_rolled_out(api: &Api<DaemonSet>, name: &str) -> bool {
         && st.number_available == Some(st.desired_number_scheduled)
 }
 
-async fn eventually<F, Fut>(what: &str, within: Duration, mut f: F)
+pub(super) async fn eventually<F, Fut>(what: &str, within: Duration, mut f: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,

@@ -33,6 +33,7 @@ mod metrics;
 mod pokes;
 mod probe;
 mod real_node;
+mod real_node_kinds;
 mod rotation;
 mod rotation_speed;
 mod smoke;
