@@ -282,6 +282,15 @@ async fn restarted_by_a_rotation_and_waited_for(kind: &str) {
     );
     assert_eq!(restarts, vec![want; 3], "{report}");
     assert_eq!(generation().await, Some(generation_before + 3));
+    // Its pods are known as the consumer's (owned by the StatefulSet or DaemonSet itself, not
+    // through a ReplicaSet): none is reported as mounting a managed Secret outside consumers.
+    let unowned: Vec<&Value> = report["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|l| l["action"] == "unowned")
+        .collect();
+    assert!(unowned.is_empty(), "{unowned:#?}");
 
     // The server runs a new pod, which started with the final Secret; the client loaded its
     // own; and no handshake failed on the way.
