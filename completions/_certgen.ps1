@@ -101,7 +101,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Print a built-in profile as YAML, a starting point for --config')
-            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles, one line each: its name and whose Secrets it writes')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -131,7 +131,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         }
         'certgen;profile;help' {
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Print a built-in profile as YAML, a starting point for --config')
-            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles, one line each: its name and whose Secrets it writes')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
@@ -232,7 +232,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         }
         'certgen;help;profile' {
             [CompletionResult]::new('show', 'show', [CompletionResultType]::ParameterValue, 'Print a built-in profile as YAML, a starting point for --config')
-            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles')
+            [CompletionResult]::new('list', 'list', [CompletionResultType]::ParameterValue, 'List the built-in profiles, one line each: its name and whose Secrets it writes')
             break
         }
         'certgen;help;profile;show' {

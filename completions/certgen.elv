@@ -96,7 +96,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand show 'Print a built-in profile as YAML, a starting point for --config'
-            cand list 'List the built-in profiles'
+            cand list 'List the built-in profiles, one line each: its name and whose Secrets it writes'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'certgen;profile;show'= {
@@ -123,7 +123,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
         }
         &'certgen;profile;help'= {
             cand show 'Print a built-in profile as YAML, a starting point for --config'
-            cand list 'List the built-in profiles'
+            cand list 'List the built-in profiles, one line each: its name and whose Secrets it writes'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'certgen;profile;help;show'= {
@@ -214,7 +214,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
         }
         &'certgen;help;profile'= {
             cand show 'Print a built-in profile as YAML, a starting point for --config'
-            cand list 'List the built-in profiles'
+            cand list 'List the built-in profiles, one line each: its name and whose Secrets it writes'
         }
         &'certgen;help;profile;show'= {
         }

@@ -89,7 +89,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
-complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "list" -d 'List the built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from show" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
@@ -104,7 +104,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from list" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
-complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l host -d 'Comma-separated host names and IP addresses the serving certificate is valid for (required)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l secret-name -d 'Name of the Secret to create (required)' -r
@@ -175,4 +175,4 @@ complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_see
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile create patch completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'

@@ -2,6 +2,7 @@
 //! beyond what clap shows in `--help`.
 
 pub mod kwc;
+mod resolve;
 
 use std::path::PathBuf;
 
@@ -208,7 +209,7 @@ pub enum ProfileCommand {
         #[arg(default_value = crate::profiles::DEFAULT)]
         name: String,
     },
-    /// List the built-in profiles.
+    /// List the built-in profiles, one line each: its name and whose Secrets it writes.
     List,
 }
 

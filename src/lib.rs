@@ -24,6 +24,7 @@ pub mod kwc_run;
 pub mod lock;
 pub mod metrics;
 pub mod observe;
+pub mod outside;
 pub mod pki;
 pub mod plan;
 pub mod probe;
@@ -42,7 +43,6 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
-use crate::config::RunOptions;
 use crate::error::Error;
 use crate::k8s::KubeStore;
 use crate::store::{LocalStore, SecretStore};
@@ -185,7 +185,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
             })?;
             print(text)
         }
-        Some(Command::Profile(ProfileCommand::List)) => print(&(profiles::NAMES.join("\n") + "\n")),
+        Some(Command::Profile(ProfileCommand::List)) => print(&profiles::listing()),
         Some(Command::Completions { shell }) => print(&completions(shell)),
         Some(Command::Man { dir: None }) => print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
@@ -245,7 +245,7 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
                     message,
                 })
             })?;
-    let (config, local) = config::resolve_target(&args.target)?;
+    let (config, local) = config::resolve_target(&args.target.spec())?;
     let mut outcome = run_job(&args, config.clone(), &local).await;
     let api_requests = local.is_none().then(metrics::snapshot);
     if let Ok((report, _)) = &mut outcome {
@@ -313,7 +313,7 @@ async fn record_events(
     if args.dry_run {
         return;
     }
-    let client = match k8s::client(&args.target).await {
+    let client = match k8s::client(args.target.cluster()).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!("Events not recorded: {e}");
@@ -325,7 +325,7 @@ async fn record_events(
         Ok(observed) => {
             let now = store.now();
             let rotation = exposition::rotation(config, &observed, now);
-            let delay = RunOptions::resolve(args, false).propagation_delay;
+            let delay = args.options(false).propagation_delay;
             report.events.extend(events::warnings(
                 config,
                 &observed,
@@ -351,13 +351,13 @@ async fn run_job(
     mut config: config::Config,
     local: &Option<std::path::PathBuf>,
 ) -> Result<(report::Report, Option<Error>), Error> {
-    let options = RunOptions::resolve(args, local.is_some());
+    let options = args.options(local.is_some());
     // In a cluster: what this identity may do, when that must be known before the first write
     // (src/access.rs).
     let cluster = match &local {
         Some(_) => None,
         None => {
-            let client = k8s::client(&args.target).await?;
+            let client = k8s::client(args.target.cluster()).await?;
             // The rules review would be one request on every run. It is made only when --wait
             // or --probe was given, so that missing verbs fail the run before anything is
             // written; otherwise every optional feature is tried and a 403 skips it for the
@@ -418,11 +418,15 @@ async fn run_job(
             // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
             // it off for the run with a report line, and the gates wait out the delay.
             let pods = k8s::Pods::new(client.clone(), &config.namespace);
+            let endpoints = k8s::ServiceEndpoints {
+                client: client.clone(),
+                namespace: config.namespace.clone(),
+            };
             let (report, failure) = rotation::run(
                 &store,
                 invocation(
                     Some(&workloads),
-                    Some(client),
+                    Some(&endpoints),
                     (!config.webhooks.is_empty()).then_some(&webhooks),
                     options.poke.then_some(&pods),
                     lock,
@@ -436,7 +440,8 @@ async fn run_job(
             if let Some(note) = workloads.refused() {
                 skipped.extend(report.consumers_noted(&note));
             }
-            skipped.extend(k8s::lease::skipped().map(str::to_string));
+            // The run lock it may not take (carried back in the report by the run).
+            skipped.extend(report.skipped.iter().cloned());
             skipped.extend(pods.refused());
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
@@ -454,7 +459,7 @@ fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> L
 
 /// `certgen check`: observe, check, print the report; exit 1 when action is due.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let (config, local) = config::resolve_target(&target)?;
+    let (config, local) = config::resolve_target(&target.spec())?;
     let now = time::OffsetDateTime::now_utc();
     // The caBundle targets are read for the metrics only.
     let prometheus = target.output == OutputFormat::Prometheus;
@@ -466,7 +471,7 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
             (report.with_problems(store.exposed_keys()), families)
         }
         None => {
-            let client = k8s::client(&target).await?;
+            let client = k8s::client(target.cluster()).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
             let webhooks = k8s::WebhookStore::new(client);
             let webhooks = prometheus.then_some(&webhooks);

@@ -46,6 +46,10 @@ pub enum Held {
     /// No lock was taken: writes are fenced by their preconditions alone (no lock asked for,
     /// or the identity may not use Leases).
     Unlocked,
+    /// The identity may not use Leases: no lock, and `note` says so for the report.
+    Refused {
+        note: String,
+    },
 }
 
 impl Held {
@@ -53,7 +57,7 @@ impl Held {
     pub fn lost(&self) -> bool {
         match self {
             Self::Lease(lease) => lease.lost(),
-            Self::File { .. } | Self::Unlocked => false,
+            Self::File { .. } | Self::Unlocked | Self::Refused { .. } => false,
         }
     }
 
@@ -62,7 +66,15 @@ impl Held {
         match self {
             Self::Lease(lease) => lease.release().await,
             Self::File { path, .. } => tracing::debug!("released lock {}", path.display()),
-            Self::Unlocked => {}
+            Self::Unlocked | Self::Refused { .. } => {}
+        }
+    }
+
+    /// Why no lock is held, when the run was refused one (a feature skipped, for the report).
+    pub fn refused(&self) -> Option<&str> {
+        match self {
+            Self::Refused { note } => Some(note),
+            _ => None,
         }
     }
 }
@@ -77,7 +89,7 @@ pub async fn take(target: &Target, deadline: Instant) -> Result<Held, LockError>
         } => match lease::acquire(client, namespace, name, deadline).await? {
             Acquired::Held(lease) => Ok(Held::Lease(lease)),
             Acquired::Busy { what, holder } => Err(LockError::Contended { what, holder }),
-            Acquired::Unlocked => Ok(Held::Unlocked),
+            Acquired::Unlocked(note) => Ok(Held::Refused { note }),
         },
         Target::File(dir) => acquire_file(dir, deadline).await,
         Target::None => Ok(Held::Unlocked),

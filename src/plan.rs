@@ -768,6 +768,28 @@ impl Input<'_> {
         out
     }
 
+    /// Why missing Secret `l` is not created with `bundle` in this step: a valid CA that the
+    /// bundle lacks signs a leaf stored now, or a bundle holds it beside the common one (another
+    /// writer's CA a Secret keeps until the cleanup), so peers may still present leaves of it.
+    /// With two such CAs beside the new one, no bundle of two trusts them all: the Secret is
+    /// created once no peer presents them any more (the cleanup, after the gate). Its
+    /// consumers cannot start without it, so they would load that bundle at once.
+    fn held_back(&self, l: &LeafIn, bundle: &[Cert]) -> Option<Cert> {
+        if !matches!(l.parsed, Parsed::Missing) {
+            return None;
+        }
+        let valid = |c: &Cert| c.is_ca && !c.is_expired_at(self.now) && !bundle.contains(c);
+        self.present_leaves()
+            .flat_map(|p| p.bundle.iter())
+            .find(|c| valid(c))
+            .or_else(|| {
+                self.present_leaves()
+                    .flat_map(|p| p.bundle.iter().filter(|c| c.signed(&p.cert)))
+                    .find(|c| valid(c))
+            })
+            .cloned()
+    }
+
     fn decide(&self, ca: CaSecret) -> Result<Decision, Invalid> {
         if ca.broken.is_some() {
             return Ok(self.one_write(&ca, None));
@@ -1199,7 +1221,7 @@ impl Input<'_> {
                 .then(|| self.own_prior(ca, l, &exclude, Some(&pending.cert)))
                 .flatten()
         };
-        self.reissue_all(
+        let (plan, mut secrets, phase) = self.reissue_all(
             ca,
             Action::Promote,
             reason,
@@ -1208,7 +1230,15 @@ impl Input<'_> {
             Some(&own),
             "leaves phase: signed by the new CA",
             phase,
-        )
+        );
+        if keep_active {
+            for (l, s) in self.leaves.iter().zip(secrets.iter_mut()) {
+                if let Some(z) = self.held_back(l, &bundle) {
+                    *s = l.keep(held_back_reason(&z));
+                }
+            }
+        }
+        (plan, secrets, phase)
     }
 
     /// No rotation: renew what is due with the active CA, keep bundles in line, and drop a
@@ -1250,10 +1280,11 @@ impl Input<'_> {
             .iter()
             .map(|l| l.renewal(active_cert, self.now))
             .collect();
-        let all_from_active = self
-            .leaves
-            .iter()
-            .all(|l| l.ok().is_some_and(|leaf| active_cert.signed(&leaf.cert)));
+        // (A missing Secret is created with the cleanup's bundle, or at once.)
+        let all_from_active = self.leaves.iter().all(|l| {
+            matches!(l.parsed, Parsed::Missing)
+                || l.ok().is_some_and(|leaf| active_cert.signed(&leaf.cert))
+        });
         // The prior CA goes once every leaf is the active CA's and consumers have loaded them.
         // A cleanup that a bundle already shows (the CA Secret's is written first) passed that
         // gate when it started, and only bundles were written since: it continues without
@@ -1276,7 +1307,13 @@ impl Input<'_> {
         };
         let target_refs = refs(target);
         let mut secrets = Vec::new();
+        let mut waits_for_cleanup = false;
         for (l, why) in self.leaves.iter().zip(&renewals) {
+            if !drop_prior && let Some(z) = self.held_back(l, target) {
+                waits_for_cleanup = true;
+                secrets.push(l.keep(held_back_reason(&z)));
+                continue;
+            }
             // Until the cleanup, a bundle keeps the prior CA it holds itself (a second writer
             // may have left different ones in different Secrets), else the common prior.
             let own: Vec<Cert>;
@@ -1354,11 +1391,19 @@ impl Input<'_> {
                     crate::timefmt::rfc3339(self.gate.ready_at)
                 );
                 plan.reason = reason.clone();
-                self.gate.phase(reason, None, true)
+                // (Not left to the next run while a Secret is missing.)
+                self.gate.phase(reason, None, !waits_for_cleanup)
             }
         };
         (plan, secrets, phase)
     }
+}
+
+fn held_back_reason(z: &Cert) -> String {
+    format!(
+        "missing; created with the cleanup, once no peer presents a leaf of CA {} (another writer's: a bundle of two cannot trust it beside the others)",
+        z.short_fingerprint()
+    )
 }
 
 fn hmac_plans(

@@ -13,7 +13,10 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use run::{CLUSTER_PROPAGATION_DELAY, RunOptions, Strategy, resolve_target, source};
+pub use run::{
+    CLUSTER_PROPAGATION_DELAY, RunOptions, Strategy, TargetSpec, propagation_delay, resolve_target,
+    source,
+};
 pub use schema::{
     CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
     WebhookFile, WebhookKind,

@@ -1,11 +1,12 @@
 //! What one invocation asks for, resolved once from the command line: the configuration and
 //! where its Secrets live ([`resolve_target`]), and how the main job runs ([`RunOptions`]).
+//! The command line's own types stay in `crate::cli`, which converts its arguments into the
+//! plain [`TargetSpec`] and [`RunOptions`] here: this module never sees clap's types.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Config, ConfigError, Env, Overrides, Source, home_dir, local_dir};
-use crate::cli::{RunArgs, StrategyArg, TargetArgs};
 
 /// How a CA rotation is written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
@@ -50,31 +51,17 @@ pub struct RunOptions {
 /// kubelet: up to 84.8 s). Two minutes leaves a margin. Locally it is 0 s.
 pub const CLUSTER_PROPAGATION_DELAY: Duration = Duration::from_secs(120);
 
-impl RunOptions {
-    /// The options `args` ask for, for a run in a local directory (`local`) or in a cluster.
-    pub fn resolve(args: &RunArgs, local: bool) -> Self {
-        let default_delay = if local {
-            Duration::ZERO
-        } else {
-            CLUSTER_PROPAGATION_DELAY
-        };
-        Self {
-            overwrite: args.overwrite,
-            rotate_hmac: args.rotate_hmac,
-            force: args.force,
-            strategy: match args.strategy {
-                StrategyArg::Staged => Strategy::Staged,
-                StrategyArg::Immediate => Strategy::Immediate,
-            },
-            propagation_delay: args.propagation_delay.unwrap_or(default_delay),
-            dry_run: args.dry_run,
-            wait: args.wait,
-            probe: args.probe,
-            poke: !args.no_poke,
-            timeout: args.timeout,
-        }
-    }
+/// The propagation delay when none is asked for (`asked`): [`CLUSTER_PROPAGATION_DELAY`] in a
+/// cluster, none for a local directory.
+pub fn propagation_delay(asked: Option<Duration>, local: bool) -> Duration {
+    asked.unwrap_or(if local {
+        Duration::ZERO
+    } else {
+        CLUSTER_PROPAGATION_DELAY
+    })
+}
 
+impl RunOptions {
     /// When a run started at `start` must be done by. An absurd `--timeout` (10000y) means
     /// "no bound", not an overflow.
     pub fn deadline(&self, start: tokio::time::Instant) -> tokio::time::Instant {
@@ -84,8 +71,23 @@ impl RunOptions {
     }
 }
 
+/// Where the configuration and the Secrets are, as asked (`--profile`, `--config`,
+/// `--namespace`, `--cluster-domain`, `--local`, `--config-home`,
+/// `--disable-topology-injector`).
+#[derive(Debug, Clone, Default)]
+pub struct TargetSpec {
+    pub profile: Option<String>,
+    pub config: Option<PathBuf>,
+    pub namespace: Option<String>,
+    pub cluster_domain: Option<String>,
+    /// `--local` without a directory is `Some(None)`.
+    pub local: Option<Option<PathBuf>>,
+    pub config_home: Option<PathBuf>,
+    pub disable_topology_injector: bool,
+}
+
 /// The configuration source the arguments select.
-pub fn source(target: &TargetArgs) -> Source {
+pub fn source(target: &TargetSpec) -> Source {
     match (&target.config, &target.profile) {
         (Some(path), _) => Source::File(path.clone()),
         (None, Some(p)) => Source::Profile(p.clone()),
@@ -94,7 +96,7 @@ pub fn source(target: &TargetArgs) -> Source {
 }
 
 /// Resolves the configuration and the local directory (`None` in a cluster) of a target.
-pub fn resolve_target(target: &TargetArgs) -> Result<(Config, Option<PathBuf>), ConfigError> {
+pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), ConfigError> {
     let overrides = Overrides {
         namespace: target.namespace.clone(),
         cluster_domain: target.cluster_domain.clone(),

@@ -82,7 +82,7 @@ pub async fn after_run(
     let now = OffsetDateTime::now_utc();
     let health = match local {
         Some(dir) => checked(config, &LocalStore::new(dir), None, now).await,
-        None => match crate::k8s::client(target).await {
+        None => match crate::k8s::client(target.cluster()).await {
             Ok(client) => {
                 let store = KubeStore::new(client.clone(), &config.namespace);
                 let webhooks = WebhookStore::new(client);

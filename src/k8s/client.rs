@@ -2,14 +2,16 @@
 //! layers over it: bounded retries, the request counter ([`crate::metrics`]) and the API
 //! server's clock ([`super::servertime`]).
 
-use crate::cli::TargetArgs;
 use crate::config::ConfigError;
 use crate::error::Error;
 
-/// A client for the cluster `--kubeconfig`/`--context` name (or the default kubeconfig, or the
-/// pod's service account), with certgen's layers.
-pub async fn client(args: &TargetArgs) -> Result<kube::Client, Error> {
-    client_for(args.kubeconfig.as_deref(), args.context.clone()).await
+/// A client for the cluster a kubeconfig file and context name (resolved from
+/// `--kubeconfig`/`--context` by `crate::cli`) select (or the default kubeconfig, or the pod's
+/// service account), with certgen's layers.
+pub async fn client(
+    (kubeconfig, context): (Option<&std::path::Path>, Option<String>),
+) -> Result<kube::Client, Error> {
+    client_for(kubeconfig, context).await
 }
 
 /// [`client`] for a kubeconfig file and context given some other way (`certgen create` and

@@ -6,17 +6,14 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 
-use crate::store::{ApiFailure, StoreError};
+use crate::store::ApiFailure;
 
-/// Why a Service's endpoints could not be found.
-#[derive(Debug, thiserror::Error)]
-pub enum EndpointsError {
-    /// The API refused or failed (exit 5, like any refused call).
-    #[error(transparent)]
-    Api(StoreError),
-    /// The Service or its port is not there (a failed probe, exit 1).
-    #[error("{0}")]
-    Missing(String),
+pub use crate::outside::EndpointsError;
+
+/// The Services of one namespace, for probes ([`crate::outside::Endpoints`]).
+pub struct ServiceEndpoints {
+    pub client: kube::Client,
+    pub namespace: String,
 }
 
 /// The ready endpoints (`ip:port`) behind a Service port, from its EndpointSlices.

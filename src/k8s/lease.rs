@@ -28,8 +28,9 @@ pub enum Acquired {
         what: String,
         holder: String,
     },
-    /// The identity may not use Leases: the run goes on without the lock.
-    Unlocked,
+    /// The identity may not use Leases: the run goes on without the lock; the note says so
+    /// (for the report's skipped features).
+    Unlocked(String),
 }
 
 /// A held Lease; released by [`LeaseLock::release`] (or, for a crash, by expiry).
@@ -280,24 +281,14 @@ pub async fn acquire(
     }))
 }
 
-/// Set once a run proceeds without its Lease, for the report.
-static SKIPPED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Why this run holds no lock, when it proceeded without one.
-pub fn skipped() -> Option<&'static str> {
-    SKIPPED.get().map(String::as_str)
-}
-
 /// The run lock is an extra, not a requirement: where the identity may not use Leases (Envoy
-/// Gateway's chart Role grants none), the run goes on without it and says so once. Safety does
+/// Gateway's chart Role grants none), the run goes on without it and says so (a warning, and the note the run's report carries). Safety does
 /// not depend on it: every write carries the resourceVersion it was planned from, so a
 /// concurrent run makes this one re-read and re-plan (or exit 4), never overwrite.
 fn without_lock(namespace: &str, name: &str, verb: &str) -> Acquired {
     let note = format!(
         "run lock: this identity may not {verb} leases.coordination.k8s.io in namespace {namespace} (Lease {name}); running without it, every write is still fenced by its resourceVersion"
     );
-    if SKIPPED.set(note.clone()).is_ok() {
-        tracing::warn!("{note}");
-    }
-    Acquired::Unlocked
+    tracing::warn!("{note}");
+    Acquired::Unlocked(note)
 }

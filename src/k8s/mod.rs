@@ -15,6 +15,7 @@ pub mod events;
 pub mod kwc;
 pub mod lease;
 mod pods;
+mod seams;
 mod secrets;
 pub mod servertime;
 pub mod webhooks;
@@ -22,7 +23,7 @@ mod workloads;
 
 pub use self::access::review;
 pub use self::client::{client, client_for, layered};
-pub use self::endpoints::{EndpointsError, service_endpoints};
+pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 #[cfg(feature = "test-hooks")]
 pub use self::pods::LOSE_POKE_ENV;
 pub use self::pods::{POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};

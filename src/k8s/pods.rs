@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+pub use crate::outside::{PodView, PokeAnswer};
 use crate::store::{ApiFailure, StoreError};
 use crate::workload::Kind;
 
@@ -23,38 +24,6 @@ pub const POKED_AT: &str = "certgen.dev/poked-at";
 /// an API error (500) without being sent, as a poke lost to the network or the server would.
 #[cfg(feature = "test-hooks")]
 pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
-
-/// A pod as the gates see it (plain data; see `crate::rotation` for what it means).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodView {
-    pub name: String,
-    pub uid: String,
-    /// `metadata.creationTimestamp` (the API server's clock, whole seconds).
-    pub created: Option<time::OffsetDateTime>,
-    /// Being deleted: its kubelet no longer refreshes its volumes.
-    pub terminating: bool,
-    /// Succeeded or Failed: nothing runs in it.
-    pub finished: bool,
-    /// The workload that owns it, when one does: a Deployment (through its ReplicaSet), or a
-    /// StatefulSet or DaemonSet (directly).
-    pub owner: Option<(Kind, String)>,
-    /// The Secrets its volumes project (secret volumes and projected sources), by name.
-    pub secrets: BTreeSet<String>,
-    /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod
-    /// of the rollout certgen started for those contents.
-    pub restart_fingerprint: Option<String>,
-}
-
-/// What became of one poke.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PokeAnswer {
-    /// The annotation is on the pod with this UID.
-    Done,
-    /// The pod is gone (404): nothing runs that could hold old bytes.
-    Gone,
-    /// The pod named so is another one now (deleted and recreated; 409 on the UID).
-    Recreated,
-}
 
 /// Pods in one namespace.
 pub struct Pods {

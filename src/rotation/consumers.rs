@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Consumer, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{self, EndpointsError, Workloads};
+use crate::outside::{Endpoints, EndpointsError, RolloutProgress, WorkloadView, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
 use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
@@ -65,8 +65,8 @@ impl Problems {
 pub async fn reload(
     config: &Config,
     outcome: &Outcome,
-    workloads: Option<&Workloads>,
-    client: Option<&kube::Client>,
+    workloads: Option<&dyn Workloads>,
+    client: Option<&dyn Endpoints>,
     tasks: Tasks,
     now: OffsetDateTime,
 ) -> Result<(Vec<ConsumerReport>, Problems), Error> {
@@ -91,112 +91,12 @@ pub async fn reload(
             (Some(_), Some(_)) if consumer.reload == Reload::Hot => {
                 report.note = Some("reloads by itself".into());
             }
-            (Some(api), Some(workload)) => 'restart: {
-                // A 403 earlier in this run (no --wait, so no review proved the verbs first).
-                if let Some(note) = api.refused() {
-                    refused(consumer, &mut report, note);
-                    break 'restart;
-                }
-                let found = match workload {
-                    Workload::Name(n) => api
-                        .get(consumer.kind, n)
-                        .await
-                        .map(|d| d.into_iter().collect()),
-                    Workload::Selector(s) => api.select(consumer.kind, s).await,
-                };
-                let found: Vec<_> = match found {
-                    Ok(found) => found,
-                    Err(e) => {
-                        refused(consumer, &mut report, api.refuse(e)?);
-                        break 'restart;
-                    }
-                };
-                if found.is_empty() {
-                    let what = match workload {
-                        Workload::Name(n) => format!(
-                            "{} {}/{n} does not exist",
-                            consumer.kind.noun(),
-                            api.namespace()
-                        ),
-                        Workload::Selector(s) => format!(
-                            "no {} in {} matches {s}",
-                            consumer.kind.noun(),
-                            api.namespace()
-                        ),
-                    };
-                    if consumer.required {
-                        problems.failed.push(format!(
-                            "consumer {}: {what} (it is marked required)",
-                            consumer.name
-                        ));
-                    }
-                    report.note = Some(format!("missing: {what}; skipped"));
-                }
-                for d in found {
-                    let name = d.name.clone();
-                    if consumer.reload == Reload::Hot {
-                        report
-                            .deployments
-                            .push(DeploymentReport::new(&name, "hot").of(d.kind));
-                        continue;
-                    }
-                    let (fp, written, last_written) = content(consumer, outcome);
-                    let decision = if tasks.dry_run {
-                        if written {
-                            RestartAction::Restarted
-                        } else {
-                            RestartAction::UpToDate
-                        }
-                    } else {
-                        restart_needed(&d, &fp, written, last_written)
-                    };
-                    let mut entry = match decision {
-                        RestartAction::AlreadyRestarted => {
-                            DeploymentReport::new(&name, "already-restarted")
-                        }
-                        RestartAction::UpToDate => DeploymentReport::new(&name, "up-to-date"),
-                        RestartAction::Restarted if tasks.dry_run => {
-                            DeploymentReport::new(&name, "would-restart")
-                        }
-                        RestartAction::Restarted => match api.restart(&d, &fp, now).await {
-                            // Refused (403 without --wait): no restarts for this consumer.
-                            Err(e) => {
-                                report.deployments.clear();
-                                targets.retain(|(ci, _, _)| *ci != reports.len());
-                                refused(consumer, &mut report, api.refuse(e)?);
-                                break 'restart;
-                            }
-                            Ok(Ok(target)) => {
-                                tracing::info!(workload = %name, kind = %d.kind, consumer = %consumer.name, fingerprint = %fp, "restarted {} {}/{name}", d.kind.noun(), api.namespace());
-                                targets.push((reports.len(), report.deployments.len(), target));
-                                DeploymentReport::new(&name, "restarted")
-                            }
-                            Ok(Err(e)) => {
-                                let action = match e {
-                                    RolloutError::Paused { .. } => "paused",
-                                    RolloutError::Deleted { .. } => "deleted",
-                                    _ => "recreated",
-                                };
-                                problems.failed.push(e.to_string());
-                                let mut r = DeploymentReport::new(&name, action);
-                                r.detail = Some(e.to_string());
-                                r
-                            }
-                        },
-                    };
-                    if tasks.wait && entry.action == "already-restarted" {
-                        // A repeated run still waits for the rollout it (or an earlier run) began.
-                        let target = Target {
-                            kind: d.kind,
-                            name: name.clone(),
-                            uid: d.uid.clone(),
-                            generation: d.status.generation,
-                        };
-                        targets.push((reports.len(), report.deployments.len(), target));
-                        entry.detail = Some("restarted earlier for these certificates".into());
-                    }
-                    report.deployments.push(entry.of(d.kind));
-                }
+            (Some(api), Some(workload)) => {
+                let ci = reports.len();
+                let waits =
+                    restart(api, consumer, workload, outcome, tasks, now, &mut report).await?;
+                problems.failed.extend(waits.failed);
+                targets.extend(waits.targets.into_iter().map(|(di, t)| (ci, di, t)));
             }
         }
         // Features dropped for missing RBAC verbs (src/access.rs) are said, not hidden.
@@ -229,6 +129,137 @@ pub async fn reload(
     Ok((reports, problems))
 }
 
+/// The rollouts to wait for after a consumer's restarts (by index of its report line), and
+/// what failed.
+#[derive(Default)]
+struct Restarts {
+    targets: Vec<(usize, Target)>,
+    failed: Vec<String>,
+}
+
+/// The restart this step calls for on one workload (`dry_run`: what a run would decide from
+/// the plan alone, without the workload's own record).
+fn decide(
+    consumer: &Consumer,
+    w: &WorkloadView,
+    outcome: &Outcome,
+    dry_run: bool,
+) -> RestartAction {
+    let (fp, written, last_written) = content(consumer, outcome);
+    if dry_run {
+        return if written {
+            RestartAction::Restarted
+        } else {
+            RestartAction::UpToDate
+        };
+    }
+    restart_needed(w, &fp, written, last_written)
+}
+
+/// Restarts a restart-only consumer's workloads as this step calls for, filling its report.
+async fn restart(
+    api: &dyn Workloads,
+    consumer: &Consumer,
+    workload: &Workload,
+    outcome: &Outcome,
+    tasks: Tasks,
+    now: OffsetDateTime,
+    report: &mut ConsumerReport,
+) -> Result<Restarts, Error> {
+    let mut out = Restarts::default();
+    // A 403 earlier in this run (no --wait, so no review proved the verbs first).
+    if let Some(note) = api.refused() {
+        refused(consumer, report, note);
+        return Ok(out);
+    }
+    let found = match workload {
+        Workload::Name(n) => api
+            .get(consumer.kind, n)
+            .await
+            .map(|d| d.into_iter().collect()),
+        Workload::Selector(s) => api.select(consumer.kind, s).await,
+    };
+    let found: Vec<_> = match found {
+        Ok(found) => found,
+        Err(e) => {
+            refused(consumer, report, api.refuse(e)?);
+            return Ok(out);
+        }
+    };
+    if found.is_empty() {
+        let what = match workload {
+            Workload::Name(n) => format!(
+                "{} {}/{n} does not exist",
+                consumer.kind.noun(),
+                api.namespace()
+            ),
+            Workload::Selector(s) => format!(
+                "no {} in {} matches {s}",
+                consumer.kind.noun(),
+                api.namespace()
+            ),
+        };
+        if consumer.required {
+            out.failed.push(format!(
+                "consumer {}: {what} (it is marked required)",
+                consumer.name
+            ));
+        }
+        report.note = Some(format!("missing: {what}; skipped"));
+    }
+    for d in found {
+        let name = d.name.clone();
+        let mut entry = match decide(consumer, &d, outcome, tasks.dry_run) {
+            RestartAction::AlreadyRestarted => DeploymentReport::new(&name, "already-restarted"),
+            RestartAction::UpToDate => DeploymentReport::new(&name, "up-to-date"),
+            RestartAction::Restarted if tasks.dry_run => {
+                DeploymentReport::new(&name, "would-restart")
+            }
+            RestartAction::Restarted => {
+                let (fp, _, _) = content(consumer, outcome);
+                match api.restart(&d, &fp, now).await {
+                    // Refused (403 without --wait): no restarts for this consumer.
+                    Err(e) => {
+                        report.deployments.clear();
+                        out.targets.clear();
+                        refused(consumer, report, api.refuse(e)?);
+                        return Ok(out);
+                    }
+                    Ok(Ok(target)) => {
+                        tracing::info!(workload = %name, kind = %d.kind, consumer = %consumer.name, fingerprint = %fp, "restarted {} {}/{name}", d.kind.noun(), api.namespace());
+                        out.targets.push((report.deployments.len(), target));
+                        DeploymentReport::new(&name, "restarted")
+                    }
+                    Ok(Err(e)) => {
+                        let action = match e {
+                            RolloutError::Paused { .. } => "paused",
+                            RolloutError::Deleted { .. } => "deleted",
+                            _ => "recreated",
+                        };
+                        out.failed.push(e.to_string());
+                        let mut r = DeploymentReport::new(&name, action);
+                        r.detail = Some(e.to_string());
+                        r
+                    }
+                }
+            }
+        };
+        if tasks.wait && entry.action == "already-restarted" {
+            // A repeated run still waits for the rollout it (or an earlier run) began.
+            let target = Target {
+                kind: d.kind,
+                name: name.clone(),
+                uid: d.uid.clone(),
+                generation: d.status.generation,
+            };
+            out.targets.push((report.deployments.len(), target));
+            entry.detail = Some("restarted earlier for these certificates".into());
+        }
+        report.deployments.push(entry.of(d.kind));
+    }
+    Ok(out)
+}
+
 /// A restart-only consumer left alone because the API server refused a workload request
 /// (`note` says which verb): said in the report and logged, as when a rules review rules it out.
 fn refused(consumer: &Consumer, report: &mut ConsumerReport, note: String) {
@@ -257,7 +288,7 @@ fn content(consumer: &Consumer, outcome: &Outcome) -> (String, bool, Option<Offs
 }
 
 async fn wait_all(
-    api: &Workloads,
+    api: &dyn Workloads,
     reports: &mut [ConsumerReport],
     problems: &mut Problems,
     targets: Vec<(usize, usize, Target)>,
@@ -266,7 +297,7 @@ async fn wait_all(
     if targets.is_empty() {
         return;
     }
-    let last = Arc::new(Mutex::new(BTreeMap::<String, String>::new()));
+    let last: Arc<RolloutProgress> = Arc::new(Mutex::new(BTreeMap::new()));
     let ticker = spawn_progress(
         targets.iter().map(|(_, _, t)| t.label()).collect(),
         last.clone(),
@@ -361,7 +392,7 @@ fn spawn_progress(
 async fn probe_all(
     config: &Config,
     outcome: &Outcome,
-    client: Option<&kube::Client>,
+    client: Option<&dyn Endpoints>,
     reports: &mut [ConsumerReport],
     problems: &mut Problems,
     deadline: Instant,
@@ -381,23 +412,21 @@ async fn probe_all(
             continue;
         };
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
-                    Ok(e) => e,
-                    Err(EndpointsError::Api(e)) => {
-                        report.note = Some(e.to_string());
-                        problems.refused.get_or_insert(e);
-                        continue;
-                    }
-                    Err(EndpointsError::Missing(e)) => {
-                        problems
-                            .failed
-                            .push(format!("consumer {}: {e}", consumer.name));
-                        report.note = Some(e);
-                        continue;
-                    }
+            (Some(client), Some(service)) => match client.ready(service, p.port).await {
+                Ok(e) => e,
+                Err(EndpointsError::Api(e)) => {
+                    report.note = Some(e.to_string());
+                    problems.refused.get_or_insert(e);
+                    continue;
                 }
-            }
+                Err(EndpointsError::Missing(e)) => {
+                    problems
+                        .failed
+                        .push(format!("consumer {}: {e}", consumer.name));
+                    report.note = Some(e);
+                    continue;
+                }
+            },
             _ => p.addresses.clone(),
         };
         if endpoints.is_empty() {
@@ -436,7 +465,7 @@ async fn probe_all(
 /// (the server still presents its current leaf, from `active`). Retries until `until`.
 pub async fn trust_confirmed(
     config: &Config,
-    client: Option<&kube::Client>,
+    client: Option<&dyn Endpoints>,
     pending: &crate::pki::CaKey,
     active: Option<&crate::pki::Cert>,
     until: Instant,
@@ -457,12 +486,10 @@ pub async fn trust_confirmed(
     for consumer in hot {
         let p = consumer.probe.as_ref().expect("checked above");
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match k8s::service_endpoints(client, &config.namespace, service, p.port).await {
-                    Ok(e) if !e.is_empty() => e,
-                    _ => return false,
-                }
-            }
+            (Some(client), Some(service)) => match client.ready(service, p.port).await {
+                Ok(e) if !e.is_empty() => e,
+                _ => return false,
+            },
             _ => p.addresses.clone(),
         };
         for endpoint in endpoints {

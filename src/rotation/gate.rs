@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use super::step::Outcome;
 use crate::config::{Config, Kind, Reload, Workload};
 use crate::error::Error;
-use crate::k8s::{PodView, Pods, PokeAnswer, Workloads};
+use crate::outside::{PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
 
 /// How long after a poke was answered certgen takes the pod's kubelet to have re-projected
@@ -368,8 +368,8 @@ impl Evidence {
 
 /// Pushes Secret changes to pods and opens gates on evidence (in a cluster, with pokes on).
 pub struct Push<'a> {
-    pub pods: &'a Pods,
-    pub workloads: Option<&'a Workloads>,
+    pub pods: &'a dyn PodsApi,
+    pub workloads: Option<&'a dyn Workloads>,
     pub config: &'a Config,
     pub delay: Duration,
 }
@@ -398,7 +398,7 @@ impl Push<'_> {
                 Some(Workload::Selector(s)) => {
                     let Some(api) = self.workloads else { return };
                     match api.select(c.kind, s).await {
-                        Ok(found) => found.into_iter().map(|d| d.name).collect(),
+                        Ok(found) => found.into_iter().map(|w| w.name).collect(),
                         Err(e) => {
                             tracing::debug!("cannot resolve consumer {}: {e}", c.name);
                             return;

@@ -9,20 +9,23 @@
 
 mod consumers;
 mod gate;
+mod progress;
 mod step;
+mod wait;
 mod webhooks;
 
 use tokio::time::Instant;
 
 pub use self::gate::{POKE_SETTLE, wait_timer};
+pub use self::progress::{Learned, Progress};
 pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
-use crate::k8s::{Pods, WebhookStore, Workloads};
 use crate::lock::{self, LockError};
+use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::{self, Phase};
-use crate::report::{self, ConsumerReport, Entry, GateReport, Report};
+use crate::report::{ConsumerReport, Report};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -36,13 +39,13 @@ pub struct Invocation<'a> {
     pub deadline: Instant,
     /// The consumers' workloads, of every kind (in a cluster). The field keeps its first
     /// name so that callers (the simulation) need not change.
-    pub deployments: Option<&'a Workloads>,
-    /// The client probes find Services' endpoints with (in a cluster).
-    pub client: Option<&'a kube::Client>,
+    pub deployments: Option<&'a dyn Workloads>,
+    /// The Services' endpoints probes dial (in a cluster; its presence means a cluster run).
+    pub client: Option<&'a dyn Endpoints>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
-    pub webhooks: Option<&'a WebhookStore>,
+    pub webhooks: Option<&'a dyn CaBundleTargets>,
     /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
-    pub pods: Option<&'a Pods>,
+    pub pods: Option<&'a dyn PodsApi>,
     pub lock: lock::Target,
 }
 
@@ -182,8 +185,16 @@ async fn locked<S: SecretStore>(
         let result = steps(store, inv, &guard, look, fresh).await;
         (result, guard.written())
     };
+    // Running without the lock the identity may not take is a skipped feature: said in the
+    // report, as data (the adapter keeps no note of it).
+    let refused = held.refused().map(str::to_string);
     held.release().await;
-    result.map_err(|e| e.after(writes))
+    result
+        .map(|(mut report, e)| {
+            report.skipped.extend(refused);
+            (report, e)
+        })
+        .map_err(|e| e.after(writes))
 }
 
 async fn take_lock(inv: &Invocation<'_>) -> Result<lock::Held, Error> {
@@ -204,55 +215,138 @@ async fn steps<S: SecretStore>(
     look: Option<&Outcome>,
     fresh: bool,
 ) -> Result<(Report, Option<Error>), Error> {
-    let config = inv.config;
-    let mut plan_options = plan::Options::from_run(&inv.options);
-    let mut written: Vec<Entry> = Vec::new();
-    let mut consumer_reports: Vec<ConsumerReport> = Vec::new();
-    // The Events of the run, in order: each step's writes, then its restarts.
-    let mut events: Vec<report::EventLine> = Vec::new();
-    let mut attempts = 0;
+    let mut progress = Progress::default();
     let push = inv.push();
     let mut evidence = gate::Evidence::default();
-    let mut gates: Vec<GateReport> = Vec::new();
-    // Before anything is written: a restart-only consumer that missed the restart for what is
-    // stored now (a run stopped between its writes and the patch) is restarted and waited for,
-    // so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
-    // When nothing is stored there is no restart to have missed (and no workload read).
-    if let (Some(look), Some(_), false) = (look, inv.deployments, fresh) {
-        // What is stored, nothing written yet.
-        let mut stored = look.clone();
-        stored.written.clear();
-        let (reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
-        events.extend(crate::events::of_restarts(&reports));
-        if let Some(e) = problems.into_error() {
-            let mut report = look.report.clone();
-            report.dry_run = false;
-            report.consumers = reports;
-            report.events = events;
-            return Ok((report, Some(e)));
-        }
-        // Only a restart it made belongs in the report: the steps report the rest.
-        let mut reports = reports;
-        for r in &mut reports {
-            r.deployments.retain(|d| {
-                !matches!(
-                    d.action.as_str(),
-                    "up-to-date" | "hot" | "already-restarted"
-                )
-            });
-        }
-        reports.retain(|r| !r.deployments.is_empty());
-        report::merge_consumers(&mut consumer_reports, reports);
+    if let Some(stop) = missed_restarts(store, inv, look, fresh, &mut progress).await? {
+        return Ok(stop);
     }
-    // The caBundle targets, read once before the first step (not for a fresh install: with no
-    // Secret stored there is no bundle of an earlier run for them to have followed): a gate
-    // counts from their last write as from a Secret's, across runs too.
-    let mut targets = if fresh {
+    let mut targets = first_targets(store, inv, look, fresh, &mut progress).await?;
+    for index in 0..MAX_STEPS {
+        if !(guard.held)() {
+            return Err(Error::LockLost);
+        }
+        // A fresh install plans from the look's read (see `run`); every other first step
+        // reads again under the lock, since another run may have written since the look.
+        let seed = (index == 0 && fresh)
+            .then(|| look.map(|l| l.observed.clone()))
+            .flatten();
+        let options = progress.plan_options(&inv.options);
+        let outcome = step(store, inv.config, options, guard, seed).await?;
+        progress.note(Learned::Stepped {
+            attempts: outcome.report.attempts,
+        });
+        let webhook_wrote = after_step(
+            store,
+            inv,
+            &outcome,
+            (index == 0, targets.take()),
+            (push.as_ref(), &mut evidence),
+            &mut progress,
+        )
+        .await?;
+        let problems = reload(store, inv, &outcome, &mut progress).await?;
+        if let Some(e) = problems.into_error() {
+            return Ok((finish(&outcome, &progress, &evidence), Some(e)));
+        }
+        match &outcome.phase {
+            Phase::Steady | Phase::Cleanup { last: true } => {
+                return Ok((finish(&outcome, &progress, &evidence), None));
+            }
+            Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
+            // A gate computed before a caBundle write: plan again, counting from that write.
+            Phase::Gate { .. } if webhook_wrote => continue,
+            Phase::Gate { .. } => {
+                let push = push.as_ref();
+                match wait::at_gate(store, inv, &outcome, push, &mut evidence, &mut progress)
+                    .await?
+                {
+                    wait::GateEnd::Open => continue,
+                    wait::GateEnd::Stop { note, error } => {
+                        let mut report = finish(&outcome, &progress, &evidence);
+                        report.note = note;
+                        return Ok((report, error));
+                    }
+                }
+            }
+        }
+    }
+    Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// The report of the steps so far, the last being `outcome`.
+fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> Report {
+    let mut report = Report::after_steps(
+        &outcome.report,
+        progress.written.clone(),
+        progress.consumers.clone(),
+        progress.attempts,
+    );
+    report.events = progress.events.clone();
+    report.pods = evidence.pods.clone();
+    report.gates = progress.gates.clone();
+    report
+}
+
+/// Before anything is written: a restart-only consumer that missed the restart for what is
+/// stored now (a run stopped between its writes and the patch) is restarted and waited for,
+/// so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
+/// When nothing is stored there is no restart to have missed (and no workload read). The
+/// run's end, when a restart or its rollout failed.
+async fn missed_restarts<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    look: Option<&Outcome>,
+    fresh: bool,
+    progress: &mut Progress,
+) -> Result<Option<(Report, Option<Error>)>, Error> {
+    let (Some(look), Some(_), false) = (look, inv.deployments, fresh) else {
+        return Ok(None);
+    };
+    // What is stored, nothing written yet.
+    let mut stored = look.clone();
+    stored.written.clear();
+    let (mut reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
+    let events = crate::events::of_restarts(&reports);
+    if let Some(e) = problems.into_error() {
+        let mut report = look.report.clone();
+        report.dry_run = false;
+        report.consumers = reports;
+        report.events = events;
+        return Ok(Some((report, Some(e))));
+    }
+    // Only a restart it made belongs in the report: the steps report the rest.
+    for r in &mut reports {
+        r.deployments.retain(|d| {
+            !matches!(
+                d.action.as_str(),
+                "up-to-date" | "hot" | "already-restarted"
+            )
+        });
+    }
+    reports.retain(|r| !r.deployments.is_empty());
+    progress.note(Learned::Consumers { reports, events });
+    Ok(None)
+}
+
+/// The caBundle targets, read once before the first step (not for a fresh install: with no
+/// Secret stored there is no bundle of an earlier run for them to have followed): a gate counts
+/// from their last write as from a Secret's, across runs too.
+async fn first_targets<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    look: Option<&Outcome>,
+    fresh: bool,
+    progress: &mut Progress,
+) -> Result<Option<webhooks::Targets>, Error> {
+    let targets = if fresh {
         None
     } else {
         webhooks::Targets::read(inv).await?
     };
-    plan_options.other_written_at = targets.as_ref().and_then(|t| t.written_at(inv));
+    if let Some(at) = targets.as_ref().and_then(|t| t.written_at(inv)) {
+        progress.note(Learned::OtherWritten(at));
+    }
     // A target that drifted from its Secret's stored bundle is written by the first step's
     // sync, after the step's own writes: that step's gate counts from now, so it writes no leaf
     // before the API server has the bundle again (it re-plans from the repair, as after any
@@ -263,219 +357,74 @@ async fn steps<S: SecretStore>(
         tracing::debug!(
             "a caBundle target drifted from its Secret: it is repaired before any leaf"
         );
-        plan_options.other_written_at = Some(store.now());
+        progress.note(Learned::OtherWritten(store.now()));
     }
-    for index in 0..MAX_STEPS {
-        if !(guard.held)() {
-            return Err(Error::LockLost);
-        }
-        // A fresh install plans from the look's read (see `run`); every other first step
-        // reads again under the lock, since another run may have written since the look.
-        let seed = (index == 0 && fresh)
-            .then(|| look.map(|l| l.observed.clone()))
-            .flatten();
-        let outcome = step(store, config, plan_options, guard, seed).await?;
-        attempts += outcome.report.attempts;
-        // caBundle targets follow their Secret's bundle right after it is written; a write
-        // there is one more change consumers (the API server) must load before the next step.
-        let synced = webhooks::sync(inv, &outcome, index == 0, targets.take()).await?;
-        let webhook_wrote = synced.iter().any(|e| e.action.writes());
-        if webhook_wrote {
-            plan_options.other_written_at = Some(store.now());
-            evidence.wrote_other();
-        }
-        // Pushed propagation: every pod that mounts what this step wrote is poked now, so its
-        // kubelet re-projects the Secrets while restarts and rollouts run.
-        // Only changes: a Secret created by this step was mounted by no running pod.
-        let tls: Vec<&String> = outcome
-            .written
-            .iter()
-            .filter(|n| config.tls.iter().any(|t| &t.name == *n))
-            .filter(|n| outcome.observed.get(n).present().is_some())
-            .collect();
-        if let Some(push) = &push
-            && (webhook_wrote || !tls.is_empty())
-        {
-            if !tls.is_empty() {
-                // The store's clock is never ahead of the server's, by up to a second.
-                let by = store.now() + time::Duration::seconds(1);
-                evidence.wrote(tls, by);
-            }
-            push.after_step(&mut evidence, &outcome, store.now())
-                .await?;
-        }
-        written.extend(synced.iter().filter(|e| e.action.writes()).cloned());
-        // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
-        if outcome.ca_written {
-            plan_options.overwrite = false;
-        }
-        if outcome.hmac_written {
-            plan_options.rotate_hmac = false;
-        }
-        plan_options.gate_waited = None;
-        written.extend(
-            outcome
-                .report
-                .secrets
-                .iter()
-                .filter(|e| e.action.writes())
-                .cloned(),
-        );
-        // A step that others follow relies on restart-only consumers having loaded it: their
-        // rollouts are part of the gate, whatever --wait says. Probes verify the end state.
-        let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
-        let (reports, problems) = inv
-            .consumers(
-                store,
-                &outcome,
-                inv.options.wait || !last,
-                inv.options.probe && last,
-                false,
-            )
-            .await?;
-        events.extend(crate::events::of_step(
-            &outcome.phase,
-            &outcome.report.secrets,
-        ));
-        events.extend(crate::events::of_restarts(&reports));
-        report::merge_consumers(&mut consumer_reports, reports);
-        let phase = outcome.phase.clone();
-        let outcome_pending = &outcome.pending;
-        let outcome_signer = outcome.signer.as_ref().map(|s| s.cert.clone());
-        let last_report = &outcome.report;
-        let report = |written, consumers| {
-            let mut report = Report::after_steps(last_report, written, consumers, attempts);
-            report.events = events.clone();
-            report
-        };
-        let finish = |mut r: Report, evidence: &gate::Evidence, gates: &[GateReport]| {
-            r.pods = evidence.pods.clone();
-            r.gates = gates.to_vec();
-            r
-        };
-        if let Some(e) = problems.into_error() {
-            let r = finish(report(written, consumer_reports), &evidence, &gates);
-            return Ok((r, Some(e)));
-        }
-        match phase {
-            Phase::Steady | Phase::Cleanup { last: true } => {
-                let r = finish(report(written, consumer_reports), &evidence, &gates);
-                return Ok((r, None));
-            }
-            Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
-            // A gate computed before a caBundle write: plan again, counting from that write.
-            Phase::Gate { .. } if webhook_wrote => continue,
-            Phase::Gate {
-                ready_at,
-                reason,
-                pending,
-                state,
-                optional,
-            } => {
-                let left = (ready_at - store.now()).max(time::Duration::ZERO);
-                let left = std::time::Duration::try_from(left).unwrap_or(std::time::Duration::MAX);
-                let until = Instant::now()
-                    .checked_add(left)
-                    .map_or(inv.deadline, |t| t.min(inv.deadline));
-                let started = Instant::now();
-                let opened = |by: &str| GateReport {
-                    reason: reason.clone(),
-                    opened_by: by.to_string(),
-                    seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-                };
-                // Evidence first: every pod that mounts what changed was poked and had time to
-                // load it, was created since, or is gone (gate.rs).
-                if let Some(push) = &push {
-                    tracing::info!(
-                        phase = "gate",
-                        "{reason}; pods that mount what changed were poked: waiting for the evidence"
-                    );
-                    if push
-                        .wait(
-                            &mut evidence,
-                            &outcome,
-                            plan_options.other_written_at,
-                            &|| store.now(),
-                            until,
-                        )
-                        .await?
-                    {
-                        tracing::info!(
-                            phase = "gate",
-                            "every pod that mounts what changed has loaded it (poked, created since, or gone)"
-                        );
-                        gates.push(opened("evidence"));
-                        plan_options.gate_waited = Some(state);
-                        continue;
-                    }
-                }
-                // Probes can open the trust-to-leaves gate early: when every hot-reloading
-                // consumer accepts a client certificate from the pending CA, it has the new trust.
-                if let (Some(fp), Some(pending)) = (pending, &outcome_pending) {
-                    tracing::info!(
-                        phase = "gate",
-                        "{reason}; probing hot-reloading consumers for the new trust"
-                    );
-                    if consumers::trust_confirmed(
-                        config,
-                        inv.client,
-                        pending,
-                        outcome_signer.as_ref(),
-                        until,
-                    )
-                    .await
-                    {
-                        tracing::info!(
-                            phase = "gate",
-                            "every hot-reloading consumer accepts the pending CA"
-                        );
-                        gates.push(opened("probe"));
-                        plan_options.trust_confirmed = Some(fp);
-                        continue;
-                    }
-                }
-                let left = std::time::Duration::try_from(
-                    (ready_at - store.now()).max(time::Duration::ZERO),
-                )
-                .unwrap_or(std::time::Duration::MAX);
-                let fits = Instant::now()
-                    .checked_add(left)
-                    .is_some_and(|t| t <= inv.deadline);
-                // A cleanup no evidence can open is left to the next run when it is far away
-                // (in a cluster, without --wait): nothing breaks meanwhile, and a run should
-                // not sit for minutes on a step nobody waits for (docs/rotation.md).
-                let leave =
-                    optional && inv.client.is_some() && !inv.options.wait && left > CLEANUP_WAIT;
-                if !fits || leave {
-                    let mut report = finish(report(written, consumer_reports), &evidence, &gates);
-                    if optional {
-                        // Every consumer works as things are; the next run drops the old CA.
-                        let why = if fits {
-                            "certgen does not wait that long without --wait (no pod could be poked to prove it sooner)"
-                        } else {
-                            "that is past --timeout"
-                        };
-                        let note = format!(
-                            "{reason}; {why}, so a run after {} finishes it (the chart's CronJob does)",
-                            crate::timefmt::rfc3339(ready_at)
-                        );
-                        tracing::info!(phase = "gate", "{note}");
-                        report.note = Some(note);
-                        return Ok((report, None));
-                    }
-                    let e = Error::Timeout(format!(
-                        "{reason}; that is past --timeout. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen after {} to finish",
-                        crate::timefmt::rfc3339(ready_at)
-                    ));
-                    return Ok((report, Some(e)));
-                }
-                gate::wait_timer(left, &reason).await;
-                gates.push(opened("timer"));
-                // The wait was timed on this process's monotonic clock: for the state it was
-                // computed for, the gate is open even if the store's clock disagrees.
-                plan_options.gate_waited = Some(state);
-            }
-        }
+    Ok(targets)
+}
+
+/// What follows a step's Secret writes: the caBundle targets (written right after their
+/// Secret's bundle; a write there is one more change the API server must load before the next
+/// step), then the pokes of every pod that mounts what was written, so its kubelet
+/// re-projects the Secrets while restarts and rollouts run. `first`: the run's first step,
+/// with the targets read before it. Whether a caBundle target was written.
+async fn after_step<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    outcome: &Outcome,
+    (first, targets): (bool, Option<webhooks::Targets>),
+    (push, evidence): (Option<&gate::Push<'_>>, &mut gate::Evidence),
+    progress: &mut Progress,
+) -> Result<bool, Error> {
+    let synced = webhooks::sync(inv, outcome, first, targets).await?;
+    let webhook_wrote = synced.iter().any(|e| e.action.writes());
+    if webhook_wrote {
+        progress.note(Learned::OtherWritten(store.now()));
+        evidence.wrote_other();
     }
-    Err(Error::Unfinished(MAX_STEPS))
+    // Only changes: a Secret created by this step was mounted by no running pod.
+    let tls: Vec<&String> = outcome
+        .written
+        .iter()
+        .filter(|n| inv.config.tls.iter().any(|t| &t.name == *n))
+        .filter(|n| outcome.observed.get(n).present().is_some())
+        .collect();
+    if let Some(push) = push
+        && (webhook_wrote || !tls.is_empty())
+    {
+        if !tls.is_empty() {
+            // The store's clock is never ahead of the server's, by up to a second.
+            let by = store.now() + time::Duration::seconds(1);
+            evidence.wrote(tls, by);
+        }
+        push.after_step(evidence, outcome, store.now()).await?;
+    }
+    progress.note(Learned::Wrote(synced));
+    // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
+    if outcome.ca_written {
+        progress.note(Learned::CaWritten);
+    }
+    if outcome.hmac_written {
+        progress.note(Learned::HmacWritten);
+    }
+    progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    Ok(webhook_wrote)
+}
+
+/// The consumers after a step. A step that others follow relies on restart-only consumers
+/// having loaded it: their rollouts are part of the gate, whatever --wait says. Probes verify
+/// the end state.
+async fn reload<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    outcome: &Outcome,
+    progress: &mut Progress,
+) -> Result<consumers::Problems, Error> {
+    let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
+    let wait = inv.options.wait || !last;
+    let probe = inv.options.probe && last;
+    let (reports, problems) = inv.consumers(store, outcome, wait, probe, false).await?;
+    let mut events = crate::events::of_step(&outcome.phase, &outcome.report.secrets);
+    events.extend(crate::events::of_restarts(&reports));
+    progress.note(Learned::Consumers { reports, events });
+    Ok(problems)
 }

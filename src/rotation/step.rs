@@ -138,37 +138,7 @@ async fn run<S: SecretStore>(
         let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if mode == Mode::Look {
-            // The Secrets the plan writes, the CA Secret included.
-            let written: BTreeSet<String> = std::iter::once(&plan.ca.name)
-                .filter(|_| plan.ca.action.writes())
-                .chain(
-                    plan.secrets
-                        .iter()
-                        .filter(|s| s.action.writes())
-                        .map(|s| &s.name),
-                )
-                .cloned()
-                .collect();
-            // What is stored now: the final state when the plan writes nothing.
-            let mut stored = Applied::default();
-            for name in observed.secrets.keys() {
-                stored.record(name, &observed, &BTreeMap::new(), None);
-            }
-            let report = Report::from_plan(&config.profile, store.describe(), &plan);
-            return Ok(Outcome {
-                report,
-                digests: stored.digests,
-                written,
-                written_at: stored.written_at,
-                bundles: stored.bundles,
-                leaves: stored.leaves,
-                signer: plan.ca.active,
-                pending: plan.ca.pending,
-                phase,
-                ca_written: false,
-                hmac_written: false,
-                observed,
-            });
+            return Ok(looked(store, config, plan, observed));
         }
         let mut progress = Applied::default();
         let result = apply(store, plan, &observed, now, &mut progress, guard).await;
@@ -205,30 +175,82 @@ async fn run<S: SecretStore>(
                     observed,
                 });
             }
-            Err(ApplyError::Store(StoreError::Conflict { what, detail })) => {
-                tracing::warn!(object = %what, attempt, "{detail}; re-reading and re-planning");
-                if attempt >= MAX_ATTEMPTS {
-                    return Err(Error::Contended {
-                        attempts: attempt,
-                        last: StoreError::Conflict { what, detail },
-                    });
-                }
+            Err(e) => {
+                let pause = again(e, attempt)?;
                 attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(50 * u64::from(attempt))).await;
+                tokio::time::sleep(pause).await;
             }
-            // The connection broke, perhaps mid-write: whether the write landed or not, its
-            // precondition makes a re-read and re-plan safe.
-            Err(ApplyError::Store(e)) if transient(&e) && attempt < MAX_ATTEMPTS => {
-                tracing::warn!(attempt, "{e}; re-reading and re-planning");
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
-                    .await;
-            }
-            Err(ApplyError::Store(e)) => return Err(e.into()),
-            Err(ApplyError::Issue(e)) => return Err(e.into()),
-            Err(ApplyError::Invalid(e)) => return Err(e.into()),
-            Err(ApplyError::LockLost) => return Err(Error::LockLost),
         }
+    }
+}
+
+/// What a step that writes nothing found: what `plan` would write, and what is stored now
+/// (the final state when the plan writes nothing).
+fn looked<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    plan: plan::Plan,
+    observed: Snapshot,
+) -> Outcome {
+    // The Secrets the plan writes, the CA Secret included.
+    let written: BTreeSet<String> = std::iter::once(&plan.ca.name)
+        .filter(|_| plan.ca.action.writes())
+        .chain(
+            plan.secrets
+                .iter()
+                .filter(|s| s.action.writes())
+                .map(|s| &s.name),
+        )
+        .cloned()
+        .collect();
+    let mut stored = Applied::default();
+    for name in observed.secrets.keys() {
+        stored.record(name, &observed, &BTreeMap::new(), None);
+    }
+    let report = Report::from_plan(&config.profile, store.describe(), &plan);
+    Outcome {
+        report,
+        digests: stored.digests,
+        written,
+        written_at: stored.written_at,
+        bundles: stored.bundles,
+        leaves: stored.leaves,
+        signer: plan.ca.active,
+        pending: plan.ca.pending,
+        phase: plan.phase,
+        ca_written: false,
+        hmac_written: false,
+        observed,
+    }
+}
+
+/// After a failed apply in attempt `attempt`: how long to pause before re-reading and
+/// re-planning (a lost race, or a connection that broke, perhaps mid-write: whether the write
+/// landed or not, its precondition makes a re-read and re-plan safe), or the error to stop with.
+fn again(e: ApplyError, attempt: u32) -> Result<std::time::Duration, Error> {
+    match e {
+        ApplyError::Store(StoreError::Conflict { what, detail }) => {
+            tracing::warn!(object = %what, attempt, "{detail}; re-reading and re-planning");
+            if attempt >= MAX_ATTEMPTS {
+                return Err(Error::Contended {
+                    attempts: attempt,
+                    last: StoreError::Conflict { what, detail },
+                });
+            }
+            Ok(std::time::Duration::from_millis(
+                50 * u64::from(attempt + 1),
+            ))
+        }
+        ApplyError::Store(e) if transient(&e) && attempt < MAX_ATTEMPTS => {
+            tracing::warn!(attempt, "{e}; re-reading and re-planning");
+            Ok(std::time::Duration::from_millis(
+                200 * u64::from(attempt + 1),
+            ))
+        }
+        ApplyError::Store(e) => Err(e.into()),
+        ApplyError::Issue(e) => Err(e.into()),
+        ApplyError::Invalid(e) => Err(e.into()),
+        ApplyError::LockLost => Err(Error::LockLost),
     }
 }
 

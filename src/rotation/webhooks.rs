@@ -6,8 +6,10 @@ use std::collections::BTreeMap;
 use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
 use crate::error::Error;
-use crate::k8s::{ObservedWebhook, WebhookObserved, webhooks::describe};
 use crate::observe::Snapshot;
+use crate::outside::{
+    TargetObserved as WebhookObserved, TargetRead as ObservedWebhook, describe_target as describe,
+};
 use crate::plan::Action;
 use crate::report::Entry;
 use crate::store::StoreError;
@@ -147,7 +149,7 @@ pub(super) async fn sync(
                 ));
                 break;
             }
-            match api.put_ca_bundle(&observed, bundle).await {
+            match api.put(&observed, bundle).await {
                 Ok(()) => {
                     let reason = format!("caBundle follows Secret {}'s ca.crt", target.bundle_from);
                     tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {reason}");

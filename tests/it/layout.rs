@@ -1,6 +1,9 @@
 //! The module layout of `src/` keeps its shape: no two top-level modules import each other,
 //! even through others, and the core (observe, plan, apply, report, check, pki, config and what
-//! they use) never reaches the Kubernetes adapter (`src/k8s/`).
+//! they use) never reaches the Kubernetes adapter (`src/k8s/`). The core and the driver
+//! (`rotation`, and the seams it acts through, `outside`) never name a Kubernetes client type
+//! (`kube`, `k8s_openapi`): they see the cluster only through the seams. `config` never
+//! imports the command line (`cli`): clap's types stop there.
 //!
 //! The import graph is read from the sources: every `crate::MODULE` path (and, in the crate
 //! root, every `MODULE::` path) of a top-level module's files, test code excluded.
@@ -16,6 +19,16 @@ const CORE: &[&str] = &[
 
 /// The Kubernetes adapter.
 const ADAPTER: &str = "k8s";
+
+/// Modules that must not name the Kubernetes client's types: the core, the driver and its
+/// seams.
+const NO_KUBE_TYPES: &[&str] = &[
+    "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
+    "rotation", "outside",
+];
+
+/// The crates of the Kubernetes client, as a path names them.
+const KUBE_CRATES: &[&str] = &["kube", "k8s_openapi"];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
@@ -95,6 +108,47 @@ fn uses(code: &str, modules: &BTreeSet<String>, bare: bool) -> BTreeSet<String> 
     out
 }
 
+/// The Kubernetes client crates `code` names: `kube::…`, `k8s_openapi::…` (as a path's first
+/// segment, or after `::` as in `::kube::…`), or `use kube;`.
+fn kube_paths(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for krate in KUBE_CRATES {
+        for (i, _) in code.match_indices(krate) {
+            let before = code[..i].chars().next_back();
+            let after = &code[i + krate.len()..];
+            let starts = !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !code[..i].ends_with("crate::")
+                && !code[..i].ends_with("self::")
+                && !code[..i].ends_with("super::");
+            if starts && (after.starts_with("::") || after.starts_with(';')) {
+                out.insert(krate.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Each module of `NO_KUBE_TYPES` that names a Kubernetes client crate, with the files.
+fn kube_users() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &src, &mut all);
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, path) in &all {
+        if !NO_KUBE_TYPES.contains(&module.as_str())
+            || path.file_name().is_some_and(|f| f == "tests.rs")
+        {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(path).unwrap());
+        for krate in kube_paths(&text) {
+            let rel = path.strip_prefix(&src).unwrap().display().to_string();
+            out.entry(rel).or_default().insert(krate);
+        }
+    }
+    out
+}
+
 fn graph() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
@@ -162,6 +216,43 @@ fn the_core_never_reaches_the_kubernetes_adapter() {
     }
     // The check bites: the crate root wires the adapter in.
     assert!(reach(&graph, "lib").contains(ADAPTER));
+}
+
+#[test]
+fn the_core_and_the_driver_never_name_a_kubernetes_type() {
+    let users = kube_users();
+    assert!(
+        users.is_empty(),
+        "these files of the core or the driver name the Kubernetes client's crates (go through a seam in src/outside.rs instead): {users:?}"
+    );
+    // The check bites: the adapter names them.
+    let adapter =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/k8s/pods.rs"))
+            .unwrap();
+    assert!(kube_paths(&code(&adapter)).contains("kube"));
+}
+
+#[test]
+fn config_never_imports_the_command_line() {
+    let graph = graph();
+    let reached = reach(&graph, "config");
+    assert!(
+        !reached.contains("cli"),
+        "config reaches cli (it reaches {reached:?}): the command line converts its arguments (src/cli/resolve.rs)"
+    );
+    // The check bites: the crate root reads the command line.
+    assert!(reach(&graph, "lib").contains("cli"));
+}
+
+#[test]
+fn the_reader_sees_kubernetes_paths() {
+    assert_eq!(
+        kube_paths("use kube::Client;\nfn f(d: &k8s_openapi::api::apps::v1::Deployment) {}"),
+        ["k8s_openapi", "kube"].map(String::from).into()
+    );
+    assert_eq!(kube_paths("fn f(x: ::kube::Client) {}").len(), 1);
+    assert!(kube_paths("use crate::k8s::kube_like; let kube = 1; mykube::x();").is_empty());
+    assert!(kube_paths("crate::kube::x(); self::kube::y();").is_empty());
 }
 
 #[test]

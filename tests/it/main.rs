@@ -24,6 +24,8 @@
 //! - pushed propagation (pod pokes, gates opened on evidence): `cluster::pokes`,
 //!   `cluster::real_node`, `cluster::rotation_speed`
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
+//! - the built-in profiles for Cilium's Hubble TLS and Contour, against their tools' recorded
+//!   runs, and `profile list`: `profiles_compat`, `cluster::profiles_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
 //!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`
@@ -56,6 +58,7 @@ mod local;
 mod metrics;
 mod pki_verify;
 mod probe;
+mod profiles_compat;
 mod rotation;
 mod sim;
 mod snapshots;

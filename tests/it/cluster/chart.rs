@@ -154,6 +154,44 @@ fn grants(rules: &[PolicyRule]) -> BTreeMap<(String, String, String), Vec<String
     out
 }
 
+/// `--set profile=NAME` alone gives a Role that reaches exactly that built-in profile's CA
+/// Secret and Secrets (the chart keeps its own list of each profile's names), and an unknown
+/// profile without `secretNames` is refused at render time.
+#[test]
+fn the_role_names_each_builtin_profiles_secrets() {
+    let Some(helm) = helm() else { return };
+    for name in certgen::profiles::NAMES {
+        let profile: Value =
+            serde_saphyr::from_str(certgen::profiles::builtin(name).unwrap()).unwrap();
+        let mut expected = vec![profile["ca"]["secretName"].as_str().unwrap().to_string()];
+        for s in profile["secrets"].as_array().unwrap() {
+            expected.push(s["name"].as_str().unwrap().to_string());
+        }
+        let docs = documents(&template(
+            &helm,
+            "ops",
+            &["--set", &format!("profile={name}")],
+        ));
+        let g = grants(&rules(object(&docs, "Role")));
+        assert_eq!(
+            g[&("".to_string(), "secrets".to_string(), "get".to_string())],
+            expected,
+            "profile {name}"
+        );
+    }
+    let out = Command::new(&helm)
+        .args(["template", RELEASE, chart_dir().to_str().unwrap()])
+        .args(["--set", "profile=nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set secretNames"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `rules` without `verb` on `resource`.
 pub(super) fn without(rules: &[PolicyRule], resource: &str, verb: &str) -> Vec<PolicyRule> {
     let mut removed = false;

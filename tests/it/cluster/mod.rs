@@ -32,6 +32,7 @@ mod kwc_rotation;
 mod metrics;
 mod pokes;
 mod probe;
+mod profiles_compat;
 mod real_node;
 mod real_node_kinds;
 mod rotation;

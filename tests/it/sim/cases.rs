@@ -374,10 +374,10 @@ fn arb_op() -> impl Strategy<Value = Op> {
         ]
         .prop_map(Op::Advance),
         1 => prop_oneof![Just(S * 30), Just(Duration::from_secs(3600))].prop_map(Op::ClockBack),
-        // Another writer between runs. (While a run waits at a gate: the named cases above;
-        // random ones still find states with more CAs in play than a bundle of two can
-        // bridge, see the closing note of issue 20.)
+        // Another writer: between runs, or while a run is between its steps.
         1 => arb_foreign().prop_map(Op::Foreign),
+        1 => (arb_spec(), prop_oneof![Just(S), Just(DELAY / 2), Just(DELAY + S * 5)], arb_foreign())
+            .prop_map(|(spec, after, f)| Op::During(spec, after, f)),
     ]
 }
 
@@ -407,9 +407,7 @@ fn random_trajectories_keep_the_invariant() {
             failure_persistence: None,
             ..PtConfig::default()
         },
-        proptest::test_runner::TestRng::deterministic_rng(
-            proptest::test_runner::RngAlgorithm::ChaCha,
-        ),
+        seeded_rng(),
     );
     let totals = std::cell::Cell::new((0usize, 0usize, 0usize));
     let totals_versions = std::cell::Cell::new(0usize);
@@ -432,6 +430,23 @@ fn random_trajectories_keep_the_invariant() {
         "random trajectories: {t} trajectories, {r} runs, {v} versions written, {p} version pairs checked",
         v = totals_versions.get()
     );
+}
+
+/// The random trajectories' generator: fixed (the same trajectories in every run of the suite),
+/// or another sequence with `CERTGEN_SIM_SEED=N` to search further.
+fn seeded_rng() -> proptest::test_runner::TestRng {
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+    match std::env::var("CERTGEN_SIM_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        Some(n) => {
+            let mut seed = [0u8; 32];
+            seed[..8].copy_from_slice(&n.to_le_bytes());
+            TestRng::from_seed(RngAlgorithm::ChaCha, &seed)
+        }
+        None => TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+    }
 }
 
 /// Exit 2 promises that nothing was written: a failure after writes (here the store failing
@@ -585,11 +600,12 @@ fn mixed_states_left_by_other_writers() {
 
 fn arb_foreign() -> impl Strategy<Value = foreign::Foreign> {
     use foreign::Foreign;
-    // Restores, deletions and other tools' CA Secrets are in the named cases above: at random
-    // they still find states with three or four CAs in play (see the closing note of issue 20).
     prop_oneof![
         3 => (1u8..8).prop_map(|which| Foreign::EnvoyGateway { which }),
         1 => (0usize..3, any::<bool>()).prop_map(|(secret, append)| Foreign::HandEdit { secret, append }),
+        1 => (1u8..16, 1usize..4).prop_map(|(which, runs_back)| Foreign::Restore { which, runs_back }),
+        1 => (1u8..16).prop_map(|which| Foreign::FreshCa { which }),
+        1 => (1u8..16).prop_map(|which| Foreign::Delete { which }),
     ]
 }
 
@@ -617,4 +633,57 @@ fn every_crash_point_after_a_foreign_overwrite() {
     eprintln!(
         "crash points after a foreign overwrite: {trajectories} trajectories, {pairs} pairs checked, {foreign} failing pairs charged to Envoy Gateway's replacement, 0 to certgen"
     );
+}
+
+/// States the random generator found once another writer's restores, deletions, fresh CAs
+/// and writes during a run were in it.
+#[test]
+fn foreign_writes_found_at_random() {
+    use foreign::Foreign;
+    let cases: Vec<(Start, Vec<Op>)> = vec![
+        // An expired CA replaced (the crash left one leaf of the new CA), Envoy Gateway writes
+        // that Secret a second later, then an --overwrite run while it writes another.
+        (
+            Start::CaExpiresIn(-3),
+            vec![
+                Op::During(
+                    crash(plain(), 2),
+                    S,
+                    Foreign::EnvoyGateway { which: 0b0100 },
+                ),
+                Op::During(overwrite(), S, Foreign::EnvoyGateway { which: 0b0001 }),
+            ],
+        ),
+        (
+            Start::Fresh,
+            vec![
+                Op::Run(plain()),
+                Op::Run(RunSpec {
+                    rotate_hmac: true,
+                    ..crash(overwrite(), 10)
+                }),
+                Op::During(
+                    plain(),
+                    S,
+                    Foreign::Restore {
+                        which: 0b1101,
+                        runs_back: 2,
+                    },
+                ),
+                Op::Foreign(Foreign::Delete { which: 0b0010 }),
+                Op::Run(plain()),
+            ],
+        ),
+        (
+            Start::Fresh,
+            vec![
+                Op::Foreign(Foreign::EnvoyGateway { which: 0b0001 }),
+                Op::During(plain(), S, Foreign::FreshCa { which: 0b0010 }),
+                Op::Run(plain()),
+            ],
+        ),
+    ];
+    for (start, ops) in cases {
+        check(start, &ops);
+    }
 }

@@ -21,6 +21,7 @@
 
 mod cases;
 mod foreign;
+mod outside;
 mod unfinished;
 
 pub use foreign::Foreign;
@@ -76,6 +77,8 @@ pub struct Version {
     pub run: usize,
     /// When another writer deleted the Secret, ending this version.
     pub deleted_at: Option<OffsetDateTime>,
+    /// Its place in [`World::history`].
+    pub seq: usize,
 }
 
 /// The API server: objects, their versions, and the clock.
@@ -94,6 +97,8 @@ pub struct World {
     pub log: Vec<(usize, String)>,
     /// Every Secret as each write or deletion left it, in order (for restored backups).
     pub history: Vec<(String, Option<StoredSecret>)>,
+    /// Who made each entry of `history` (a run's index, or [`FOREIGN`]).
+    pub history_by: Vec<usize>,
     /// Where `history` stood when each run started.
     pub run_marks: Vec<usize>,
     /// When another writer deleted certgen's CA Secret (its key store), on the true clock.
@@ -115,6 +120,7 @@ impl World {
             hmac_writes: BTreeMap::new(),
             log: Vec::new(),
             history: Vec::new(),
+            history_by: Vec::new(),
             run_marks: Vec::new(),
             ca_deleted: Vec::new(),
         }))
@@ -222,9 +228,11 @@ impl World {
                 bundle: parse("ca.crt"),
                 run,
                 deleted_at: None,
+                seq: self.history.len(),
             });
         }
         self.history.push((name.clone(), Some(secret.clone())));
+        self.history_by.push(run);
         self.objects.insert(name.clone(), Object { secret });
     }
 
@@ -246,6 +254,7 @@ impl World {
         }
         self.log.push((FOREIGN, name.to_string()));
         self.history.push((name.to_string(), None));
+        self.history_by.push(FOREIGN);
     }
 
     /// Replaces a Secret whole, as a blind `update` (or a restore) by another tool does.
@@ -468,6 +477,14 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
         Err(e) => (e.code(), e.to_string(), None),
     };
+    if tracing_asked() {
+        let now = world.lock().unwrap().true_now();
+        eprintln!(
+            "run {index} ({spec:?}) ended at {} with {code}: {message} {}",
+            now.time(),
+            note.as_deref().unwrap_or("")
+        );
+    }
     Ended {
         run: index,
         spec,
@@ -601,7 +618,12 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
                 // it) be signed by a CA what was written before trusts.
                 let (first, last) = (a.from.min(b.from), a.from.max(b.from));
                 let key_lost = world.ca_deleted.iter().any(|d| first < *d && *d <= last);
-                if deleted(a) || deleted(b) || key_lost || foreign_root(versions, ia, ib, start, 0)
+                if deleted(a)
+                    || deleted(b)
+                    || key_lost
+                    || erased(world, leaf, b.seq)
+                    || swapped(versions, ib, a.from)
+                    || foreign_root(versions, ia, ib, start, 0)
                 {
                     checked.foreign_failures += 1;
                     continue;
@@ -629,6 +651,50 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
         }
     }
     Ok(checked)
+}
+
+/// Whether another writer erased every trace of the CA that signed `leaf` from the store
+/// before history entry `seq` (a bundle written then): restored or deleted the last Secrets
+/// that named it, certgen's CA Secret included. A run cannot trust a CA that nothing it reads
+/// names; the peers still presenting its leaves are the erasing tool's doing.
+fn erased(world: &World, leaf: &Cert, seq: usize) -> bool {
+    let names = |s: &Option<StoredSecret>| {
+        s.as_ref().is_some_and(|s| {
+            ["ca.crt", "tls.crt", "next.crt"].iter().any(|k| {
+                s.data
+                    .get(*k)
+                    .and_then(|b| parse_cert_chain(b).ok())
+                    .is_some_and(|certs| certs.iter().any(|c| c.is_ca && c.signed(leaf)))
+            })
+        })
+    };
+    let mut state: BTreeMap<&str, bool> = BTreeMap::new();
+    let mut erased_by = None;
+    for (i, (name, s)) in world.history[..seq].iter().enumerate() {
+        let before = state.values().any(|n| *n);
+        state.insert(name, names(s));
+        let after = state.values().any(|n| *n);
+        if before && !after {
+            erased_by = Some(world.history_by[i]);
+        } else if after {
+            erased_by = None;
+        }
+    }
+    erased_by == Some(FOREIGN)
+}
+
+/// Whether another writer replaced bundle version `b`, before `at`, with one that shares no CA
+/// with it: consumers still holding `b` reject whatever the Secrets present from then on, the
+/// other writer's leaves first; no write can be accepted by both.
+fn swapped(versions: &[Version], b: usize, at: OffsetDateTime) -> bool {
+    versions[b + 1..]
+        .iter()
+        .find(|v| v.secret == versions[b].secret)
+        .is_some_and(|next| {
+            next.run == FOREIGN
+                && next.from <= at
+                && !next.bundle.iter().any(|c| versions[b].bundle.contains(c))
+        })
 }
 
 fn index_of(versions: &[Version], v: &Version) -> usize {
@@ -674,24 +740,32 @@ pub fn foreign_root(
     if depth > 64 {
         return false;
     }
+    // A failure a write only kept: the one before it failed too, for the other writer's
+    // reason, or because nothing valid was there (an expired leaf, or a bundle of expired CAs:
+    // a pair the oracle does not charge to anyone).
     let fails = |leaf: usize, bundle: usize| match &versions[leaf].leaf {
         Some(l) if !versions[bundle].bundle.is_empty() => {
             verifies(l, &versions[bundle].bundle, at).is_err()
         }
         _ => false,
     };
+    let expired = |leaf: usize, bundle: usize| {
+        versions[leaf]
+            .leaf
+            .as_ref()
+            .is_some_and(|l| l.is_expired_at(at))
+            || versions[bundle].bundle.iter().all(|c| c.is_expired_at(at))
+    };
+    let kept = |leaf: usize, bundle: usize| {
+        fails(leaf, bundle)
+            && (expired(leaf, bundle) || foreign_root(versions, leaf, bundle, at, depth + 1))
+    };
     let la = origin(versions, a, |x, y| x.leaf == y.leaf);
     let lb = origin(versions, b, |x, y| x.bundle == y.bundle);
-    let by_bundle = || {
-        versions[lb].run == FOREIGN
-            || predecessor(versions, lb)
-                .is_some_and(|p| fails(a, p) && foreign_root(versions, a, p, at, depth + 1))
-    };
-    let by_leaf = || {
-        versions[la].run == FOREIGN
-            || predecessor(versions, la)
-                .is_some_and(|p| fails(p, b) && foreign_root(versions, p, b, at, depth + 1))
-    };
+    let by_bundle =
+        || versions[lb].run == FOREIGN || predecessor(versions, lb).is_some_and(|p| kept(a, p));
+    let by_leaf =
+        || versions[la].run == FOREIGN || predecessor(versions, la).is_some_and(|p| kept(p, b));
     match lb.cmp(&la) {
         std::cmp::Ordering::Greater => by_bundle(),
         std::cmp::Ordering::Less => by_leaf(),
@@ -831,8 +905,64 @@ pub struct Outcome {
 
 /// Runs a trajectory and checks it. Returns a description of the first violation.
 pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
-    let config = config();
     let world = World::new();
+    let out = trajectory_in(&world, start, ops).await;
+    if out.is_err() && tracing_asked() {
+        eprintln!("{}", world.lock().unwrap().trace());
+    }
+    out
+}
+
+/// `CERTGEN_SIM_TRACE=1`: a failing trajectory prints every run's end and every version.
+fn tracing_asked() -> bool {
+    std::env::var_os("CERTGEN_SIM_TRACE").is_some()
+}
+
+impl World {
+    /// Every version of every TLS Secret, for reading a failing trajectory.
+    pub fn trace(&self) -> String {
+        let fp = |c: &Cert| c.short_fingerprint()[..6].to_string();
+        let mut out = String::from("versions (secret, run, from .. until, leaf signer, bundle):\n");
+        let cas: Vec<Cert> = self
+            .versions
+            .iter()
+            .flat_map(|v| v.bundle.iter().cloned())
+            .collect();
+        for v in &self.versions {
+            let signer = v.leaf.as_ref().map_or("-".to_string(), |l| {
+                cas.iter()
+                    .find(|c| c.signed(l))
+                    .map_or(format!("?{}", l.issuer), fp)
+            });
+            let bundle: Vec<String> = v.bundle.iter().map(fp).collect();
+            out += &format!(
+                "  {:<17} {:>4} {} .. {} leaf {signer} bundle {bundle:?}{}\n",
+                v.secret,
+                if v.run == FOREIGN {
+                    "othr".to_string()
+                } else {
+                    v.run.to_string()
+                },
+                v.from.time(),
+                v.until.map_or("now".to_string(), |u| u.time().to_string()),
+                if v.deleted_at.is_some() {
+                    " (deleted)"
+                } else {
+                    ""
+                },
+            );
+        }
+        out
+    }
+}
+
+async fn trajectory_in(
+    world: &Arc<Mutex<World>>,
+    start: Start,
+    ops: &[Op],
+) -> Result<Outcome, String> {
+    let config = config();
+    let world = world.clone();
     let mut index = 0;
     let mut ended: Vec<Ended> = Vec::new();
     let mut next = |spec: RunSpec| {

@@ -8,8 +8,11 @@
 //!   of the profile's Secrets that every rotation test relies on;
 //! - [`tls`]: mutual-TLS configurations and servers (rustls, `openssl s_server`) on 127.0.0.1;
 //! - [`envoy_gateway`]: Secrets as Envoy Gateway's own certgen writes them, made with openssl.
+//! - [`secret_summary`]: another tool's Secrets and certgen's, reduced to what a side-by-side
+//!   comparison looks at, and the rules that comparison holds.
 
 pub mod envoy_gateway;
+pub mod secret_summary;
 pub mod tls;
 pub mod trust;
 

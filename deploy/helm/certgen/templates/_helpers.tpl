@@ -69,11 +69,19 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- range $s := ($c.secrets | default list) -}}
 {{- $names = append $names (required "every config secret must have a name" $s.name) -}}
 {{- end -}}
-{{- else -}}
+{{- else if .Values.secretNames -}}
 {{- $names = .Values.secretNames -}}
-{{- end -}}
+{{- else -}}
+{{- /* Each built-in profile's CA Secret and Secrets (`certgen profile show NAME`); a chart
+       test renders every profile and compares. */ -}}
+{{- $builtin := dict
+  "envoy-gateway" (list "envoy-gateway-ca" "envoy-gateway" "envoy" "envoy-rate-limit" "envoy-oidc-hmac")
+  "cilium-hubble" (list "cilium-hubble-ca" "hubble-server-certs" "hubble-relay-client-certs" "hubble-relay-server-certs" "hubble-metrics-server-certs" "hubble-ui-client-certs")
+  "contour" (list "contour-ca" "contourcert" "envoycert") -}}
+{{- $names = get $builtin .Values.profile -}}
 {{- if not $names -}}
-{{- fail "secretNames must not be empty" -}}
+{{- fail (printf "profile %q is not built into this chart: set secretNames to its Secrets, or use config" .Values.profile) -}}
+{{- end -}}
 {{- end -}}
 {{- toYaml (uniq $names) -}}
 {{- end -}}

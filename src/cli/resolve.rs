@@ -1,0 +1,48 @@
+//! The command line's arguments as the plain values the rest of certgen takes: `config`
+//! (what to run on, how) and the Kubernetes adapter (which cluster) never see clap's types.
+
+use std::path::Path;
+
+use super::{RunArgs, StrategyArg, TargetArgs};
+use crate::config::{RunOptions, Strategy, TargetSpec, propagation_delay};
+
+impl TargetArgs {
+    /// Where the configuration and the Secrets are, as asked.
+    pub fn spec(&self) -> TargetSpec {
+        TargetSpec {
+            profile: self.profile.clone(),
+            config: self.config.clone(),
+            namespace: self.namespace.clone(),
+            cluster_domain: self.cluster_domain.clone(),
+            local: self.local.clone(),
+            config_home: self.config_home.clone(),
+            disable_topology_injector: self.disable_topology_injector,
+        }
+    }
+
+    /// The kubeconfig file and context asked for (`--kubeconfig`, `--context`).
+    pub fn cluster(&self) -> (Option<&Path>, Option<String>) {
+        (self.kubeconfig.as_deref(), self.context.clone())
+    }
+}
+
+impl RunArgs {
+    /// The options asked for, for a run in a local directory (`local`) or in a cluster.
+    pub fn options(&self, local: bool) -> RunOptions {
+        RunOptions {
+            overwrite: self.overwrite,
+            rotate_hmac: self.rotate_hmac,
+            force: self.force,
+            strategy: match self.strategy {
+                StrategyArg::Staged => Strategy::Staged,
+                StrategyArg::Immediate => Strategy::Immediate,
+            },
+            propagation_delay: propagation_delay(self.propagation_delay, local),
+            dry_run: self.dry_run,
+            wait: self.wait,
+            probe: self.probe,
+            poke: !self.no_poke,
+            timeout: self.timeout,
+        }
+    }
+}

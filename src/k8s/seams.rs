@@ -1,0 +1,153 @@
+//! The Kubernetes adapter's side of the seams in [`crate::outside`]: each trait implemented by
+//! the adapter object that already makes those calls, converting Kubernetes objects into the
+//! seams' plain data and back. Nothing is decided here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use super::{
+    ObservedWebhook, Pods, ServiceEndpoints, WebhookObserved, WebhookStore, service_endpoints,
+};
+use crate::config::WebhookKind;
+use crate::outside::{
+    CaBundleTargets, Endpoints, EndpointsError, Kind, PodView, PodsApi, PokeAnswer,
+    RolloutProgress, TargetObserved, TargetRead, WorkloadView, Workloads,
+};
+use crate::rollout::{RolloutError, Target};
+use crate::store::StoreError;
+
+impl CaBundleTargets for WebhookStore {
+    fn read<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
+        async move {
+            Ok(WebhookStore::read(self, kind, name)
+                .await?
+                .map(|o| match o {
+                    WebhookObserved::Absent => TargetObserved::Absent,
+                    WebhookObserved::Present(o) => TargetObserved::Present(Box::new(TargetRead {
+                        kind: o.kind,
+                        name: o.name.clone(),
+                        uid: o.uid.clone(),
+                        version: o.version.clone(),
+                        bundles: o.bundles.clone(),
+                        written_at: o.written_at,
+                        token: Some(Arc::new(*o)),
+                    })),
+                }))
+        }
+        .boxed()
+    }
+
+    fn put<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            let object = read
+                .token
+                .as_ref()
+                .and_then(|t| t.downcast_ref::<ObservedWebhook>())
+                .expect("a target read through this store");
+            self.put_ca_bundle(object, bundle).await
+        }
+        .boxed()
+    }
+
+    fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError> {
+        WebhookStore::refuse(self, kind, name, e)
+    }
+}
+
+impl Workloads for super::Workloads {
+    fn namespace(&self) -> &str {
+        super::Workloads::namespace(self)
+    }
+
+    fn refused(&self) -> Option<String> {
+        super::Workloads::refused(self)
+    }
+
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
+        super::Workloads::refuse(self, e)
+    }
+
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
+        super::Workloads::get(self, kind, name).boxed()
+    }
+
+    fn select<'a>(
+        &'a self,
+        kind: Kind,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>> {
+        super::Workloads::select(self, kind, selector).boxed()
+    }
+
+    fn restart<'a>(
+        &'a self,
+        w: &'a WorkloadView,
+        fingerprint: &'a str,
+        now: time::OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Result<Target, RolloutError>, StoreError>> {
+        super::Workloads::restart(self, w, fingerprint, now).boxed()
+    }
+
+    fn wait<'a>(
+        &'a self,
+        target: &'a Target,
+        deadline: Instant,
+        last: &'a RolloutProgress,
+    ) -> BoxFuture<'a, Result<Option<Duration>, RolloutError>> {
+        super::Workloads::wait(self, target, deadline, last).boxed()
+    }
+}
+
+impl PodsApi for Pods {
+    fn namespace(&self) -> &str {
+        Pods::namespace(self)
+    }
+
+    fn refused(&self) -> Option<String> {
+        Pods::refused(self)
+    }
+
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
+        Pods::refuse(self, e)
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>> {
+        Pods::list(self).boxed()
+    }
+
+    fn poke<'a>(
+        &'a self,
+        name: &'a str,
+        uid: &'a str,
+        fingerprint: &'a str,
+        at: time::OffsetDateTime,
+    ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>> {
+        Pods::poke(self, name, uid, fingerprint, at).boxed()
+    }
+}
+
+impl Endpoints for ServiceEndpoints {
+    fn ready<'a>(
+        &'a self,
+        service: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>> {
+        service_endpoints(&self.client, &self.namespace, service, port).boxed()
+    }
+}

@@ -1,0 +1,218 @@
+//! One small seam per outside system the driver acts on besides the Secrets
+//! ([`crate::store::SecretStore`]): the `caBundle` targets, the consumers' workloads and the
+//! namespace's pods. Each is a trait over plain data, implemented by the Kubernetes adapter
+//! (`crate::k8s`) and, in memory, by the trajectory simulation (`tests/it/sim/outside.rs`), so
+//! the simulation runs the driver's real code for caBundle writes, restarts and pokes.
+//!
+//! The traits carry no decision: what to write, restart or poke is the driver's
+//! ([`crate::rotation`]) and [`crate::rollout`]'s. Methods answer boxed futures so the driver
+//! holds each seam as a trait object (`&dyn`), one type whatever implements it. This module
+//! names no Kubernetes type.
+
+use std::any::Any;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::Instant;
+
+use crate::config::WebhookKind;
+use crate::rollout::{RolloutError, Target};
+use crate::store::StoreError;
+
+/// A `caBundle` target as read.
+#[derive(Clone)]
+pub struct TargetRead {
+    pub kind: WebhookKind,
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion a write must match.
+    pub version: String,
+    /// The `caBundle` of each entry, in order (one for an APIService); empty when unset.
+    pub bundles: Vec<Vec<u8>>,
+    /// When the object last changed, by the store's clock (rounded up to the second).
+    pub written_at: Option<time::OffsetDateTime>,
+    /// What the implementation needs to write the object back as read (the whole object, for
+    /// the Kubernetes adapter); opaque to the driver.
+    pub token: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for TargetRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetRead")
+            .field("kind", &self.kind)
+            .field("name", &self.name)
+            .field("uid", &self.uid)
+            .field("version", &self.version)
+            .field("entries", &self.bundles.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TargetRead {
+    /// Whether every entry already holds `bundle` (a configuration without entries holds
+    /// anything).
+    pub fn holds(&self, bundle: &[u8]) -> bool {
+        self.bundles.iter().all(|b| b == bundle)
+    }
+}
+
+/// What a read of a `caBundle` target found.
+#[derive(Debug, Clone)]
+pub enum TargetObserved {
+    Absent,
+    Present(Box<TargetRead>),
+}
+
+/// The `caBundle` targets (webhook configurations, APIServices).
+pub trait CaBundleTargets: Send + Sync {
+    /// Reads a target; `None` when a request on it was refused (403) in this run, now or
+    /// earlier: it is left alone for the rest of the run.
+    fn read<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>>;
+    /// Writes `bundle` into every entry of the target as `read`, fenced by its version and uid
+    /// (a change or a recreation since is [`StoreError::Conflict`]).
+    fn put<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Takes a 403 as the reason to leave the target alone for the rest of the run; gives any
+    /// other error back.
+    fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError>;
+}
+
+/// A consumer's workload as the restart decision and the wait see it, whatever its kind: one
+/// type, defined beside the kinds' rollout rules in [`crate::workload`].
+pub use crate::workload::{Kind, RolloutStatus, WorkloadView};
+
+/// What a rollout wait last saw of each workload, for progress lines and the report.
+pub type RolloutProgress = Mutex<BTreeMap<String, String>>;
+
+/// The consumers' workloads in the namespace: read, restarted, waited for.
+pub trait Workloads: Send + Sync {
+    /// The namespace, for messages.
+    fn namespace(&self) -> &str;
+    /// Why restarts are skipped in this run, once a request was refused.
+    fn refused(&self) -> Option<String>;
+    /// Takes `e` as the reason to skip restarts from now on when refusals are skipped (no
+    /// `--wait`) and it is a 403; gives it back otherwise.
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
+    /// One workload by kind and name; `None` when it does not exist.
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>>;
+    /// The workloads of `kind` a label selector matches.
+    fn select<'a>(
+        &'a self,
+        kind: Kind,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>>;
+    /// Restarts `w` (its pod template; `w.kind` says which API), recording `fingerprint`,
+    /// fenced by its UID; the wait target, or why it cannot roll.
+    fn restart<'a>(
+        &'a self,
+        w: &'a WorkloadView,
+        fingerprint: &'a str,
+        now: time::OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Result<Target, RolloutError>, StoreError>>;
+    /// Waits until the rollout of `target` is done by its kind's rule (`Some(took)`), fails,
+    /// or `deadline` passes (`None`; the last state seen is in `last`).
+    fn wait<'a>(
+        &'a self,
+        target: &'a Target,
+        deadline: Instant,
+        last: &'a RolloutProgress,
+    ) -> BoxFuture<'a, Result<Option<Duration>, RolloutError>>;
+}
+
+/// A pod as the gates see it (plain data; see `crate::rotation` for what it means).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    pub name: String,
+    pub uid: String,
+    /// `metadata.creationTimestamp` (the API server's clock, whole seconds).
+    pub created: Option<time::OffsetDateTime>,
+    /// Being deleted: its kubelet no longer refreshes its volumes.
+    pub terminating: bool,
+    /// Succeeded or Failed: nothing runs in it.
+    pub finished: bool,
+    /// The workload that owns it, when one does: a Deployment (through its ReplicaSet), or a
+    /// StatefulSet or DaemonSet (directly).
+    pub owner: Option<(Kind, String)>,
+    /// The Secrets its volumes project (secret volumes and projected sources), by name.
+    pub secrets: BTreeSet<String>,
+    /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod
+    /// of the rollout certgen started for those contents.
+    pub restart_fingerprint: Option<String>,
+}
+
+/// What became of one poke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PokeAnswer {
+    /// The annotation is on the pod with this UID.
+    Done,
+    /// The pod is gone (404): nothing runs that could hold old bytes.
+    Gone,
+    /// The pod named so is another one now (deleted and recreated; 409 on the UID).
+    Recreated,
+}
+
+/// The namespace's pods: listed with what they mount, and poked.
+pub trait PodsApi: Send + Sync {
+    /// The namespace, for messages.
+    fn namespace(&self) -> &str;
+    /// Why pokes are off in this run, once a request was refused.
+    fn refused(&self) -> Option<String>;
+    /// Takes a 403 as the reason to stop poking for the rest of the run; gives any other
+    /// error back.
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
+    /// Every pod of the namespace, read consistently.
+    fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>>;
+    /// Annotates pod `name` (only while it has `uid`) with `fingerprint` and `at`; its spec
+    /// stays as it is.
+    fn poke<'a>(
+        &'a self,
+        name: &'a str,
+        uid: &'a str,
+        fingerprint: &'a str,
+        at: time::OffsetDateTime,
+    ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>>;
+}
+
+/// Why a Service's endpoints could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointsError {
+    /// The API refused or failed (exit 5, like any refused call).
+    #[error(transparent)]
+    Api(StoreError),
+    /// The Service or its port is not there (a failed probe, exit 1).
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// The namespace's Services: where `--probe` dials.
+pub trait Endpoints: Send + Sync {
+    /// The ready endpoints (`ip:port`) behind a Service's port.
+    fn ready<'a>(
+        &'a self,
+        service: &'a str,
+        port: u16,
+    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>>;
+}
+
+/// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.
+pub fn describe_target(kind: WebhookKind, name: &str) -> String {
+    let kind = match kind {
+        WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
+        WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
+        WebhookKind::ApiService => "APIService",
+    };
+    format!("{kind} {name}")
+}

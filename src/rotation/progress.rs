@@ -1,0 +1,147 @@
+//! The run's memory: what this invocation has written, learned and been refused, as one record
+//! updated at one site ([`Progress::note`]). The planner sees it only through
+//! [`Progress::plan_options`], which combines it with the run's flags: the flags themselves
+//! ([`RunOptions`]) never change during a run.
+
+use time::OffsetDateTime;
+
+use crate::config::RunOptions;
+use crate::plan;
+use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport};
+
+/// What a run has done and learned so far.
+#[derive(Debug, Default, Clone)]
+pub struct Progress {
+    /// `--overwrite` has been acted on: a new CA was stored, or the CA Secret changed under the
+    /// run (a CA write whose answer was lost, or another run's). Never a second new CA.
+    pub ca_written: bool,
+    /// `--rotate-hmac` has been acted on: new HMAC bytes were stored.
+    pub hmac_written: bool,
+    /// Probes showed every hot-reloading consumer trusts the pending CA with this fingerprint.
+    pub trust_confirmed: Option<[u8; 32]>,
+    /// The gate for the stored state with this digest was waited out (or opened on evidence).
+    pub gate_waited: Option<[u8; 32]>,
+    /// The last write to a `caBundle` target, on the store's clock (earlier runs' included).
+    pub other_written_at: Option<OffsetDateTime>,
+    /// The entries of every write (Secrets and `caBundle` targets), in order.
+    pub written: Vec<Entry>,
+    /// The consumers' report lines, merged over the steps.
+    pub consumers: Vec<ConsumerReport>,
+    /// The run's Events, in order: each step's writes, then its restarts.
+    pub events: Vec<EventLine>,
+    /// How each gate opened.
+    pub gates: Vec<GateReport>,
+    /// Store attempts over every step.
+    pub attempts: u32,
+}
+
+/// One thing a run learned.
+#[derive(Debug)]
+pub enum Learned {
+    /// A step stored a new CA (or found the CA Secret changed under it).
+    CaWritten,
+    /// A step stored HMAC bytes.
+    HmacWritten,
+    /// A step is done: whatever gate was waited out was for the state before it.
+    Stepped { attempts: u32 },
+    /// Something was written: these entries (only those that write are kept).
+    Wrote(Vec<Entry>),
+    /// A `caBundle` target was written (or found drifted) at this store time.
+    OtherWritten(OffsetDateTime),
+    /// The consumers' lines after a step, and its Events.
+    Consumers {
+        reports: Vec<ConsumerReport>,
+        events: Vec<EventLine>,
+    },
+    /// A gate opened for the stored state with this digest (`None`: opened by a probe).
+    GateOpened {
+        report: GateReport,
+        state: Option<[u8; 32]>,
+    },
+    /// Probes confirmed the pending CA with this fingerprint.
+    TrustConfirmed([u8; 32]),
+}
+
+impl Progress {
+    /// Records what the run learned: the only place its memory changes.
+    pub fn note(&mut self, learned: Learned) {
+        match learned {
+            Learned::CaWritten => self.ca_written = true,
+            Learned::HmacWritten => self.hmac_written = true,
+            Learned::Stepped { attempts } => {
+                self.attempts += attempts;
+                self.gate_waited = None;
+            }
+            Learned::Wrote(entries) => self
+                .written
+                .extend(entries.into_iter().filter(|e| e.action.writes())),
+            Learned::OtherWritten(at) => self.other_written_at = Some(at),
+            Learned::Consumers { reports, events } => {
+                self.events.extend(events);
+                report::merge_consumers(&mut self.consumers, reports);
+            }
+            Learned::GateOpened { report, state } => {
+                self.gates.push(report);
+                if state.is_some() {
+                    self.gate_waited = state;
+                }
+            }
+            Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
+        }
+    }
+
+    /// What the planner is given for the next step: the run's flags, less what has been acted
+    /// on, plus what the run has learned.
+    pub fn plan_options(&self, run: &RunOptions) -> plan::Options {
+        plan::Options {
+            overwrite: run.overwrite && !self.ca_written,
+            rotate_hmac: run.rotate_hmac && !self.hmac_written,
+            trust_confirmed: self.trust_confirmed,
+            gate_waited: self.gate_waited,
+            other_written_at: self.other_written_at,
+            ..plan::Options::from_run(run)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_acted_on_are_not_acted_on_again() {
+        let run = RunOptions {
+            overwrite: true,
+            rotate_hmac: true,
+            ..RunOptions::default()
+        };
+        let mut p = Progress::default();
+        assert!(p.plan_options(&run).overwrite && p.plan_options(&run).rotate_hmac);
+        p.note(Learned::CaWritten);
+        p.note(Learned::HmacWritten);
+        let o = p.plan_options(&run);
+        assert!(!o.overwrite && !o.rotate_hmac);
+    }
+
+    #[test]
+    fn a_waited_gate_holds_until_the_next_step() {
+        let mut p = Progress::default();
+        let report = GateReport {
+            reason: "r".into(),
+            opened_by: "timer".into(),
+            seconds: 1.0,
+        };
+        p.note(Learned::GateOpened {
+            report,
+            state: Some([1; 32]),
+        });
+        assert_eq!(
+            p.plan_options(&RunOptions::default()).gate_waited,
+            Some([1; 32])
+        );
+        p.note(Learned::Stepped { attempts: 2 });
+        assert_eq!(p.plan_options(&RunOptions::default()).gate_waited, None);
+        assert_eq!(p.attempts, 2);
+        assert_eq!(p.gates.len(), 1);
+    }
+}

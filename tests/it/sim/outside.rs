@@ -1,0 +1,1249 @@
+//! The whole run in the simulation: besides the Secrets, the world holds the `caBundle` target
+//! (Envoy Gateway's topology injector), the consumers' Deployments and their pods, and the runs
+//! reach them through the driver's real seams (`certgen::outside`): caBundle writes, restarts
+//! and pokes are outside actions like Secret writes, each one a point where a run can be killed,
+//! lose an answer, or fail before it lands.
+//!
+//! The oracle follows each holder, not each Secret:
+//! - a hot pod holds a version of its Secret from when it landed (or the pod started, if later)
+//!   until the kubelet's propagation delay after the next version landed, or until
+//!   [`POKE_SETTLE`] after a poke that landed after it was replaced (a poke makes the pod's
+//!   held version current), or until the pod is gone; a pod created later mounts what is
+//!   current then;
+//! - a restart-only pod holds what its Secret was when the pod started, until it is gone: only
+//!   a restart (a new pod) changes it;
+//! - the API server holds each `caBundle` version until [`POKE_SETTLE`] after the next one (its
+//!   informer), and calls the webhook served by `envoy-gateway`'s pods: every `caBundle` it may
+//!   hold must verify every leaf those pods may serve at the same instant.
+//!
+//! Every two holdings that overlap in time must complete mutual TLS (leaf against bundle, server
+//! and client use, rustls-webpki), as in the Secret-level oracle of `mod.rs`; a failure that
+//! goes back to the seeded starting state (Envoy Gateway's own output, a target with no
+//! `caBundle` yet) is not certgen's.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use certgen::config::{Config, Reload, WebhookKind, Workload};
+use certgen::lock;
+use certgen::outside::{
+    CaBundleTargets, Kind, PodView, PodsApi, PokeAnswer, RolloutProgress, RolloutStatus,
+    TargetObserved, TargetRead, WorkloadView, Workloads,
+};
+use certgen::pki::{Cert, parse_cert_chain};
+use certgen::rollout::{RolloutError, Target};
+use certgen::rotation::{self, Invocation, POKE_SETTLE};
+use certgen::secret::{Observed, SecretWrite};
+use certgen::store::{SecretStore, StoreError};
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use time::OffsetDateTime;
+
+use super::{
+    DELAY, Ended, FOREIGN, Faults, RunSpec, Session, TLS, World, broken, check_current, check_runs,
+    config, crashed, options, runtime, seed_envoy_gateway, unsettled, verifies,
+};
+
+/// How long a restart-only consumer's rollout takes (new pod created at the restart, the old
+/// one gone this long after).
+pub const ROLLOUT: Duration = Duration::from_secs(3);
+
+/// A version of the `caBundle` target, as the API server holds it.
+#[derive(Clone, Debug)]
+pub struct BundleVersion {
+    pub from: OffsetDateTime,
+    pub until: Option<OffsetDateTime>,
+    pub bundle: Vec<Cert>,
+    pub run: usize,
+}
+
+/// The `caBundle` target.
+pub struct TargetState {
+    pub kind: WebhookKind,
+    pub name: String,
+    pub uid: String,
+    pub rv: u64,
+    pub raw: Vec<u8>,
+    pub written_at: Option<OffsetDateTime>,
+    pub versions: Vec<BundleVersion>,
+}
+
+/// A Deployment.
+pub struct Dep {
+    pub name: String,
+    pub uid: String,
+    pub generation: i64,
+    pub created: OffsetDateTime,
+    pub fingerprint: Option<String>,
+    pub reload: Reload,
+    pub labels: BTreeMap<String, String>,
+    pub secret: String,
+    pub replicas: usize,
+    /// When the rollout of the last restart is done (true clock).
+    pub rolled_at: OffsetDateTime,
+}
+
+/// A pod, alive or gone.
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub name: String,
+    pub uid: String,
+    pub deployment: String,
+    pub secret: String,
+    pub reload: Reload,
+    /// True clock.
+    pub created: OffsetDateTime,
+    pub gone: Option<OffsetDateTime>,
+    pub fingerprint: Option<String>,
+    /// When pokes landed on it (true clock).
+    pub pokes: Vec<OffsetDateTime>,
+}
+
+/// The outside world of the runs.
+pub struct OutsideWorld {
+    pub target: Option<TargetState>,
+    pub deps: BTreeMap<String, Dep>,
+    pub pods: Vec<Pod>,
+    next_uid: u64,
+    /// Every outside action that landed, in order: (run, what).
+    pub log: Vec<(usize, String)>,
+    /// Every write of any kind that landed and was answered (Secrets too), in order: what a
+    /// crash point falls between.
+    pub sequence: Vec<String>,
+}
+
+impl OutsideWorld {
+    /// Envoy Gateway's topology: its configured `caBundle` target (with no bundle yet, as its
+    /// chart creates it), and one Deployment per consumer (proxies: two replicas), each of
+    /// whose pods mounts the consumer's Secret.
+    pub fn new(config: &Config, at: OffsetDateTime) -> Arc<Mutex<Self>> {
+        let mut w = Self {
+            target: None,
+            deps: BTreeMap::new(),
+            pods: Vec::new(),
+            next_uid: 1,
+            log: Vec::new(),
+            sequence: Vec::new(),
+        };
+        if let Some(t) = config.webhooks.first() {
+            w.target = Some(TargetState {
+                kind: t.kind,
+                name: t.name.clone(),
+                uid: "target-1".into(),
+                rv: 1,
+                raw: vec![],
+                written_at: Some(at),
+                versions: vec![BundleVersion {
+                    from: at,
+                    until: None,
+                    bundle: vec![],
+                    run: FOREIGN,
+                }],
+            });
+        }
+        for c in &config.consumers {
+            let (name, labels, replicas) = match &c.workload {
+                Some(Workload::Name(n)) => (n.clone(), BTreeMap::new(), 1),
+                Some(Workload::Selector(s)) => {
+                    let labels: BTreeMap<String, String> = s
+                        .split(',')
+                        .filter_map(|kv| kv.split_once('='))
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    ("envoy-proxy".to_string(), labels, 2)
+                }
+                None => continue,
+            };
+            let uid = w.uid();
+            w.deps.insert(
+                name.clone(),
+                Dep {
+                    name: name.clone(),
+                    uid,
+                    generation: 1,
+                    created: at,
+                    fingerprint: None,
+                    reload: c.reload,
+                    labels,
+                    secret: c.mounts[0].clone(),
+                    replicas,
+                    rolled_at: at,
+                },
+            );
+            w.start_pods(&name, at, None);
+        }
+        Arc::new(Mutex::new(w))
+    }
+
+    fn uid(&mut self) -> String {
+        self.next_uid += 1;
+        format!("uid-{}", self.next_uid)
+    }
+
+    fn start_pods(&mut self, dep: &str, at: OffsetDateTime, fingerprint: Option<String>) {
+        let (replicas, secret, reload, generation) = {
+            let d = &self.deps[dep];
+            (d.replicas, d.secret.clone(), d.reload, d.generation)
+        };
+        for i in 0..replicas {
+            let uid = self.uid();
+            self.pods.push(Pod {
+                name: format!("{dep}-{generation}-{i}"),
+                uid,
+                deployment: dep.to_string(),
+                secret: secret.clone(),
+                reload,
+                created: at,
+                gone: None,
+                fingerprint: fingerprint.clone(),
+                pokes: vec![],
+            });
+        }
+    }
+
+    fn alive(&self, now: OffsetDateTime) -> impl Iterator<Item = &Pod> {
+        self.pods
+            .iter()
+            .filter(move |p| p.gone.is_none_or(|g| g > now))
+    }
+
+    /// Deletes a live pod and creates another under the same name (a node drained, a pod
+    /// evicted): a poke sent to the old UID is lost (409).
+    pub fn recreate(&mut self, name: &str, now: OffsetDateTime) {
+        let Some(i) = self
+            .pods
+            .iter()
+            .position(|p| p.name == name && p.gone.is_none_or(|g| g > now))
+        else {
+            return;
+        };
+        self.pods[i].gone = Some(now);
+        let mut pod = self.pods[i].clone();
+        pod.uid = self.uid();
+        pod.created = now;
+        pod.gone = None;
+        pod.pokes.clear();
+        self.pods.push(pod);
+    }
+}
+
+/// One run's view of the whole world: its Secret store (with its faults) and the outside
+/// world, every action on which counts as a write for the faults.
+pub struct Sim {
+    pub session: Session,
+    pub outside: Arc<Mutex<OutsideWorld>>,
+    /// Mutation switches, to show the oracle sees what they break.
+    pub mutation: Mutation,
+}
+
+/// A deliberate bug in the outside actions (for the mutation checks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mutation {
+    #[default]
+    None,
+    /// caBundle writes are answered but never land.
+    DropCaBundleWrite,
+    /// Restarts are answered but never roll.
+    SkipRestart,
+    /// A poke that does not land is answered as if it had (a lost poke taken for evidence).
+    LostPokeAnswered,
+}
+
+impl Sim {
+    fn world(&self) -> &Arc<Mutex<World>> {
+        &self.session.world
+    }
+
+    fn true_now(&self) -> OffsetDateTime {
+        self.world().lock().unwrap().true_now()
+    }
+
+    /// A read: fails once the process is dead.
+    async fn read(&self) -> Result<(), StoreError> {
+        self.session.yields().await;
+        if self.session.state.lock().unwrap().dead {
+            return Err(crashed());
+        }
+        Ok(())
+    }
+
+    /// An outside write, under the run's faults like a Secret write: `land` makes it happen.
+    async fn act<T>(
+        &self,
+        what: String,
+        land: impl FnOnce(&mut OutsideWorld, OffsetDateTime, OffsetDateTime) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.session.yields().await;
+        let n = {
+            let mut s = self.session.state.lock().unwrap();
+            if s.dead {
+                return Err(crashed());
+            }
+            s.writes += 1;
+            s.writes
+        };
+        let faults = self.session.faults;
+        if faults.fail_before == Some(n) {
+            return Err(broken(&what));
+        }
+        let (store_now, true_now) = {
+            let w = self.world().lock().unwrap();
+            (w.store_now(), w.true_now())
+        };
+        let out = {
+            let mut o = self.outside.lock().unwrap();
+            let out = land(&mut o, store_now, true_now)?;
+            o.log.push((self.session.run, what.clone()));
+            o.sequence.push(what.clone());
+            out
+        };
+        if faults.crash_after == Some(n) {
+            self.session.state.lock().unwrap().dead = true;
+            return Err(crashed());
+        }
+        if faults.lose_reply == Some(n) {
+            return Err(broken(&what));
+        }
+        Ok(out)
+    }
+}
+
+impl SecretStore for Sim {
+    fn describe(&self) -> String {
+        self.session.describe()
+    }
+
+    fn object(&self, name: &str) -> String {
+        self.session.object(name)
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        self.session.now()
+    }
+
+    async fn get(&self, name: &str) -> Result<Observed, StoreError> {
+        self.session.get(name).await
+    }
+
+    async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
+        let landed = self.session.put(write).await;
+        if landed.is_ok() {
+            let mut o = self.outside.lock().unwrap();
+            o.sequence.push(format!("Secret {}", write.name));
+        }
+        landed
+    }
+}
+
+fn conflict(what: &str) -> StoreError {
+    StoreError::Conflict {
+        what: what.into(),
+        detail: "changed since it was read".into(),
+    }
+}
+
+impl CaBundleTargets for Sim {
+    fn read<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
+        async move {
+            self.read().await?;
+            let o = self.outside.lock().unwrap();
+            Ok(Some(match &o.target {
+                Some(t) if t.kind == kind && t.name == name => {
+                    TargetObserved::Present(Box::new(TargetRead {
+                        kind,
+                        name: name.into(),
+                        uid: t.uid.clone(),
+                        version: t.rv.to_string(),
+                        bundles: vec![t.raw.clone()],
+                        written_at: t.written_at,
+                        token: None,
+                    }))
+                }
+                _ => TargetObserved::Absent,
+            }))
+        }
+        .boxed()
+    }
+
+    fn put<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let drop_it = self.mutation == Mutation::DropCaBundleWrite;
+        let run = self.session.run;
+        self.act(
+            format!("caBundle {}", read.name),
+            move |o, store_now, true_now| {
+                let t = o.target.as_mut().ok_or_else(|| conflict(&read.name))?;
+                if t.rv.to_string() != read.version || t.uid != read.uid {
+                    return Err(conflict(&read.name));
+                }
+                if drop_it {
+                    return Ok(());
+                }
+                t.rv += 1;
+                t.raw = bundle.to_vec();
+                t.written_at = Some(store_now);
+                if let Some(prev) = t.versions.last_mut() {
+                    prev.until = Some(true_now);
+                }
+                t.versions.push(BundleVersion {
+                    from: true_now,
+                    until: None,
+                    bundle: parse_cert_chain(bundle).unwrap_or_default(),
+                    run,
+                });
+                Ok(())
+            },
+        )
+        .boxed()
+    }
+
+    fn refuse(&self, _: WebhookKind, _: &str, e: StoreError) -> Result<(), StoreError> {
+        Err(e)
+    }
+}
+
+/// Whole seconds, as the API server keeps creation times.
+fn truncated(t: OffsetDateTime) -> OffsetDateTime {
+    t.replace_nanosecond(0).unwrap()
+}
+
+/// The world's workloads are all Deployments: a read of another kind finds nothing.
+fn view(d: &Dep) -> WorkloadView {
+    WorkloadView {
+        kind: Kind::Deployment,
+        name: d.name.clone(),
+        uid: d.uid.clone(),
+        created: Some(truncated(d.created)),
+        fingerprint: d.fingerprint.clone(),
+        paused: false,
+        status: RolloutStatus {
+            generation: d.generation,
+            ..RolloutStatus::default()
+        },
+    }
+}
+
+impl Workloads for Sim {
+    fn namespace(&self) -> &str {
+        "sim"
+    }
+
+    fn refused(&self) -> Option<String> {
+        None
+    }
+
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
+        Err(e)
+    }
+
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
+        async move {
+            self.read().await?;
+            let o = self.outside.lock().unwrap();
+            Ok(o.deps
+                .get(name)
+                .filter(|_| kind == Kind::Deployment)
+                .map(view))
+        }
+        .boxed()
+    }
+
+    fn select<'a>(
+        &'a self,
+        kind: Kind,
+        selector: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>> {
+        async move {
+            self.read().await?;
+            let o = self.outside.lock().unwrap();
+            let want: Vec<(&str, &str)> = selector
+                .split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .collect();
+            Ok(o.deps
+                .values()
+                .filter(|d| {
+                    kind == Kind::Deployment
+                        && !d.labels.is_empty()
+                        && want
+                            .iter()
+                            .all(|(k, v)| d.labels.get(*k).is_some_and(|x| x == v))
+                })
+                .map(view)
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn restart<'a>(
+        &'a self,
+        w: &'a WorkloadView,
+        fingerprint: &'a str,
+        _now: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Result<Target, RolloutError>, StoreError>> {
+        let skip = self.mutation == Mutation::SkipRestart;
+        self.act(format!("restart {}", w.name), move |o, _, true_now| {
+            let d = o.deps.get_mut(&w.name).ok_or_else(|| conflict(&w.name))?;
+            if d.uid != w.uid {
+                return Err(conflict(&w.name));
+            }
+            d.generation += 1;
+            d.fingerprint = Some(fingerprint.to_string());
+            let target = Target {
+                kind: w.kind,
+                name: w.name.clone(),
+                uid: w.uid.clone(),
+                generation: d.generation,
+            };
+            if skip {
+                return Ok(Ok(target));
+            }
+            d.rolled_at = true_now + ROLLOUT;
+            let gone = d.rolled_at;
+            for p in o.pods.iter_mut().filter(|p| p.deployment == w.name) {
+                if p.gone.is_none_or(|g| g > gone) {
+                    p.gone = Some(gone);
+                }
+            }
+            o.start_pods(&w.name, true_now, Some(fingerprint.to_string()));
+            Ok(Ok(target))
+        })
+        .boxed()
+    }
+
+    fn wait<'a>(
+        &'a self,
+        target: &'a Target,
+        deadline: tokio::time::Instant,
+        last: &'a RolloutProgress,
+    ) -> BoxFuture<'a, Result<Option<Duration>, RolloutError>> {
+        async move {
+            let started = tokio::time::Instant::now();
+            let rolled = self.outside.lock().unwrap().deps[&target.name].rolled_at;
+            let left = (rolled - self.true_now()).max(time::Duration::ZERO);
+            let done = started + Duration::try_from(left).unwrap();
+            if done > deadline {
+                tokio::time::sleep_until(deadline).await;
+                last.lock()
+                    .unwrap()
+                    .insert(target.label(), "rolling".into());
+                return Ok(None);
+            }
+            tokio::time::sleep_until(done).await;
+            Ok(Some(started.elapsed()))
+        }
+        .boxed()
+    }
+}
+
+impl PodsApi for Sim {
+    fn namespace(&self) -> &str {
+        "sim"
+    }
+
+    fn refused(&self) -> Option<String> {
+        None
+    }
+
+    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
+        Err(e)
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>> {
+        async move {
+            self.read().await?;
+            let (now, offset) = {
+                let w = self.world().lock().unwrap();
+                (w.true_now(), w.clock_offset)
+            };
+            let o = self.outside.lock().unwrap();
+            Ok(o.alive(now)
+                .map(|p| PodView {
+                    name: p.name.clone(),
+                    uid: p.uid.clone(),
+                    created: Some(truncated(p.created + offset)),
+                    terminating: false,
+                    finished: false,
+                    owner: Some((Kind::Deployment, p.deployment.clone())),
+                    secrets: [p.secret.clone()].into(),
+                    restart_fingerprint: p.fingerprint.clone(),
+                })
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn poke<'a>(
+        &'a self,
+        name: &'a str,
+        uid: &'a str,
+        _fingerprint: &'a str,
+        _at: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>> {
+        let lost = self.mutation == Mutation::LostPokeAnswered;
+        self.act(format!("poke {name}"), move |o, _, true_now| {
+            if lost {
+                return Ok(PokeAnswer::Done);
+            }
+            let Some(p) = o
+                .pods
+                .iter_mut()
+                .find(|p| p.name == name && p.gone.is_none_or(|g| g > true_now))
+            else {
+                return Ok(PokeAnswer::Gone);
+            };
+            if p.uid != uid {
+                return Ok(PokeAnswer::Recreated);
+            }
+            p.pokes.push(true_now);
+            Ok(PokeAnswer::Done)
+        })
+        .boxed()
+    }
+}
+
+/// Runs certgen's driver once against the whole world, with pokes on.
+pub async fn run(
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    index: usize,
+    spec: RunSpec,
+    mutation: Mutation,
+) -> Ended {
+    let resumed = {
+        let mut w = world.lock().unwrap();
+        let mark = w.history.len();
+        w.run_marks.push(mark);
+        w.get(super::CA)
+            .is_some_and(|s| s.data.contains_key("next.crt"))
+    };
+    let sim = Sim {
+        session: Session::new(world, index, spec.faults),
+        outside: outside.clone(),
+        mutation,
+    };
+    let mut options = options(&spec);
+    options.poke = true;
+    let invocation = Invocation {
+        config,
+        options,
+        deadline: tokio::time::Instant::now() + options.timeout,
+        deployments: Some(&sim),
+        client: None,
+        webhooks: Some(&sim),
+        pods: Some(&sim),
+        lock: lock::Target::None,
+    };
+    let (code, message, note) = match rotation::run(&sim, invocation).await {
+        Ok((report, None)) => (0, String::new(), report.note),
+        Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
+        Err(e) => (e.code(), e.to_string(), None),
+    };
+    Ended {
+        run: index,
+        spec,
+        code,
+        message,
+        resumed,
+        note,
+        ca_disturbed: false,
+    }
+}
+
+/// One step of a trajectory of the whole world.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Run(RunSpec),
+    Advance(Duration),
+    /// A run, and this long after it started, the pod of this name is deleted and recreated.
+    RecreateDuring(RunSpec, Duration, &'static str),
+}
+
+/// Where a trajectory of the whole world starts.
+#[derive(Clone, Copy, Debug)]
+pub enum From {
+    Fresh,
+    Steady,
+    /// Envoy Gateway's own certgen output, the target's `caBundle` set to its CA.
+    EnvoyGateway,
+}
+
+/// What a trajectory of the whole world checked.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sizes {
+    pub runs: usize,
+    /// Secret versions, `caBundle` versions, pods.
+    pub versions: usize,
+    pub bundles: usize,
+    pub pods: usize,
+    /// Outside actions that landed, by kind.
+    pub writes: usize,
+    pub ca_bundle_writes: usize,
+    pub restarts: usize,
+    pub pokes: usize,
+    /// Holding pairs verified (peers, and the API server against the webhook's server).
+    pub pairs: usize,
+    pub webhook_pairs: usize,
+}
+
+/// Puts the world in the state `from` names (`next` numbers the runs).
+async fn start(
+    from: From,
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    next: &mut impl FnMut() -> usize,
+) -> Result<(), String> {
+    match from {
+        From::Fresh => {}
+        From::Steady => {
+            let e = run(
+                world,
+                outside,
+                config,
+                next(),
+                RunSpec::default(),
+                Mutation::None,
+            )
+            .await;
+            if e.code != 0 {
+                return Err(format!("the first run exited {}: {}", e.code, e.message));
+            }
+            tokio::time::advance(DELAY * 2).await;
+        }
+        From::EnvoyGateway => {
+            let at = world.lock().unwrap().true_now();
+            seed_envoy_gateway(world, config, false, at - time::Duration::days(30));
+            let ca = world.lock().unwrap().get("envoy-gateway").unwrap().data["ca.crt"].clone();
+            let mut o = outside.lock().unwrap();
+            let t = o.target.as_mut().unwrap();
+            t.raw = ca.clone();
+            t.versions = vec![BundleVersion {
+                from: at,
+                until: None,
+                bundle: parse_cert_chain(&ca).unwrap(),
+                run: FOREIGN,
+            }];
+        }
+    }
+    Ok(())
+}
+
+/// Runs a trajectory of the whole world and checks it; the first violation otherwise.
+pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Result<Sizes, String> {
+    let config = config();
+    let world = World::new();
+    let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
+    let mut index = 0;
+    let mut ended: Vec<Ended> = Vec::new();
+    let mut next = || {
+        index += 1;
+        index
+    };
+    start(from, &world, &outside, &config, &mut next).await?;
+    // When a run first exited 0: from then on the target holds a bundle (certgen wrote it).
+    let mut first_ok: Option<OffsetDateTime> = match from {
+        From::Fresh => None,
+        From::Steady | From::EnvoyGateway => Some(world.lock().unwrap().true_now()),
+    };
+    for step in steps {
+        match step {
+            Step::Run(spec) => {
+                let e = run(&world, &outside, &config, next(), *spec, mutation).await;
+                if e.code == 0 {
+                    first_ok.get_or_insert(world.lock().unwrap().true_now());
+                }
+                if e.code == 0
+                    && let Some(why) = super::due(&world, &config).await
+                {
+                    return Err(format!("run {} exited 0 but left work due: {why}", e.run));
+                }
+                ended.push(e);
+            }
+            Step::Advance(d) => tokio::time::advance(*d).await,
+            Step::RecreateDuring(spec, after, pod) => {
+                let i = next();
+                let (e, ()) =
+                    tokio::join!(run(&world, &outside, &config, i, *spec, mutation), async {
+                        tokio::time::sleep(*after).await;
+                        let now = world.lock().unwrap().true_now();
+                        outside.lock().unwrap().recreate(pod, now);
+                    });
+                ended.push(e);
+            }
+        }
+    }
+    // Runs stop: plain runs, the delay apart, converge; then one more does nothing outside.
+    let mut settled = false;
+    for _ in 0..6 {
+        tokio::time::advance(DELAY + Duration::from_secs(1)).await;
+        let e = run(
+            &world,
+            &outside,
+            &config,
+            next(),
+            RunSpec::default(),
+            Mutation::None,
+        )
+        .await;
+        if e.code != 0 && e.code != 3 {
+            return Err(format!("a plain re-run exited {}: {}", e.code, e.message));
+        }
+        if e.code == 0 {
+            first_ok.get_or_insert(world.lock().unwrap().true_now());
+        }
+        ended.push(e);
+        if unsettled(&world, &config).await.is_none() {
+            settled = true;
+            break;
+        }
+    }
+    if !settled {
+        return Err(format!(
+            "plain re-runs did not converge: {:?}",
+            unsettled(&world, &config).await
+        ));
+    }
+    tokio::time::advance(DELAY + Duration::from_secs(1)).await;
+    let before = (
+        world.lock().unwrap().log.len(),
+        outside.lock().unwrap().log.len(),
+    );
+    let e = run(
+        &world,
+        &outside,
+        &config,
+        next(),
+        RunSpec::default(),
+        Mutation::None,
+    )
+    .await;
+    let after = (
+        world.lock().unwrap().log.len(),
+        outside.lock().unwrap().log.len(),
+    );
+    if e.code != 0 || after != before {
+        let o = outside.lock().unwrap();
+        return Err(format!(
+            "a plain run with nothing due acted (exit {}: {}; outside: {:?})",
+            e.code,
+            e.message,
+            &o.log[before.1..]
+        ));
+    }
+    ended.push(e);
+    let w = world.lock().unwrap();
+    let o = outside.lock().unwrap();
+    check_runs(&w, &ended)?;
+    check_current(&w, w.true_now())?;
+    let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
+    let mut sizes = check_holders(&w, &o, end, first_ok)?;
+    sizes.runs = ended.len();
+    Ok(sizes)
+}
+
+/// What one holder may hold of one version, and when.
+#[derive(Debug)]
+struct Holding<'a> {
+    holder: String,
+    from: OffsetDateTime,
+    until: OffsetDateTime,
+    leaf: Option<&'a Cert>,
+    bundle: &'a [Cert],
+    /// Written by the seeded start (another tool), not by a run.
+    seeded: bool,
+    describe: String,
+}
+
+/// Every holding of every pod, by the rules in the module's comment.
+fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Holding<'a>> {
+    let lag = time::Duration::try_from(DELAY).unwrap();
+    let settle = time::Duration::try_from(POKE_SETTLE).unwrap();
+    let mut out = Vec::new();
+    for p in &o.pods {
+        let gone = p.gone.unwrap_or(end).min(end);
+        let versions: Vec<&super::Version> =
+            w.versions.iter().filter(|v| v.secret == p.secret).collect();
+        if p.reload == Reload::Restart {
+            // What it read at start: the version current when it started, or the first one if
+            // it waited for its Secret to exist.
+            let at_start = versions.iter().rev().find(|v| v.from <= p.created);
+            let v = at_start
+                .filter(|v| v.until.is_none_or(|u| u > p.created))
+                .or(versions.iter().find(|v| v.from > p.created));
+            if let Some(v) = v {
+                let from = v.from.max(p.created);
+                if from < gone {
+                    out.push(holding(p, v, from, gone));
+                }
+            }
+            continue;
+        }
+        for v in versions {
+            let from = v.from.max(p.created);
+            let until = match v.until {
+                None => gone,
+                // Replaced before the pod started: it mounted a later one.
+                Some(replaced) if replaced <= p.created => continue,
+                Some(replaced) => {
+                    let poked = p
+                        .pokes
+                        .iter()
+                        .filter(|k| **k >= replaced)
+                        .map(|k| *k + settle)
+                        .min();
+                    let kubelet = replaced + lag;
+                    poked.map_or(kubelet, |k| k.min(kubelet)).min(gone)
+                }
+            };
+            if from < until {
+                out.push(holding(p, v, from, until));
+            }
+        }
+    }
+    out
+}
+
+fn holding<'a>(
+    p: &Pod,
+    v: &'a super::Version,
+    from: OffsetDateTime,
+    until: OffsetDateTime,
+) -> Holding<'a> {
+    Holding {
+        holder: format!("pod {} ({})", p.name, p.uid),
+        from,
+        until,
+        leaf: v.leaf.as_ref(),
+        bundle: &v.bundle,
+        seeded: v.run == FOREIGN,
+        describe: format!("{} of run {} from {}", v.secret, run_name(v.run), v.from),
+    }
+}
+
+fn run_name(run: usize) -> String {
+    if run == FOREIGN {
+        "seed".into()
+    } else {
+        run.to_string()
+    }
+}
+
+/// Verifies every two holdings that overlap in time, and the API server's `caBundle` against
+/// the webhook's serving leaf.
+/// `first_ok`: when a run first exited 0 (or the start was certgen's or Envoy Gateway's
+/// finished state): from then on (the API server's informer lag after) the target must hold a
+/// bundle.
+pub fn check_holders(
+    w: &World,
+    o: &OutsideWorld,
+    end: OffsetDateTime,
+    first_ok: Option<OffsetDateTime>,
+) -> Result<Sizes, String> {
+    let held = holdings(w, o, end);
+    let mut sizes = Sizes {
+        versions: w.versions.len(),
+        pods: o.pods.len(),
+        writes: o.log.len(),
+        ca_bundle_writes: o
+            .log
+            .iter()
+            .filter(|(_, a)| a.starts_with("caBundle"))
+            .count(),
+        restarts: o
+            .log
+            .iter()
+            .filter(|(_, a)| a.starts_with("restart"))
+            .count(),
+        pokes: o.log.iter().filter(|(_, a)| a.starts_with("poke")).count(),
+        ..Sizes::default()
+    };
+    let pair = |a: &Holding, b: &Holding, sizes: &mut Sizes| -> Result<(), String> {
+        let start = a.from.max(b.from);
+        if start >= a.until.min(b.until) {
+            return Ok(());
+        }
+        let Some(leaf) = a.leaf else { return Ok(()) };
+        if leaf.is_expired_at(start) || b.bundle.iter().all(|c| c.is_expired_at(start)) {
+            return Ok(());
+        }
+        sizes.pairs += 1;
+        match verifies(leaf, b.bundle, start) {
+            Err(_) if a.seeded && b.seeded => Ok(()),
+            Err(e) => Err(format!(
+                "at {start}: {} holds {} whose leaf (issuer {}) is rejected by the bundle {} holds, {}: {e}",
+                a.holder, a.describe, leaf.issuer, b.holder, b.describe
+            )),
+            Ok(()) => Ok(()),
+        }
+    };
+    for a in &held {
+        for b in &held {
+            pair(a, b, &mut sizes)?;
+        }
+    }
+    // The API server calls the webhook (served by envoy-gateway's pods) with each caBundle it
+    // may hold.
+    if let Some(t) = &o.target {
+        let settle = time::Duration::try_from(POKE_SETTLE).unwrap();
+        let webhook = &o.deps.values().find(|d| d.secret == TLS[0]).unwrap().name;
+        sizes.bundles = t.versions.len();
+        for (i, c) in t.versions.iter().enumerate() {
+            let api = Holding {
+                holder: format!("the API server ({})", t.name),
+                from: c.from,
+                until: c.until.map_or(end, |u| (u + settle).min(end)),
+                leaf: None,
+                bundle: &c.bundle,
+                seeded: c.run == FOREIGN,
+                describe: format!("caBundle version {i} of run {}", run_name(c.run)),
+            };
+            // A target with no bundle yet (as the chart creates it) fails every call until the
+            // first run writes it; once a run exited 0 it must hold one.
+            if api.bundle.is_empty() {
+                if let Some(ok) = first_ok
+                    && api.until > ok + settle
+                {
+                    return Err(format!(
+                        "{} holds no caBundle at {}, after a run exited 0 at {ok}",
+                        api.holder,
+                        ok + settle
+                    ));
+                }
+                continue;
+            }
+            let prefix = format!("pod {webhook}-");
+            for s in held.iter().filter(|h| h.holder.starts_with(&prefix)) {
+                let before = sizes.pairs;
+                pair(s, &api, &mut sizes)?;
+                sizes.webhook_pairs += sizes.pairs - before;
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// The whole world's checks, on a fresh paused runtime.
+pub fn check(from: From, steps: &[Step]) -> Sizes {
+    runtime()
+        .block_on(trajectory(from, steps, Mutation::None))
+        .unwrap_or_else(|e| panic!("{from:?} {steps:?}: {e}"))
+}
+
+fn overwrite() -> RunSpec {
+    RunSpec {
+        overwrite: true,
+        ..RunSpec::default()
+    }
+}
+
+fn faulted(mut spec: RunSpec, f: impl FnOnce(&mut Faults)) -> RunSpec {
+    f(&mut spec.faults);
+    spec
+}
+
+fn crash(spec: RunSpec, after: usize) -> RunSpec {
+    faulted(spec, |f| f.crash_after = Some(after))
+}
+
+/// The writes of every kind a clean run of `spec` from `from` makes, in order.
+fn sequence(from: From, spec: RunSpec) -> Vec<String> {
+    runtime().block_on(async {
+        let config = config();
+        let world = World::new();
+        let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
+        let mut i = 0;
+        let mut next = || {
+            i += 1;
+            i
+        };
+        start(from, &world, &outside, &config, &mut next)
+            .await
+            .unwrap();
+        let before = outside.lock().unwrap().sequence.len();
+        let e = run(&world, &outside, &config, next(), spec, Mutation::None).await;
+        assert_eq!(e.code, 0, "{}", e.message);
+        outside.lock().unwrap().sequence[before..].to_vec()
+    })
+}
+
+/// What kind of outside action a sequence entry is.
+fn kind(what: &str) -> &str {
+    what.split(' ').next().unwrap_or(what)
+}
+
+#[test]
+fn a_staged_rotation_keeps_webhook_consumers_and_pods_working() {
+    for from in [From::Fresh, From::Steady, From::EnvoyGateway] {
+        let sizes = check(from, &[Step::Run(overwrite())]);
+        eprintln!("{from:?}: {sizes:?}");
+        assert!(sizes.pairs > 0 && sizes.webhook_pairs > 0, "{sizes:?}");
+        assert!(sizes.versions >= 3 && sizes.pods >= 4, "{sizes:?}");
+        if !matches!(from, From::Fresh) {
+            assert!(sizes.ca_bundle_writes >= 2 && sizes.restarts >= 2 && sizes.pokes > 0);
+        }
+    }
+}
+
+/// Every crash point of a rotation, now between any two outside actions (Secret → caBundle,
+/// Secret → restart, Secret → poke, ...), and every write whose answer is lost or that fails
+/// before it lands; then a re-run after no gap, half the delay, or twice it.
+#[test]
+fn every_crash_point_between_outside_actions() {
+    let mut trajectories = 0;
+    let mut totals = Sizes::default();
+    let mut between: BTreeMap<String, usize> = BTreeMap::new();
+    for from in [From::Steady, From::EnvoyGateway] {
+        let seq = sequence(from, overwrite());
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for what in &seq {
+            *kinds.entry(kind(what)).or_default() += 1;
+        }
+        eprintln!(
+            "{from:?}: a staged --overwrite makes {} writes {kinds:?}: {seq:?}",
+            seq.len()
+        );
+        for n in 1..=seq.len() {
+            let gap_kinds = format!(
+                "{} -> {}",
+                kind(&seq[n - 1]),
+                seq.get(n).map_or("end", |s| kind(s))
+            );
+            *between.entry(gap_kinds).or_default() += 1;
+            let mut runs: Vec<(RunSpec, RunSpec, Duration)> = Vec::new();
+            for gap in [Duration::ZERO, DELAY / 2, DELAY * 2] {
+                runs.push((crash(overwrite(), n), RunSpec::default(), gap));
+            }
+            runs.push((crash(overwrite(), n), overwrite(), Duration::ZERO));
+            runs.push((
+                faulted(overwrite(), |f| f.lose_reply = Some(n)),
+                RunSpec::default(),
+                Duration::ZERO,
+            ));
+            runs.push((
+                faulted(overwrite(), |f| f.fail_before = Some(n)),
+                RunSpec::default(),
+                Duration::ZERO,
+            ));
+            for (first, rerun, gap) in runs {
+                let sizes = check(
+                    from,
+                    &[Step::Run(first), Step::Advance(gap), Step::Run(rerun)],
+                );
+                trajectories += 1;
+                totals.pairs += sizes.pairs;
+                totals.webhook_pairs += sizes.webhook_pairs;
+                totals.writes += sizes.writes;
+            }
+        }
+    }
+    eprintln!(
+        "whole-world crash points: {trajectories} trajectories, {} pairs checked ({} API server against webhook), {} outside actions; crash points between: {between:?}",
+        totals.pairs, totals.webhook_pairs, totals.writes
+    );
+    // A step's restarts follow its caBundle write and pokes (restart-only pods are not
+    // poked), so "a write, then its restart" is every crash point from the step's Secret
+    // writes to its restart.
+    for pair in [
+        "Secret -> caBundle",
+        "Secret -> poke",
+        "caBundle -> poke",
+        "poke -> restart",
+        "restart -> Secret",
+    ] {
+        assert!(
+            between.contains_key(pair),
+            "no crash point {pair}: {between:?}"
+        );
+    }
+}
+
+/// A pod deleted and recreated under the same name at any moment of a rotation: a poke sent to
+/// the old one is lost (409), the new one mounts what is current.
+#[test]
+fn a_pod_recreated_during_a_rotation() {
+    let mut pairs = 0;
+    for pod in [
+        "envoy-proxy-1-0",
+        "envoy-gateway-1-0",
+        "envoy-ratelimit-1-0",
+    ] {
+        for ms in [0, 1, 500, 1_000, 4_999, 5_000, 6_000, 60_000, 95_000] {
+            let after = Duration::from_millis(ms);
+            let sizes = check(
+                From::Steady,
+                &[Step::RecreateDuring(overwrite(), after, pod)],
+            );
+            pairs += sizes.pairs;
+        }
+    }
+    eprintln!("pods recreated during a rotation: 27 trajectories, {pairs} pairs checked");
+}
+
+/// A poke that is lost (fails, or its answer is lost) never opens a gate early: any poke of a
+/// rotation lost, the invariant holds.
+#[test]
+fn any_lost_poke_keeps_the_invariant() {
+    let seq = sequence(From::Steady, overwrite());
+    let mut n_pokes = 0;
+    for (i, what) in seq.iter().enumerate() {
+        if kind(what) != "poke" {
+            continue;
+        }
+        n_pokes += 1;
+        for spec in [
+            faulted(overwrite(), |f| f.fail_before = Some(i + 1)),
+            faulted(overwrite(), |f| f.lose_reply = Some(i + 1)),
+        ] {
+            check(From::Steady, &[Step::Run(spec)]);
+        }
+    }
+    assert!(n_pokes > 3, "{seq:?}");
+}
+
+fn mutated(mutation: Mutation, spec: RunSpec) -> String {
+    runtime()
+        .block_on(trajectory(From::Steady, &[Step::Run(spec)], mutation))
+        .expect_err("the mutation must fail the oracle")
+}
+
+/// The oracle is not vacuous for the outside actions: dropping the caBundle write, skipping a
+/// restart, or taking a lost poke for evidence each breaks a holder pair; so does the
+/// one-write strategy.
+#[test]
+fn the_whole_world_oracle_catches_broken_outside_actions() {
+    let e = mutated(Mutation::DropCaBundleWrite, overwrite());
+    assert!(e.contains("the API server"), "{e}");
+    let e = runtime()
+        .block_on(trajectory(
+            From::Fresh,
+            &[Step::Run(RunSpec::default())],
+            Mutation::DropCaBundleWrite,
+        ))
+        .expect_err("a fresh install that never writes the caBundle");
+    assert!(e.contains("holds no caBundle"), "{e}");
+    let e = mutated(Mutation::SkipRestart, overwrite());
+    assert!(e.contains("envoy-ratelimit"), "{e}");
+    let e = mutated(Mutation::LostPokeAnswered, overwrite());
+    assert!(e.contains("is rejected by"), "{e}");
+    let immediate = RunSpec {
+        overwrite: true,
+        immediate: true,
+        ..RunSpec::default()
+    };
+    let e = mutated(Mutation::None, immediate);
+    assert!(e.contains("is rejected by"), "{e}");
+}
