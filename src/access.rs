@@ -156,7 +156,7 @@ fn names(verbs: &[Verb]) -> String {
         .join(", ")
 }
 
-/// Adapts `config` to what this identity may do: a restart-only consumer whose Deployment
+/// Adapts `config` to what this identity may do: a restart-only consumer whose workload
 /// verbs are missing is not restarted, a probe whose Service/EndpointSlice verbs are missing is
 /// dropped, each with a note for the report (returned, and on the consumer). When the user
 /// asked for the feature (`--wait`, `--probe`), a missing verb is an error naming it (exit 5).
@@ -228,14 +228,15 @@ pub fn adapt(
         if c.reload == Reload::Restart
             && let Some(workload) = &c.workload
         {
+            let (group, resource) = (c.kind.group(), c.kind.resource());
             let (read, name) = match workload {
-                Workload::Name(n) => (verb("apps", "deployments", "get"), Some(n.as_str())),
-                Workload::Selector(_) => (verb("apps", "deployments", "list"), None),
+                Workload::Name(n) => (verb(group, resource, "get"), Some(n.as_str())),
+                Workload::Selector(_) => (verb(group, resource, "list"), None),
             };
-            let mut wanted = vec![(read, name), (verb("apps", "deployments", "patch"), name)];
+            let mut wanted = vec![(read, name), (verb(group, resource, "patch"), name)];
             if asked.wait {
-                wanted.push((verb("apps", "deployments", "list"), None));
-                wanted.push((verb("apps", "deployments", "watch"), None));
+                wanted.push((verb(group, resource, "list"), None));
+                wanted.push((verb(group, resource, "watch"), None));
             }
             let missing = access.missing(&wanted);
             if !missing.is_empty() {

@@ -107,8 +107,8 @@ pub struct RunArgs {
     /// relies on it [default: 2m in a cluster, 0s with --local].
     #[arg(long, value_name = "DURATION", value_parser = parse_duration, allow_hyphen_values = true)]
     pub propagation_delay: Option<std::time::Duration>,
-    /// Wait for the rollouts of restarted Deployments before exiting (and for a cleanup gate
-    /// that only --propagation-delay can open).
+    /// Wait for the rollouts of restarted workloads (Deployments, StatefulSets, DaemonSets)
+    /// before exiting (and for a cleanup gate that only --propagation-delay can open).
     #[arg(long)]
     pub wait: bool,
     /// Never annotate the pods that mount a changed Secret (which makes their kubelet load it
@@ -135,7 +135,7 @@ pub struct RunArgs {
     /// textfile collector, replacing it atomically.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
-    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets and Deployments: each write
+    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets and restarted workloads: each write
     /// and restart, and a Warning for a certificate past its renewal time, an expired CA, or a
     /// rotation stuck past its gate. Needs create, get and patch on events; a refusal is a
     /// warning, never a failed run.

@@ -75,7 +75,7 @@ pub fn of_step(phase: &Phase, entries: &[Entry]) -> Vec<EventLine> {
         .collect()
 }
 
-/// One Normal Event per Deployment certgen restarted.
+/// One Normal Event per workload certgen restarted.
 pub fn of_restarts(consumers: &[ConsumerReport]) -> Vec<EventLine> {
     consumers
         .iter()
@@ -85,7 +85,7 @@ pub fn of_restarts(consumers: &[ConsumerReport]) -> Vec<EventLine> {
             line(
                 "Normal",
                 "Restarted",
-                "Deployment",
+                d.kind.as_str(),
                 &d.name,
                 "restart",
                 format!(

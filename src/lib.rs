@@ -36,6 +36,7 @@ pub mod rotation;
 pub mod secret;
 pub mod store;
 pub mod timefmt;
+pub mod workload;
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -378,11 +379,11 @@ async fn run_job(
     };
     let config = config;
     let deadline = options.deadline(tokio::time::Instant::now());
-    let invocation = |deployments, client, webhooks, pods, lock| rotation::Invocation {
+    let invocation = |workloads, client, webhooks, pods, lock| rotation::Invocation {
         config: &config,
         options,
         deadline,
-        deployments,
+        deployments: workloads,
         client,
         webhooks,
         pods,
@@ -404,11 +405,11 @@ async fn run_job(
                     "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
                 );
             }
-            let deployments = k8s::Deployments::new(client.clone(), &config.namespace);
-            let deployments = if options.wait {
-                deployments
+            let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
+            let workloads = if options.wait {
+                workloads
             } else {
-                deployments.skip_refused()
+                workloads.skip_refused()
             };
             let lock = lock::Target::Lease {
                 client: client.clone(),
@@ -426,7 +427,7 @@ async fn run_job(
             let (report, failure) = rotation::run(
                 &store,
                 invocation(
-                    Some(&deployments),
+                    Some(&workloads),
                     Some(&endpoints),
                     (!config.webhooks.is_empty()).then_some(&webhooks),
                     options.poke.then_some(&pods),
@@ -438,7 +439,7 @@ async fn run_job(
             // API server during the run (a 403 without a review), and the run lock.
             let mut skipped = skipped.clone();
             skipped.extend(webhooks.refusals());
-            if let Some(note) = deployments.refused() {
+            if let Some(note) = workloads.refused() {
                 skipped.extend(report.consumers_noted(&note));
             }
             // The run lock it may not take (carried back in the report by the run).

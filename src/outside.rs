@@ -86,19 +86,9 @@ pub trait CaBundleTargets: Send + Sync {
     fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError>;
 }
 
-/// A consumer's workload as the restart decision needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadView {
-    pub name: String,
-    pub uid: String,
-    pub generation: i64,
-    /// Rollouts are paused: a restart would never roll.
-    pub paused: bool,
-    /// `metadata.creationTimestamp` (the store's clock, whole seconds).
-    pub created: Option<time::OffsetDateTime>,
-    /// The restart fingerprint its pod template carries ([`crate::rollout::FINGERPRINT`]).
-    pub restart_fingerprint: Option<String>,
-}
+/// A consumer's workload as the restart decision and the wait see it, whatever its kind: one
+/// type, defined beside the kinds' rollout rules in [`crate::workload`].
+pub use crate::workload::{Kind, RolloutStatus, WorkloadView};
 
 /// What a rollout wait last saw of each workload, for progress lines and the report.
 pub type RolloutProgress = Mutex<BTreeMap<String, String>>;
@@ -112,23 +102,28 @@ pub trait Workloads: Send + Sync {
     /// Takes `e` as the reason to skip restarts from now on when refusals are skipped (no
     /// `--wait`) and it is a 403; gives it back otherwise.
     fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
-    /// One workload by name; `None` when it does not exist.
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>>;
-    /// The workloads a label selector matches.
+    /// One workload by kind and name; `None` when it does not exist.
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>>;
+    /// The workloads of `kind` a label selector matches.
     fn select<'a>(
         &'a self,
+        kind: Kind,
         selector: &'a str,
     ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>>;
-    /// Restarts `w` (its pod template), recording `fingerprint`, fenced by its UID; the wait
-    /// target, or why it cannot roll.
+    /// Restarts `w` (its pod template; `w.kind` says which API), recording `fingerprint`,
+    /// fenced by its UID; the wait target, or why it cannot roll.
     fn restart<'a>(
         &'a self,
         w: &'a WorkloadView,
         fingerprint: &'a str,
         now: time::OffsetDateTime,
     ) -> BoxFuture<'a, Result<Result<Target, RolloutError>, StoreError>>;
-    /// Waits until the rollout of `target` is done (`Some(took)`), fails, or `deadline` passes
-    /// (`None`; the last state seen is in `last`).
+    /// Waits until the rollout of `target` is done by its kind's rule (`Some(took)`), fails,
+    /// or `deadline` passes (`None`; the last state seen is in `last`).
     fn wait<'a>(
         &'a self,
         target: &'a Target,
@@ -148,8 +143,9 @@ pub struct PodView {
     pub terminating: bool,
     /// Succeeded or Failed: nothing runs in it.
     pub finished: bool,
-    /// The Deployment that owns it (through a ReplicaSet), when it has one.
-    pub deployment: Option<String>,
+    /// The workload that owns it, when one does: a Deployment (through its ReplicaSet), or a
+    /// StatefulSet or DaemonSet (directly).
+    pub owner: Option<(Kind, String)>,
     /// The Secrets its volumes project (secret volumes and projected sources), by name.
     pub secrets: BTreeSet<String>,
     /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod

@@ -1,20 +1,21 @@
-//! When to restart a Deployment that does not hot-reload, and when its rollout is done.
+//! When to restart a workload that does not hot-reload, and what can go wrong with it.
 //!
 //! The restart is what `kubectl rollout restart` does (a `restartedAt` pod-template annotation),
 //! plus a certgen annotation with the fingerprint of the Secrets' contents, so repeating a run
-//! never rolls a Deployment twice for the same certificates. The patch carries the UID certgen
+//! never rolls a workload twice for the same certificates. The patch carries the UID certgen
 //! saw, and the wait is bound to that UID and to the generation the patch produced: a
-//! Deployment deleted and recreated under the same name is an error, never followed.
+//! workload deleted and recreated under the same name is an error, never followed.
 //!
-//! [`rollout_state`] is the pure predicate (kubectl's rollout-status rules);
-//! [`crate::k8s::Deployments::wait`] wraps it in a watch with a deadline. This module makes no
+//! When a rollout is done is each kind's rule in [`crate::workload`];
+//! [`crate::k8s::Workloads::wait`] wraps it in a watch with a deadline. This module makes no
 //! API call: the restart's patch and the watch are the Kubernetes adapter's ([`crate::k8s`]).
 
-use k8s_openapi::api::apps::v1::Deployment;
 use sha2::{Digest, Sha256};
 
 use crate::pki::hex;
 use crate::store::StoreError;
+pub use crate::workload::RolloutState;
+use crate::workload::{Kind, WorkloadView};
 
 /// The pod-template annotation `kubectl rollout restart` sets.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
@@ -35,75 +36,23 @@ pub fn fingerprint<'a>(mounts: impl IntoIterator<Item = (&'a str, &'a str)>) -> 
     hex(&h.finalize())[..16].to_string()
 }
 
-/// Where a rollout stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RolloutState {
-    Done,
-    Progressing(String),
-    Failed(String),
-}
-
-/// kubectl's rollout-status rules, judged no earlier than `generation` (the one our patch
-/// produced): the controller must have observed it, the progress deadline must not be exceeded,
-/// and every replica must be updated and available with no old replica left.
-pub fn rollout_state(d: &Deployment, generation: i64) -> RolloutState {
-    let observed = d
-        .status
-        .as_ref()
-        .and_then(|s| s.observed_generation)
-        .unwrap_or(0);
-    let want_generation = generation.max(d.metadata.generation.unwrap_or(0));
-    if observed < want_generation {
-        return RolloutState::Progressing(format!(
-            "waiting for the controller to observe generation {want_generation}"
-        ));
-    }
-    let Some(status) = &d.status else {
-        return RolloutState::Progressing("no status yet".into());
-    };
-    let deadline = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "Progressing");
-    if let Some(c) = deadline
-        && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
-    {
-        return RolloutState::Failed(format!(
-            "progress deadline exceeded: {}",
-            c.message.as_deref().unwrap_or("no message")
-        ));
-    }
-    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-    let updated = status.updated_replicas.unwrap_or(0);
-    let current = status.replicas.unwrap_or(0);
-    let available = status.available_replicas.unwrap_or(0);
-    if updated < replicas {
-        return RolloutState::Progressing(format!("{updated} of {replicas} updated replicas"));
-    }
-    if current > updated {
-        return RolloutState::Progressing(format!(
-            "{} old replicas pending termination",
-            current - updated
-        ));
-    }
-    if available < updated {
-        return RolloutState::Progressing(format!(
-            "{available} of {updated} updated replicas available"
-        ));
-    }
-    RolloutState::Done
-}
-
-/// A Deployment to restart or that was restarted, as the wait needs it.
+/// A workload to restart or that was restarted, as the wait needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
+    pub kind: Kind,
     pub name: String,
     pub uid: String,
     pub generation: i64,
 }
 
-/// What happened to one Deployment.
+impl Target {
+    /// How progress lines and reports name it: `statefulset etcd`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.kind.noun(), self.name)
+    }
+}
+
+/// What happened to one workload.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RestartAction {
@@ -115,48 +64,21 @@ pub enum RestartAction {
     UpToDate,
 }
 
-/// Decides whether a Deployment needs a restart for content fingerprint `fp`.
+/// Decides whether a workload needs a restart for content fingerprint `fp`.
 ///
-/// A Deployment that certgen never restarted (no fingerprint) is up to date only if it was
+/// A workload that certgen never restarted (no fingerprint) is up to date only if it was
 /// created after the last write to what it mounts: otherwise a run may have written the Secrets
 /// and stopped before restarting it, and its pods may still hold the previous contents.
 pub fn restart_needed(
-    d: &Deployment,
+    d: &WorkloadView,
     fp: &str,
     mounts_written: bool,
     mounts_last_written: Option<time::OffsetDateTime>,
 ) -> RestartAction {
-    let recorded = d
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.metadata.as_ref())
-        .and_then(|m| m.annotations.as_ref())
-        .and_then(|a| a.get(FINGERPRINT));
-    let created = d
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok());
-    restart_decision(
-        recorded.map(String::as_str),
-        created,
-        fp,
-        mounts_written,
-        mounts_last_written,
-    )
-}
-
-/// [`restart_needed`] over plain values: the fingerprint the pod template records, when the
-/// workload was created (the API server's clock, whole seconds).
-pub fn restart_decision(
-    recorded: Option<&str>,
-    created: Option<time::OffsetDateTime>,
-    fp: &str,
-    mounts_written: bool,
-    mounts_last_written: Option<time::OffsetDateTime>,
-) -> RestartAction {
+    let recorded = d.fingerprint.as_ref();
+    let created = d.created;
     // Both on the API server's clock: the creation time truncated to the second, the write
-    // time rounded up to the next one (so a Deployment created in the same second as the
+    // time rounded up to the next one (so a workload created in the same second as the
     // write counts as older: a needless restart rather than a missed one).
     let predates_write = match (created, mounts_last_written) {
         (Some(c), Some(w)) => c < w,
@@ -172,26 +94,37 @@ pub fn restart_decision(
     }
 }
 
-/// A problem with one Deployment that the report names.
+/// A problem with one workload that the report names (`kind` as kubectl writes it:
+/// `statefulset ns/name`).
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error(
-        "deployment {namespace}/{name} is paused; resume it (kubectl rollout resume) or remove it from the consumers"
+        "{} {namespace}/{name} is paused; resume it (kubectl rollout resume) or remove it from the consumers", kind.noun()
     )]
-    Paused { namespace: String, name: String },
+    Paused {
+        kind: Kind,
+        namespace: String,
+        name: String,
+    },
     #[error(
-        "deployment {namespace}/{name} was deleted and recreated (uid {old} -> {new}); not following the new object"
+        "{} {namespace}/{name} was deleted and recreated (uid {old} -> {new}); not following the new object", kind.noun()
     )]
     Recreated {
+        kind: Kind,
         namespace: String,
         name: String,
         old: String,
         new: String,
     },
-    #[error("deployment {namespace}/{name} was deleted while certgen waited for its rollout")]
-    Deleted { namespace: String, name: String },
-    #[error("deployment {namespace}/{name}: {message}")]
+    #[error("{} {namespace}/{name} was deleted while certgen waited for its rollout", kind.noun())]
+    Deleted {
+        kind: Kind,
+        namespace: String,
+        name: String,
+    },
+    #[error("{} {namespace}/{name}: {message}", kind.noun())]
     Failed {
+        kind: Kind,
         namespace: String,
         name: String,
         message: String,
@@ -199,8 +132,9 @@ pub enum RolloutError {
     /// The API server refused the request; exits 5 like every refused API call.
     #[error(transparent)]
     Refused(StoreError),
-    #[error("the watch on deployment {namespace}/{name} failed: {message}")]
+    #[error("the watch on {} {namespace}/{name} failed: {message}", kind.noun())]
     Watch {
+        kind: Kind,
         namespace: String,
         name: String,
         message: String,
@@ -209,86 +143,19 @@ pub enum RolloutError {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn deployment(value: serde_json::Value) -> Deployment {
-        serde_json::from_value(value).unwrap()
-    }
-
-    fn d(
-        generation: i64,
-        observed: i64,
-        replicas: i32,
-        updated: i32,
-        current: i32,
-        available: i32,
-    ) -> Deployment {
-        deployment(json!({
-            "metadata": {"name": "d", "generation": generation, "uid": "u"},
-            "spec": {"replicas": replicas, "selector": {}, "template": {}},
-            "status": {
-                "observedGeneration": observed,
-                "updatedReplicas": updated,
-                "replicas": current,
-                "availableReplicas": available,
-            }
-        }))
-    }
-
-    #[test]
-    fn rollout_state_follows_kubectls_rules() {
-        use RolloutState::*;
-        let cases = [
-            (d(2, 1, 2, 2, 2, 2), 2, "observe generation 2"),
-            (d(2, 2, 2, 1, 3, 2), 2, "1 of 2 updated"),
-            (d(2, 2, 2, 2, 3, 2), 2, "1 old replicas pending"),
-            (d(2, 2, 2, 2, 2, 1), 2, "1 of 2 updated replicas available"),
-        ];
-        for (dep, generation, want) in cases {
-            match rollout_state(&dep, generation) {
-                Progressing(msg) => assert!(msg.contains(want), "{msg} vs {want}"),
-                other => panic!("expected progressing ({want}), got {other:?}"),
-            }
-        }
-        assert_eq!(rollout_state(&d(2, 2, 2, 2, 2, 2), 2), Done);
-        // Right after a restart the old status still looks complete: the generation our patch
-        // produced decides (is_deployment_completed alone would be wrong here).
-        assert!(matches!(
-            rollout_state(&d(2, 2, 2, 2, 2, 2), 3),
-            Progressing(_)
-        ));
-        assert_eq!(
-            rollout_state(&d(1, 1, 0, 0, 0, 0), 1),
-            Done,
-            "zero replicas is done"
-        );
-    }
-
-    #[test]
-    fn a_progress_deadline_fails_fast() {
-        let mut dep = d(2, 2, 2, 1, 2, 1);
-        dep.status.as_mut().unwrap().conditions = Some(vec![
-            serde_json::from_value(json!({
-                "type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-                "message": "ReplicaSet \"d-1\" has timed out progressing."
-            }))
-            .unwrap(),
-        ]);
-        assert!(
-            matches!(rollout_state(&dep, 2), RolloutState::Failed(m) if m.contains("timed out"))
-        );
-    }
+    use crate::workload::RolloutStatus;
 
     #[test]
     fn restarts_are_keyed_by_fingerprint() {
-        let with = |fp: Option<&str>| {
-            let annotations = fp.map(|f| json!({FINGERPRINT: f})).unwrap_or(json!({}));
-            deployment(json!({
-                "metadata": {"name": "d", "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": {"selector": {}, "template": {"metadata": {"annotations": annotations}}}
-            }))
+        let with = |fp: Option<&str>| WorkloadView {
+            kind: Kind::StatefulSet,
+            name: "d".into(),
+            uid: "u".into(),
+            created: Some(time::macros::datetime!(2026-01-01 00:00:00 UTC)),
+            fingerprint: fp.map(str::to_string),
+            paused: false,
+            status: RolloutStatus::default(),
         };
         let before = Some(time::macros::datetime!(2026-01-01 00:00:00 UTC));
         let after = Some(time::macros::datetime!(2026-01-01 00:00:01 UTC));

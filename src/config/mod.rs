@@ -24,6 +24,7 @@ pub use schema::{
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
 use crate::profiles;
+pub use crate::workload::Kind;
 
 /// The label every Secret certgen writes carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -166,12 +167,12 @@ pub struct Ca {
     pub renew_before: Duration,
 }
 
-/// Which Deployments a consumer is.
+/// Which workloads (of the consumer's [`Kind`]) a consumer is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Workload {
-    /// One Deployment by name.
+    /// One workload by name.
     Name(String),
-    /// Every Deployment matching a label selector.
+    /// Every workload of the kind matching a label selector.
     Selector(String),
 }
 
@@ -190,6 +191,8 @@ pub struct Probe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Consumer {
     pub name: String,
+    /// The kind of its workloads (Deployment unless the config says otherwise).
+    pub kind: Kind,
     pub workload: Option<Workload>,
     pub reload: Reload,
     pub mounts: Vec<String>,

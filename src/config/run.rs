@@ -35,7 +35,7 @@ pub struct RunOptions {
     pub propagation_delay: Duration,
     /// Print the plan; write nothing (`--dry-run`).
     pub dry_run: bool,
-    /// Wait for the rollouts of restarted Deployments (`--wait`).
+    /// Wait for the rollouts of restarted workloads (`--wait`).
     pub wait: bool,
     /// Probe consumers over TLS (`--probe`).
     pub probe: bool,

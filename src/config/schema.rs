@@ -60,7 +60,7 @@ pub struct WebhookFile {
 pub enum Reload {
     /// It watches its files and reloads them by itself.
     Hot,
-    /// It reads certificates only at start: certgen restarts its Deployment.
+    /// It reads certificates only at start: certgen restarts its workload.
     Restart,
 }
 
@@ -70,16 +70,22 @@ pub enum Reload {
 pub struct ConsumerFile {
     /// A name for reports.
     pub name: String,
-    /// The Deployment, by name.
+    /// The workload's kind: `Deployment` (the default), `StatefulSet` or `DaemonSet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The workload, by name (any kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// The Deployment, by name (the same as `workload` with the default kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment: Option<String>,
-    /// Or the Deployments matching a label selector (`key=value,key2=value2`).
+    /// Or the workloads of the kind matching a label selector (`key=value,key2=value2`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
     pub reload: Reload,
     /// The managed Secrets it mounts.
     pub mounts: Vec<String>,
-    /// A missing Deployment is an error instead of being reported and skipped.
+    /// A missing workload is an error instead of being reported and skipped.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub required: bool,
     /// A TLS endpoint that proves the consumer serves the new certificates.

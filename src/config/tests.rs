@@ -170,7 +170,27 @@ fn consumers_are_validated_against_the_secrets() {
         (
             "    deployment: envoy-ratelimit\n",
             "",
-            "restart needs a deployment",
+            "restart needs a workload",
+        ),
+        (
+            "    deployment: envoy-ratelimit\n",
+            "    kind: Statefulset\n    workload: envoy-ratelimit\n",
+            "consumers[1] (envoy-ratelimit).kind \"Statefulset\" is not a workload kind certgen can restart; write one of Deployment, StatefulSet, DaemonSet",
+        ),
+        (
+            "    deployment: envoy-ratelimit\n",
+            "    kind: StatefulSet\n    deployment: envoy-ratelimit\n",
+            "consumers[1] (envoy-ratelimit): deployment: envoy-ratelimit names a Deployment, but its kind is StatefulSet; write workload: envoy-ratelimit",
+        ),
+        (
+            "    deployment: envoy-ratelimit\n",
+            "    workload: envoy-ratelimit\n    deployment: envoy-ratelimit\n",
+            "give either workload or deployment",
+        ),
+        (
+            "    deployment: envoy-ratelimit\n",
+            "    kind: DaemonSet\n    workload: envoy-ratelimit\n    selector: a=b\n",
+            "give either workload or selector",
         ),
         (
             "selector: app.kubernetes.io/managed-by=envoy-gateway,",
@@ -193,6 +213,25 @@ fn consumers_are_validated_against_the_secrets() {
         assert_ne!(text, eg(), "case {expect} did not change the profile");
         let err = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap_err();
         assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+}
+
+#[test]
+fn a_consumer_may_be_any_workload_kind_and_defaults_to_a_deployment() {
+    let c = resolve_text(eg(), &Overrides::default(), &Env::default()).unwrap();
+    assert!(c.consumers.iter().all(|c| c.kind == Kind::Deployment));
+    for kind in Kind::ALL {
+        let text = eg().replacen(
+            "    deployment: envoy-ratelimit\n",
+            &format!("    kind: {kind}\n    workload: envoy-ratelimit\n"),
+            1,
+        );
+        let c = resolve_text(&text, &Overrides::default(), &Env::default()).unwrap();
+        assert_eq!(c.consumers[1].kind, kind);
+        assert_eq!(
+            c.consumers[1].workload,
+            Some(Workload::Name("envoy-ratelimit".into()))
+        );
     }
 }
 

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    Ca, ConfigFile, Consumer, ConsumerFile, HmacSecret, Probe, SecretFile, TlsSecret, Workload,
-    default_key, parse_ip, render, usages,
+    Ca, ConfigFile, Consumer, ConsumerFile, HmacSecret, Kind, Probe, SecretFile, TlsSecret,
+    Workload, default_key, parse_ip, render, usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
 
@@ -256,14 +256,38 @@ pub fn consumer(
     tls: &[TlsSecret],
     hmac: &[HmacSecret],
 ) -> Result<Consumer, String> {
-    let workload = match (&c.deployment, &c.selector) {
+    let who = format!("{field} ({})", c.name);
+    let kind = match &c.kind {
+        None => Kind::Deployment,
+        Some(k) => Kind::parse(k).ok_or_else(|| {
+            let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+            format!(
+                "{who}.kind {k:?} is not a workload kind certgen can restart; write one of {} (as Kubernetes spells it), or leave kind out for a Deployment",
+                kinds.join(", ")
+            )
+        })?,
+    };
+    let named = match (&c.workload, &c.deployment) {
         (Some(_), Some(_)) => {
             return Err(format!(
-                "{field}: give either deployment or selector, not both"
+                "{who}: give either workload or deployment, not both"
             ));
         }
-        (Some(d), None) => {
-            dns1123_subdomain(d).map_err(|e| format!("{field}.deployment {d:?}: {e}"))?;
+        (Some(w), None) => Some(("workload", w)),
+        (None, Some(d)) if kind != Kind::Deployment => {
+            return Err(format!(
+                "{who}: deployment: {d} names a Deployment, but its kind is {kind}; write workload: {d}"
+            ));
+        }
+        (None, Some(d)) => Some(("deployment", d)),
+        (None, None) => None,
+    };
+    let workload = match (named, &c.selector) {
+        (Some((key, _)), Some(_)) => {
+            return Err(format!("{who}: give either {key} or selector, not both"));
+        }
+        (Some((key, d)), None) => {
+            dns1123_subdomain(d).map_err(|e| format!("{field}.{key} {d:?}: {e}"))?;
             Some(Workload::Name(d.clone()))
         }
         (None, Some(s)) => {
@@ -274,7 +298,7 @@ pub fn consumer(
     };
     if workload.is_none() && c.reload == super::Reload::Restart {
         return Err(format!(
-            "{field}: reload: restart needs a deployment or selector to restart"
+            "{field}: reload: restart needs a workload to restart; give workload (or deployment) or selector"
         ));
     }
     if c.mounts.is_empty() {
@@ -340,6 +364,7 @@ pub fn consumer(
     };
     Ok(Consumer {
         name: c.name.clone(),
+        kind,
         workload,
         reload: c.reload,
         mounts: c.mounts.clone(),

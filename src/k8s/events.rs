@@ -79,10 +79,7 @@ impl KubeEvents {
     }
 
     fn event(&self, name: &str, line: &EventLine, now: MicroTime) -> Event {
-        let api_version = match line.kind {
-            "Deployment" => "apps/v1",
-            _ => "v1",
-        };
+        let api_version = crate::workload::Kind::parse(line.kind).map_or("v1", |k| k.api_version());
         Event {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),

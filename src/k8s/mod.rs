@@ -2,7 +2,7 @@
 //! of its objects and errors into certgen's own types.
 //!
 //! The client and its layers, Secrets (the [`KubeStore`]), the run's Lease, the access review,
-//! Deployments (restarts and rollout watches), pods (listed and poked), a Service's endpoints (for probes) and the
+//! workloads of every kind (restarts and rollout watches), pods (listed and poked), a Service's endpoints (for probes) and the
 //! `caBundle` of webhook configurations live here. The core (observe, plan, apply, report,
 //! check, pki, config) never imports this module: it sees Kubernetes only through the store
 //! trait ([`crate::store::SecretStore`]) and plain errors ([`crate::store::ApiFailure`]). This
@@ -10,7 +10,6 @@
 
 mod access;
 mod client;
-mod deployments;
 mod endpoints;
 pub mod events;
 pub mod kwc;
@@ -21,16 +20,17 @@ mod secrets;
 pub mod servertime;
 pub mod watch;
 pub mod webhooks;
+mod workloads;
 
 pub use self::access::review;
 pub use self::client::{client, client_for, layered};
-pub use self::deployments::Deployments;
 pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 #[cfg(feature = "test-hooks")]
 pub use self::pods::LOSE_POKE_ENV;
 pub use self::pods::{POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
 pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
+pub use self::workloads::Workloads;
 
 use kube::api::ObjectMeta;
 

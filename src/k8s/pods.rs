@@ -10,6 +10,7 @@ use serde_json::json;
 
 pub use crate::outside::{PodView, PokeAnswer};
 use crate::store::{ApiFailure, StoreError};
+use crate::workload::Kind;
 
 /// The annotation a poke sets: the fingerprint of the managed Secrets the pod mounts (their
 /// names and contents' digests), the value the pod is pushed to load.
@@ -133,12 +134,18 @@ impl Pods {
 fn view(p: &Pod) -> PodView {
     let meta = &p.metadata;
     let labels = meta.labels.clone().unwrap_or_default();
-    let deployment = meta
+    let owner = meta
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.kind == "ReplicaSet" && o.controller == Some(true))
-        .and_then(|o| deployment_of(&o.name, &labels));
+        .find(|o| o.controller == Some(true))
+        .and_then(|o| match Kind::parse(&o.kind) {
+            _ if o.kind == "ReplicaSet" => {
+                deployment_of(&o.name, &labels).map(|d| (Kind::Deployment, d))
+            }
+            Some(kind) => Some((kind, o.name.clone())),
+            None => None,
+        });
     let mut secrets = BTreeSet::new();
     for v in p.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
@@ -160,7 +167,7 @@ fn view(p: &Pod) -> PodView {
             .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok()),
         terminating: meta.deletion_timestamp.is_some(),
         finished: matches!(phase, Some("Succeeded" | "Failed")),
-        deployment,
+        owner,
         secrets,
         restart_fingerprint: meta
             .annotations
@@ -208,12 +215,30 @@ mod tests {
             v.secrets,
             BTreeSet::from(["envoy".to_string(), "envoy-gateway".to_string()])
         );
-        assert_eq!(v.deployment.as_deref(), Some("envoy-proxy"));
+        assert_eq!(v.owner, Some((Kind::Deployment, "envoy-proxy".to_string())));
         assert!(!v.terminating && !v.finished);
         assert_eq!(
             v.created,
             Some(time::macros::datetime!(2026-11-25 01:02:03 UTC))
         );
+    }
+
+    #[test]
+    fn a_stateful_or_daemon_set_owns_its_pods_directly() {
+        for (kind, name) in [
+            ("StatefulSet", "etcd"),
+            ("DaemonSet", "agent"),
+            ("Job", "once"),
+        ] {
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": format!("{name}-0"), "uid": "u",
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": kind,
+                        "name": name, "uid": "o", "controller": true}]},
+            }))
+            .unwrap();
+            let want = Kind::parse(kind).map(|k| (k, name.to_string()));
+            assert_eq!(view(&pod).owner, want, "{kind}");
+        }
     }
 
     #[test]

@@ -7,20 +7,17 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use kube::api::ObjectMeta;
 use tokio::time::Instant;
 
 use super::{
-    Deployments, ObservedWebhook, Pods, ServiceEndpoints, WebhookObserved, WebhookStore,
-    service_endpoints,
+    ObservedWebhook, Pods, ServiceEndpoints, WebhookObserved, WebhookStore, service_endpoints,
 };
 use crate::config::WebhookKind;
 use crate::outside::{
-    CaBundleTargets, Endpoints, EndpointsError, PodView, PodsApi, PokeAnswer, RolloutProgress,
-    TargetObserved, TargetRead, WorkloadView, Workloads,
+    CaBundleTargets, Endpoints, EndpointsError, Kind, PodView, PodsApi, PokeAnswer,
+    RolloutProgress, TargetObserved, TargetRead, WorkloadView, Workloads,
 };
-use crate::rollout::{FINGERPRINT, RolloutError, Target};
+use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
 
 impl CaBundleTargets for WebhookStore {
@@ -69,56 +66,33 @@ impl CaBundleTargets for WebhookStore {
     }
 }
 
-/// The plain view of a Deployment.
-fn workload(d: &Deployment) -> WorkloadView {
-    WorkloadView {
-        name: d.metadata.name.clone().unwrap_or_default(),
-        uid: d.metadata.uid.clone().unwrap_or_default(),
-        generation: d.metadata.generation.unwrap_or(0),
-        paused: d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false),
-        created: d
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok()),
-        restart_fingerprint: d
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.metadata.as_ref())
-            .and_then(|m| m.annotations.as_ref())
-            .and_then(|a| a.get(FINGERPRINT).cloned()),
-    }
-}
-
-impl Workloads for Deployments {
+impl Workloads for super::Workloads {
     fn namespace(&self) -> &str {
-        Deployments::namespace(self)
+        super::Workloads::namespace(self)
     }
 
     fn refused(&self) -> Option<String> {
-        Deployments::refused(self)
+        super::Workloads::refused(self)
     }
 
     fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        Deployments::refuse(self, e)
+        super::Workloads::refuse(self, e)
     }
 
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
-        async move { Ok(Deployments::get(self, name).await?.as_ref().map(workload)) }.boxed()
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
+        super::Workloads::get(self, kind, name).boxed()
     }
 
     fn select<'a>(
         &'a self,
+        kind: Kind,
         selector: &'a str,
     ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>> {
-        async move {
-            Ok(Deployments::select(self, selector)
-                .await?
-                .iter()
-                .map(workload)
-                .collect())
-        }
-        .boxed()
+        super::Workloads::select(self, kind, selector).boxed()
     }
 
     fn restart<'a>(
@@ -127,20 +101,7 @@ impl Workloads for Deployments {
         fingerprint: &'a str,
         now: time::OffsetDateTime,
     ) -> BoxFuture<'a, Result<Result<Target, RolloutError>, StoreError>> {
-        // What the restart's patch reads of the object: its name, UID and whether it is paused.
-        let d = Deployment {
-            metadata: ObjectMeta {
-                name: Some(w.name.clone()),
-                uid: Some(w.uid.clone()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(DeploymentSpec {
-                paused: Some(w.paused),
-                ..DeploymentSpec::default()
-            }),
-            status: None,
-        };
-        async move { Deployments::restart(self, &d, fingerprint, now).await }.boxed()
+        super::Workloads::restart(self, w, fingerprint, now).boxed()
     }
 
     fn wait<'a>(
@@ -149,7 +110,7 @@ impl Workloads for Deployments {
         deadline: Instant,
         last: &'a RolloutProgress,
     ) -> BoxFuture<'a, Result<Option<Duration>, RolloutError>> {
-        Deployments::wait(self, target, deadline, last).boxed()
+        super::Workloads::wait(self, target, deadline, last).boxed()
     }
 }
 

@@ -17,6 +17,7 @@ use crate::metrics::ApiRequests;
 use crate::pki::Cert;
 use crate::plan::{Action, CaPlan, Kind, Plan, SecretPlan};
 use crate::timefmt::{parse_rfc3339, rfc3339};
+use crate::workload::Kind as WorkloadKind;
 
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
@@ -145,7 +146,7 @@ pub struct EventLine {
     #[serde(rename = "type")]
     pub type_: &'static str,
     pub reason: &'static str,
-    /// The object the Event is about: Secret or Deployment, in the run's namespace.
+    /// The object the Event is about: Secret or a workload kind, in the run's namespace.
     pub kind: &'static str,
     pub name: String,
     /// What certgen did or saw (the Event's `action`): create, renew, restart, check, ...
@@ -194,10 +195,12 @@ pub struct ConsumerReport {
     pub probes: Vec<EndpointResult>,
 }
 
-/// One Deployment of a consumer in the report.
+/// One workload of a consumer in the report (the JSON key `deployments` keeps its first name;
+/// `kind` says which kind each entry is).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DeploymentReport {
+    pub kind: WorkloadKind,
     pub name: String,
     /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
     pub action: String,
@@ -214,12 +217,21 @@ impl DeploymentReport {
     /// A Deployment and what was done to it, nothing else known yet.
     pub fn new(name: &str, action: &str) -> Self {
         Self {
+            kind: WorkloadKind::Deployment,
             name: name.into(),
             action: action.into(),
             rollout: None,
             rollout_seconds: None,
             detail: None,
         }
+    }
+}
+
+impl DeploymentReport {
+    /// The same entry for a workload of `kind`.
+    pub fn of(mut self, kind: WorkloadKind) -> Self {
+        self.kind = kind;
+        self
     }
 }
 
@@ -233,7 +245,12 @@ pub fn merge_consumers(all: &mut Vec<ConsumerReport>, new: Vec<ConsumerReport>) 
             Some(a) => {
                 let quiet = |d: &DeploymentReport| d.action == "up-to-date" || d.action == "hot";
                 for d in r.deployments {
-                    if !quiet(&d) || !a.deployments.iter().any(|x| x.name == d.name) {
+                    if !quiet(&d)
+                        || !a
+                            .deployments
+                            .iter()
+                            .any(|x| x.name == d.name && x.kind == d.kind)
+                    {
                         a.deployments.push(d);
                     }
                 }
@@ -449,7 +466,7 @@ impl Report {
             }
             out.push('\n');
             for d in &c.deployments {
-                out.push_str(&format!("    deployment {}: {}", d.name, d.action));
+                out.push_str(&format!("    {} {}: {}", d.kind.noun(), d.name, d.action));
                 if let Some(r) = &d.rollout {
                     out.push_str(&format!(", rollout {r}"));
                 }

@@ -21,7 +21,7 @@ use crate::error::Error;
 use crate::outside::{Endpoints, EndpointsError, RolloutProgress, WorkloadView, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
-use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_decision};
+use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
 
 /// What to do for the consumers after a step.
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +35,7 @@ pub struct Tasks {
 /// What went wrong in the consumers' tasks, beyond the report.
 #[derive(Debug, Default)]
 pub struct Problems {
-    /// Failed rollouts, probes, paused or recreated Deployments, missing required consumers.
+    /// Failed rollouts, probes, paused or recreated workloads, missing required consumers.
     pub failed: Vec<String>,
     /// What was still pending when the deadline came.
     pub pending: Vec<String>,
@@ -61,11 +61,11 @@ impl Problems {
     }
 }
 
-/// Restarts, waits and probes as asked. `deployments` is `None` in local mode.
+/// Restarts, waits and probes as asked. `workloads` is `None` in local mode.
 pub async fn reload(
     config: &Config,
     outcome: &Outcome,
-    deployments: Option<&dyn Workloads>,
+    workloads: Option<&dyn Workloads>,
     client: Option<&dyn Endpoints>,
     tasks: Tasks,
     now: OffsetDateTime,
@@ -82,9 +82,9 @@ pub async fn reload(
             note: None,
             probes: vec![],
         };
-        match (deployments, &consumer.workload) {
+        match (workloads, &consumer.workload) {
             (_, None) => {}
-            // Local mode has no Deployments: such consumers matter only for their probes.
+            // Local mode has no workloads: such consumers matter only for their probes.
             (None, Some(_)) if consumer.probe.is_none() => continue,
             (None, Some(_)) => {}
             // Hot consumers reload by themselves: nothing to read or do, beyond probing.
@@ -110,7 +110,7 @@ pub async fn reload(
 
     if tasks.wait
         && !tasks.dry_run
-        && let Some(api) = deployments
+        && let Some(api) = workloads
     {
         wait_all(api, &mut reports, &mut problems, targets, tasks.deadline).await;
     }
@@ -153,13 +153,7 @@ fn decide(
             RestartAction::UpToDate
         };
     }
-    restart_decision(
-        w.restart_fingerprint.as_deref(),
-        w.created,
-        &fp,
-        written,
-        last_written,
-    )
+    restart_needed(w, &fp, written, last_written)
 }
 
 /// Restarts a restart-only consumer's workloads as this step calls for, filling its report.
@@ -179,8 +173,11 @@ async fn restart(
         return Ok(out);
     }
     let found = match workload {
-        Workload::Name(n) => api.get(n).await.map(|d| d.into_iter().collect()),
-        Workload::Selector(s) => api.select(s).await,
+        Workload::Name(n) => api
+            .get(consumer.kind, n)
+            .await
+            .map(|d| d.into_iter().collect()),
+        Workload::Selector(s) => api.select(consumer.kind, s).await,
     };
     let found: Vec<_> = match found {
         Ok(found) => found,
@@ -191,8 +188,16 @@ async fn restart(
     };
     if found.is_empty() {
         let what = match workload {
-            Workload::Name(n) => format!("deployment {}/{n} does not exist", api.namespace()),
-            Workload::Selector(s) => format!("no deployment in {} matches {s}", api.namespace()),
+            Workload::Name(n) => format!(
+                "{} {}/{n} does not exist",
+                consumer.kind.noun(),
+                api.namespace()
+            ),
+            Workload::Selector(s) => format!(
+                "no {} in {} matches {s}",
+                consumer.kind.noun(),
+                api.namespace()
+            ),
         };
         if consumer.required {
             out.failed.push(format!(
@@ -221,7 +226,7 @@ async fn restart(
                         return Ok(out);
                     }
                     Ok(Ok(target)) => {
-                        tracing::info!(deployment = %name, consumer = %consumer.name, fingerprint = %fp, "restarted deployment {}/{name}", api.namespace());
+                        tracing::info!(workload = %name, kind = %d.kind, consumer = %consumer.name, fingerprint = %fp, "restarted {} {}/{name}", d.kind.noun(), api.namespace());
                         out.targets.push((report.deployments.len(), target));
                         DeploymentReport::new(&name, "restarted")
                     }
@@ -242,19 +247,20 @@ async fn restart(
         if tasks.wait && entry.action == "already-restarted" {
             // A repeated run still waits for the rollout it (or an earlier run) began.
             let target = Target {
+                kind: d.kind,
                 name: name.clone(),
                 uid: d.uid.clone(),
-                generation: d.generation,
+                generation: d.status.generation,
             };
             out.targets.push((report.deployments.len(), target));
             entry.detail = Some("restarted earlier for these certificates".into());
         }
-        report.deployments.push(entry);
+        report.deployments.push(entry.of(d.kind));
     }
     Ok(out)
 }
 
-/// A restart-only consumer left alone because the API server refused a Deployment request
+/// A restart-only consumer left alone because the API server refused a workload request
 /// (`note` says which verb): said in the report and logged, as when a rules review rules it out.
 fn refused(consumer: &Consumer, report: &mut ConsumerReport, note: String) {
     tracing::debug!(consumer = %consumer.name, "{note}");
@@ -293,7 +299,7 @@ async fn wait_all(
     }
     let last: Arc<RolloutProgress> = Arc::new(Mutex::new(BTreeMap::new()));
     let ticker = spawn_progress(
-        targets.iter().map(|(_, _, t)| t.name.clone()).collect(),
+        targets.iter().map(|(_, _, t)| t.label()).collect(),
         last.clone(),
     );
     let waits = targets.iter().map(|(_, _, t)| api.wait(t, deadline, &last));
@@ -310,13 +316,14 @@ async fn wait_all(
                 let state = last
                     .lock()
                     .unwrap()
-                    .get(&target.name)
+                    .get(&target.label())
                     .cloned()
                     .unwrap_or_default();
                 entry.rollout = Some("pending".into());
                 entry.detail = Some(state.clone());
                 problems.pending.push(format!(
-                    "deployment {}/{}: {state}",
+                    "{} {}/{}: {state}",
+                    target.kind.noun(),
                     api.namespace(),
                     target.name
                 ));
@@ -335,7 +342,7 @@ async fn wait_all(
     }
 }
 
-/// Shows waiting progress: a live line per Deployment on a terminal, a log line every 10 s
+/// Shows waiting progress: a live line per workload on a terminal, a log line every 10 s
 /// otherwise.
 fn spawn_progress(
     names: Vec<String>,
@@ -353,7 +360,7 @@ fn spawn_progress(
                 .map(|n| {
                     let bar = multi.add(indicatif::ProgressBar::new_spinner());
                     bar.set_style(style.clone());
-                    bar.set_prefix(format!("deployment {n}"));
+                    bar.set_prefix(n.clone());
                     bar
                 })
                 .collect();
@@ -375,7 +382,7 @@ fn spawn_progress(
                 let state = last.lock().unwrap().clone();
                 for n in &names {
                     let s = state.get(n).cloned().unwrap_or_else(|| "waiting".into());
-                    tracing::info!(deployment = %n, "waiting for rollout of {n}: {s}");
+                    tracing::info!(workload = %n, "waiting for rollout of {n}: {s}");
                 }
             }
         }

@@ -36,7 +36,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use super::step::Outcome;
-use crate::config::{Config, Reload, Workload};
+use crate::config::{Config, Kind, Reload, Workload};
 use crate::error::Error;
 use crate::outside::{PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
@@ -80,7 +80,7 @@ pub struct Evidence {
     lost: BTreeMap<String, String>,
     /// The pods' report lines.
     pub pods: Vec<PodReport>,
-    /// Which consumer owns which Deployment, once resolved.
+    /// Which consumer owns which workload, once resolved.
     owners: Option<Owners>,
     /// The last write to a `caBundle` target in this run (monotonic clock).
     other: Option<Instant>,
@@ -90,8 +90,8 @@ pub struct Evidence {
     digests: BTreeMap<String, String>,
 }
 
-/// Deployment name → (consumer name, reload, the Secrets it declares it mounts).
-type Owners = BTreeMap<String, (String, Reload, BTreeSet<String>)>;
+/// Workload (kind, name) → (consumer name, reload, the Secrets it declares it mounts).
+type Owners = BTreeMap<(Kind, String), (String, Reload, BTreeSet<String>)>;
 
 /// The verdict of a gate on evidence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +182,7 @@ impl Evidence {
             return false;
         };
         let owner = pod
-            .deployment
+            .owner
             .as_ref()
             .and_then(|d| self.owners.as_ref()?.get(d));
         owner.is_some_and(|(_, reload, mounts)| {
@@ -200,7 +200,7 @@ impl Evidence {
     /// Whether `pod` belongs to a restart-only consumer (its pods load at start only).
     fn restart_only(&self, pod: &PodView) -> bool {
         let owners = self.owners.as_ref();
-        pod.deployment
+        pod.owner
             .as_ref()
             .and_then(|d| owners?.get(d))
             .is_some_and(|(_, reload, _)| *reload == Reload::Restart)
@@ -324,7 +324,7 @@ impl Evidence {
         let Some(owners) = &self.owners else { return };
         let mut lines = Vec::new();
         for p in pods.iter().filter(|p| !p.finished) {
-            let owner = p.deployment.as_ref().and_then(|d| owners.get(d));
+            let owner = p.owner.as_ref().and_then(|d| owners.get(d));
             let stray: Vec<String> = p
                 .secrets
                 .iter()
@@ -335,15 +335,16 @@ impl Evidence {
             if stray.is_empty() {
                 continue;
             }
-            let detail = match (owner, &p.deployment) {
+            let detail = match (owner, &p.owner) {
                 (Some((c, _, _)), _) => format!(
                     "consumer {c} does not declare it mounts {}: add it to the consumer's mounts",
                     stray.join(", ")
                 ),
-                (None, Some(d)) => format!(
-                    "deployment {d} is no declared consumer: add it to the config's consumers (with its reload mode) so rotations restart or probe it"
+                (None, Some((kind, d))) => format!(
+                    "{} {d} is no declared consumer: add it to the config's consumers (with its kind and reload mode) so rotations restart or probe it",
+                    kind.noun()
                 ),
-                (None, None) => "belongs to no declared consumer (no Deployment owns it): add its workload to the config's consumers".to_string(),
+                (None, None) => "belongs to no declared consumer (no Deployment, StatefulSet or DaemonSet owns it): add its workload to the config's consumers".to_string(),
             };
             if self
                 .pods
@@ -368,7 +369,7 @@ impl Evidence {
 /// Pushes Secret changes to pods and opens gates on evidence (in a cluster, with pokes on).
 pub struct Push<'a> {
     pub pods: &'a dyn PodsApi,
-    pub deployments: Option<&'a dyn Workloads>,
+    pub workloads: Option<&'a dyn Workloads>,
     pub config: &'a Config,
     pub delay: Duration,
 }
@@ -383,8 +384,8 @@ impl Push<'_> {
             .collect()
     }
 
-    /// Resolves which consumer owns which Deployment, once per run (a selector costs one list
-    /// of Deployments). `None` when a consumer's Deployments cannot be listed: then no pod is
+    /// Resolves which consumer owns which workload, once per run (a selector costs one list
+    /// of its kind). `None` when a consumer's workloads cannot be listed: then no pod is
     /// called unowned.
     async fn owners(&self, ev: &mut Evidence) {
         if ev.owners.is_some() {
@@ -395,8 +396,8 @@ impl Push<'_> {
             let names = match &c.workload {
                 Some(Workload::Name(n)) => vec![n.clone()],
                 Some(Workload::Selector(s)) => {
-                    let Some(api) = self.deployments else { return };
-                    match api.select(s).await {
+                    let Some(api) = self.workloads else { return };
+                    match api.select(c.kind, s).await {
                         Ok(found) => found.into_iter().map(|w| w.name).collect(),
                         Err(e) => {
                             tracing::debug!("cannot resolve consumer {}: {e}", c.name);
@@ -410,7 +411,7 @@ impl Push<'_> {
             };
             for n in names {
                 owners.insert(
-                    n,
+                    (c.kind, n),
                     (c.name.clone(), c.reload, c.mounts.iter().cloned().collect()),
                 );
             }
@@ -597,7 +598,7 @@ impl Push<'_> {
 }
 
 fn owner_name(ev: &Evidence, p: &PodView) -> Option<String> {
-    let d = p.deployment.as_ref()?;
+    let d = p.owner.as_ref()?;
     ev.owners.as_ref()?.get(d).map(|(c, _, _)| c.clone())
 }
 
@@ -649,7 +650,10 @@ mod tests {
             created: Some(created),
             terminating: false,
             finished: false,
-            deployment: Some(name.rsplit_once('-').map_or(name, |(d, _)| d).to_string()),
+            owner: Some((
+                Kind::Deployment,
+                name.rsplit_once('-').map_or(name, |(d, _)| d).to_string(),
+            )),
             secrets: BTreeSet::from([secret.to_string()]),
             restart_fingerprint: None,
         }
@@ -773,7 +777,7 @@ mod tests {
 
         let mut owners = Owners::new();
         owners.insert(
-            "ratelimit".into(),
+            (Kind::Deployment, "ratelimit".into()),
             (
                 "envoy-ratelimit".into(),
                 Reload::Restart,
@@ -836,7 +840,7 @@ mod tests {
         let mut ev = Evidence::default();
         let mut owners = Owners::new();
         owners.insert(
-            "proxy".into(),
+            (Kind::Deployment, "proxy".into()),
             (
                 "envoy-proxies".into(),
                 Reload::Hot,
@@ -846,7 +850,7 @@ mod tests {
         ev.owners = Some(owners);
         let managed = BTreeSet::from(["envoy".to_string(), "envoy-gateway".to_string()]);
         let mut stray = pod("debug-1", "u5", "envoy", T0);
-        stray.deployment = None;
+        stray.owner = None;
         let pods = vec![
             pod("proxy-a", "u1", "envoy", T0),
             pod("proxy-b", "u2", "envoy-gateway", T0),

@@ -37,7 +37,8 @@ pub struct Invocation<'a> {
     pub options: RunOptions,
     /// When the run must be done by ([`RunOptions::deadline`]).
     pub deadline: Instant,
-    /// The consumers' Deployments (in a cluster).
+    /// The consumers' workloads, of every kind (in a cluster). The field keeps its first
+    /// name so that callers (the simulation) need not change.
     pub deployments: Option<&'a dyn Workloads>,
     /// The Services' endpoints probes dial (in a cluster; its presence means a cluster run).
     pub client: Option<&'a dyn Endpoints>,
@@ -58,7 +59,7 @@ impl Invocation<'_> {
     fn push(&self) -> Option<gate::Push<'_>> {
         Some(gate::Push {
             pods: self.pods?,
-            deployments: self.deployments,
+            workloads: self.deployments,
             config: self.config,
             delay: self.options.propagation_delay,
         })
@@ -290,7 +291,7 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> 
 /// Before anything is written: a restart-only consumer that missed the restart for what is
 /// stored now (a run stopped between its writes and the patch) is restarted and waited for,
 /// so the first step (perhaps the leaves, if the gate's time has passed) finds it loaded.
-/// When nothing is stored there is no restart to have missed (and no Deployment read). The
+/// When nothing is stored there is no restart to have missed (and no workload read). The
 /// run's end, when a restart or its rollout failed.
 async fn missed_restarts<S: SecretStore>(
     store: &S,

@@ -45,6 +45,39 @@ fn other_install() -> tempfile::TempDir {
 }
 
 const CASES: &[Case] = &[
+    Case {
+        name: "a consumer of a kind certgen cannot restart",
+        fresh: false,
+        code: 2,
+        expect: &[
+            "bad.yaml",
+            "consumers[1] (envoy-ratelimit).kind \"ReplicaSet\"",
+            "write one of Deployment, StatefulSet, DaemonSet",
+        ],
+        setup: |_, t| {
+            config(
+                t,
+                "    deployment: envoy-ratelimit\n",
+                "    kind: ReplicaSet\n    workload: envoy-ratelimit\n",
+            )
+        },
+    },
+    Case {
+        name: "a StatefulSet consumer named as a deployment",
+        fresh: false,
+        code: 2,
+        expect: &[
+            "consumers[1] (envoy-ratelimit)",
+            "its kind is StatefulSet; write workload: envoy-ratelimit",
+        ],
+        setup: |_, t| {
+            config(
+                t,
+                "    deployment: envoy-ratelimit\n",
+                "    kind: StatefulSet\n    deployment: envoy-ratelimit\n",
+            )
+        },
+    },
     // Configuration (nothing is created).
     Case {
         name: "unknown top-level field",

@@ -15,16 +15,17 @@ use std::path::Path;
 /// The modules that must not reach the adapter, directly or through others.
 const CORE: &[&str] = &[
     "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
+    "workload", "rollout",
 ];
 
 /// The Kubernetes adapter.
 const ADAPTER: &str = "k8s";
 
 /// Modules that must not name the Kubernetes client's types: the core, the driver and its
-/// seams.
+/// seams (with the workload kinds and rollout decisions the workload seam carries).
 const NO_KUBE_TYPES: &[&str] = &[
     "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
-    "rotation", "outside",
+    "rotation", "outside", "workload", "rollout",
 ];
 
 /// The crates of the Kubernetes client, as a path names them.

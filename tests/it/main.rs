@@ -11,7 +11,9 @@
 //! - rotation (staging, kills at every write, concurrent runs, the Lease, gates): `rotation`,
 //!   `cluster::rotation`; whole trajectories in-process on a virtual clock: `sim`; real TLS
 //!   peers handshaking throughout: `cluster::harness`, `cluster::real_node`
-//! - consumers (restarts, rollout waits): `cluster::consumers`
+//! - consumers (restarts, rollout waits): `cluster::consumers`; StatefulSet and DaemonSet
+//!   consumers (each kind's rule, the chart's Role for them, recreation, `OnDelete`):
+//!   `cluster::kinds`, and on the real node `cluster::real_node_kinds`
 //! - probes: `probe`, `cluster::probe`
 //! - API faults: `faults` (an HTTP-level fake for the answers a real server will not give on
 //!   demand: 429, 503, 500), `cluster::faults` (a TCP proxy to the real server: resets, slow

@@ -45,7 +45,7 @@ const MANIFESTS_HEADER: &str = "\
 ";
 
 /// `helm template` of the chart as release `certgen` in `ns`, with `extra` arguments.
-fn template(helm: &Path, ns: &str, extra: &[&str]) -> String {
+pub(super) fn template(helm: &Path, ns: &str, extra: &[&str]) -> String {
     let chart = chart_dir();
     let mut args = vec![
         "template",
@@ -59,7 +59,7 @@ fn template(helm: &Path, ns: &str, extra: &[&str]) -> String {
 }
 
 /// The documents of a multi-document YAML stream, as JSON values.
-fn documents(yaml: &str) -> Vec<Value> {
+pub(super) fn documents(yaml: &str) -> Vec<Value> {
     serde_saphyr::from_multiple::<Value>(yaml)
         .unwrap_or_else(|e| panic!("helm's output does not parse ({e}):\n{yaml}"))
         .into_iter()
@@ -68,7 +68,7 @@ fn documents(yaml: &str) -> Vec<Value> {
 }
 
 /// The one rendered object of `kind`.
-fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+pub(super) fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
     assert_eq!(found.len(), 1, "expected one {kind} in {docs:#?}");
     found[0]
@@ -135,7 +135,7 @@ fn assert_secure(workload: &Value) {
     }
 }
 
-fn rules(role: &Value) -> Vec<PolicyRule> {
+pub(super) fn rules(role: &Value) -> Vec<PolicyRule> {
     serde_json::from_value(role["rules"].clone()).expect("the Role's rules are PolicyRules")
 }
 
@@ -196,7 +196,7 @@ fn the_role_names_each_builtin_profiles_secrets() {
 }
 
 /// `rules` without `verb` on `resource`.
-fn without(rules: &[PolicyRule], resource: &str, verb: &str) -> Vec<PolicyRule> {
+pub(super) fn without(rules: &[PolicyRule], resource: &str, verb: &str) -> Vec<PolicyRule> {
     let mut removed = false;
     let out: Vec<PolicyRule> = rules
         .iter()
@@ -498,7 +498,7 @@ async fn ratelimit_deployment(c: &Cluster, ns: &str) -> Api<Deployment> {
 }
 
 /// Asserts a run failed with exit 5 for lack of `verb` on `resource` in `ns`, and said so.
-fn assert_forbidden(r: &Run, verb: &str, resource: &str, ns: &str) {
+pub(super) fn assert_forbidden(r: &Run, verb: &str, resource: &str, ns: &str) {
     assert_eq!(r.code, 5, "without {verb} on {resource}: {}", r.stderr);
     for word in [verb, resource, ns, "403"] {
         assert!(

@@ -40,7 +40,7 @@ use super::{Cluster, chart_dir, cluster, deployment, helm, rolled_out, run_helm}
 const RELEASE: &str = "rn";
 const JOB: &str = "rn-certgen";
 /// The node's kubelet sync period (`syncFrequency` in the settings node-up recorded).
-fn sync_period(settings: &str) -> Duration {
+pub(super) fn sync_period(settings: &str) -> Duration {
     let v = settings
         .lines()
         .find_map(|l| l.strip_prefix("syncFrequency "))
@@ -55,7 +55,7 @@ fn sync_period(settings: &str) -> Duration {
 /// `syncFrequency` plus up to 50% jitter (pod_workers.go: workerResyncIntervalJitterFactor), so
 /// a Secret can take 1.5 sync periods and a little more to reach a pod: 30 s for the test
 /// node's 10 s period, 2 min for the kubelet's default 1m (CERTGEN_NODE_SYNC_FREQUENCY=1m).
-fn gate(sync: Duration) -> Duration {
+pub(super) fn gate(sync: Duration) -> Duration {
     if sync <= Duration::from_secs(10) {
         Duration::from_secs(30)
     } else {

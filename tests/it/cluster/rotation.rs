@@ -349,7 +349,9 @@ async fn a_restart_lost_between_the_writes_and_the_patch_is_made_by_the_next_run
     // The first restart comes before the promotion.
     let events = log_events(&r.stderr);
     let first = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
-    let restart = first(&|e: &Value| e["deployment"] == "envoy-ratelimit").expect("restart logged");
+    let restart =
+        first(&|e: &Value| e["workload"] == "envoy-ratelimit" && e["kind"] == "Deployment")
+            .expect("restart logged");
     let promote = first(&|e: &Value| e["action"] == "promote").expect("promotion logged");
     assert!(
         restart < promote,

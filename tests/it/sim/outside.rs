@@ -28,8 +28,8 @@ use std::time::Duration;
 use certgen::config::{Config, Reload, WebhookKind, Workload};
 use certgen::lock;
 use certgen::outside::{
-    CaBundleTargets, PodView, PodsApi, PokeAnswer, RolloutProgress, TargetObserved, TargetRead,
-    WorkloadView, Workloads,
+    CaBundleTargets, Kind, PodView, PodsApi, PokeAnswer, RolloutProgress, RolloutStatus,
+    TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::rollout::{RolloutError, Target};
@@ -415,14 +415,19 @@ fn truncated(t: OffsetDateTime) -> OffsetDateTime {
     t.replace_nanosecond(0).unwrap()
 }
 
+/// The world's workloads are all Deployments: a read of another kind finds nothing.
 fn view(d: &Dep) -> WorkloadView {
     WorkloadView {
+        kind: Kind::Deployment,
         name: d.name.clone(),
         uid: d.uid.clone(),
-        generation: d.generation,
-        paused: false,
         created: Some(truncated(d.created)),
-        restart_fingerprint: d.fingerprint.clone(),
+        fingerprint: d.fingerprint.clone(),
+        paused: false,
+        status: RolloutStatus {
+            generation: d.generation,
+            ..RolloutStatus::default()
+        },
     }
 }
 
@@ -439,16 +444,25 @@ impl Workloads for Sim {
         Err(e)
     }
 
-    fn get<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
+    fn get<'a>(
+        &'a self,
+        kind: Kind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<WorkloadView>, StoreError>> {
         async move {
             self.read().await?;
-            Ok(self.outside.lock().unwrap().deps.get(name).map(view))
+            let o = self.outside.lock().unwrap();
+            Ok(o.deps
+                .get(name)
+                .filter(|_| kind == Kind::Deployment)
+                .map(view))
         }
         .boxed()
     }
 
     fn select<'a>(
         &'a self,
+        kind: Kind,
         selector: &'a str,
     ) -> BoxFuture<'a, Result<Vec<WorkloadView>, StoreError>> {
         async move {
@@ -461,7 +475,8 @@ impl Workloads for Sim {
             Ok(o.deps
                 .values()
                 .filter(|d| {
-                    !d.labels.is_empty()
+                    kind == Kind::Deployment
+                        && !d.labels.is_empty()
                         && want
                             .iter()
                             .all(|(k, v)| d.labels.get(*k).is_some_and(|x| x == v))
@@ -487,6 +502,7 @@ impl Workloads for Sim {
             d.generation += 1;
             d.fingerprint = Some(fingerprint.to_string());
             let target = Target {
+                kind: w.kind,
                 name: w.name.clone(),
                 uid: w.uid.clone(),
                 generation: d.generation,
@@ -522,7 +538,7 @@ impl Workloads for Sim {
                 tokio::time::sleep_until(deadline).await;
                 last.lock()
                     .unwrap()
-                    .insert(target.name.clone(), "rolling".into());
+                    .insert(target.label(), "rolling".into());
                 return Ok(None);
             }
             tokio::time::sleep_until(done).await;
@@ -560,7 +576,7 @@ impl PodsApi for Sim {
                     created: Some(truncated(p.created + offset)),
                     terminating: false,
                     finished: false,
-                    deployment: Some(p.deployment.clone()),
+                    owner: Some((Kind::Deployment, p.deployment.clone())),
                     secrets: [p.secret.clone()].into(),
                     restart_fingerprint: p.fingerprint.clone(),
                 })

@@ -86,6 +86,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- toYaml (uniq $names) -}}
 {{- end -}}
 
+{{/* The apps resources of the consumers' workload kinds, as a flow list: deployments always
+(the built-in profiles' consumers), statefulsets and daemonsets when a consumer of the config has
+that kind. */}}
+{{- define "certgen.workloadResources" -}}
+{{- $resources := list "deployments" -}}
+{{- if include "certgen.configText" . -}}
+{{- $c := include "certgen.configMap" . | fromYaml -}}
+{{- range $consumer := ($c.consumers | default list) -}}
+{{- $kind := $consumer.kind | default "Deployment" -}}
+{{- if eq $kind "StatefulSet" -}}
+{{- $resources = append $resources "statefulsets" -}}
+{{- else if eq $kind "DaemonSet" -}}
+{{- $resources = append $resources "daemonsets" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+[{{ join ", " (uniq $resources) }}]
+{{- end -}}
+
 {{/* The certgen arguments common to every run. */}}
 {{- define "certgen.args" -}}
 - --namespace
