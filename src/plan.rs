@@ -679,10 +679,14 @@ impl Input<'_> {
         plans: &[SecretPlan],
         new: &str,
     ) -> Result<Option<Decision>, Invalid> {
-        let Some(dropped) = self.drops_trust(plans) else {
+        let dropped = self.drops_trust(plans);
+        let signing = dropped
+            .iter()
+            .find(|c| self.present_leaves().any(|l| c.signed(&l.cert)));
+        let Some(dropped) = signing.or(dropped.first()) else {
             return Ok(None);
         };
-        if !self.options.force && self.present_leaves().any(|l| dropped.signed(&l.cert)) {
+        if !self.options.force && signing.is_some() {
             return Err(Invalid {
                 object: self.ca_name.to_string(),
                 problem: format!(
@@ -706,22 +710,30 @@ impl Input<'_> {
         Ok(Some((plan, secrets, self.gate.phase(reason, None, false))))
     }
 
-    /// A valid CA that one of `plans` removes from the bundle its Secret holds now.
-    fn drops_trust(&self, plans: &[SecretPlan]) -> Option<Cert> {
-        self.leaves.iter().zip(plans).find_map(|(l, p)| {
-            let leaf = l.ok()?;
-            let Some(Content::Bundle(after)) = p.write.as_ref()?.data.get("ca.crt") else {
-                return None;
-            };
-            leaf.bundle
-                .iter()
-                .find(|c| {
-                    c.is_ca
-                        && !c.is_expired_at(self.now)
-                        && !after.contains(&CaRef::Cert((*c).clone()))
-                })
-                .cloned()
-        })
+    /// Every valid CA that one of `plans` removes from the bundle its Secret holds now.
+    fn drops_trust(&self, plans: &[SecretPlan]) -> Vec<Cert> {
+        self.leaves
+            .iter()
+            .zip(plans)
+            .filter_map(|(l, p)| {
+                let leaf = l.ok()?;
+                let Some(Content::Bundle(after)) = p.write.as_ref()?.data.get("ca.crt") else {
+                    return None;
+                };
+                Some(
+                    leaf.bundle
+                        .iter()
+                        .filter(|c| {
+                            c.is_ca
+                                && !c.is_expired_at(self.now)
+                                && !after.contains(&CaRef::Cert((*c).clone()))
+                        })
+                        .cloned()
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .flatten()
+            .collect()
     }
 
     /// The CA `l`'s bundle keeps beside `target` instead of the common one (`exclude`): the

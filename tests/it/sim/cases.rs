@@ -682,6 +682,43 @@ fn foreign_writes_found_at_random() {
                 Op::Run(plain()),
             ],
         ),
+        (
+            Start::Fresh,
+            vec![
+                Op::Run(plain()),
+                Op::Run(RunSpec {
+                    rotate_hmac: true,
+                    ..crash(overwrite(), 10)
+                }),
+                Op::During(
+                    crash(overwrite(), 5),
+                    S,
+                    Foreign::Restore {
+                        which: 0b1101,
+                        runs_back: 2,
+                    },
+                ),
+                Op::Foreign(Foreign::Delete { which: 0b0010 }),
+                Op::Run(plain()),
+            ],
+        ),
+        (
+            Start::CaExpiresIn(-3),
+            vec![
+                Op::Foreign(Foreign::EnvoyGateway { which: 0b0011 }),
+                Op::Run(crash(plain(), 4)),
+                Op::Run(overwrite()),
+                Op::Run(plain()),
+                Op::During(
+                    crash(overwrite(), 1),
+                    S,
+                    Foreign::Restore {
+                        which: 0b0101,
+                        runs_back: 3,
+                    },
+                ),
+            ],
+        ),
     ];
     for (start, ops) in cases {
         check(start, &ops);

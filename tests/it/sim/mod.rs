@@ -683,18 +683,16 @@ fn erased(world: &World, leaf: &Cert, seq: usize) -> bool {
     erased_by == Some(FOREIGN)
 }
 
-/// Whether another writer replaced bundle version `b`, before `at`, with one that shares no CA
-/// with it: consumers still holding `b` reject whatever the Secrets present from then on, the
-/// other writer's leaves first; no write can be accepted by both.
+/// Whether another writer wrote, after bundle version `b` and before `at`, a version of the same
+/// Secret that shares no CA with it: consumers still holding `b` reject whatever the Secrets
+/// present from then on, the other writer's leaves first; no write can be accepted by both.
 fn swapped(versions: &[Version], b: usize, at: OffsetDateTime) -> bool {
-    versions[b + 1..]
-        .iter()
-        .find(|v| v.secret == versions[b].secret)
-        .is_some_and(|next| {
-            next.run == FOREIGN
-                && next.from <= at
-                && !next.bundle.iter().any(|c| versions[b].bundle.contains(c))
-        })
+    versions[b + 1..].iter().any(|v| {
+        v.secret == versions[b].secret
+            && v.run == FOREIGN
+            && v.from <= at
+            && !v.bundle.iter().any(|c| versions[b].bundle.contains(c))
+    })
 }
 
 fn index_of(versions: &[Version], v: &Version) -> usize {
