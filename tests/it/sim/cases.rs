@@ -691,7 +691,13 @@ fn foreign_writes_found_at_random() {
                     ..crash(overwrite(), 10)
                 }),
                 Op::During(
-                    crash(overwrite(), 5),
+                    RunSpec {
+                        faults: Faults {
+                            yields: 1024769269166599827,
+                            ..crash(overwrite(), 5).faults
+                        },
+                        ..crash(overwrite(), 5)
+                    },
                     S,
                     Foreign::Restore {
                         which: 0b1101,

@@ -613,7 +613,12 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
                 // A deleted Secret's files stay in running pods, but a deletion leaves no write
                 // time a run could count a gate from: what pods still hold of it after the
                 // deletion is the deleting tool's doing.
-                let deleted = |v: &Version| v.deleted_at.is_some_and(|d| start >= d);
+                let deleted = |v: &Version| {
+                    versions.iter().any(|w| {
+                        w.secret == v.secret
+                            && w.deleted_at.is_some_and(|d| v.from < d && d <= start)
+                    })
+                };
                 // Nor can anything written after certgen's CA Secret was deleted (its key with
                 // it) be signed by a CA what was written before trusts.
                 let (first, last) = (a.from.min(b.from), a.from.max(b.from));
