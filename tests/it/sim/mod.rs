@@ -613,11 +613,13 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
                 // A deleted Secret's files stay in running pods, but a deletion leaves no write
                 // time a run could count a gate from: what pods still hold of it after the
                 // deletion is the deleting tool's doing.
+                // (Any version of the Secret from before its deletion: the deletion ends the
+                // last one, written at or after `v`.)
                 let deleted = |v: &Version| {
-                    versions.iter().any(|w| {
-                        w.secret == v.secret
-                            && w.deleted_at.is_some_and(|d| v.from < d && d <= start)
-                    })
+                    let i = index_of(versions, v);
+                    versions[i..]
+                        .iter()
+                        .any(|w| w.secret == v.secret && w.deleted_at.is_some_and(|d| d <= start))
                 };
                 // Nor can anything written after certgen's CA Secret was deleted (its key with
                 // it) be signed by a CA what was written before trusts.
