@@ -2,16 +2,13 @@
 //! the adapter object that already makes those calls, converting Kubernetes objects into the
 //! seams' plain data and back. Nothing is decided here.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::{
-    ObservedWebhook, Pods, ServiceEndpoints, WebhookObserved, WebhookStore, service_endpoints,
-};
+use super::{Pods, ServiceEndpoints, WebhookStore, service_endpoints};
 use crate::config::WebhookKind;
 use crate::outside::{
     CaBundleTargets, Endpoints, EndpointsError, Kind, PodView, PodsApi, PokeAnswer,
@@ -26,23 +23,7 @@ impl CaBundleTargets for WebhookStore {
         kind: WebhookKind,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
-        async move {
-            Ok(WebhookStore::read(self, kind, name)
-                .await?
-                .map(|o| match o {
-                    WebhookObserved::Absent => TargetObserved::Absent,
-                    WebhookObserved::Present(o) => TargetObserved::Present(Box::new(TargetRead {
-                        kind: o.kind,
-                        name: o.name.clone(),
-                        uid: o.uid.clone(),
-                        version: o.version.clone(),
-                        bundles: o.bundles.clone(),
-                        written_at: o.written_at,
-                        token: Some(Arc::new(*o)),
-                    })),
-                }))
-        }
-        .boxed()
+        WebhookStore::read(self, kind, name).boxed()
     }
 
     fn put<'a>(
@@ -50,15 +31,7 @@ impl CaBundleTargets for WebhookStore {
         read: &'a TargetRead,
         bundle: &'a [u8],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        async move {
-            let object = read
-                .token
-                .as_ref()
-                .and_then(|t| t.downcast_ref::<ObservedWebhook>())
-                .expect("a target read through this store");
-            self.put_ca_bundle(object, bundle).await
-        }
-        .boxed()
+        self.put_ca_bundle(read, bundle).boxed()
     }
 
     fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError> {

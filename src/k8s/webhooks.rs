@@ -15,6 +15,8 @@
 //! update sends back the whole object as read (unknown fields included, through
 //! [`DynamicObject`]), changing only the bundles.
 
+use std::sync::Arc;
+
 use k8s_openapi::ByteString;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::Value;
@@ -24,48 +26,9 @@ use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
-/// A `caBundle` target as read.
-#[derive(Clone)]
-pub struct ObservedWebhook {
-    pub kind: WebhookKind,
-    pub name: String,
-    pub uid: String,
-    /// The resourceVersion a write must match.
-    pub version: String,
-    /// The `caBundle` of each entry, in order (one for an APIService); empty when unset.
-    pub bundles: Vec<Vec<u8>>,
-    /// When the object last changed, by the API server's clock (its newest managedFields time,
-    /// rounded up): a gate counts from the last `caBundle` write as from a Secret's.
-    pub written_at: Option<time::OffsetDateTime>,
-    object: DynamicObject,
-}
-
-impl std::fmt::Debug for ObservedWebhook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ObservedWebhook")
-            .field("kind", &self.kind)
-            .field("name", &self.name)
-            .field("uid", &self.uid)
-            .field("version", &self.version)
-            .field("entries", &self.bundles.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl ObservedWebhook {
-    /// Whether every entry already holds `bundle` (so a write would change nothing; a
-    /// configuration without entries holds anything).
-    pub fn holds(&self, bundle: &[u8]) -> bool {
-        self.bundles.iter().all(|b| b == bundle)
-    }
-}
-
-/// What a read found.
-#[derive(Debug, Clone)]
-pub enum WebhookObserved {
-    Absent,
-    Present(Box<ObservedWebhook>),
-}
+/// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
+/// object kept as the read's token for the write.
+pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as ObservedWebhook};
 
 /// Reads and writes `caBundle` targets through one client.
 pub struct WebhookStore {
@@ -196,7 +159,7 @@ impl WebhookStore {
                     version: object.metadata.resource_version.clone().unwrap_or_default(),
                     bundles,
                     written_at: super::written_at(&object.metadata),
-                    object,
+                    token: Some(Arc::new(object)),
                 })))
             }
             Err(e) => Err(Self::failure("get", kind, name, e)),
@@ -210,7 +173,12 @@ impl WebhookStore {
         read: &ObservedWebhook,
         bundle: &[u8],
     ) -> Result<(), StoreError> {
-        let mut object = read.object.clone();
+        let mut object = read
+            .token
+            .as_ref()
+            .and_then(|t| t.downcast_ref::<DynamicObject>())
+            .expect("a target read through this store")
+            .clone();
         set_bundles(read.kind, &mut object.data, bundle);
         // Both are preconditions of an update: the API server answers 409 when either no
         // longer matches (a change, or an object deleted and recreated under the same name).
@@ -316,11 +284,7 @@ mod tests {
             version: "1".into(),
             bundles: vec![b"a".to_vec(), b"a".to_vec()],
             written_at: None,
-            object: DynamicObject {
-                types: None,
-                metadata: Default::default(),
-                data: json!({}),
-            },
+            token: None,
         };
         assert!(w.holds(b"a"));
         assert!(!w.holds(b"b"));
