@@ -17,6 +17,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
+use super::metrics::injector;
 use super::{DeleteOnDrop, chart_dir, cluster, helm, run_helm};
 use crate::metrics::{assert_valid_exposition, value};
 use crate::util::KILLED;
@@ -143,27 +144,6 @@ fn requests(text: &str, verb: &str) -> f64 {
         text,
         &format!("certgen_exporter_api_requests_total{{verb=\"{verb}\"}}"),
     )
-}
-
-fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
-    serde_json::from_value(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": name, "labels": {"certgen.dev/test": "true"}},
-        "webhooks": [{
-            "name": "topology.webhook.gateway.envoyproxy.io",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "failurePolicy": "Ignore",
-            "clientConfig": {"service": {"name": "envoy-gateway", "namespace": ns,
-                "path": "/inject-pod-topology", "port": 9443}},
-            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-                "resources": ["pods/binding"]}],
-            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
-                "operator": "In", "values": [ns]}]}
-        }]
-    }))
-    .unwrap()
 }
 
 #[tokio::test]

@@ -13,7 +13,8 @@ use crate::util::{KILLED, Run, tempdir};
 
 const NS_LABEL: &str = "namespace";
 
-fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
+/// A MutatingWebhookConfiguration shaped like Envoy Gateway's topology injector (one entry).
+pub(super) fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
     serde_json::from_value(json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
