@@ -780,25 +780,19 @@ impl Input<'_> {
         out
     }
 
-    /// Why missing Secret `l` is not created with `bundle` in this step: a valid CA that the
-    /// bundle lacks signs a leaf stored now, or a bundle holds it beside the common one (another
-    /// writer's CA a Secret keeps until the cleanup), so peers may still present leaves of it.
-    /// With two such CAs beside the new one, no bundle of two trusts them all: the Secret is
-    /// created once no peer presents them any more (the cleanup, after the gate). Its
+    /// Why missing Secret `l` is not created with `bundle` in this step: a stored bundle holds a
+    /// valid CA that `bundle` lacks (another writer's CA a Secret keeps beside the common one
+    /// until the cleanup, or the one its own leaf needs), so peers may still present leaves of
+    /// it. With two such CAs beside the new one, no bundle of two trusts them all: the Secret
+    /// is created once no peer presents them any more (the cleanup, after the gate). Its
     /// consumers cannot start without it, so they would load that bundle at once.
     fn held_back(&self, l: &LeafIn, bundle: &[Cert]) -> Option<Cert> {
         if !matches!(l.parsed, Parsed::Missing) {
             return None;
         }
-        let valid = |c: &Cert| c.is_ca && !c.is_expired_at(self.now) && !bundle.contains(c);
         self.present_leaves()
             .flat_map(|p| p.bundle.iter())
-            .find(|c| valid(c))
-            .or_else(|| {
-                self.present_leaves()
-                    .flat_map(|p| p.bundle.iter().filter(|c| c.signed(&p.cert)))
-                    .find(|c| valid(c))
-            })
+            .find(|c| c.is_ca && !c.is_expired_at(self.now) && !bundle.contains(c))
             .cloned()
     }
 
