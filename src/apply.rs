@@ -19,7 +19,7 @@ use crate::pki::{
 };
 use crate::plan::{Action, CA_ANNOTATION, CaRef, Content, Issue, Kind, Plan, Signer, Write};
 use crate::report::Entry;
-use crate::secret::{SecretWrite, data_digest};
+use crate::secret::{Layout, SecretWrite, data_digest};
 use crate::store::{SecretStore, StoreError};
 
 /// How many writes a step has in flight at once.
@@ -133,6 +133,9 @@ pub struct Applied {
     pub bundles: BTreeMap<String, Vec<u8>>,
     /// The leaf each TLS Secret holds after the step.
     pub leaves: BTreeMap<String, Cert>,
+    /// The data keys of each TLS Secret whose layout is not the default, for
+    /// [`Applied::record`].
+    pub layouts: BTreeMap<String, Layout>,
 }
 
 impl Applied {
@@ -148,12 +151,13 @@ impl Applied {
         let base = observed.get(name).present();
         let mut data = base.map(|s| s.data.clone()).unwrap_or_default();
         data.extend(written.iter().map(|(k, v)| (k.clone(), v.clone())));
-        if let Some(crt) = data.get("tls.crt")
+        let layout = self.layouts.get(name).cloned().unwrap_or_default();
+        if let Some(crt) = data.get(&layout.cert)
             && let Ok(mut chain) = crate::pki::parse_cert_chain(crt)
         {
             self.leaves.insert(name.to_string(), chain.remove(0));
         }
-        if let Some(bundle) = data.get("ca.crt") {
+        if let Some(bundle) = data.get(&layout.bundle) {
             self.bundles.insert(name.to_string(), bundle.clone());
         }
         if let Some(at) = written_at.or_else(|| base.and_then(|s| s.written_at)) {

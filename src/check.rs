@@ -27,10 +27,10 @@ pub enum Finding {
     /// The Secret does not exist.
     Missing,
     /// A data key is not there, or is empty.
-    KeyMissing(&'static str),
+    KeyMissing(String),
     /// A data key holds something unusable: not PEM, a key that does not match its
     /// certificate, a bundle against the rules.
-    Unusable { key: &'static str, problem: String },
+    Unusable { key: String, problem: String },
     /// The CA Secret's `tls.crt` is not a CA certificate.
     NotCa { subject: String },
     /// The CA expires within its renewBefore, or has expired.
@@ -132,9 +132,9 @@ impl Checked {
         }
     }
 
-    fn unusable(&mut self, key: &'static str, problem: impl fmt::Display) {
+    fn unusable(&mut self, key: &str, problem: impl fmt::Display) {
         self.findings.push(Finding::Unusable {
-            key,
+            key: key.to_string(),
             problem: problem.to_string(),
         });
     }
@@ -197,7 +197,7 @@ pub fn check(
                 }
                 Field::Bad(p) => ca.unusable("tls.crt", p),
                 Field::Absent | Field::Empty | Field::Unchecked => {
-                    ca.findings.push(Finding::KeyMissing("tls.crt"));
+                    ca.findings.push(Finding::KeyMissing("tls.crt".into()));
                 }
             }
             match data.bundle {
@@ -263,31 +263,32 @@ pub fn check(
             rows.push(r);
             continue;
         };
-        let data = parse::leaf(s);
+        let data = parse::leaf_in(s, &t.layout);
+        let (crt, key, ca_crt) = (&t.layout.cert, &t.layout.key, &t.layout.bundle);
         let leaf = match data.cert {
             Field::Ok(cert) => Some(cert),
             Field::Bad(p) => {
-                r.unusable("tls.crt", p);
+                r.unusable(crt, p);
                 None
             }
             Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing("tls.crt"));
+                r.findings.push(Finding::KeyMissing(crt.clone()));
                 None
             }
         };
         let bundle = match data.bundle {
             Field::Ok(b) => {
                 if let Some(e) = &b.broken {
-                    r.unusable("ca.crt", e);
+                    r.unusable(ca_crt, e);
                 }
                 b.certs
             }
             Field::Bad(p) => {
-                r.unusable("ca.crt", p);
+                r.unusable(ca_crt, p);
                 vec![]
             }
             Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing("ca.crt"));
+                r.findings.push(Finding::KeyMissing(ca_crt.clone()));
                 vec![]
             }
         };
@@ -295,9 +296,9 @@ pub fn check(
         if let Some(leaf) = leaf {
             match &data.key {
                 Field::Ok(()) => {}
-                Field::Bad(p) => r.unusable("tls.key", p),
+                Field::Bad(p) => r.unusable(key, p),
                 Field::Absent | Field::Empty | Field::Unchecked => {
-                    r.findings.push(Finding::KeyMissing("tls.key"));
+                    r.findings.push(Finding::KeyMissing(key.clone()));
                 }
             }
             if let Some(why) = due(&leaf, t.renew_before, now) {

@@ -147,7 +147,7 @@ pub fn warnings(
         let Some(s) = observed.get(&t.name).present() else {
             continue;
         };
-        if let Field::Ok(b) = parse::leaf(s).bundle {
+        if let Field::Ok(b) = parse::leaf_in(s, &t.layout).bundle {
             for ca in b.certs.iter().filter(|c| c.not_after <= now) {
                 out.push(line(
                     "Warning",

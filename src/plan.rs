@@ -389,7 +389,7 @@ impl LeafIn<'_> {
     }
 
     fn bundle_update(&self, bundle: Vec<CaRef>, reason: impl Into<String>) -> SecretPlan {
-        let write = writes::tls(&self.version, &bundle, None);
+        let write = writes::tls(&self.version, &bundle, None, &self.cfg.layout);
         self.plan(Action::UpdateBundle, reason, Some(write))
     }
 
@@ -402,7 +402,7 @@ impl LeafIn<'_> {
             spec: self.cfg.leaf.clone(),
             signer,
         };
-        let write = writes::tls(&self.version, &bundle, Some(issue));
+        let write = writes::tls(&self.version, &bundle, Some(issue), &self.cfg.layout);
         self.plan(action, reason, Some(write))
     }
 
@@ -484,7 +484,7 @@ pub fn plan(
         let o = observed.get(&t.name);
         leaves.push(LeafIn {
             cfg: t,
-            parsed: judge.leaf(&t.name, o)?,
+            parsed: judge.leaf(&t.name, o, &t.layout)?,
             version: o.present().map(|s| s.version.clone()),
         });
     }
@@ -717,7 +717,8 @@ impl Input<'_> {
             .zip(plans)
             .filter_map(|(l, p)| {
                 let leaf = l.ok()?;
-                let Some(Content::Bundle(after)) = p.write.as_ref()?.data.get("ca.crt") else {
+                let Some(Content::Bundle(after)) = p.write.as_ref()?.data.get(&l.cfg.layout.bundle)
+                else {
                     return None;
                 };
                 Some(

@@ -14,6 +14,33 @@ pub const TYPE_TLS: &str = "kubernetes.io/tls";
 /// The Secret type for HMAC Secrets.
 pub const TYPE_OPAQUE: &str = "Opaque";
 
+/// Where a TLS Secret keeps its trust bundle, certificate and key, and the Secret's type. The
+/// default is certgen's own (and Envoy Gateway's): `ca.crt`, `tls.crt`, `tls.key` in a
+/// `kubernetes.io/tls` Secret; kube-webhook-certgen's Secrets hold `ca`, `cert`, `key` in an
+/// `Opaque` one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The data key of the trust bundle.
+    pub bundle: String,
+    /// The data key of the certificate (the leaf first).
+    pub cert: String,
+    /// The data key of the certificate's private key.
+    pub key: String,
+    /// The Secret's type: [`TYPE_TLS`] or [`TYPE_OPAQUE`].
+    pub type_: &'static str,
+}
+
+impl Default for Layout {
+    fn default() -> Self {
+        Self {
+            bundle: "ca.crt".into(),
+            cert: "tls.crt".into(),
+            key: "tls.key".into(),
+            type_: TYPE_TLS,
+        }
+    }
+}
+
 /// A Secret as read from a store. `Debug` lists data keys, never values.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StoredSecret {

@@ -379,10 +379,10 @@ fn each_finding_gives_its_status() {
     let cases = [
         (Finding::NoCa, "missing"),
         (Finding::Missing, "missing"),
-        (Finding::KeyMissing("tls.crt"), "due"),
+        (Finding::KeyMissing("tls.crt".into()), "due"),
         (
             Finding::Unusable {
-                key: "tls.crt",
+                key: "tls.crt".into(),
                 problem: "x".into(),
             },
             "invalid",

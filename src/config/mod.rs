@@ -18,8 +18,8 @@ pub use run::{
     source,
 };
 pub use schema::{
-    CaFile, ConfigFile, ConsumerFile, ProbeFile, Reload, SecretFile, SecretType, Usage,
-    WebhookFile, WebhookKind,
+    CaFile, ConfigFile, ConsumerFile, DataKeysFile, ProbeFile, Reload, SecretFile, SecretType,
+    Usage, WebhookFile, WebhookKind,
 };
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
@@ -149,6 +149,19 @@ pub struct TlsSecret {
     pub name: String,
     pub leaf: LeafSpec,
     pub renew_before: Duration,
+    /// Its data keys and type (certgen's own unless the config says otherwise).
+    pub layout: crate::secret::Layout,
+}
+
+impl Config {
+    /// The layout of the managed TLS Secret `name` (the default for any other name).
+    pub fn layout_of(&self, name: &str) -> crate::secret::Layout {
+        self.tls
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.layout.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// A validated HMAC Secret to manage.

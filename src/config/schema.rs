@@ -168,6 +168,28 @@ pub struct SecretFile {
     pub key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<usize>,
+    /// A TLS Secret's data keys, when not `ca.crt`, `tls.crt`, `tls.key` (kube-webhook-
+    /// certgen's Secrets hold `ca`, `cert`, `key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_keys: Option<DataKeysFile>,
+    /// A TLS Secret's type: `kubernetes.io/tls` (the default) or `Opaque`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_type: Option<String>,
+}
+
+/// The data keys of a TLS Secret; each defaults to certgen's own.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DataKeysFile {
+    /// The trust bundle (default `ca.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<String>,
+    /// The certificate (default `tls.crt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
+    /// Its private key (default `tls.key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl ConfigFile {

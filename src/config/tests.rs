@@ -390,3 +390,60 @@ fn builtin_profiles_read_the_same_as_json_and_yaml() {
         );
     }
 }
+
+#[test]
+fn a_tls_secret_may_declare_its_data_keys_and_type() {
+    let base = "name: w\nnamespace: ns\nca:\n  commonName: w-ca\n  validity: 3650d\n  renewBefore: 90d\nsecrets:\n  - name: w\n    type: tls\n    dnsNames: [w.ns.svc]\n";
+    let resolve = |extra: &str| {
+        resolve_text(
+            &format!("{base}{extra}"),
+            &Overrides::default(),
+            &Env::default(),
+        )
+    };
+    // The default: certgen's own.
+    let c = resolve("").unwrap();
+    assert_eq!(c.tls[0].layout, crate::secret::Layout::default());
+    // kube-webhook-certgen's.
+    let c = resolve("    secretType: Opaque\n    dataKeys: {bundle: ca, cert: cert, key: key}\n")
+        .unwrap();
+    let l = &c.tls[0].layout;
+    assert_eq!(
+        (l.bundle.as_str(), l.cert.as_str(), l.key.as_str(), l.type_),
+        ("ca", "cert", "key", "Opaque")
+    );
+    assert_eq!(c.layout_of("w"), *l);
+    // Only the bundle renamed in a kubernetes.io/tls Secret.
+    let c = resolve("    dataKeys: {bundle: ca}\n").unwrap();
+    assert_eq!(c.tls[0].layout.bundle, "ca");
+    // Each rule, named.
+    for (extra, expect) in [
+        (
+            "    dataKeys: {cert: cert, key: key}\n",
+            "must hold its certificate in tls.crt",
+        ),
+        (
+            "    secretType: Opaque\n    dataKeys: {bundle: x, cert: x}\n",
+            "secrets[0].dataKeys: bundle, cert and key must be three different keys",
+        ),
+        (
+            "    secretType: Opaque\n    dataKeys: {key: a/b}\n",
+            "secrets[0].dataKeys.key \"a/b\"",
+        ),
+        (
+            "    secretType: kubernetes.io/basic-auth\n",
+            "secrets[0].secretType \"kubernetes.io/basic-auth\"",
+        ),
+        ("    dataKeys: {crt: x}\n", "crt"),
+    ] {
+        let err = resolve(extra).unwrap_err();
+        assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+    // Not for HMAC Secrets.
+    let hmac = format!(
+        "{}  - name: h\n    type: hmac\n    secretType: Opaque\n",
+        base
+    );
+    let err = resolve_text(&hmac, &Overrides::default(), &Env::default()).unwrap_err();
+    assert!(err.contains("secrets[1]: commonName"), "{err}");
+}

@@ -7,6 +7,7 @@ use super::{
     Workload, default_key, parse_ip, render, usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
+use crate::secret::{Layout, TYPE_OPAQUE, TYPE_TLS};
 
 /// Shortest validity certgen accepts: anything shorter is a typo, not a policy.
 const MIN_VALIDITY: Duration = Duration::from_secs(3_600);
@@ -128,6 +129,7 @@ pub fn tls(
             "{field}: key and bytes apply only to type hmac; remove them"
         ));
     }
+    let layout = layout(field, s)?;
     let common_name = s.common_name.clone().unwrap_or_else(|| s.name.clone());
     if common_name.is_empty() || common_name.len() > 64 {
         return Err(format!("{field}.commonName must be 1 to 64 characters"));
@@ -191,7 +193,65 @@ pub fn tls(
             key_algorithm: default_key(ca, s.key_algorithm),
         },
         renew_before,
+        layout,
     })
+}
+
+/// A Secret data key: `[-._a-zA-Z0-9]+`, as the API server requires.
+fn data_key(field: &str, value: &str) -> Result<(), String> {
+    let ok = !value.is_empty()
+        && value.len() <= 253
+        && value != "."
+        && value != ".."
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field} {value:?} is not a valid Secret data key (letters, digits, '-', '.' and '_')"
+        ))
+    }
+}
+
+/// A TLS Secret's data keys and type: three distinct valid keys; `kubernetes.io/tls` (the
+/// default) needs `tls.crt` and `tls.key`, as the API server requires.
+fn layout(field: &str, s: &SecretFile) -> Result<Layout, String> {
+    let mut layout = Layout::default();
+    if let Some(keys) = &s.data_keys {
+        for (name, given, slot) in [
+            ("bundle", &keys.bundle, &mut layout.bundle),
+            ("cert", &keys.cert, &mut layout.cert),
+            ("key", &keys.key, &mut layout.key),
+        ] {
+            if let Some(k) = given {
+                data_key(&format!("{field}.dataKeys.{name}"), k)?;
+                *slot = k.clone();
+            }
+        }
+    }
+    if layout.bundle == layout.cert || layout.bundle == layout.key || layout.cert == layout.key {
+        return Err(format!(
+            "{field}.dataKeys: bundle, cert and key must be three different keys (got {}, {}, {})",
+            layout.bundle, layout.cert, layout.key
+        ));
+    }
+    layout.type_ = match s.secret_type.as_deref() {
+        None | Some(TYPE_TLS) => TYPE_TLS,
+        Some(TYPE_OPAQUE) => TYPE_OPAQUE,
+        Some(other) => {
+            return Err(format!(
+                "{field}.secretType {other:?}: certgen writes TLS Secrets of type {TYPE_TLS} or {TYPE_OPAQUE}"
+            ));
+        }
+    };
+    if layout.type_ == TYPE_TLS && (layout.cert != "tls.crt" || layout.key != "tls.key") {
+        return Err(format!(
+            "{field}: a {TYPE_TLS} Secret must hold its certificate in tls.crt and its key in tls.key (the API server requires them); set secretType: {TYPE_OPAQUE} to use other keys"
+        ));
+    }
+    Ok(layout)
 }
 
 pub fn hmac(field: &str, s: &SecretFile) -> Result<HmacSecret, String> {
@@ -201,10 +261,12 @@ pub fn hmac(field: &str, s: &SecretFile) -> Result<HmacSecret, String> {
         || s.usages.is_some()
         || s.key_algorithm.is_some()
         || s.validity.is_some()
-        || s.renew_before.is_some();
+        || s.renew_before.is_some()
+        || s.data_keys.is_some()
+        || s.secret_type.is_some();
     if tls_only {
         return Err(format!(
-            "{field}: commonName, dnsNames, ipAddresses, usages, keyAlgorithm, validity and renewBefore apply only to type tls; remove them"
+            "{field}: commonName, dnsNames, ipAddresses, usages, keyAlgorithm, validity, renewBefore, dataKeys and secretType apply only to type tls; remove them"
         ));
     }
     let key = s.key.clone().unwrap_or_else(|| "hmac-secret".to_string());

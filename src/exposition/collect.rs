@@ -49,10 +49,11 @@ async fn targets(
             None => TargetState::Refused,
             Some(WebhookObserved::Absent) => TargetState::Absent,
             Some(WebhookObserved::Present(o)) => {
+                let key = config.layout_of(&t.bundle_from).bundle;
                 let bundle = observed
                     .get(&t.bundle_from)
                     .present()
-                    .and_then(|s| s.data.get("ca.crt"));
+                    .and_then(|s| s.data.get(&key));
                 match bundle {
                     Some(b) if !o.holds(b) => TargetState::Drifted,
                     _ => TargetState::InSync,

@@ -101,8 +101,8 @@ pub fn rotation(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Ro
     let leaves: Vec<_> = config
         .tls
         .iter()
-        .filter_map(|t| observed.get(&t.name).present())
-        .map(|s| (s, parse::leaf(s)))
+        .filter_map(|t| Some((observed.get(&t.name).present()?, &t.layout)))
+        .map(|(s, layout)| (s, parse::leaf_in(s, layout)))
         .collect();
     let trusts_active = |b: &Field<parse::Bundle>| {
         b.ok().is_some_and(|b| {
@@ -159,7 +159,7 @@ pub fn certificates<'a>(
     }
     for t in &config.tls {
         if let Some(s) = observed.get(&t.name).present()
-            && let Field::Ok(cert) = parse::leaf(s).cert
+            && let Field::Ok(cert) = parse::leaf_in(s, &t.layout).cert
         {
             out.push((t.name.as_str(), "tls", cert, t.renew_before));
         }

@@ -12,7 +12,7 @@ use crate::pki::{
     BundleError, CaKey, Cert, CertError, KeyError, check_bundle, load_signing_key,
     parse_cert_chain, parse_single_cert,
 };
-use crate::secret::StoredSecret;
+use crate::secret::{Layout, StoredSecret};
 
 /// One data key as parsed.
 #[derive(Debug)]
@@ -85,7 +85,7 @@ pub struct CaData {
     pub next_key: Field<CaKey>,
 }
 
-/// A TLS Secret as parsed.
+/// A TLS Secret as parsed (the keys named are the default [`Layout`]'s).
 #[derive(Debug)]
 pub struct LeafData {
     /// `tls.crt`: the leaf, first of its chain.
@@ -164,17 +164,22 @@ pub fn ca(s: &StoredSecret) -> CaData {
     }
 }
 
-/// Parses a TLS Secret.
+/// Parses a TLS Secret of the default [`Layout`] (`ca.crt`, `tls.crt`, `tls.key`).
 pub fn leaf(s: &StoredSecret) -> LeafData {
-    let cert = raw(s, "tls.crt").parse(|pem| {
+    leaf_in(s, &Layout::default())
+}
+
+/// Parses a TLS Secret whose data keys are `layout`'s.
+pub fn leaf_in(s: &StoredSecret, layout: &Layout) -> LeafData {
+    let cert = raw(s, &layout.cert).parse(|pem| {
         let mut chain = parse_cert_chain(pem).map_err(Problem::Cert)?;
         Ok(chain.remove(0))
     });
-    let key = raw(s, "tls.key").key_of(&cert, |c, k| load_signing_key(c, k).map(|_| ()));
+    let key = raw(s, &layout.key).key_of(&cert, |c, k| load_signing_key(c, k).map(|_| ()));
     LeafData {
         cert,
         key,
-        bundle: raw(s, "ca.crt").parse(bundle),
+        bundle: raw(s, &layout.bundle).parse(bundle),
     }
 }
 

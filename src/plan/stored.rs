@@ -6,7 +6,7 @@
 use super::{Invalid, Options};
 use crate::observe::parse::{self, Bundle, Field};
 use crate::pki::{CaKey, Cert, CertError, KeyError};
-use crate::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::secret::{Layout, Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 /// A usable TLS Secret.
 #[derive(Debug)]
@@ -140,32 +140,38 @@ impl Judge<'_> {
     }
 
     /// A TLS Secret: it needs `tls.crt` and `tls.key` that match, and a `ca.crt` (if any)
-    /// within the bundle rules.
-    pub fn leaf(&self, name: &str, observed: &Observed) -> Result<Parsed, Invalid> {
+    /// within the bundle rules (under the names and the type of its `layout`).
+    pub fn leaf(
+        &self,
+        name: &str,
+        observed: &Observed,
+        layout: &Layout,
+    ) -> Result<Parsed, Invalid> {
         let Some(s) = observed.present() else {
             return Ok(Parsed::Missing);
         };
-        self.check_common(s, TYPE_TLS)?;
-        let data = parse::leaf(s);
+        self.check_common(s, layout.type_)?;
+        let data = parse::leaf_in(s, layout);
         let broken = |problem: String| self.broken(name, problem).map(Parsed::Broken);
+        let (crt, key, bundle_key) = (&layout.cert, &layout.key, &layout.bundle);
         let cert = match data.cert {
             _ if data.key.missing() => None,
             Field::Ok(c) => Some(c),
-            Field::Bad(p) => return broken(format!("tls.crt: {p}")),
+            Field::Bad(p) => return broken(format!("{crt}: {p}")),
             Field::Absent | Field::Empty | Field::Unchecked => None,
         };
         let Some(cert) = cert else {
-            return broken("tls.crt or tls.key is missing or empty".into());
+            return broken(format!("{crt} or {key} is missing or empty"));
         };
         if let Field::Bad(p) = &data.key {
-            return broken(format!("tls.key: {p}"));
+            return broken(format!("{key}: {p}"));
         }
         let bundle = match data.bundle {
             Field::Absent | Field::Empty | Field::Unchecked => Vec::new(),
-            Field::Bad(p) => return broken(format!("ca.crt: {p}")),
+            Field::Bad(p) => return broken(format!("{bundle_key}: {p}")),
             Field::Ok(Bundle {
                 broken: Some(e), ..
-            }) => return broken(format!("ca.crt: {e}")),
+            }) => return broken(format!("{bundle_key}: {e}")),
             Field::Ok(b) => b.certs,
         };
         Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))

@@ -1,3 +1,4 @@
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use time::macros::datetime;
@@ -768,4 +769,86 @@ fn two_keyless_cas_and_a_leaf_to_issue_are_refused_with_the_fix() {
         )
         .unwrap();
     assert_eq!(forced.phase, Phase::Trust);
+}
+
+/// One TLS Secret laid out as kube-webhook-certgen writes it: `Opaque`, keys `ca`, `cert`,
+/// `key`; its CA's key is nowhere.
+fn kwc_world(ca: &(CaKey, Issued), at: OffsetDateTime) -> World {
+    let mut config = config();
+    config.tls.truncate(1);
+    config.hmac.clear();
+    config.consumers.clear();
+    config.webhooks.clear();
+    config.tls[0].layout = crate::secret::Layout {
+        bundle: "ca".into(),
+        cert: "cert".into(),
+        key: "key".into(),
+        type_: TYPE_OPAQUE,
+    };
+    let t = &config.tls[0];
+    let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();
+    let secret = crate::observe::fixtures::secret(
+        &t.name,
+        TYPE_OPAQUE,
+        &[
+            ("ca", ca.1.cert.pem().into_bytes()),
+            ("cert", leaf.cert.pem().into_bytes()),
+            ("key", leaf.key.expose().as_bytes().to_vec()),
+        ],
+    );
+    let state = Snapshot {
+        ca: Some(Observed::Absent),
+        secrets: BTreeMap::from([(t.name.clone(), secret)]),
+    };
+    World { config, state }
+}
+
+#[test]
+fn a_secret_of_another_layout_is_read_and_written_under_its_own_keys_and_type() {
+    let theirs = new_ca(NOW - DAY * 300);
+    let world = kwc_world(&theirs, NOW - DAY * 300);
+    let name = world.config.tls[0].name.clone();
+    // Valid: adopted as it is, nothing written.
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    // Due: the staged rotation writes the trust into its own key, in its own type; the CA
+    // Secret is certgen's, in certgen's layout.
+    let plan = world.plan(NOW + DAY * 40, Options::default()).unwrap();
+    assert_eq!(plan.phase, Phase::Trust);
+    let leaf = plan.secrets.iter().find(|s| s.name == name).unwrap();
+    assert_eq!(leaf.action, Action::UpdateBundle);
+    assert_eq!(keys(&leaf.write), [("ca", "bundle of 2".to_string())]);
+    assert_eq!(leaf.write.as_ref().unwrap().type_, TYPE_OPAQUE);
+    assert_eq!(plan.ca.write.as_ref().unwrap().type_, TYPE_TLS);
+    assert!(keys(&plan.ca.write).iter().any(|(k, _)| *k == "tls.crt"));
+
+    // A leaf to issue goes under `cert` and `key`.
+    let mut world = world;
+    world.edit(&name, |s| {
+        s.data.remove("cert");
+    });
+    let e = world.plan(NOW, Options::default()).unwrap_err();
+    assert!(e.problem.contains("cert or key is missing"), "{e:?}");
+    let plan = world
+        .plan(
+            NOW,
+            Options {
+                force: true,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+    let leaf = plan.secrets.iter().find(|s| s.name == name).unwrap();
+    let written: Vec<&str> = keys(&leaf.write).into_iter().map(|(k, _)| k).collect();
+    assert!(
+        written.contains(&"cert") && written.contains(&"key"),
+        "{written:?}"
+    );
+    assert_eq!(leaf.write.as_ref().unwrap().secret_keys, ["key"]);
+
+    // Its declared type is checked like certgen's own.
+    let mut world = kwc_world(&theirs, NOW - DAY * 300);
+    world.edit(&name, |s| s.type_ = TYPE_TLS.into());
+    let e = world.plan(NOW, Options::default()).unwrap_err();
+    assert!(e.problem.contains("expected \"Opaque\""), "{e:?}");
 }

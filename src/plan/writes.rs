@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use super::{Action, CaRef, Signer};
 use crate::config::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::pki::{CaKey, Cert, LeafSpec};
-use crate::secret::{Expect, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::secret::{Expect, Layout, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 /// The annotation holding the SHA-256 of the CA that signed (or is) a Secret's certificate.
 pub const CA_ANNOTATION: &str = "certgen.dev/ca-sha256";
@@ -183,20 +183,25 @@ fn active_keys(cert: CaRef, key: Signer) -> [(&'static str, Content); 2] {
     ]
 }
 
-/// The write of a TLS Secret (read at `version`) that takes `bundle` as its `ca.crt` and, when
-/// `issue` is given, a new leaf.
-pub(super) fn tls(version: &Option<String>, bundle: &[CaRef], issue: Option<Issue>) -> Write {
-    let ca_crt = ("ca.crt", Content::Bundle(bundle.to_vec()));
+/// The write of a TLS Secret (read at `version`, of `layout`) that takes `bundle` as its
+/// `ca.crt` and, when `issue` is given, a new leaf.
+pub(super) fn tls(
+    version: &Option<String>,
+    bundle: &[CaRef],
+    issue: Option<Issue>,
+    layout: &Layout,
+) -> Write {
+    let ca_crt = (layout.bundle.as_str(), Content::Bundle(bundle.to_vec()));
     let Some(issue) = issue else {
-        return Write::new(TYPE_TLS, version, vec![ca_crt]);
+        return Write::new(layout.type_, version, vec![ca_crt]);
     };
     let mut write = Write::new(
-        TYPE_TLS,
+        layout.type_,
         version,
         vec![
             ca_crt,
-            ("tls.crt", Content::LeafCert),
-            ("tls.key", Content::LeafKey),
+            (layout.cert.as_str(), Content::LeafCert),
+            (layout.key.as_str(), Content::LeafKey),
         ],
     );
     write.ca_annotation = Some(issue.signer.cert_ref());

@@ -140,7 +140,10 @@ async fn run<S: SecretStore>(
         if mode == Mode::Look {
             return Ok(looked(store, config, plan, observed));
         }
-        let mut progress = Applied::default();
+        let mut progress = Applied {
+            layouts: layouts(config),
+            ..Applied::default()
+        };
         let result = apply(store, plan, &observed, now, &mut progress, guard).await;
         ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
@@ -203,7 +206,10 @@ fn looked<S: SecretStore>(
         )
         .cloned()
         .collect();
-    let mut stored = Applied::default();
+    let mut stored = Applied {
+        layouts: layouts(config),
+        ..Applied::default()
+    };
     for name in observed.secrets.keys() {
         stored.record(name, &observed, &BTreeMap::new(), None);
     }
@@ -258,4 +264,14 @@ fn again(e: ApplyError, attempt: u32) -> Result<std::time::Duration, Error> {
 /// (429/503/504 are retried below, in the client, honouring Retry-After.)
 fn transient(e: &StoreError) -> bool {
     matches!(e, StoreError::Api(f) if f.status.is_none())
+}
+
+/// The TLS Secrets whose data keys are not certgen's own.
+fn layouts(config: &Config) -> BTreeMap<String, crate::secret::Layout> {
+    config
+        .tls
+        .iter()
+        .filter(|t| t.layout != crate::secret::Layout::default())
+        .map(|t| (t.name.clone(), t.layout.clone()))
+        .collect()
 }

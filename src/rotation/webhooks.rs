@@ -76,11 +76,18 @@ impl Targets {
     /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
     /// step's sync will write it (drift), after that step's own writes.
     pub(super) fn behind_stored(&self, inv: &Invocation<'_>, observed: &Snapshot) -> bool {
+        let layouts: BTreeMap<&str, String> = inv
+            .config
+            .tls
+            .iter()
+            .map(|t| (t.name.as_str(), t.layout.bundle.clone()))
+            .collect();
         self.behind(inv, |secret| {
+            let key = layouts.get(secret)?;
             observed
                 .get(secret)
                 .present()
-                .and_then(|s| s.data.get("ca.crt"))
+                .and_then(|s| s.data.get(key))
                 .map(Vec::as_slice)
         })
     }

@@ -205,10 +205,11 @@ impl State {
                 Sync::Synced => match found.get(&t.name) {
                     None => TargetState::Absent,
                     Some(bundles) => {
+                        let key = config.layout_of(&t.bundle_from).bundle;
                         let bundle = observed
                             .get(&t.bundle_from)
                             .present()
-                            .and_then(|s| s.data.get("ca.crt"));
+                            .and_then(|s| s.data.get(&key));
                         match bundle {
                             Some(b) if !bundles.iter().all(|e| e == b) => TargetState::Drifted,
                             _ => TargetState::InSync,
@@ -284,7 +285,7 @@ impl State {
                     certs.extend(b.certs);
                 }
             } else {
-                let leaf = parse::leaf(s);
+                let leaf = parse::leaf_in(s, &config.layout_of(name));
                 certs.extend(leaf.cert.ok().cloned());
                 if let Field::Ok(b) = leaf.bundle {
                     certs.extend(b.certs);
