@@ -22,6 +22,12 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
     let plan = plan_create(&req, &observed, now)?;
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
     match plan {
+        CreatePlan::Renew { config, due, notes } => {
+            for note in &notes {
+                tracing::warn!("{note}");
+            }
+            renew(&client, *config, &req, &due, args.common.dry_run).await
+        }
         CreatePlan::Keep { notes } => {
             for note in &notes {
                 tracing::warn!("{note}");
@@ -53,6 +59,49 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
             Ok(vec![line])
         }
     }
+}
+
+/// `create` on an existing Secret with `caBundle` targets: certgen's main job on the config
+/// `plan_create` built, as a hook or CronJob runs it (staged, waiting at a gate within
+/// `--timeout`, a cleanup gate further than 30 s left to the next run). Its report when it
+/// planned or did anything; otherwise the line of a kept Secret.
+async fn renew(
+    client: &kube::Client,
+    config: crate::config::Config,
+    req: &CreateRequest,
+    due: &[String],
+    dry_run: bool,
+) -> Result<Report, Error> {
+    let object = format!("Secret {}/{}", req.namespace, req.secret_name);
+    if !due.is_empty() {
+        tracing::info!(secret = %object, "due for renewal: {}", due.join("; "));
+    }
+    let options = crate::config::RunOptions {
+        strategy: crate::config::Strategy::Staged,
+        propagation_delay: req.renewal.propagation_delay,
+        dry_run,
+        poke: true,
+        timeout: req.renewal.timeout,
+        ..crate::config::RunOptions::default()
+    };
+    let (report, failure) = crate::cluster_job(client, config, options).await?;
+    let acted = report.writes > 0
+        || report.note.is_some()
+        || report.secrets.iter().any(|e| e.action.writes());
+    if let Some(e) = failure {
+        // The report first, as the main job prints it: what was done before the failure.
+        use std::io::Write as _;
+        let _ = std::io::stdout()
+            .lock()
+            .write_all(report.to_text().as_bytes());
+        return Err(e);
+    }
+    if !acted {
+        return Ok(vec![format!(
+            "{object}: exists and is usable; nothing written"
+        )]);
+    }
+    Ok(vec![report.to_text().trim_end().to_string()])
 }
 
 /// `certgen patch`.

@@ -350,104 +350,109 @@ async fn record_events(
 /// against the store; the report, and the failure that ended the run after it had started.
 async fn run_job(
     args: &RunArgs,
-    mut config: config::Config,
+    config: config::Config,
     local: &Option<std::path::PathBuf>,
 ) -> Result<(report::Report, Option<Error>), Error> {
     let options = args.options(local.is_some());
-    // In a cluster: what this identity may do, when that must be known before the first write
-    // (src/access.rs).
-    let cluster = match &local {
-        Some(_) => None,
+    match &local {
+        Some(dir) => {
+            let deadline = options.deadline(tokio::time::Instant::now());
+            let lock = lock::Target::File(dir.clone());
+            let store = local_store(dir, &config, options.force);
+            let invocation = rotation::Invocation {
+                config: &config,
+                options,
+                deadline,
+                deployments: None,
+                client: None,
+                webhooks: None,
+                pods: None,
+                lock,
+            };
+            let (report, failure) = rotation::run(&store, invocation).await?;
+            Ok((report.with_next_renewal(&config), failure))
+        }
         None => {
             let client = k8s::client(args.target.cluster()).await?;
-            // The rules review would be one request on every run. It is made only when --wait
-            // or --probe was given, so that missing verbs fail the run before anything is
-            // written; otherwise every optional feature is tried and a 403 skips it for the
-            // rest of the run with the same warning and report line (src/access.rs).
-            let access = if options.wait || options.probe {
-                k8s::review(&client, &config.namespace).await
-            } else {
-                access::Access::unknown()
-            };
-            let asked = access::Asked {
-                wait: options.wait,
-                probe: options.probe,
-            };
-            let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
-            Some((client, access, skipped))
+            cluster_job(&client, config, options).await
         }
+    }
+}
+
+/// The main job in a cluster (and `certgen create`'s renewal, [`kwc_run`]): adapt to what this
+/// identity may do, run the rotation driver against the API server; the report, and the failure
+/// that ended the run after it had started.
+pub(crate) async fn cluster_job(
+    client: &kube::Client,
+    mut config: config::Config,
+    options: config::RunOptions,
+) -> Result<(report::Report, Option<Error>), Error> {
+    // What this identity may do, when that must be known before the first write
+    // (src/access.rs). The rules review would be one request on every run. It is made only
+    // when --wait or --probe was given, so that missing verbs fail the run before anything is
+    // written; otherwise every optional feature is tried and a 403 skips it for the rest of
+    // the run with the same warning and report line (src/access.rs).
+    let access = if options.wait || options.probe {
+        k8s::review(client, &config.namespace).await
+    } else {
+        access::Access::unknown()
     };
+    let asked = access::Asked {
+        wait: options.wait,
+        probe: options.probe,
+    };
+    let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
     let config = config;
     let deadline = options.deadline(tokio::time::Instant::now());
-    let invocation = |workloads, client, webhooks, pods, lock| rotation::Invocation {
+    let store = KubeStore::new(client.clone(), &config.namespace)
+        .with_labels(config.labels.clone())
+        .with_write_verb(access.secret_write_verb(&config.secret_names()));
+    if store.write_verb() == access::SecretWriteVerb::Update {
+        tracing::info!(
+            "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
+        );
+    }
+    let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
+    let workloads = if options.wait {
+        workloads
+    } else {
+        workloads.skip_refused()
+    };
+    let lock = lock::Target::Lease {
+        client: client.clone(),
+        namespace: config.namespace.clone(),
+        name: format!("{}-certgen-lock", config.profile),
+    };
+    let webhooks = k8s::WebhookStore::new(client.clone());
+    // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
+    // it off for the run with a report line, and the gates wait out the delay.
+    let pods = k8s::Pods::new(client.clone(), &config.namespace);
+    let endpoints = k8s::ServiceEndpoints {
+        client: client.clone(),
+        namespace: config.namespace.clone(),
+    };
+    let invocation = rotation::Invocation {
         config: &config,
         options,
         deadline,
-        deployments: workloads,
-        client,
-        webhooks,
-        pods,
+        deployments: Some(&workloads),
+        client: Some(&endpoints),
+        webhooks: (!config.webhooks.is_empty()).then_some(&webhooks),
+        pods: options.poke.then_some(&pods),
         lock,
     };
-    let (report, failure) = match &local {
-        Some(dir) => {
-            let lock = lock::Target::File(dir.clone());
-            let store = local_store(dir, &config, options.force);
-            rotation::run(&store, invocation(None, None, None, None, lock)).await?
-        }
-        None => {
-            let (client, access, skipped) = cluster.as_ref().expect("a cluster run has a client");
-            let store = KubeStore::new(client.clone(), &config.namespace)
-                .with_labels(config.labels.clone())
-                .with_write_verb(access.secret_write_verb(&config.secret_names()));
-            if store.write_verb() == access::SecretWriteVerb::Update {
-                tracing::info!(
-                    "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
-                );
-            }
-            let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
-            let workloads = if options.wait {
-                workloads
-            } else {
-                workloads.skip_refused()
-            };
-            let lock = lock::Target::Lease {
-                client: client.clone(),
-                namespace: config.namespace.clone(),
-                name: format!("{}-certgen-lock", config.profile),
-            };
-            let webhooks = k8s::WebhookStore::new(client.clone());
-            // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
-            // it off for the run with a report line, and the gates wait out the delay.
-            let pods = k8s::Pods::new(client.clone(), &config.namespace);
-            let endpoints = k8s::ServiceEndpoints {
-                client: client.clone(),
-                namespace: config.namespace.clone(),
-            };
-            let (report, failure) = rotation::run(
-                &store,
-                invocation(
-                    Some(&workloads),
-                    Some(&endpoints),
-                    (!config.webhooks.is_empty()).then_some(&webhooks),
-                    options.poke.then_some(&pods),
-                    lock,
-                ),
-            )
-            .await?;
-            // Optional features skipped for missing verbs: found by the review, refused by the
-            // API server during the run (a 403 without a review), and the run lock.
-            let mut skipped = skipped.clone();
-            skipped.extend(webhooks.refusals());
-            if let Some(note) = workloads.refused() {
-                skipped.extend(report.consumers_noted(&note));
-            }
-            // The run lock it may not take (carried back in the report by the run).
-            skipped.extend(report.skipped.iter().cloned());
-            skipped.extend(pods.refused());
-            (report.in_cluster(metrics::snapshot(), skipped), failure)
-        }
-    };
+    let (report, failure) = rotation::run(&store, invocation).await?;
+    // Optional features skipped for missing verbs: found by the review, refused by the
+    // API server during the run (a 403 without a review), and the run lock.
+    let mut skipped = skipped.clone();
+    skipped.extend(webhooks.refusals());
+    if let Some(note) = workloads.refused() {
+        skipped.extend(report.consumers_noted(&note));
+    }
+    // The run lock it may not take (carried back in the report by the run).
+    skipped.extend(report.skipped.iter().cloned());
+    skipped.extend(pods.refused());
+    let report = report.in_cluster(metrics::snapshot(), skipped);
     Ok((report.with_next_renewal(&config), failure))
 }
 

@@ -68,6 +68,64 @@ pub struct KwcCreateArgs {
     /// Key of the serving certificate's private key in the Secret.
     #[arg(long, value_name = "KEY", default_value = "key")]
     pub key_name: String,
+    /// Validity of the CA and the serving certificate (certgen's addition) [default: 36500d,
+    /// kube-webhook-certgen's 100 years].
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
+          help_heading = "certgen's additions: renewal")]
+    pub validity: Option<std::time::Duration>,
+    /// Renew the CA and the serving certificate this long before they expire (certgen's
+    /// addition) [default: a third of --validity]. An existing Secret that is due is renewed
+    /// only with a caBundle target (--webhook-name or --apiservice-name), through a staged
+    /// rotation; without one it is kept, with a warning.
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
+          help_heading = "certgen's additions: renewal")]
+    pub renew_before: Option<std::time::Duration>,
+    /// The ValidatingWebhookConfiguration and MutatingWebhookConfiguration whose caBundle
+    /// follows the Secret's CA through a renewal, as `patch` names them (certgen's addition).
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "certgen's additions: renewal"
+    )]
+    pub webhook_name: Option<String>,
+    /// An APIService whose caBundle follows the Secret's CA through a renewal (certgen's
+    /// addition).
+    #[arg(
+        long = "apiservice-name",
+        value_name = "NAME",
+        help_heading = "certgen's additions: renewal"
+    )]
+    pub apiservice_name: Option<String>,
+    /// With --webhook-name: the ValidatingWebhookConfiguration follows
+    /// (`--patch-validating=false`: leave it alone).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", require_equals = true, value_parser = cobra_bool,
+          action = ArgAction::Set, help_heading = "certgen's additions: renewal")]
+    pub patch_validating: bool,
+    /// With --webhook-name: the MutatingWebhookConfiguration follows
+    /// (`--patch-mutating=false`: leave it alone).
+    #[arg(long, value_name = "BOOL", default_value = "true", num_args = 0..=1,
+          default_missing_value = "true", require_equals = true, value_parser = cobra_bool,
+          action = ArgAction::Set, help_heading = "certgen's additions: renewal")]
+    pub patch_mutating: bool,
+    /// The Secret holding certgen's CA and its key, created when a renewal starts (certgen's
+    /// addition) [default: <secret-name>-ca].
+    #[arg(
+        long,
+        value_name = "NAME",
+        help_heading = "certgen's additions: renewal"
+    )]
+    pub ca_secret_name: Option<String>,
+    /// How long the webhook and the API server get to load each step of a renewal before the
+    /// next relies on it (certgen's addition) [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
+          help_heading = "certgen's additions: renewal")]
+    pub propagation_delay: Option<std::time::Duration>,
+    /// Bound on a renewal's waiting (certgen's addition); on timeout the run exits 3 with
+    /// every step so far safe, and the next `create` resumes [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
+          help_heading = "certgen's additions: renewal")]
+    pub timeout: Option<std::time::Duration>,
     #[command(flatten)]
     pub common: KwcCommon,
 }

@@ -266,6 +266,13 @@ impl Config {
         Self::from_file(file, overrides, env).map_err(|m| ConfigError::new(&name, m))
     }
 
+    /// A configuration built in code (`certgen create`'s renewal), validated like a file;
+    /// errors name `source_name`.
+    pub fn from_built(file: ConfigFile, source_name: &str) -> Result<Self, ConfigError> {
+        Self::from_file(file, &Overrides::default(), &Env::default())
+            .map_err(|m| ConfigError::new(source_name, m))
+    }
+
     fn from_file(file: ConfigFile, overrides: &Overrides, env: &Env) -> Result<Self, String> {
         let namespace = match (&overrides.namespace, &env.certgen_namespace) {
             (Some(n), _) | (None, Some(n)) => n.clone(),

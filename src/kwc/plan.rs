@@ -6,11 +6,16 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 use super::request::{CreateRequest, FailurePolicy, PatchRequest, Target};
-use crate::config::{ConfigError, WebhookKind};
+use crate::config::{
+    CaFile, Config, ConfigError, ConfigFile, DataKeysFile, SecretFile, SecretType, Usage,
+    WebhookFile, WebhookKind,
+};
 use crate::pki::{
     CaSpec, Cert, KeyAlgorithm, LeafSpec, SecretPem, Usages, bundle_pem, issue_ca, issue_leaf,
     load_signing_key, parse_cert_chain, parse_single_cert,
 };
+use crate::secret::{TYPE_OPAQUE, TYPE_TLS};
+use crate::timefmt::HumanDuration;
 
 /// A Secret as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +49,16 @@ pub enum CreatePlan {
     Create(Box<NewSecret>),
     /// The Secret exists and is usable: no write. Each note is a warning for the operator.
     Keep { notes: Vec<String> },
+    /// The Secret exists and is usable, and `caBundle` targets were named: certgen's main job
+    /// runs on `config` (this Secret in its layout, certgen's CA Secret, the targets following
+    /// the Secret's CA), renewing whatever is due in the staged order (trust, the gate, the
+    /// serving certificate, the gate, the cleanup), or writing nothing when nothing is due.
+    Renew {
+        config: Box<Config>,
+        /// Why it is due, if it is (empty: nothing is, or a renewal in progress continues).
+        due: Vec<String>,
+        notes: Vec<String>,
+    },
 }
 
 fn refuse(source: &str, message: String) -> ConfigError {
@@ -130,26 +145,133 @@ pub fn plan_create(
             format!("no CA in it signed the certificate in {}", req.keys.cert),
         ));
     }
-    if leaf.is_expired_at(now) {
-        notes.push(format!(
-            "{object}: the serving certificate expired at {}; delete the Secret and run create and patch again",
-            crate::timefmt::rfc3339(leaf.not_after)
-        ));
+    let stored_type = match observed {
+        ObservedSecret::Present { type_, .. } => type_.as_str(),
+        ObservedSecret::Absent => unreachable!("an absent Secret is created above"),
+    };
+    let config = engine_config(req, stored_type)?;
+    let due = due(&config, &bundle, &leaf, now);
+    if req.renewal.targets.is_empty() {
+        if !due.is_empty() {
+            notes.push(format!(
+                "{object} is due for renewal ({}); kept as it is: pass --webhook-name (or --apiservice-name) so that create can renew it with the caBundle in step (trust first, then the serving certificate, then the cleanup); a CA replaced without its caBundle in step makes the API server reject the webhook",
+                due.join("; ")
+            ));
+        }
+        return Ok(CreatePlan::Keep { notes });
     }
-    let mut have: Vec<String> = leaf.dns_names.clone();
-    have.extend(leaf.ip_addresses.iter().map(|ip| ip.to_string()));
-    let mut want: Vec<String> = req.dns_names.clone();
-    want.extend(req.ip_addresses.iter().map(|ip| ip.to_string()));
-    have.sort();
-    want.sort();
-    if have != want {
+    let Some(config) = config else {
         notes.push(format!(
-            "{object}: the serving certificate is valid for {} but --host asks for {}; kept as it is (as kube-webhook-certgen would): delete the Secret and run create and patch again to reissue",
+            "{object} is of type {stored_type}: certgen renews Secrets of type {TYPE_OPAQUE} or {TYPE_TLS} only; kept as it is"
+        ));
+        return Ok(CreatePlan::Keep { notes });
+    };
+    Ok(CreatePlan::Renew {
+        config: Box::new(config),
+        due,
+        notes,
+    })
+}
+
+/// Why the Secret is due, by the rules of the engine's config: its CA within `--renew-before`
+/// (or expired), the serving certificate within half of it (or expired), or its SANs not
+/// `--host`'s. Without a config (a Secret of a type certgen does not renew): expiry and SANs.
+fn due(config: &Option<Config>, bundle: &[Cert], leaf: &Cert, now: OffsetDateTime) -> Vec<String> {
+    let mut why = Vec::new();
+    let Some(config) = config else {
+        if leaf.is_expired_at(now) {
+            why.push(format!(
+                "the serving certificate expired at {}",
+                crate::timefmt::rfc3339(leaf.not_after)
+            ));
+        }
+        return why;
+    };
+    let t = &config.tls[0];
+    if let Some(ca) = bundle.iter().find(|ca| ca.signed(leaf))
+        && let Some(d) = crate::plan::due(ca, config.ca.renew_before, now)
+    {
+        why.push(format!("its CA {d}"));
+    }
+    if let Some(d) = crate::plan::due(leaf, t.renew_before, now) {
+        why.push(format!("the serving certificate {d}"));
+    }
+    if let Some(d) = crate::plan::san_drift(leaf, t) {
+        let mut have: Vec<String> = leaf.dns_names.clone();
+        have.extend(leaf.ip_addresses.iter().map(|ip| ip.to_string()));
+        why.push(format!(
+            "the serving certificate is valid for {} but --host asks for {} ({d})",
             have.join(","),
-            want.join(",")
+            t.leaf
+                .dns_names
+                .iter()
+                .cloned()
+                .chain(t.leaf.ip_addresses.iter().map(|ip| ip.to_string()))
+                .collect::<Vec<_>>()
+                .join(",")
         ));
     }
-    Ok(CreatePlan::Keep { notes })
+    why
+}
+
+/// The configuration certgen's main job renews the Secret with: the Secret in its layout
+/// (kube-webhook-certgen's keys and type), certgen's CA Secret (`--ca-secret-name`), and the
+/// `caBundle` targets following the Secret's CA. The CA lasts `--validity` and is due
+/// `--renew-before` ahead; the serving certificate lasts as long, clipped to its CA, and is due
+/// half as far ahead, so a renewal always replaces the CA first and the certificate with it.
+/// `None` when the Secret's type is one certgen does not write.
+fn engine_config(req: &CreateRequest, stored_type: &str) -> Result<Option<Config>, ConfigError> {
+    let r = &req.renewal;
+    let secret_type = match stored_type {
+        TYPE_OPAQUE => TYPE_OPAQUE,
+        TYPE_TLS => TYPE_TLS,
+        _ => return Ok(None),
+    };
+    // A certificate's common name holds 64 characters at most; the SANs carry the names.
+    let common_name: String = req.hosts[0].chars().take(64).collect();
+    let file = ConfigFile {
+        name: req.secret_name.clone(),
+        namespace: req.namespace.clone(),
+        cluster_domain: None,
+        ca: CaFile {
+            secret_name: Some(r.ca_secret_name.clone()),
+            common_name: format!("{}-ca", req.secret_name).chars().take(64).collect(),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+            validity: HumanDuration(r.validity),
+            renew_before: HumanDuration(r.renew_before),
+        },
+        secrets: vec![SecretFile {
+            name: req.secret_name.clone(),
+            r#type: SecretType::Tls,
+            common_name: Some(common_name),
+            dns_names: req.dns_names.clone(),
+            ip_addresses: req.ip_addresses.iter().map(|ip| ip.to_string()).collect(),
+            usages: Some(vec![Usage::Server]),
+            key_algorithm: Some(KeyAlgorithm::EcdsaP256),
+            validity: Some(HumanDuration(r.validity)),
+            renew_before: Some(HumanDuration(r.renew_before / 2)),
+            key: None,
+            bytes: None,
+            data_keys: Some(DataKeysFile {
+                bundle: Some(req.keys.ca.clone()),
+                cert: Some(req.keys.cert.clone()),
+                key: Some(req.keys.key.clone()),
+            }),
+            secret_type: Some(secret_type.to_string()),
+        }],
+        consumers: Vec::new(),
+        labels: BTreeMap::new(),
+        webhooks: r
+            .targets
+            .iter()
+            .map(|t| WebhookFile {
+                kind: t.kind,
+                name: t.name.clone(),
+                ca_bundle_from: req.secret_name.clone(),
+            })
+            .collect(),
+    };
+    Config::from_built(file, "--host").map(Some)
 }
 
 fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigError> {
@@ -157,7 +279,7 @@ fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigEr
     let (ca, ca_issued) = issue_ca(
         &CaSpec {
             common_name: format!("{}-ca", req.secret_name),
-            validity: super::VALIDITY,
+            validity: req.renewal.validity,
             key_algorithm: KeyAlgorithm::EcdsaP256,
         },
         now,
@@ -172,7 +294,7 @@ fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigEr
                 server: true,
                 client: false,
             },
-            validity: super::VALIDITY,
+            validity: req.renewal.validity,
             key_algorithm: KeyAlgorithm::EcdsaP256,
         },
         &ca,
@@ -426,7 +548,7 @@ pub fn plan_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kwc::request::{Keys, PatchMode};
+    use crate::kwc::request::{Keys, PatchMode, Renewal};
 
     fn now() -> OffsetDateTime {
         time::macros::datetime!(2026-11-25 00:00 UTC)
@@ -445,7 +567,131 @@ mod tests {
             hosts: vec!["svc".into(), "10.0.0.1".into()],
             dns_names: vec!["svc".into()],
             ip_addresses: vec!["10.0.0.1".parse().unwrap()],
+            renewal: Renewal {
+                validity: crate::kwc::VALIDITY,
+                renew_before: crate::kwc::VALIDITY / 3,
+                targets: Vec::new(),
+                ca_secret_name: "s-ca".into(),
+                propagation_delay: std::time::Duration::from_secs(120),
+                timeout: std::time::Duration::from_secs(300),
+            },
         }
+    }
+
+    /// `req()` with 1-hour certificates due 10 minutes ahead, and a webhook to follow.
+    fn short(targets: bool) -> CreateRequest {
+        let mut r = req();
+        r.renewal.validity = std::time::Duration::from_secs(3600);
+        r.renewal.renew_before = std::time::Duration::from_secs(600);
+        if targets {
+            r.renewal.targets = vec![target(WebhookKind::ValidatingWebhookConfiguration)];
+        }
+        r
+    }
+
+    fn created_with(r: &CreateRequest) -> NewSecret {
+        match plan_create(r, &ObservedSecret::Absent, now()).unwrap() {
+            CreatePlan::Create(s) => *s,
+            _ => panic!("expected a create"),
+        }
+    }
+
+    #[test]
+    fn the_first_create_issues_for_validity() {
+        let s = created_with(&short(false));
+        assert_eq!(s.leaf.not_after - now(), time::Duration::hours(1));
+        let ca = parse_single_cert(&s.ca.1).unwrap();
+        assert_eq!(ca.not_after - now(), time::Duration::hours(1));
+    }
+
+    #[test]
+    fn a_due_secret_without_targets_is_kept_with_a_warning() {
+        let r = short(false);
+        let s = created_with(&r);
+        // Not due yet: kept, no note.
+        let CreatePlan::Keep { notes } = plan_create(&r, &stored(&s), now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(notes.is_empty(), "{notes:?}");
+        // Within --renew-before of its CA's expiry: kept, with one warning saying what to pass.
+        let later = now() + time::Duration::minutes(55);
+        let CreatePlan::Keep { notes } = plan_create(&r, &stored(&s), later).unwrap() else {
+            panic!("expected keep")
+        };
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("Secret ns/s is due for renewal (its CA expires in")
+                && notes[0].contains("pass --webhook-name (or --apiservice-name)"),
+            "{notes:?}"
+        );
+        // Expired: the same.
+        let CreatePlan::Keep { notes } =
+            plan_create(&r, &stored(&s), now() + time::Duration::hours(2)).unwrap()
+        else {
+            panic!("expected keep")
+        };
+        assert!(notes[0].contains("expired"), "{notes:?}");
+    }
+
+    #[test]
+    fn with_targets_the_engine_renews_in_the_secrets_own_layout() {
+        let r = short(true);
+        let s = created_with(&r);
+        let plan = |at| plan_create(&r, &stored(&s), at).unwrap();
+        // Nothing due: the engine still runs (it writes nothing, or finishes a renewal in
+        // progress), with no reason given.
+        let CreatePlan::Renew { config, due, notes } = plan(now()) else {
+            panic!("expected the engine")
+        };
+        assert!(due.is_empty() && notes.is_empty(), "{due:?} {notes:?}");
+        let t = &config.tls[0];
+        assert_eq!(t.name, "s");
+        assert_eq!(
+            (
+                t.layout.bundle.as_str(),
+                t.layout.cert.as_str(),
+                t.layout.key.as_str(),
+                t.layout.type_
+            ),
+            ("ca", "cert", "key", TYPE_OPAQUE)
+        );
+        assert_eq!(config.ca.secret_name, "s-ca");
+        assert_eq!(config.ca.renew_before, std::time::Duration::from_secs(600));
+        assert_eq!(t.renew_before, std::time::Duration::from_secs(300));
+        assert_eq!(t.leaf.dns_names, ["svc"]);
+        assert_eq!(config.webhooks.len(), 1);
+        assert_eq!(config.webhooks[0].bundle_from, "s");
+        assert_eq!(config.webhooks[0].name, "w");
+        // Due: the same, with the reason.
+        let CreatePlan::Renew { due, .. } = plan(now() + time::Duration::minutes(55)) else {
+            panic!("expected the engine")
+        };
+        assert!(due[0].starts_with("its CA expires in"), "{due:?}");
+        // Other hosts count as due.
+        let mut other = r.clone();
+        other.dns_names = vec!["other".into()];
+        let CreatePlan::Renew { due, .. } = plan_create(&other, &stored(&s), now()).unwrap() else {
+            panic!("expected the engine")
+        };
+        assert!(due[0].contains("--host asks for other"), "{due:?}");
+        // A Secret of a type certgen does not write: kept, with a note.
+        let ObservedSecret::Present { data, .. } = stored(&s) else {
+            unreachable!()
+        };
+        let custom = ObservedSecret::Present {
+            type_: "example.com/webhook".into(),
+            data,
+            written_at: None,
+        };
+        let CreatePlan::Keep { notes } = plan_create(&r, &custom, now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("certgen renews Secrets of type")),
+            "{notes:?}"
+        );
     }
 
     fn stored(s: &NewSecret) -> ObservedSecret {
@@ -461,10 +707,7 @@ mod tests {
     }
 
     fn created() -> NewSecret {
-        match plan_create(&req(), &ObservedSecret::Absent, now()).unwrap() {
-            CreatePlan::Create(s) => *s,
-            CreatePlan::Keep { .. } => panic!("expected a create"),
-        }
+        created_with(&req())
     }
 
     #[test]

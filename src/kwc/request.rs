@@ -33,7 +33,30 @@ pub struct CreateRequest {
     pub hosts: Vec<String>,
     pub dns_names: Vec<String>,
     pub ip_addresses: Vec<IpAddr>,
+    /// certgen's additions: how long certificates last and when, and how, they are renewed.
+    pub renewal: Renewal,
 }
+
+/// `create`'s renewal of an existing Secret (certgen's additions to kube-webhook-certgen's
+/// flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// `--validity`: of the CA and the serving certificate.
+    pub validity: std::time::Duration,
+    /// `--renew-before`: a CA (and so its certificate) this close to expiry is due.
+    pub renew_before: std::time::Duration,
+    /// The `caBundle` targets that follow the Secret's CA: without one, nothing due is renewed.
+    pub targets: Vec<Target>,
+    /// `--ca-secret-name`: certgen's CA Secret, created when a renewal starts.
+    pub ca_secret_name: String,
+    /// `--propagation-delay`.
+    pub propagation_delay: std::time::Duration,
+    /// `--timeout`.
+    pub timeout: std::time::Duration,
+}
+
+/// The shortest `--validity`: certgen's own bound for any certificate it issues.
+pub const MIN_VALIDITY: std::time::Duration = std::time::Duration::from_secs(3_600);
 
 /// A webhook configuration's failure policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +308,7 @@ impl CreateRequest {
             }
             hosts.push(h.to_string());
         }
+        let renewal = Renewal::from_args(args, &secret_name)?;
         Ok(Self {
             namespace,
             secret_name,
@@ -293,6 +317,7 @@ impl CreateRequest {
             hosts,
             dns_names,
             ip_addresses,
+            renewal,
         })
     }
 }
@@ -336,50 +361,18 @@ impl PatchRequest {
                 ));
             }
         };
-        let webhook = args.webhook_name.as_deref().filter(|n| !n.is_empty());
-        let apiservice = args.apiservice_name.as_deref().filter(|n| !n.is_empty());
-        if !args.patch_validating && !args.patch_mutating && apiservice.is_none() {
+        let targets = targets(
+            args.webhook_name.as_deref(),
+            args.apiservice_name.as_deref(),
+            (args.patch_validating, args.patch_mutating),
+        )?;
+        if targets.is_empty() {
             return Err(bad(
                 "--patch-validating/--patch-mutating",
                 "both are false and no --apiservice-name is given: there is nothing to patch",
             ));
         }
-        let mut targets = Vec::new();
-        if let Some(name) = apiservice {
-            check_subdomain("--apiservice-name", name)?;
-            targets.push(Target {
-                kind: WebhookKind::ApiService,
-                name: name.to_string(),
-                flag: "--apiservice-name",
-            });
-        }
-        if args.patch_validating || args.patch_mutating {
-            let Some(name) = webhook else {
-                return Err(bad(
-                    "--webhook-name",
-                    "is required while --patch-validating or --patch-mutating is true (both default to true); pass --patch-validating=false --patch-mutating=false to patch only an APIService",
-                ));
-            };
-            check_subdomain("--webhook-name", name)?;
-            for (on, kind) in [
-                (
-                    args.patch_validating,
-                    WebhookKind::ValidatingWebhookConfiguration,
-                ),
-                (
-                    args.patch_mutating,
-                    WebhookKind::MutatingWebhookConfiguration,
-                ),
-            ] {
-                if on {
-                    targets.push(Target {
-                        kind,
-                        name: name.to_string(),
-                        flag: "--webhook-name",
-                    });
-                }
-            }
-        } else if failure_policy.is_some() {
+        if failure_policy.is_some() && targets.iter().all(|t| t.kind == WebhookKind::ApiService) {
             return Err(bad(
                 "--patch-failure-policy",
                 "is given, but no webhook configuration is patched (--patch-validating=false --patch-mutating=false)",
@@ -396,6 +389,115 @@ impl PatchRequest {
             propagation_delay: args
                 .propagation_delay
                 .unwrap_or(crate::config::CLUSTER_PROPAGATION_DELAY),
+        })
+    }
+}
+
+/// The objects named by `--webhook-name` (with `--patch-validating`/`--patch-mutating`) and
+/// `--apiservice-name`, in kube-webhook-certgen's order: the APIService, then validating, then
+/// mutating. Empty when neither name is given and both kinds are off.
+fn targets(
+    webhook: Option<&str>,
+    apiservice: Option<&str>,
+    (validating, mutating): (bool, bool),
+) -> Result<Vec<Target>, ConfigError> {
+    let webhook = webhook.filter(|n| !n.is_empty());
+    let apiservice = apiservice.filter(|n| !n.is_empty());
+    let mut targets = Vec::new();
+    if let Some(name) = apiservice {
+        check_subdomain("--apiservice-name", name)?;
+        targets.push(Target {
+            kind: WebhookKind::ApiService,
+            name: name.to_string(),
+            flag: "--apiservice-name",
+        });
+    }
+    if validating || mutating {
+        let Some(name) = webhook else {
+            return Err(bad(
+                "--webhook-name",
+                "is required while --patch-validating or --patch-mutating is true (both default to true); pass --patch-validating=false --patch-mutating=false to patch only an APIService",
+            ));
+        };
+        check_subdomain("--webhook-name", name)?;
+        for (on, kind) in [
+            (validating, WebhookKind::ValidatingWebhookConfiguration),
+            (mutating, WebhookKind::MutatingWebhookConfiguration),
+        ] {
+            if on {
+                targets.push(Target {
+                    kind,
+                    name: name.to_string(),
+                    flag: "--webhook-name",
+                });
+            }
+        }
+    }
+    Ok(targets)
+}
+
+impl Renewal {
+    /// Validates `create`'s renewal flags (certgen's additions).
+    fn from_args(args: &KwcCreateArgs, secret_name: &str) -> Result<Self, ConfigError> {
+        let validity = args.validity.unwrap_or(super::VALIDITY);
+        if !(MIN_VALIDITY..=super::VALIDITY).contains(&validity) {
+            return Err(bad(
+                "--validity",
+                format!(
+                    "{} is out of range: certificates last from 1h to 36500d (100 years, the default); nothing was written",
+                    humantime::format_duration(validity)
+                ),
+            ));
+        }
+        let renew_before = args.renew_before.unwrap_or(validity / 3);
+        if renew_before.is_zero() || renew_before >= validity {
+            return Err(bad(
+                "--renew-before",
+                format!(
+                    "{} must be above 0 and shorter than --validity ({}), or every run would renew; nothing was written",
+                    humantime::format_duration(renew_before),
+                    humantime::format_duration(validity)
+                ),
+            ));
+        }
+        // Without a name: no target, unless an APIService is named.
+        let webhook = args.webhook_name.as_deref().filter(|n| !n.is_empty());
+        let targets = if webhook.is_none() {
+            targets(None, args.apiservice_name.as_deref(), (false, false))?
+        } else if !args.patch_validating && !args.patch_mutating {
+            return Err(bad(
+                "--webhook-name",
+                "is given, but --patch-validating=false and --patch-mutating=false leave nothing of it to follow; nothing was written",
+            ));
+        } else {
+            targets(
+                args.webhook_name.as_deref(),
+                args.apiservice_name.as_deref(),
+                (args.patch_validating, args.patch_mutating),
+            )?
+        };
+        let ca_secret_name = match args.ca_secret_name.as_deref() {
+            None | Some("") => format!("{secret_name}-ca"),
+            Some(name) => name.to_string(),
+        };
+        check_subdomain("--ca-secret-name", &ca_secret_name)?;
+        if ca_secret_name == secret_name {
+            return Err(bad(
+                "--ca-secret-name",
+                format!(
+                    "{ca_secret_name:?} is the --secret-name: certgen's CA needs a Secret of its own"
+                ),
+            ));
+        }
+        Ok(Self {
+            validity,
+            renew_before,
+            targets,
+            ca_secret_name,
+            propagation_delay: args
+                .propagation_delay
+                .unwrap_or(crate::config::CLUSTER_PROPAGATION_DELAY),
+            timeout: args.timeout.unwrap_or(std::time::Duration::from_secs(300)),
         })
     }
 }
@@ -492,6 +594,75 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tls.keys.all(), ["ca.crt", "tls.crt", "tls.key"]);
+    }
+
+    #[test]
+    fn create_renewal_defaults_leave_kube_webhook_certgens_100_years() {
+        let r = create(&[&BASE[..], &["--host=svc"]].concat()).unwrap();
+        assert_eq!(r.renewal.validity, crate::kwc::VALIDITY);
+        // A third of 100 years: a certificate `create` issued is not due for 66 years.
+        assert_eq!(r.renewal.renew_before, crate::kwc::VALIDITY / 3);
+        assert!(r.renewal.targets.is_empty());
+        assert_eq!(r.renewal.ca_secret_name, "s-ca");
+        let r = create(
+            &[
+                &BASE[..],
+                &[
+                    "--host=svc",
+                    "--validity=90d",
+                    "--renew-before=30d",
+                    "--webhook-name=w",
+                    "--patch-mutating=false",
+                    "--apiservice-name=v1.m.io",
+                    "--ca-secret-name=my-ca",
+                ],
+            ]
+            .concat(),
+        )
+        .unwrap();
+        assert_eq!(r.renewal.validity.as_secs(), 90 * 86_400);
+        assert_eq!(r.renewal.renew_before.as_secs(), 30 * 86_400);
+        let kinds: Vec<_> = r.renewal.targets.iter().map(|t| t.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                WebhookKind::ApiService,
+                WebhookKind::ValidatingWebhookConfiguration
+            ]
+        );
+        assert_eq!(r.renewal.ca_secret_name, "my-ca");
+        // An APIService alone.
+        let r =
+            create(&[&BASE[..], &["--host=svc", "--apiservice-name=v1.m.io"]].concat()).unwrap();
+        assert_eq!(r.renewal.targets.len(), 1);
+    }
+
+    #[test]
+    fn create_renewal_refusals_name_the_flag() {
+        let flag = |extra: &[&str]| {
+            create(&[&BASE[..], &["--host=svc"], extra].concat())
+                .unwrap_err()
+                .source_name
+        };
+        assert_eq!(flag(&["--validity=30m"]), "--validity");
+        assert_eq!(flag(&["--validity=36501d"]), "--validity");
+        assert_eq!(
+            flag(&["--validity=1h", "--renew-before=1h"]),
+            "--renew-before"
+        );
+        assert_eq!(flag(&["--renew-before=0s"]), "--renew-before");
+        assert_eq!(flag(&["--webhook-name=Not_A_Name"]), "--webhook-name");
+        assert_eq!(
+            flag(&[
+                "--webhook-name=w",
+                "--patch-validating=false",
+                "--patch-mutating=false"
+            ]),
+            "--webhook-name"
+        );
+        assert_eq!(flag(&["--apiservice-name=a/b"]), "--apiservice-name");
+        assert_eq!(flag(&["--ca-secret-name=s"]), "--ca-secret-name");
+        assert_eq!(flag(&["--ca-secret-name=A"]), "--ca-secret-name");
     }
 
     #[test]
