@@ -30,15 +30,15 @@ use crate::util::{command, write};
 
 /// The lag between a Secret's change and the webhook serving it: 0.5 to 1.5 s, like a kubelet
 /// with a short sync period (it is about a minute with the defaults).
-const LAG_MS: (u64, u64) = (500, 1500);
+pub(super) const LAG_MS: (u64, u64) = (500, 1500);
 
 /// What the webhook serves: PEM certificate and key.
 type Serving = Arc<Mutex<Option<(Vec<u8>, Vec<u8>)>>>;
 
-struct Webhook {
-    port: u16,
-    calls: Arc<AtomicUsize>,
-    handshake_failures: Arc<AtomicUsize>,
+pub(super) struct Webhook {
+    pub(super) port: u16,
+    pub(super) calls: Arc<AtomicUsize>,
+    pub(super) handshake_failures: Arc<AtomicUsize>,
     serving: Serving,
 }
 
@@ -108,7 +108,7 @@ async fn admit<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S
 }
 
 impl Webhook {
-    async fn start() -> Self {
+    pub(super) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let serving: Serving = Arc::default();
@@ -149,7 +149,13 @@ impl Webhook {
 
     /// The kubelet stand-in: follows the Secret's `cert`/`key` keys and installs each change
     /// after a random lag in [`LAG_MS`].
-    fn follow(&self, c: &Cluster, ns: &str, secret: &str, keys: (&'static str, &'static str)) {
+    pub(super) fn follow(
+        &self,
+        c: &Cluster,
+        ns: &str,
+        secret: &str,
+        keys: (&'static str, &'static str),
+    ) {
         let api = c.secrets(ns);
         let secret = secret.to_string();
         let serving = self.serving.clone();
@@ -210,7 +216,7 @@ async fn load(api: Api<ConfigMap>, stop: Arc<AtomicBool>) -> (usize, usize, Vec<
 
 /// The webhook configuration: every ConfigMap created in `ns` is admitted by the webhook on
 /// `port`, and a failed call rejects the create.
-async fn configuration(c: &Cluster, ns: &str, port: u16) -> DeleteOnDrop {
+pub(super) async fn configuration(c: &Cluster, ns: &str, port: u16) -> DeleteOnDrop {
     let name = format!("{ns}-admission");
     let v: ValidatingWebhookConfiguration = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"certgen.dev/test": "true"}},
@@ -247,16 +253,16 @@ async fn admitted(api: &Api<ConfigMap>) {
     panic!("the webhook never admitted a ConfigMap");
 }
 
-struct Counts {
-    calls: usize,
-    created: usize,
-    rejected: usize,
-    handshake_failures: usize,
-    sample: Vec<String>,
+pub(super) struct Counts {
+    pub(super) calls: usize,
+    pub(super) created: usize,
+    pub(super) rejected: usize,
+    pub(super) handshake_failures: usize,
+    pub(super) sample: Vec<String>,
 }
 
 /// Runs `rotate` while ConfigMaps are created, then counts.
-async fn under_load<F: std::future::Future<Output = ()>>(
+pub(super) async fn under_load<F: std::future::Future<Output = ()>>(
     c: &Cluster,
     ns: &str,
     webhook: &Webhook,
@@ -283,7 +289,7 @@ async fn under_load<F: std::future::Future<Output = ()>>(
     }
 }
 
-fn report(what: &str, n: &Counts) {
+pub(super) fn report(what: &str, n: &Counts) {
     eprintln!(
         "{what}: admission calls {}, creates {} admitted / {} rejected, TLS handshakes refused by the webhook's client {}; {:?}",
         n.calls, n.created, n.rejected, n.handshake_failures, n.sample

@@ -29,6 +29,7 @@ mod foreign;
 mod harness;
 mod kinds;
 mod kwc;
+mod kwc_renew;
 mod kwc_rotation;
 mod metrics;
 mod pokes;
