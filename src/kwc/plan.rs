@@ -985,4 +985,50 @@ mod tests {
             "--secret-type"
         );
     }
+
+    #[test]
+    fn patch_stays_in_step_through_every_phase_of_a_staged_renewal() {
+        // What `create`'s renewal leaves in the Secret after each step: trust ([new, old],
+        // the old certificate), the serving certificate ([new, old], the new one), cleanup
+        // ([new]). `patch` run after any of them (a chart's post-upgrade hook) accepts the
+        // Secret and writes a caBundle that trusts the certificate it holds and, until the
+        // cleanup, the one before.
+        let (old, new) = (created(), created());
+        let both = [new.ca.1.clone(), old.ca.1.clone()].concat();
+        let phase = |bundle: &[u8], leaf: &NewSecret| {
+            let mut secret = stored(leaf);
+            if let ObservedSecret::Present { data, .. } = &mut secret {
+                data.insert("ca".into(), bundle.to_vec());
+            }
+            secret
+        };
+        let t = target(WebhookKind::ValidatingWebhookConfiguration);
+        let mut current = old.ca.1.clone();
+        for (name, secret, trusted) in [
+            ("trust", phase(&both, &old), vec![&old.leaf, &new.leaf]),
+            ("leaves", phase(&both, &new), vec![&old.leaf, &new.leaf]),
+            ("cleanup", phase(&new.ca.1, &new), vec![&new.leaf]),
+        ] {
+            let bundle =
+                patch_bundle(&patch_req(None), &secret).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let p = plan_patch(
+                &patch_req(None),
+                &bundle,
+                &[(t.clone(), entries(&current, None))],
+                now() + time::Duration::hours(1),
+            )
+            .unwrap();
+            if let Some(w) = p.writes.first() {
+                current = w.bundle.clone();
+            }
+            let cas = parse_cert_chain(&current).unwrap();
+            for leaf in trusted {
+                assert!(
+                    cas.iter().any(|ca| ca.signed(leaf)),
+                    "{name}: the caBundle trusts every certificate the webhook may serve"
+                );
+            }
+        }
+        assert_eq!(current, new.ca.1, "after the cleanup: the new CA alone");
+    }
 }

@@ -315,3 +315,41 @@ async fn bad_renewal_flags_exit_2_naming_the_flag_with_nothing_written() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_dry_run_shows_the_renewals_writes_with_the_ca_bundle_and_writes_nothing() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-kwc-dry").await;
+    let _v = configuration(&c, &ns.name, 9).await;
+    let hook = format!("{}-admission", ns.name);
+    let (kubeconfig, _rbac) = identity(&c, &ns.name).await;
+    let first = certgen(&kubeconfig, &create_args(&ns.name, &["--validity=1h"])).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let before = versions(&c, &ns.name).await;
+    let bundle = ca_bundle(&c, &hook).await;
+    let run = certgen(
+        &kubeconfig,
+        &create_args(
+            &ns.name,
+            &[
+                "--validity=2h",
+                "--renew-before=90m",
+                &format!("--webhook-name={hook}"),
+                "--patch-mutating=false",
+                "--dry-run",
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for line in [
+        "(dry run: nothing is written)",
+        &format!("{SECRET}-ca  ca    trust"),
+        &format!("{SECRET}     tls   update-bundle"),
+        &format!("ValidatingWebhookConfiguration {hook}: would write caBundle"),
+    ] {
+        assert!(run.stdout.contains(line), "{line:?} in:\n{}", run.stdout);
+    }
+    assert_eq!(versions(&c, &ns.name).await, before, "nothing was written");
+    assert_eq!(ca_bundle(&c, &hook).await, bundle);
+}
