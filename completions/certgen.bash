@@ -261,7 +261,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__create)
-            opts="-v -q -h -V --host --secret-name --namespace --secret-type --ca-name --cert-name --key-name --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
+            opts="-v -q -h -V --host --secret-name --namespace --secret-type --ca-name --cert-name --key-name --validity --renew-before --webhook-name --apiservice-name --patch-validating --patch-mutating --ca-secret-name --propagation-delay --timeout --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -292,6 +292,42 @@ _certgen() {
                     return 0
                     ;;
                 --key-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --validity)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renew-before)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --webhook-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --apiservice-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --patch-validating)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --patch-mutating)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-secret-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --propagation-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -128,6 +128,15 @@ complete -c certgen -n "__fish_certgen_using_subcommand create" -l secret-type -
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l ca-name -d 'Key of the CA certificate in the Secret' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l cert-name -d 'Key of the serving certificate in the Secret' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l key-name -d 'Key of the serving certificate\'s private key in the Secret' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l validity -d 'Validity of the CA and the serving certificate (certgen\'s addition) [default: 36500d, kube-webhook-certgen\'s 100 years]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l renew-before -d 'Renew the CA and the serving certificate this long before they expire (certgen\'s addition) [default: a third of --validity]. An existing Secret that is due is renewed only with a caBundle target (--webhook-name or --apiservice-name), through a staged rotation; without one it is kept, with a warning' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l webhook-name -d 'The ValidatingWebhookConfiguration and MutatingWebhookConfiguration whose caBundle follows the Secret\'s CA through a renewal, as `patch` names them (certgen\'s addition)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l apiservice-name -d 'An APIService whose caBundle follows the Secret\'s CA through a renewal (certgen\'s addition)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l patch-validating -d 'With --webhook-name: the ValidatingWebhookConfiguration follows (`--patch-validating=false`: leave it alone)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l patch-mutating -d 'With --webhook-name: the MutatingWebhookConfiguration follows (`--patch-mutating=false`: leave it alone)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l ca-secret-name -d 'The Secret holding certgen\'s CA and its key, created when a renewal starts (certgen\'s addition) [default: <secret-name>-ca]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l propagation-delay -d 'How long the webhook and the API server get to load each step of a renewal before the next relies on it (certgen\'s addition) [default: 2m]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l timeout -d 'Bound on a renewal\'s waiting (certgen\'s addition); on timeout the run exits 3 with every step so far safe, and the next `create` resumes [default: 5m]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l log-level -d 'Log level on standard error (kube-webhook-certgen\'s spelling; -v and -q work too)' -r -f -a "trace\t''
 debug\t''

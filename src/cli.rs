@@ -176,7 +176,11 @@ pub enum Command {
     ///
     /// The drop-in for kube-webhook-certgen's Job (certgen linked as `kube-webhook-certgen`
     /// runs it unchanged): same flags, same Secret type and keys, SANs from --host. An existing
-    /// Secret is kept when usable; one holding other keys is refused (exit 2).
+    /// Secret is kept when usable; one holding other keys is refused (exit 2). certgen's
+    /// additions renew it: with --webhook-name or --apiservice-name, a Secret that is due
+    /// (--renew-before) is renewed through a staged rotation with those caBundles in step
+    /// (trust first, the serving certificate after the gate, the cleanup last; a step whose
+    /// gate is far off is left to the next run); without them it is kept, with a warning.
     // A flag given twice takes the last value, as kube-webhook-certgen's (pflag) do: charts
     // append overrides to their Jobs' args.
     #[command(args_override_self = true)]
