@@ -149,7 +149,12 @@ pub fn plan_create(
         ObservedSecret::Present { type_, .. } => type_.as_str(),
         ObservedSecret::Absent => unreachable!("an absent Secret is created above"),
     };
-    let config = engine_config(req, stored_type)?;
+    // Without a target nothing is renewed, so a Secret the engine could not take (a --host
+    // it would refuse) is kept as before, judged on expiry alone.
+    let config = match engine_config(req, stored_type) {
+        Err(_) if req.renewal.targets.is_empty() => None,
+        other => other?,
+    };
     let due = due(&config, &bundle, &leaf, now);
     if req.renewal.targets.is_empty() {
         if !due.is_empty() {
@@ -631,6 +636,23 @@ mod tests {
             panic!("expected keep")
         };
         assert!(notes[0].contains("expired"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_host_the_engine_refuses_is_kept_without_targets_and_refused_with_them() {
+        // kube-webhook-certgen takes `_` in a DNS name; certgen's config does not.
+        let mut r = req();
+        r.hosts = vec!["a_b".into()];
+        r.dns_names = vec!["a_b".into()];
+        r.ip_addresses.clear();
+        let s = created_with(&r);
+        let CreatePlan::Keep { notes } = plan_create(&r, &stored(&s), now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(notes.is_empty(), "{notes:?}");
+        r.renewal.targets = vec![target(WebhookKind::ValidatingWebhookConfiguration)];
+        let e = plan_create(&r, &stored(&s), now()).unwrap_err();
+        assert_eq!(e.source_name, "--host");
     }
 
     #[test]
