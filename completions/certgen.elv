@@ -167,7 +167,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --apiservice-name 'An APIService whose caBundle follows the Secret''s CA through a renewal (certgen''s addition)'
             cand --patch-validating 'With --webhook-name: the ValidatingWebhookConfiguration follows (`--patch-validating=false`: leave it alone)'
             cand --patch-mutating 'With --webhook-name: the MutatingWebhookConfiguration follows (`--patch-mutating=false`: leave it alone)'
-            cand --ca-secret-name 'The Secret holding certgen''s CA and its key, created when a renewal starts (certgen''s addition) [default: <secret-name>-ca]'
+            cand --ca-secret-name 'The Secret holding certgen''s CA and its key, created when a renewal starts (certgen''s addition) [default: the --secret-name with -ca appended]'
             cand --propagation-delay 'How long the webhook and the API server get to load each step of a renewal before the next relies on it (certgen''s addition) [default: 2m]'
             cand --timeout 'Bound on a renewal''s waiting (certgen''s addition); on timeout the run exits 3 with every step so far safe, and the next `create` resumes [default: 5m]'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'

@@ -134,7 +134,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand create" -l webhook-name 
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l apiservice-name -d 'An APIService whose caBundle follows the Secret\'s CA through a renewal (certgen\'s addition)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l patch-validating -d 'With --webhook-name: the ValidatingWebhookConfiguration follows (`--patch-validating=false`: leave it alone)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l patch-mutating -d 'With --webhook-name: the MutatingWebhookConfiguration follows (`--patch-mutating=false`: leave it alone)' -r
-complete -c certgen -n "__fish_certgen_using_subcommand create" -l ca-secret-name -d 'The Secret holding certgen\'s CA and its key, created when a renewal starts (certgen\'s addition) [default: <secret-name>-ca]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l ca-secret-name -d 'The Secret holding certgen\'s CA and its key, created when a renewal starts (certgen\'s addition) [default: the --secret-name with -ca appended]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l propagation-delay -d 'How long the webhook and the API server get to load each step of a renewal before the next relies on it (certgen\'s addition) [default: 2m]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l timeout -d 'Bound on a renewal\'s waiting (certgen\'s addition); on timeout the run exits 3 with every step so far safe, and the next `create` resumes [default: 5m]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F

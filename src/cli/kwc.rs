@@ -109,7 +109,7 @@ pub struct KwcCreateArgs {
           action = ArgAction::Set, help_heading = "certgen's additions: renewal")]
     pub patch_mutating: bool,
     /// The Secret holding certgen's CA and its key, created when a renewal starts (certgen's
-    /// addition) [default: <secret-name>-ca].
+    /// addition) [default: the --secret-name with -ca appended].
     #[arg(
         long,
         value_name = "NAME",
