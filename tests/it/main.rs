@@ -28,7 +28,8 @@
 //!   runs, and `profile list`: `profiles_compat`, `cluster::profiles_compat`
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
-//!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`
+//!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`;
+//!   `create` renewing a due Secret with its caBundle in step: `cluster::kwc_renew`
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
 //!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,
