@@ -45,7 +45,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --no-poke 'Never annotate the pods that mount a changed Secret (which makes their kubelet load it at once and lets gates open on that evidence): every gate waits out --propagation-delay'
             cand --probe 'Verify over TLS that probed consumers serve the new certificates before exiting'
             cand --dry-run 'Print the plan; generate and write nothing'
-            cand --events 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets and restarted workloads: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events; a refusal is a warning, never a failed run'
+            cand --events 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets, restarted workloads and caBundle targets: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events (in `default` too for the Events of webhook configurations and APIServices, which are cluster-scoped); a refusal is a warning, never a failed run'
             cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
             cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
             cand -q 'Only warnings and errors on standard error'
