@@ -219,6 +219,16 @@ fn the_role_names_each_builtin_profiles_secrets() {
             expected,
             "profile {name}"
         );
+        // caBundle targets: the topology injector is Envoy Gateway's; another profile gets no
+        // ClusterRole (nothing cluster-scoped to write) and no Role in default.
+        let cluster_roles = docs.iter().filter(|d| d["kind"] == "ClusterRole").count();
+        let events_role = cluster_events_role(&docs, "ops").is_some();
+        let injector = *name == "envoy-gateway";
+        assert_eq!(
+            (cluster_roles, events_role),
+            (usize::from(injector), injector),
+            "profile {name}"
+        );
     }
     let out = Command::new(&helm)
         .args(["template", RELEASE, chart_dir().to_str().unwrap()])
@@ -230,6 +240,67 @@ fn the_role_names_each_builtin_profiles_secrets() {
         String::from_utf8_lossy(&out.stderr).contains("set secretNames"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn with_a_config_the_cluster_role_covers_exactly_its_ca_bundle_targets() {
+    let Some(helm) = helm() else { return };
+    let profile = crate::util::run(&["profile", "show"]).ok().stdout;
+    let config = profile.replace(
+        "webhooks:\n",
+        "webhooks:\n  - kind: ValidatingWebhookConfiguration\n    name: policy.{namespace}\n    caBundleFrom: envoy\n  - kind: APIService\n    name: v1.metrics.example.com\n    caBundleFrom: envoy\n",
+    );
+    assert_ne!(config, profile);
+    let tmp = tempdir();
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, &config).unwrap();
+    let set_file = format!("config={}", file.display());
+    let grants_of = |extra: &[&str]| {
+        let args = [&["--set-file", set_file.as_str()][..], extra].concat();
+        let docs = documents(&template(&helm, "ops", &args));
+        let role = docs.iter().find(|d| d["kind"] == "ClusterRole").cloned();
+        (
+            role.map(|r| grants(&rules(&r))),
+            cluster_events_role(&docs, "ops").is_some(),
+        )
+    };
+    let (g, events) = grants_of(&[]);
+    let g = g.expect("a ClusterRole for the targets");
+    let names = |group: &str, resource: &str, verb: &str| {
+        g[&(group.to_string(), resource.to_string(), verb.to_string())].clone()
+    };
+    for verb in ["get", "update"] {
+        assert_eq!(
+            names(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                verb
+            ),
+            ["envoy-gateway-topology-injector.ops"]
+        );
+        assert_eq!(
+            names(
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations",
+                verb
+            ),
+            ["policy.ops"]
+        );
+        assert_eq!(
+            names("apiregistration.k8s.io", "apiservices", verb),
+            ["v1.metrics.example.com"]
+        );
+    }
+    assert_eq!(g.len(), 6, "nothing more: {g:?}");
+    assert!(events, "their Events are recorded in default");
+    // topologyInjector=false leaves the injector out, not the config's other targets.
+    let (g, _) = grants_of(&["--set", "topologyInjector=false"]);
+    let g = g.unwrap();
+    assert_eq!(g.len(), 4, "{g:?}");
+    assert!(
+        g.keys()
+            .all(|(_, resource, _)| resource != "mutatingwebhookconfigurations")
     );
 }
 
