@@ -23,8 +23,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen' {
             [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
-            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
-            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
@@ -70,8 +70,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;check' {
             [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
-            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
-            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
@@ -148,8 +148,8 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
         'certgen;exporter' {
             [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
-            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
-            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'Address to serve /metrics, /healthz and /readyz on')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')

@@ -20,8 +20,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen'= {
             cand --profile 'Built-in profile to use [default: envoy-gateway]'
             cand --config 'YAML config file (start from `certgen profile show`)'
-            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
-            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
             cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
@@ -66,8 +66,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;check'= {
             cand --profile 'Built-in profile to use [default: envoy-gateway]'
             cand --config 'YAML config file (start from `certgen profile show`)'
-            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
-            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
             cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
@@ -136,8 +136,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;exporter'= {
             cand --profile 'Built-in profile to use [default: envoy-gateway]'
             cand --config 'YAML config file (start from `certgen profile show`)'
-            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
-            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile''s]'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
             cand --listen 'Address to serve /metrics, /healthz and /readyz on'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'

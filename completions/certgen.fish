@@ -26,7 +26,7 @@ end
 
 complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
@@ -67,7 +67,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the 
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
@@ -109,7 +109,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
