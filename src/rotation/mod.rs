@@ -179,19 +179,19 @@ async fn locked<S: SecretStore>(
     } else {
         take_lock(inv).await?
     };
+    let mut progress = Progress::default();
     let (result, writes) = {
         let still_held = || !held.lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, look, fresh).await;
+        let result = steps(store, inv, &guard, look, fresh, &mut progress).await;
         (result, guard.written())
     };
-    // Running without the lock the identity may not take is a skipped feature: said in the
-    // report, as data (the adapter keeps no note of it).
-    let refused = held.refused().map(str::to_string);
-    held.release().await;
+    // What became of the lock comes back as data, into the run's record and its report
+    // (running without the lock the identity may not take is a skipped feature).
+    progress.note(Learned::Lock(held.release().await));
     result
         .map(|(mut report, e)| {
-            report.skipped.extend(refused);
+            progress.lock_into(&mut report);
             (report, e)
         })
         .map_err(|e| e.after(writes))
@@ -214,14 +214,14 @@ async fn steps<S: SecretStore>(
     guard: &Guard<'_>,
     look: Option<&Outcome>,
     fresh: bool,
+    progress: &mut Progress,
 ) -> Result<(Report, Option<Error>), Error> {
-    let mut progress = Progress::default();
     let push = inv.push();
     let mut evidence = gate::Evidence::default();
-    if let Some(stop) = missed_restarts(store, inv, look, fresh, &mut progress).await? {
+    if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }
-    let mut targets = first_targets(store, inv, look, fresh, &mut progress).await?;
+    let mut targets = first_targets(store, inv, look, fresh, progress).await?;
     for index in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);
@@ -242,28 +242,26 @@ async fn steps<S: SecretStore>(
             &outcome,
             (index == 0, targets.take()),
             (push.as_ref(), &mut evidence),
-            &mut progress,
+            progress,
         )
         .await?;
-        let problems = reload(store, inv, &outcome, &mut progress).await?;
+        let problems = reload(store, inv, &outcome, progress).await?;
         if let Some(e) = problems.into_error() {
-            return Ok((finish(&outcome, &progress, &evidence), Some(e)));
+            return Ok((finish(&outcome, progress, &evidence), Some(e)));
         }
         match &outcome.phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
-                return Ok((finish(&outcome, &progress, &evidence), None));
+                return Ok((finish(&outcome, progress, &evidence), None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             // A gate computed before a caBundle write: plan again, counting from that write.
             Phase::Gate { .. } if webhook_wrote => continue,
             Phase::Gate { .. } => {
                 let push = push.as_ref();
-                match wait::at_gate(store, inv, &outcome, push, &mut evidence, &mut progress)
-                    .await?
-                {
+                match wait::at_gate(store, inv, &outcome, push, &mut evidence, progress).await? {
                     wait::GateEnd::Open => continue,
                     wait::GateEnd::Stop { note, error } => {
-                        let mut report = finish(&outcome, &progress, &evidence);
+                        let mut report = finish(&outcome, progress, &evidence);
                         report.note = note;
                         return Ok((report, error));
                     }

@@ -6,8 +6,9 @@
 use time::OffsetDateTime;
 
 use crate::config::RunOptions;
+use crate::lock;
 use crate::plan;
-use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport};
+use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport, LockReport, Report};
 
 /// What a run has done and learned so far.
 #[derive(Debug, Default, Clone)]
@@ -33,6 +34,8 @@ pub struct Progress {
     pub gates: Vec<GateReport>,
     /// Store attempts over every step.
     pub attempts: u32,
+    /// What became of the run lock (known once it is released).
+    pub lock: lock::Outcome,
 }
 
 /// One thing a run learned.
@@ -60,6 +63,8 @@ pub enum Learned {
     },
     /// Probes confirmed the pending CA with this fingerprint.
     TrustConfirmed([u8; 32]),
+    /// The run lock was released (or never taken): what became of it.
+    Lock(lock::Outcome),
 }
 
 impl Progress {
@@ -87,6 +92,24 @@ impl Progress {
                 }
             }
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
+            Learned::Lock(outcome) => self.lock = outcome,
+        }
+    }
+
+    /// What the report says of the run lock: a refused one is a skipped feature; a held
+    /// Lease, whether it was taken over from a crashed run and how its renewals went.
+    pub fn lock_into(&self, report: &mut Report) {
+        report
+            .skipped
+            .extend(self.lock.refused().map(str::to_string));
+        if let lock::Outcome::Lease(l) = &self.lock {
+            report.lock = Some(LockReport {
+                lease: l.what.clone(),
+                took_over: l.took_over.clone(),
+                renewals: l.renewals,
+                renewal_failures: l.renewal_failures,
+                lost: l.lost.clone(),
+            });
         }
     }
 
