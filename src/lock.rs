@@ -192,6 +192,14 @@ impl LeaseLock {
     }
 }
 
+impl Drop for LeaseLock {
+    /// A run dropped without releasing its lock (its future cancelled) renews no more: the
+    /// Lease expires as a crashed run's does.
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
 fn forbidden(e: &StoreError) -> bool {
     matches!(e, StoreError::Api(f) if f.status == Some(403))
 }
