@@ -26,7 +26,7 @@ use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::{self, Phase};
 use crate::report::{ConsumerReport, Report};
-use crate::store::SecretStore;
+use crate::store::{SecretStore, StoreError};
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
 pub const MAX_STEPS: usize = 12;
@@ -145,8 +145,9 @@ pub async fn run<S: SecretStore>(
         return Ok((report, verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
-    // exists: two runs cannot both create a Secret, and the one that loses re-reads and
-    // continues from what the other stored (a plain re-plan, as after any lost race). There is
+    // exists: two runs cannot both create a Secret, and the one that loses takes the lock, then
+    // re-reads and continues from what the other stored (a re-plan, as after any lost race,
+    // but under the lock: what it writes then may be updates). There is
     // nothing earlier to be consistent with, so neither the lock nor a second read under it can
     // change what is written: the look's read is the plan's input (docs/api-requests.md). Runs
     // without Lease verbs rely on the same fencing for every step.
@@ -167,25 +168,27 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
     !matches!(inv.lock, lock::Target::File(_)) && look.observed.nothing_stored()
 }
 
-/// Takes the lock (none for a `fresh` install, see [`run`]), runs the steps, releases the lock.
+/// Takes the lock (none for a `fresh` install until one of its creates loses a race, see
+/// [`run`]), runs the steps, releases the lock.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
 ) -> Result<(Report, Option<Error>), Error> {
-    let held = if fresh {
+    let held = std::sync::Mutex::new(if fresh {
         lock::Held::Unlocked
     } else {
         take_lock(inv).await?
-    };
+    });
     let mut progress = Progress::default();
     let (result, writes) = {
-        let still_held = || !held.lost();
+        let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, look, fresh, &mut progress).await;
+        let result = steps(store, inv, &guard, (look, fresh), &held, &mut progress).await;
         (result, guard.written())
     };
+    let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
     // What became of the lock comes back as data, into the run's record and its report
     // (running without the lock the identity may not take is a skipped feature).
     progress.note(Learned::Lock(held.release().await));
@@ -212,8 +215,8 @@ async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     guard: &Guard<'_>,
-    look: Option<&Outcome>,
-    fresh: bool,
+    (look, fresh): (Option<&Outcome>, bool),
+    held: &std::sync::Mutex<lock::Held>,
     progress: &mut Progress,
 ) -> Result<(Report, Option<Error>), Error> {
     let push = inv.push();
@@ -232,7 +235,18 @@ async fn steps<S: SecretStore>(
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
         let options = progress.plan_options(&inv.options);
-        let outcome = step(store, inv.config, options, guard, seed).await?;
+        let seeded = seed.is_some();
+        let outcome = match step(store, inv.config, options, guard, seed).await {
+            // A fresh install's creates lost a race: another run got there first. Go on from
+            // what it stored like any other run, under the lock.
+            Err(Error::Store(StoreError::Conflict { what, .. })) if seeded => {
+                tracing::debug!("{what} was created by another run: taking the run lock");
+                let taken = take_lock(inv).await?;
+                *held.lock().unwrap_or_else(|e| e.into_inner()) = taken;
+                continue;
+            }
+            outcome => outcome?,
+        };
         progress.note(Learned::Stepped {
             attempts: outcome.report.attempts,
         });

@@ -68,9 +68,10 @@ pub async fn look<S: SecretStore>(
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
 /// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
-/// number of times. Every write goes through `guard`. With `seed`, the first attempt plans
-/// from it instead of reading the store (the caller proves that what it read earlier is still
-/// current; see [`super::run`]); a re-plan after a lost race reads the store as usual.
+/// number of times. Every write goes through `guard`. With `seed`, the step plans from it
+/// instead of reading the store (the caller proves that what it read earlier is still current;
+/// see [`super::run`]), and a lost race ends it with the conflict: the caller takes the lock
+/// before it re-reads.
 pub async fn step<S: SecretStore>(
     store: &S,
     config: &Config,
@@ -97,6 +98,7 @@ async fn run<S: SecretStore>(
     guard: &Guard<'_>,
     mut seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
+    let seeded = seed.is_some();
     let mut plan_options = options;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
@@ -174,6 +176,12 @@ async fn run<S: SecretStore>(
                     hmac_written,
                     observed,
                 });
+            }
+            // A plan from an earlier read (a fresh install's creates, made without the lock)
+            // that lost a race: another run got there first, and the caller goes on under the
+            // lock instead of re-planning here.
+            Err(ApplyError::Store(e @ StoreError::Conflict { .. })) if seeded => {
+                return Err(e.into());
             }
             Err(e) => {
                 let pause = again(e, attempt)?;

@@ -675,4 +675,81 @@ mod cases {
             "every crash point with the Lease: {trajectories} trajectories, {pairs} pairs checked, {takeovers} expired Leases taken over; crash points between {between:?}"
         );
     }
+
+    /// Seeded random trajectories (the generator of `random_trajectories_keep_the_invariant`:
+    /// any flags, crash points, lost answers, two runs at once, time jumps, clock steps,
+    /// another writer) on a world whose runs take the Lease. `CERTGEN_SIM_CASES=N` runs N/5.
+    #[test]
+    fn random_trajectories_on_the_lease() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config as PtConfig, RngAlgorithm, TestRng, TestRunner};
+        let cases = std::env::var("CERTGEN_SIM_CASES")
+            .ok()
+            .and_then(|s| s.parse::<u32>().ok())
+            .map_or(400, |n| (n / 5).max(1));
+        let mut seed = [7u8; 32];
+        if let Some(n) = std::env::var("CERTGEN_SIM_SEED")
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+        {
+            seed[..8].copy_from_slice(&n.to_le_bytes());
+        }
+        let mut runner = TestRunner::new_with_rng(
+            PtConfig {
+                cases,
+                failure_persistence: None,
+                ..PtConfig::default()
+            },
+            TestRng::from_seed(RngAlgorithm::ChaCha, &seed),
+        );
+        let totals = std::cell::Cell::new((0usize, 0usize, 0usize, 0usize, 0usize));
+        runner
+            .run(
+                &(
+                    super::super::cases::arb_start(),
+                    prop::collection::vec(super::super::cases::arb_op(), 1..7),
+                ),
+                |(start, ops)| {
+                    let (out, checked) = runtime()
+                        .block_on(trajectory(start, &ops))
+                        .map_err(TestCaseError::fail)?;
+                    let (t, r, p, w, k) = totals.get();
+                    totals.set((
+                        t + 1,
+                        r + out.runs,
+                        p + out.checked.pairs,
+                        w + checked.writes,
+                        k + checked.takeovers,
+                    ));
+                    Ok(())
+                },
+            )
+            .unwrap();
+        let (t, r, p, w, k) = totals.get();
+        eprintln!(
+            "random trajectories on the Lease: {t} trajectories, {r} runs, {p} version pairs checked, {w} Secret writes under the Lease checked, {k} expired Leases taken over"
+        );
+    }
+
+    /// Found by `random_trajectories_on_the_lease`: two fresh installs at once, one with
+    /// `--rotate-hmac`. A fresh install takes no lock (its writes are creates, fenced by the
+    /// Secrets' absence); the one whose create lost the race re-planned on its own and replaced
+    /// the HMAC bytes the other had just created, an update without the Lease. Now the loser
+    /// takes the Lease before it re-reads.
+    #[test]
+    fn a_fresh_install_that_loses_a_race_takes_the_lease_before_it_updates() {
+        let a = faulted(plain(), |f| f.yields = 13824427020546692);
+        let b = RunSpec {
+            rotate_hmac: true,
+            faults: Faults {
+                yields: 2991589575021961337,
+                ..Faults::default()
+            },
+            ..RunSpec::default()
+        };
+        let (out, checked) = check_ok(Start::Fresh, &[Op::Concurrent(a, b)]);
+        assert_eq!(out.ended[1].code, 0, "{}", out.ended[1].message);
+        assert_eq!(checked.acquisitions, 1, "{checked:?}");
+        assert!(checked.unlocked_creates > 0, "{checked:?}");
+    }
 }
