@@ -24,7 +24,7 @@ use crate::config::{Config, RunOptions};
 use crate::error::Error;
 use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
-use crate::plan::{self, Phase};
+use crate::plan::Phase;
 use crate::report::{ConsumerReport, Report};
 use crate::store::{SecretStore, StoreError};
 
@@ -98,16 +98,19 @@ pub async fn run<S: SecretStore>(
     inv: Invocation<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
-    let mut look_options = plan::Options::from_run(&inv.options);
+    let mut seen = Progress::default();
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
     // writes, as the run's steps would (one read of each target; a real run reads them before
     // its first step instead).
     if inv.options.dry_run
-        && let Some(targets) = webhooks::Targets::read(&inv).await?
+        && let Some(at) = webhooks::Targets::read(&inv)
+            .await?
+            .and_then(|targets| targets.written_at(&inv))
     {
-        look_options.other_written_at = targets.written_at(&inv);
+        seen.note(Learned::OtherWritten(at));
     }
-    let look = match look(store, inv.config, look_options).await {
+    let options = seen.plan_options(&inv.options);
+    let look = match look(store, inv.config, options, seen.known()).await {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
         Err(Error::Invalid(e)) if !inv.options.dry_run => {
@@ -234,9 +237,9 @@ async fn steps<S: SecretStore>(
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
-        let options = progress.plan_options(&inv.options);
+        let (options, known) = (progress.plan_options(&inv.options), progress.known());
         let seeded = seed.is_some();
-        let outcome = match step(store, inv.config, options, guard, seed).await {
+        let outcome = match step(store, inv.config, options, known, guard, seed).await {
             // A fresh install's creates lost a race: another run got there first. Go on from
             // what it stored like any other run, under the lock.
             Err(Error::Store(StoreError::Conflict { what, .. })) if seeded => {

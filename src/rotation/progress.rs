@@ -1,7 +1,8 @@
 //! The run's memory: what this invocation has written, learned and been refused, as one record
 //! updated at one site ([`Progress::note`]). The planner sees it only through
-//! [`Progress::plan_options`], which combines it with the run's flags: the flags themselves
-//! ([`RunOptions`]) never change during a run.
+//! [`Progress::plan_options`] (the run's flags less what has been acted on) and
+//! [`Progress::known`] (what was learned): the flags themselves ([`RunOptions`]) never change
+//! during a run.
 
 use time::OffsetDateTime;
 
@@ -113,16 +114,17 @@ impl Progress {
         }
     }
 
-    /// What the planner is given for the next step: the run's flags, less what has been acted
-    /// on, plus what the run has learned.
+    /// The run's flags for the next step, less what has been acted on ([`plan::Options::after`]).
     pub fn plan_options(&self, run: &RunOptions) -> plan::Options {
-        plan::Options {
-            overwrite: run.overwrite && !self.ca_written,
-            rotate_hmac: run.rotate_hmac && !self.hmac_written,
+        plan::Options::from_run(run).after(self.ca_written, self.hmac_written)
+    }
+
+    /// What the planner is told the run has learned: derived here, from this record only.
+    pub fn known(&self) -> plan::Known {
+        plan::Known {
             trust_confirmed: self.trust_confirmed,
             gate_waited: self.gate_waited,
             other_written_at: self.other_written_at,
-            ..plan::Options::from_run(run)
         }
     }
 }
@@ -158,12 +160,9 @@ mod tests {
             report,
             state: Some([1; 32]),
         });
-        assert_eq!(
-            p.plan_options(&RunOptions::default()).gate_waited,
-            Some([1; 32])
-        );
+        assert_eq!(p.known().gate_waited, Some([1; 32]));
         p.note(Learned::Stepped { attempts: 2 });
-        assert_eq!(p.plan_options(&RunOptions::default()).gate_waited, None);
+        assert_eq!(p.known().gate_waited, None);
         assert_eq!(p.attempts, 2);
         assert_eq!(p.gates.len(), 1);
     }

@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
-use crate::plan::{self, Options, Phase};
+use crate::plan::{self, Known, Options, Phase};
 use crate::report::{Entry, Report};
 use crate::store::{SecretStore, StoreError};
 
@@ -54,11 +54,12 @@ pub async fn look<S: SecretStore>(
     store: &S,
     config: &Config,
     options: Options,
+    known: Known,
 ) -> Result<Outcome, Error> {
     run(
         store,
         config,
-        options,
+        (options, known),
         Mode::Look,
         &Guard::new(&|| true),
         None,
@@ -76,10 +77,11 @@ pub async fn step<S: SecretStore>(
     store: &S,
     config: &Config,
     options: Options,
+    known: Known,
     guard: &Guard<'_>,
     seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
-    run(store, config, options, Mode::Write, guard, seed).await
+    run(store, config, (options, known), Mode::Write, guard, seed).await
 }
 
 /// Whether a step writes.
@@ -93,17 +95,19 @@ enum Mode {
 async fn run<S: SecretStore>(
     store: &S,
     config: &Config,
-    options: Options,
+    (options, known): (Options, Known),
     mode: Mode,
     guard: &Guard<'_>,
     mut seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
     let seeded = seed.is_some();
-    let mut plan_options = options;
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
     let mut ca_written = false;
     let mut hmac_written = false;
+    // Whether --overwrite and --rotate-hmac have been acted on in this step (see
+    // `Options::after`): re-plans continue from there, never a second time.
+    let mut acted = (false, false);
     let mut first_ca_version: Option<Option<String>> = None;
     loop {
         let read = match seed.take() {
@@ -122,22 +126,19 @@ async fn run<S: SecretStore>(
             Err(e) => return Err(e.into()),
         };
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
-        // another run's rotation), --overwrite has been acted on: never a second new CA.
-        let ca_version = observed
-            .ca
-            .as_ref()
-            .and_then(|o| o.present())
-            .map(|s| s.version.clone());
+        // another run's rotation), --overwrite has been acted on.
+        let ca_version = ca_version(&observed);
         match &first_ca_version {
             None => first_ca_version = Some(ca_version),
             Some(first) if *first != ca_version => {
-                plan_options.overwrite = false;
+                acted.0 = true;
                 ca_written = true;
             }
             Some(_) => {}
         }
         let now = store.now();
-        let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
+        let options = options.after(acted.0, acted.1);
+        let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if mode == Mode::Look {
             return Ok(looked(store, config, plan, observed));
@@ -146,14 +147,9 @@ async fn run<S: SecretStore>(
         let result = apply(store, plan, &observed, now, &mut progress, guard).await;
         ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
-        // A stored new CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac:
-        // re-plans continue from there, never a second time.
-        if progress.ca_written {
-            plan_options.overwrite = false;
-        }
-        if progress.hmac_written {
-            plan_options.rotate_hmac = false;
-        }
+        // A stored CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac.
+        acted.0 |= progress.ca_written;
+        acted.1 |= progress.hmac_written;
         crate::report::merge(&mut done, std::mem::take(&mut progress.entries));
         match result {
             Ok(()) => {
@@ -190,6 +186,12 @@ async fn run<S: SecretStore>(
             }
         }
     }
+}
+
+/// The CA Secret's version as read (`None` when it is absent).
+fn ca_version(observed: &Snapshot) -> Option<String> {
+    let ca = observed.ca.as_ref().and_then(|o| o.present());
+    ca.map(|s| s.version.clone())
 }
 
 /// What a step that writes nothing found: what `plan` would write, and what is stored now

@@ -528,7 +528,7 @@ pub async fn unsettled(world: &Arc<Mutex<World>>, config: &Config) -> Option<Str
 async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Option<String> {
     let session = Session::new(world, usize::MAX - 1, Faults::default());
     let options = certgen::plan::Options::from_run(&options(&RunSpec::default()));
-    let outcome = rotation::look(&session, config, options).await;
+    let outcome = rotation::look(&session, config, options, Default::default()).await;
     match outcome {
         Err(e) => Some(format!("the plan fails: {e}")),
         Ok(o) => {
