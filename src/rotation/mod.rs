@@ -26,7 +26,7 @@ use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::Phase;
 use crate::report::{ConsumerReport, Report};
-use crate::store::{SecretStore, StoreError};
+use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
 pub const MAX_STEPS: usize = 12;
@@ -238,18 +238,11 @@ async fn steps<S: SecretStore>(
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
         let (options, known) = (progress.plan_options(&inv.options), progress.known());
-        let seeded = seed.is_some();
-        let outcome = match step(store, inv.config, options, known, guard, seed).await {
-            // A fresh install's creates lost a race: another run got there first. Go on from
-            // what it stored like any other run, under the lock.
-            Err(Error::Store(StoreError::Conflict { what, .. })) if seeded => {
-                tracing::debug!("{what} was created by another run: taking the run lock");
-                let taken = take_lock(inv).await?;
-                *held.lock().unwrap_or_else(|e| e.into_inner()) = taken;
-                continue;
-            }
-            outcome => outcome?,
-        };
+        let outcome = step(store, inv.config, options, known, guard, seed).await?;
+        if outcome.raced {
+            raced(inv, &outcome, held, progress).await?;
+            continue;
+        }
         progress.note(Learned::Stepped {
             attempts: outcome.report.attempts,
         });
@@ -287,6 +280,31 @@ async fn steps<S: SecretStore>(
         }
     }
     Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// A fresh install's creates lost a race: another run got there first. What they wrote is
+/// noted (an `--overwrite` has been acted on), and the run goes on from what the other stored
+/// like any other run, under the lock.
+async fn raced(
+    inv: &Invocation<'_>,
+    outcome: &Outcome,
+    held: &std::sync::Mutex<lock::Held>,
+    progress: &mut Progress,
+) -> Result<(), Error> {
+    tracing::debug!("another run created Secrets first: taking the run lock");
+    progress.note(Learned::Stepped {
+        attempts: outcome.report.attempts,
+    });
+    if outcome.ca_written {
+        progress.note(Learned::CaWritten);
+    }
+    if outcome.hmac_written {
+        progress.note(Learned::HmacWritten);
+    }
+    progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    let taken = take_lock(inv).await?;
+    *held.lock().unwrap_or_else(|e| e.into_inner()) = taken;
+    Ok(())
 }
 
 /// The report of the steps so far, the last being `outcome`.

@@ -44,6 +44,9 @@ pub struct Outcome {
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
+    /// A step planned from an earlier read (a fresh install's, without the lock) lost a race:
+    /// another run wrote first. What it wrote is here; the caller takes the lock and goes on.
+    pub raced: bool,
     /// What the step's plan was made from (the last read, after any re-plan).
     pub observed: Snapshot,
 }
@@ -71,8 +74,8 @@ pub async fn look<S: SecretStore>(
 /// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
 /// number of times. Every write goes through `guard`. With `seed`, the step plans from it
 /// instead of reading the store (the caller proves that what it read earlier is still current;
-/// see [`super::run`]), and a lost race ends it with the conflict: the caller takes the lock
-/// before it re-reads.
+/// see [`super::run`]), and a lost race ends it ([`Outcome::raced`]): the caller takes the
+/// lock before it re-reads.
 pub async fn step<S: SecretStore>(
     store: &S,
     config: &Config,
@@ -151,33 +154,28 @@ async fn run<S: SecretStore>(
         acted.0 |= progress.ca_written;
         acted.1 |= progress.hmac_written;
         crate::report::merge(&mut done, std::mem::take(&mut progress.entries));
+        let raced = seeded && matches!(result, Err(ApplyError::Store(StoreError::Conflict { .. })));
         match result {
             Ok(()) => {
-                let written = done
-                    .iter()
-                    .filter(|e| e.action.writes())
-                    .map(|e| e.secret.clone())
-                    .collect();
+                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
                 return Ok(Outcome {
-                    report: Report::new(&config.profile, store.describe(), false, attempt, done),
-                    digests: progress.digests,
-                    written,
-                    written_at: progress.written_at,
-                    bundles: progress.bundles,
-                    leaves: progress.leaves,
-                    signer: progress.signer.take(),
-                    pending: progress.pending.take(),
-                    phase,
                     ca_written,
                     hmac_written,
-                    observed,
+                    ..outcome
                 });
             }
             // A plan from an earlier read (a fresh install's creates, made without the lock)
             // that lost a race: another run got there first, and the caller goes on under the
-            // lock instead of re-planning here.
-            Err(ApplyError::Store(e @ StoreError::Conflict { .. })) if seeded => {
-                return Err(e.into());
+            // lock instead of re-planning here. The CA Secret (a fresh install's first write)
+            // appeared under the run either way: --overwrite has been acted on.
+            Err(_) if raced => {
+                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
+                return Ok(Outcome {
+                    raced: true,
+                    ca_written: true,
+                    hmac_written,
+                    ..outcome
+                });
             }
             Err(e) => {
                 let pause = again(e, attempt)?;
@@ -185,6 +183,38 @@ async fn run<S: SecretStore>(
                 tokio::time::sleep(pause).await;
             }
         }
+    }
+}
+
+/// The outcome of a step whose last attempt (number `attempt`, every write in `done`) applied
+/// `applied`, planned from `observed`.
+fn outcome<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    (attempt, done): (u32, Vec<Entry>),
+    mut applied: Applied,
+    phase: Phase,
+    observed: Snapshot,
+) -> Outcome {
+    let written = done
+        .iter()
+        .filter(|e| e.action.writes())
+        .map(|e| e.secret.clone())
+        .collect();
+    Outcome {
+        report: Report::new(&config.profile, store.describe(), false, attempt, done),
+        digests: applied.digests,
+        written,
+        written_at: applied.written_at,
+        bundles: applied.bundles,
+        leaves: applied.leaves,
+        signer: applied.signer.take(),
+        pending: applied.pending.take(),
+        phase,
+        ca_written: false,
+        hmac_written: false,
+        raced: false,
+        observed,
     }
 }
 
@@ -230,6 +260,7 @@ fn looked<S: SecretStore>(
         phase: plan.phase,
         ca_written: false,
         hmac_written: false,
+        raced: false,
         observed,
     }
 }

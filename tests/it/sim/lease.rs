@@ -752,4 +752,19 @@ mod cases {
         assert_eq!(checked.acquisitions, 1, "{checked:?}");
         assert!(checked.unlocked_creates > 0, "{checked:?}");
     }
+
+    /// Found by `random_trajectories_keep_the_invariant` on the first version of the fix
+    /// above: a fresh install with `--overwrite` whose create lost the race ended its step
+    /// without noting that the CA Secret had appeared (its own or the other run's), so its next
+    /// step rotated again and the run published two new CAs. Without and with the Lease.
+    #[test]
+    fn a_fresh_install_that_loses_a_race_never_publishes_a_second_ca() {
+        let a = faulted(overwrite(), |f| f.yields = 6910879123161219567);
+        let b = faulted(plain(), |f| f.yields = 506191992988971998);
+        let ops = [Op::Concurrent(a, b)];
+        runtime()
+            .block_on(super::super::trajectory(Start::Fresh, &ops))
+            .unwrap_or_else(|e| panic!("without the Lease: {e}"));
+        check_ok(Start::Fresh, &ops);
+    }
 }
