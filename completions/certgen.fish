@@ -26,7 +26,7 @@ end
 
 complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
@@ -52,7 +52,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the r
 complete -c certgen -n "__fish_certgen_needs_command" -l no-poke -d 'Never annotate the pods that mount a changed Secret (which makes their kubelet load it at once and lets gates open on that evidence): every gate waits out --propagation-delay'
 complete -c certgen -n "__fish_certgen_needs_command" -l probe -d 'Verify over TLS that probed consumers serve the new certificates before exiting'
 complete -c certgen -n "__fish_certgen_needs_command" -l dry-run -d 'Print the plan; generate and write nothing'
-complete -c certgen -n "__fish_certgen_needs_command" -l events -d 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets and restarted workloads: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events; a refusal is a warning, never a failed run'
+complete -c certgen -n "__fish_certgen_needs_command" -l events -d 'Record Kubernetes Events (events.k8s.io/v1) on the Secrets, restarted workloads and caBundle targets: each write and restart, and a Warning for a certificate past its renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and patch on events (in `default` too for the Events of webhook configurations and APIServices, which are cluster-scoped); a refusal is a warning, never a failed run'
 complete -c certgen -n "__fish_certgen_needs_command" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_needs_command" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -67,7 +67,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the 
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
@@ -109,7 +109,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F

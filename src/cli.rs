@@ -57,7 +57,7 @@ pub struct TargetArgs {
     /// YAML config file (start from `certgen profile show`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile's].
+    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile's].
     #[arg(short, long, value_name = "NS")]
     pub namespace: Option<String>,
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
@@ -135,10 +135,11 @@ pub struct RunArgs {
     /// textfile collector, replacing it atomically.
     #[arg(long, value_name = "FILE")]
     pub metrics_file: Option<PathBuf>,
-    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets and restarted workloads: each write
-    /// and restart, and a Warning for a certificate past its renewal time, an expired CA, or a
-    /// rotation stuck past its gate. Needs create, get and patch on events; a refusal is a
-    /// warning, never a failed run.
+    /// Record Kubernetes Events (events.k8s.io/v1) on the Secrets, restarted workloads and
+    /// caBundle targets: each write and restart, and a Warning for a certificate past its
+    /// renewal time, an expired CA, or a rotation stuck past its gate. Needs create, get and
+    /// patch on events (in `default` too for the Events of webhook configurations and
+    /// APIServices, which are cluster-scoped); a refusal is a warning, never a failed run.
     #[arg(long)]
     pub events: bool,
     /// With --events: how long past its gate (the propagation delay after the phase began) a

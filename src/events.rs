@@ -55,19 +55,38 @@ fn reason(action: Action, phase: &Phase) -> Option<&'static str> {
     })
 }
 
-/// One Normal Event per Secret write of a step whose phase is `phase` (caBundle targets are
-/// cluster-scoped objects outside the run's namespace: their writes are in the report only).
+/// The kinds of `caBundle` targets, as their report lines name them (`Kind name`): cluster-scoped
+/// objects, so their Events are recorded where Kubernetes keeps a cluster-scoped object's
+/// Events (`crate::k8s::events`).
+pub const CLUSTER_SCOPED: [&str; 3] = [
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "APIService",
+];
+
+/// The object a report entry is about: (kind, name).
+fn object(e: &Entry) -> Option<(&'static str, &str)> {
+    if e.kind != Kind::Webhook {
+        return Some(("Secret", &e.secret));
+    }
+    let (kind, name) = e.secret.split_once(' ')?;
+    let kind = CLUSTER_SCOPED.into_iter().find(|k| *k == kind)?;
+    Some((kind, name))
+}
+
+/// One Normal Event per write of a step whose phase is `phase`: on the Secret, or on the
+/// `caBundle` target (webhook configuration, APIService) whose bundle the step moved.
 pub fn of_step(phase: &Phase, entries: &[Entry]) -> Vec<EventLine> {
     entries
         .iter()
-        .filter(|e| e.kind != Kind::Webhook)
         .filter_map(|e| {
             let reason = reason(e.action, phase)?;
+            let (kind, name) = object(e)?;
             Some(line(
                 "Normal",
                 reason,
-                "Secret",
-                &e.secret,
+                kind,
+                name,
                 e.action.name(),
                 e.reason.clone(),
             ))
@@ -207,7 +226,11 @@ mod tests {
         let trust = [
             entry("ca", Kind::Ca, Action::Trust),
             entry("envoy", Kind::Tls, Action::UpdateBundle),
-            entry("hook", Kind::Webhook, Action::UpdateBundle),
+            entry(
+                "MutatingWebhookConfiguration hook",
+                Kind::Webhook,
+                Action::UpdateBundle,
+            ),
             entry("hmac", Kind::Hmac, Action::Keep),
         ];
         let reasons = |phase: &Phase, entries: &[Entry]| -> Vec<(&'static str, String)> {
@@ -218,8 +241,17 @@ mod tests {
         };
         assert_eq!(
             reasons(&Phase::Trust, &trust),
-            [("TrustAdded", "ca".into()), ("TrustAdded", "envoy".into())]
+            [
+                ("TrustAdded", "ca".into()),
+                ("TrustAdded", "envoy".into()),
+                ("TrustAdded", "hook".into())
+            ]
         );
+        let kinds: Vec<&str> = of_step(&Phase::Trust, &trust)
+            .iter()
+            .map(|l| l.kind)
+            .collect();
+        assert_eq!(kinds, ["Secret", "Secret", "MutatingWebhookConfiguration"]);
         let leaves = [
             entry("ca", Kind::Ca, Action::Promote),
             entry("envoy", Kind::Tls, Action::Renew),
@@ -231,10 +263,21 @@ mod tests {
                 ("LeavesRotated", "envoy".into())
             ]
         );
-        let cleanup = [entry("envoy", Kind::Tls, Action::UpdateBundle)];
+        let cleanup = [
+            entry("envoy", Kind::Tls, Action::UpdateBundle),
+            entry(
+                "ValidatingWebhookConfiguration hook",
+                Kind::Webhook,
+                Action::UpdateBundle,
+            ),
+            entry("APIService api", Kind::Webhook, Action::Keep),
+        ];
         assert_eq!(
             reasons(&Phase::Cleanup { last: true }, &cleanup),
-            [("TrustCleanedUp", "envoy".into())]
+            [
+                ("TrustCleanedUp", "envoy".into()),
+                ("TrustCleanedUp", "hook".into())
+            ]
         );
         let plain = [
             entry("envoy", Kind::Tls, Action::Renew),

@@ -342,8 +342,8 @@ async fn record_events(
         }
     }
     let recorder = k8s::events::KubeEvents::new(client, &config.namespace);
-    k8s::events::record_all(&recorder, &mut report.events).await;
-    report.skipped.extend(recorder.refused());
+    let refusals = k8s::events::record_all(&recorder, &mut report.events).await;
+    report.skipped.extend(refusals);
 }
 
 /// The run itself: (in a cluster) adapt to what this identity may do, run the rotation driver

@@ -16,7 +16,7 @@ pub struct ExporterArgs {
     /// YAML config file (start from `certgen profile show`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE; default: the profile's].
+    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile's].
     #[arg(short, long, value_name = "NS")]
     pub namespace: Option<String>,
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].

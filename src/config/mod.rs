@@ -38,6 +38,10 @@ pub const TOPOLOGY_INJECTOR_PREFIX: &str = "envoy-gateway-topology-injector";
 /// Envoy Gateway's config home below the home directory (v1.6+): `~/.config/envoy-gateway`.
 pub const EG_CONFIG_HOME: &str = ".config/envoy-gateway";
 
+/// The name of the envoy-gateway config (the profile's `name`): the one `ENVOY_GATEWAY_NAMESPACE`
+/// applies to.
+const ENVOY_GATEWAY: &str = "envoy-gateway";
+
 /// Where `--local` writes when given without a directory, Envoy Gateway v1.6+'s rule:
 /// `<config home>/certs`, the config home being `--config-home` or `~/.config/envoy-gateway`.
 /// `home` is the user's home directory (`None` when it cannot be found).
@@ -256,7 +260,13 @@ impl Config {
     fn from_file(file: ConfigFile, overrides: &Overrides, env: &Env) -> Result<Self, String> {
         let namespace = match (&overrides.namespace, &env.certgen_namespace) {
             (Some(n), _) | (None, Some(n)) => n.clone(),
-            (None, None) => match env.envoy_gateway_namespace.as_deref() {
+            // Envoy Gateway's variable names Envoy Gateway's namespace: it applies to the
+            // envoy-gateway config only, never to another control plane's run in the same pod.
+            (None, None) => match env
+                .envoy_gateway_namespace
+                .as_deref()
+                .filter(|_| file.name == ENVOY_GATEWAY)
+            {
                 // Envoy Gateway would write Secrets with an empty namespace (and fail); falling
                 // back to the profile's namespace would write somewhere nobody asked for.
                 Some("") => {

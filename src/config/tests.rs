@@ -78,6 +78,24 @@ fn namespace_precedence_is_flag_then_certgen_env_then_envoy_env_then_file() {
     let c = resolve_text(eg(), &Overrides::default(), &env).unwrap();
     assert_eq!(c.namespace, "from-eg-env");
     assert_eq!(c.cluster_domain, "cluster.local");
+    // Envoy Gateway's variable is Envoy Gateway's: another control plane keeps its namespace,
+    // and an empty value is no error there.
+    for env in [
+        env,
+        Env {
+            envoy_gateway_namespace: Some(String::new()),
+            ..Env::default()
+        },
+    ] {
+        for (profile, namespace) in [
+            ("contour", "projectcontour"),
+            ("cilium-hubble", "kube-system"),
+        ] {
+            let text = crate::profiles::builtin(profile).unwrap();
+            let c = resolve_text(text, &Overrides::default(), &env).unwrap();
+            assert_eq!(c.namespace, namespace, "{profile}");
+        }
+    }
 }
 
 #[test]

@@ -1,5 +1,9 @@
-//! Records a run's [`EventLine`]s (planned by `crate::events`) as `events.k8s.io/v1` Events in the run's namespace, behind
-//! the small [`EventRecorder`] trait.
+//! Records a run's [`EventLine`]s (planned by `crate::events`) as `events.k8s.io/v1` Events,
+//! behind the small [`EventRecorder`] trait: in the run's namespace for its Secrets and
+//! workloads, and in `default` for the cluster-scoped `caBundle` targets (webhook
+//! configurations, APIServices). The API server accepts an Event about a cluster-scoped object
+//! only in `default` or `kube-system`, and `default` is where client-go's recorder and
+//! `kubectl events --for` put them.
 //!
 //! Deduplicated the way client-go's events recorder does: Events with the same type, reason,
 //! action, note, reporting controller and object are one Event whose `series` counts them. client-go
@@ -9,10 +13,12 @@
 //! one `get` for the count. A CronJob repeating a Warning therefore adds to one Event's count,
 //! never a new Event per run.
 //!
-//! Recording is an extra: it never fails a run. The first refusal (403) is one warning, and no
-//! more Events are attempted in the run; any other failure is one warning per Event.
+//! Recording is an extra: it never fails a run. The first refusal (403) in a namespace is one
+//! warning and one `skipped` line, and no more Events are attempted there in the run (a
+//! refusal in `default` leaves the run's own namespace alone); any other failure is one
+//! warning per Event.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -28,28 +34,46 @@ pub const CONTROLLER: &str = "certgen";
 
 /// Records Events; the outcome of each line (`recorded`, `refused`, `failed`).
 pub trait EventRecorder {
-    /// Records `line`, returning its outcome; never an error.
-    fn record(&self, line: &EventLine) -> impl Future<Output = &'static str> + Send;
+    /// Records `line`, returning what became of it; never an error.
+    fn record(&self, line: &EventLine) -> impl Future<Output = Recorded> + Send;
 }
 
-/// The Kubernetes recorder: one namespace, one client.
+/// The namespace of a cluster-scoped object's Events.
+pub const CLUSTER_NAMESPACE: &str = "default";
+
+/// The `apiVersion` of an Event's `regarding` object of `kind`, and whether it is cluster-scoped.
+fn regarding_kind(kind: &str) -> (&'static str, bool) {
+    match kind {
+        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
+            ("admissionregistration.k8s.io/v1", true)
+        }
+        "APIService" => ("apiregistration.k8s.io/v1", true),
+        _ => (
+            crate::workload::Kind::parse(kind).map_or("v1", |k| k.api_version()),
+            false,
+        ),
+    }
+}
+
+/// The Kubernetes recorder: the run's namespace and `default`, one client.
 pub struct KubeEvents {
-    api: Api<Event>,
+    client: kube::Client,
+    /// The run's namespace (its Secrets and workloads).
     namespace: String,
     /// This process, as the Event's reportingInstance.
     instance: String,
-    /// The series of this run, by Event name: the count last written.
-    series: Mutex<HashMap<String, i32>>,
-    /// The refusal note, once the API server refused (403).
-    refused: Mutex<Option<String>>,
+    /// The series of this run, by namespace and Event name: the count last written.
+    series: Mutex<HashMap<(String, String), i32>>,
+    /// The namespaces where the API server refused an Event (403) in this run.
+    refused: Mutex<BTreeSet<String>>,
 }
 
 impl KubeEvents {
-    /// A recorder of Events in `namespace`.
+    /// A recorder of the Events of a run in `namespace`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "certgen".into());
         Self {
-            api: Api::namespaced(client, namespace),
+            client,
             namespace: namespace.to_string(),
             instance: format!("{host}-{}", std::process::id())
                 .chars()
@@ -60,18 +84,31 @@ impl KubeEvents {
         }
     }
 
-    /// The report line of a refusal, if the API server refused an Event in this run.
-    pub fn refused(&self) -> Option<String> {
-        self.refused.lock().expect("not poisoned").clone()
+    /// Where the Event of `line` is recorded.
+    fn namespace_of(&self, line: &EventLine) -> &str {
+        if regarding_kind(line.kind).1 {
+            CLUSTER_NAMESPACE
+        } else {
+            &self.namespace
+        }
     }
 
     /// The Event's name: the object's, then a digest of what makes two Events the same.
     fn name(&self, line: &EventLine) -> String {
         // The note too: the API server keeps an Event's note immutable, so a different note
         // is a different Event (client-go's correlator keys on the message as well).
+        // And the run's namespace: the Event of a cluster-scoped object is in `default`, where
+        // certgen runs of two namespaces may both record one about the same object.
         let key = format!(
-            "{}\0{}\0{}\0{}\0{}\0{}\0{}",
-            line.kind, line.name, line.type_, line.reason, line.action, CONTROLLER, line.note
+            "{}\0{}\0{}\0{}\0{}\0{}\0{}\0{}",
+            line.kind,
+            line.name,
+            line.type_,
+            line.reason,
+            line.action,
+            CONTROLLER,
+            line.note,
+            self.namespace
         );
         let digest = hex(&Sha256::digest(key.as_bytes())[..8]);
         let object: String = line.name.chars().take(200).collect();
@@ -79,11 +116,16 @@ impl KubeEvents {
     }
 
     fn event(&self, name: &str, line: &EventLine, now: MicroTime) -> Event {
-        let api_version = crate::workload::Kind::parse(line.kind).map_or("v1", |k| k.api_version());
+        let (api_version, cluster_scoped) = regarding_kind(line.kind);
+        let note = if cluster_scoped {
+            format!("{} (certgen in namespace {})", line.note, self.namespace)
+        } else {
+            line.note.clone()
+        };
         Event {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
-                namespace: Some(self.namespace.clone()),
+                namespace: Some(self.namespace_of(line).to_string()),
                 labels: Some(
                     [(
                         "app.kubernetes.io/managed-by".to_string(),
@@ -97,14 +139,14 @@ impl KubeEvents {
             action: Some(line.action.to_string()),
             reason: Some(line.reason.to_string()),
             type_: Some(line.type_.to_string()),
-            note: Some(line.note.chars().take(1000).collect()),
+            note: Some(note.chars().take(1000).collect()),
             reporting_controller: Some(CONTROLLER.to_string()),
             reporting_instance: Some(self.instance.clone()),
             regarding: Some(ObjectReference {
                 api_version: Some(api_version.to_string()),
                 kind: Some(line.kind.to_string()),
                 name: Some(line.name.clone()),
-                namespace: Some(self.namespace.clone()),
+                namespace: (!cluster_scoped).then(|| self.namespace.clone()),
                 ..ObjectReference::default()
             }),
             ..Event::default()
@@ -113,17 +155,14 @@ impl KubeEvents {
 
     async fn try_record(&self, line: &EventLine) -> Result<(), kube::Error> {
         let name = self.name(line);
+        let namespace = self.namespace_of(line).to_string();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        let key = (namespace, name.clone());
         let now = MicroTime(jiff_now());
-        let known = self
-            .series
-            .lock()
-            .expect("not poisoned")
-            .get(&name)
-            .copied();
+        let known = self.series.lock().expect("not poisoned").get(&key).copied();
         let count = match known {
             Some(count) => count,
-            None => match self
-                .api
+            None => match api
                 .create(
                     &PostParams::default(),
                     &self.event(&name, line, now.clone()),
@@ -131,12 +170,12 @@ impl KubeEvents {
                 .await
             {
                 Ok(_) => {
-                    self.series.lock().expect("not poisoned").insert(name, 1);
+                    self.series.lock().expect("not poisoned").insert(key, 1);
                     return Ok(());
                 }
                 // An earlier run's Event: continue its series.
                 Err(kube::Error::Api(s)) if s.code == 409 => {
-                    let old = self.api.get(&name).await?;
+                    let old = api.get(&name).await?;
                     old.series.map_or(1, |s| s.count)
                 }
                 Err(e) => return Err(e),
@@ -147,13 +186,12 @@ impl KubeEvents {
             last_observed_time: now,
         };
         let patch = serde_json::json!({ "series": series });
-        self.api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await?;
         self.series
             .lock()
             .expect("not poisoned")
-            .insert(name, count + 1);
+            .insert(key, count + 1);
         Ok(())
     }
 }
@@ -167,20 +205,33 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 impl EventRecorder for KubeEvents {
-    async fn record(&self, line: &EventLine) -> &'static str {
-        if self.refused().is_some() {
-            return "refused";
+    async fn record(&self, line: &EventLine) -> Recorded {
+        let namespace = self.namespace_of(line).to_string();
+        if self
+            .refused
+            .lock()
+            .expect("not poisoned")
+            .contains(&namespace)
+        {
+            return Recorded::outcome("refused");
         }
         match self.try_record(line).await {
-            Ok(()) => "recorded",
+            Ok(()) => Recorded::outcome("recorded"),
             Err(kube::Error::Api(s)) if s.code == 403 => {
+                let why = if namespace == CLUSTER_NAMESPACE && namespace != self.namespace {
+                    " (Events about cluster-scoped objects such as webhook configurations are kept there)"
+                } else {
+                    ""
+                };
                 let note = format!(
-                    "events.events.k8s.io in {}: Events not recorded: this identity may not create them (403); grant create, get and patch on events.events.k8s.io",
-                    self.namespace
+                    "events.events.k8s.io in {namespace}: Events not recorded: this identity may not create them (403){why}; grant create, get and patch on events.events.k8s.io in {namespace}"
                 );
                 tracing::warn!("{note}");
-                *self.refused.lock().expect("not poisoned") = Some(note);
-                "refused"
+                self.refused.lock().expect("not poisoned").insert(namespace);
+                Recorded {
+                    outcome: "refused",
+                    refusal: Some(note),
+                }
             }
             Err(e) => {
                 tracing::warn!(
@@ -188,15 +239,37 @@ impl EventRecorder for KubeEvents {
                     object = %line.name,
                     "an Event was not recorded: {e}"
                 );
-                "failed"
+                Recorded::outcome("failed")
             }
         }
     }
 }
 
-/// Records every line of `lines` in order, setting each one's outcome.
-pub async fn record_all(recorder: &impl EventRecorder, lines: &mut [EventLine]) {
-    for line in lines {
-        line.outcome = recorder.record(line).await;
+/// What became of one Event: its outcome (`recorded`, `refused`, `failed`) and, for the first
+/// refusal in a namespace, the report's `skipped` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub outcome: &'static str,
+    pub refusal: Option<String>,
+}
+
+impl Recorded {
+    fn outcome(outcome: &'static str) -> Self {
+        Self {
+            outcome,
+            refusal: None,
+        }
     }
+}
+
+/// Records every line of `lines` in order, setting each one's outcome; the `skipped` lines of
+/// the refusals, one per namespace that refused.
+pub async fn record_all(recorder: &impl EventRecorder, lines: &mut [EventLine]) -> Vec<String> {
+    let mut refusals = Vec::new();
+    for line in lines {
+        let recorded = recorder.record(line).await;
+        line.outcome = recorded.outcome;
+        refusals.extend(recorded.refusal);
+    }
+    refusals
 }

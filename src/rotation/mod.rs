@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::Phase;
-use crate::report::{ConsumerReport, Report};
+use crate::report::{ConsumerReport, Entry, Report};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -246,7 +246,7 @@ async fn steps<S: SecretStore>(
         progress.note(Learned::Stepped {
             attempts: outcome.report.attempts,
         });
-        let webhook_wrote = after_step(
+        let synced = after_step(
             store,
             inv,
             &outcome,
@@ -255,7 +255,8 @@ async fn steps<S: SecretStore>(
             progress,
         )
         .await?;
-        let problems = reload(store, inv, &outcome, progress).await?;
+        let webhook_wrote = synced.iter().any(|e| e.action.writes());
+        let problems = reload(store, inv, &outcome, &synced, progress).await?;
         if let Some(e) = problems.into_error() {
             return Ok((finish(&outcome, progress, &evidence), Some(e)));
         }
@@ -399,7 +400,7 @@ async fn first_targets<S: SecretStore>(
 /// Secret's bundle; a write there is one more change the API server must load before the next
 /// step), then the pokes of every pod that mounts what was written, so its kubelet
 /// re-projects the Secrets while restarts and rollouts run. `first`: the run's first step,
-/// with the targets read before it. Whether a caBundle target was written.
+/// with the targets read before it. The caBundle targets' report lines.
 async fn after_step<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
@@ -407,7 +408,7 @@ async fn after_step<S: SecretStore>(
     (first, targets): (bool, Option<webhooks::Targets>),
     (push, evidence): (Option<&gate::Push<'_>>, &mut gate::Evidence),
     progress: &mut Progress,
-) -> Result<bool, Error> {
+) -> Result<Vec<Entry>, Error> {
     let synced = webhooks::sync(inv, outcome, first, targets).await?;
     let webhook_wrote = synced.iter().any(|e| e.action.writes());
     if webhook_wrote {
@@ -431,7 +432,7 @@ async fn after_step<S: SecretStore>(
         }
         push.after_step(evidence, outcome, store.now()).await?;
     }
-    progress.note(Learned::Wrote(synced));
+    progress.note(Learned::Wrote(synced.clone()));
     // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
     if outcome.ca_written {
         progress.note(Learned::CaWritten);
@@ -440,16 +441,18 @@ async fn after_step<S: SecretStore>(
         progress.note(Learned::HmacWritten);
     }
     progress.note(Learned::Wrote(outcome.report.secrets.clone()));
-    Ok(webhook_wrote)
+    Ok(synced)
 }
 
 /// The consumers after a step. A step that others follow relies on restart-only consumers
 /// having loaded it: their rollouts are part of the gate, whatever --wait says. Probes verify
-/// the end state.
+/// the end state. `synced`: the step's caBundle targets, whose writes are Events after the
+/// Secrets' (each follows its Secret's bundle).
 async fn reload<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     outcome: &Outcome,
+    synced: &[Entry],
     progress: &mut Progress,
 ) -> Result<consumers::Problems, Error> {
     let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
@@ -457,6 +460,7 @@ async fn reload<S: SecretStore>(
     let probe = inv.options.probe && last;
     let (reports, problems) = inv.consumers(store, outcome, wait, probe, false).await?;
     let mut events = crate::events::of_step(&outcome.phase, &outcome.report.secrets);
+    events.extend(crate::events::of_step(&outcome.phase, synced));
     events.extend(crate::events::of_restarts(&reports));
     progress.note(Learned::Consumers { reports, events });
     Ok(problems)

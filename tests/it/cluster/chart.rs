@@ -69,9 +69,47 @@ pub(super) fn documents(yaml: &str) -> Vec<Value> {
 
 /// The one rendered object of `kind`.
 pub(super) fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
-    let found: Vec<&Value> = docs.iter().filter(|d| d["kind"] == kind).collect();
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == kind && !for_cluster_events(d))
+        .collect();
     assert_eq!(found.len(), 1, "expected one {kind} in {docs:#?}");
     found[0]
+}
+
+/// Whether `d` is the Role (or its binding) in `default` that lets certgen record the Events of
+/// cluster-scoped objects (the topology injector's caBundle writes): [`object`] leaves it aside,
+/// [`cluster_events_role`] checks it.
+fn for_cluster_events(d: &Value) -> bool {
+    matches!(d["kind"].as_str(), Some("Role" | "RoleBinding"))
+        && d["metadata"]["namespace"] == "default"
+}
+
+/// The Role in `default` for the Events of cluster-scoped objects, checked: events only, bound
+/// to certgen's ServiceAccount in `sa_namespace`; `None` when the chart rendered none.
+fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "Role" && for_cluster_events(d))?;
+    let g = grants(&rules(role));
+    let expected: BTreeMap<(String, String, String), Vec<String>> = ["get", "create", "patch"]
+        .iter()
+        .map(|v| {
+            (
+                ("events.k8s.io".into(), "events".into(), v.to_string()),
+                vec!["*".to_string()],
+            )
+        })
+        .collect();
+    assert_eq!(g, expected, "events only, nothing else in default");
+    let binding = docs
+        .iter()
+        .find(|d| d["kind"] == "RoleBinding" && for_cluster_events(d))
+        .expect("the events Role is bound");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
+    assert_eq!(hook_weight(role), hook_weight(object(docs, "Role")));
+    Some(())
 }
 
 /// The pod spec of a Job or a CronJob.
@@ -181,6 +219,16 @@ fn the_role_names_each_builtin_profiles_secrets() {
             expected,
             "profile {name}"
         );
+        // caBundle targets: the topology injector is Envoy Gateway's; another profile gets no
+        // ClusterRole (nothing cluster-scoped to write) and no Role in default.
+        let cluster_roles = docs.iter().filter(|d| d["kind"] == "ClusterRole").count();
+        let events_role = cluster_events_role(&docs, "ops").is_some();
+        let injector = *name == "envoy-gateway";
+        assert_eq!(
+            (cluster_roles, events_role),
+            (usize::from(injector), injector),
+            "profile {name}"
+        );
     }
     let out = Command::new(&helm)
         .args(["template", RELEASE, chart_dir().to_str().unwrap()])
@@ -192,6 +240,67 @@ fn the_role_names_each_builtin_profiles_secrets() {
         String::from_utf8_lossy(&out.stderr).contains("set secretNames"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn with_a_config_the_cluster_role_covers_exactly_its_ca_bundle_targets() {
+    let Some(helm) = helm() else { return };
+    let profile = crate::util::run(&["profile", "show"]).ok().stdout;
+    let config = profile.replace(
+        "webhooks:\n",
+        "webhooks:\n  - kind: ValidatingWebhookConfiguration\n    name: policy.{namespace}\n    caBundleFrom: envoy\n  - kind: APIService\n    name: v1.metrics.example.com\n    caBundleFrom: envoy\n",
+    );
+    assert_ne!(config, profile);
+    let tmp = tempdir();
+    let file = tmp.path().join("config.yaml");
+    std::fs::write(&file, &config).unwrap();
+    let set_file = format!("config={}", file.display());
+    let grants_of = |extra: &[&str]| {
+        let args = [&["--set-file", set_file.as_str()][..], extra].concat();
+        let docs = documents(&template(&helm, "ops", &args));
+        let role = docs.iter().find(|d| d["kind"] == "ClusterRole").cloned();
+        (
+            role.map(|r| grants(&rules(&r))),
+            cluster_events_role(&docs, "ops").is_some(),
+        )
+    };
+    let (g, events) = grants_of(&[]);
+    let g = g.expect("a ClusterRole for the targets");
+    let names = |group: &str, resource: &str, verb: &str| {
+        g[&(group.to_string(), resource.to_string(), verb.to_string())].clone()
+    };
+    for verb in ["get", "update"] {
+        assert_eq!(
+            names(
+                "admissionregistration.k8s.io",
+                "mutatingwebhookconfigurations",
+                verb
+            ),
+            ["envoy-gateway-topology-injector.ops"]
+        );
+        assert_eq!(
+            names(
+                "admissionregistration.k8s.io",
+                "validatingwebhookconfigurations",
+                verb
+            ),
+            ["policy.ops"]
+        );
+        assert_eq!(
+            names("apiregistration.k8s.io", "apiservices", verb),
+            ["v1.metrics.example.com"]
+        );
+    }
+    assert_eq!(g.len(), 6, "nothing more: {g:?}");
+    assert!(events, "their Events are recorded in default");
+    // topologyInjector=false leaves the injector out, not the config's other targets.
+    let (g, _) = grants_of(&["--set", "topologyInjector=false"]);
+    let g = g.unwrap();
+    assert_eq!(g.len(), 4, "{g:?}");
+    assert!(
+        g.keys()
+            .all(|(_, resource, _)| resource != "mutatingwebhookconfigurations")
     );
 }
 
@@ -246,18 +355,23 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "Job"
         ],
         "the CronJob is on by default: a hook alone renews only on upgrades; the ClusterRole \
-         lets certgen keep the topology injector's caBundle in step"
+         lets certgen keep the topology injector's caBundle in step, the Role in default record \
+         its Events"
     );
     assert!(
         docs.iter()
             .filter(|d| !d["kind"].as_str().unwrap().starts_with("Cluster"))
+            .filter(|d| !for_cluster_events(d))
             .all(|d| d["metadata"]["namespace"] == MANIFESTS_NAMESPACE),
         "every namespaced object names its namespace, so `kubectl apply -f` needs no -n"
     );
+    assert!(cluster_events_role(&docs, MANIFESTS_NAMESPACE).is_some());
     let webhooks = object(&docs, "ClusterRole");
     assert_eq!(
         webhooks["rules"],
@@ -380,6 +494,16 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     let binding = object(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], "ops");
+    // The topology injector's Events are kept in default: a Role there for events only, and
+    // none without --events or without the injector.
+    assert!(cluster_events_role(&docs, "ops").is_some());
+    for off in ["events=false", "topologyInjector=false"] {
+        let docs = documents(&template(&helm, "ops", &["--set", off]));
+        assert!(
+            cluster_events_role(&docs, "ops").is_none(),
+            "{off}: no Role in default"
+        );
+    }
 
     // A config: mounted from a ConfigMap and passed with --config; the Role's names and the
     // Lease come from it; the Secrets' namespace may differ from the release's.

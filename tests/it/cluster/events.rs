@@ -267,3 +267,176 @@ async fn a_dry_run_shows_the_events_it_would_record_and_records_none() {
         .json();
     assert!(report["events"].is_null(), "{report}");
 }
+
+/// The Events certgen recorded in `default` about the cluster-scoped object `name`, oldest
+/// first: (reason, kind, apiVersion, note, regarding namespace).
+async fn cluster_events(
+    c: &super::Cluster,
+    name: &str,
+) -> Vec<(String, String, String, String, Option<String>)> {
+    let api: Api<Event> = Api::namespaced(c.client.clone(), "default");
+    events(&api)
+        .await
+        .into_iter()
+        .filter(|e| e.2 == name)
+        .map(|e| {
+            let r = e.4.regarding.clone().unwrap();
+            (
+                e.0,
+                e.1,
+                r.api_version.unwrap_or_default(),
+                e.4.note.clone().unwrap_or_default(),
+                r.namespace,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_topology_injectors_bundle_moves_are_events_in_default_under_the_charts_identity() {
+    use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::{DeleteParams, PostParams};
+
+    use super::chart::{documents, template};
+    use super::{DeleteOnDrop, helm};
+
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("certgen-events-hook").await;
+    let injector_name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    Api::<MutatingWebhookConfiguration>::all(c.client.clone())
+        .create(
+            &PostParams::default(),
+            &super::metrics::injector(&injector_name, &ns.name),
+        )
+        .await
+        .unwrap();
+    let _injector = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&injector_name);
+
+    // The hook's identity exactly as the chart renders it (the Role in default included),
+    // checked by the API server's RBAC.
+    let identity: Vec<serde_json::Value> = documents(&template(&helm, &ns.name, &[]))
+        .into_iter()
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some(
+                    "ServiceAccount"
+                        | "Role"
+                        | "RoleBinding"
+                        | "ClusterRole"
+                        | "ClusterRoleBinding"
+                )
+            )
+        })
+        .collect();
+    let name_of = |kind: &str, namespace: Option<&str>| -> String {
+        identity
+            .iter()
+            .find(|d| {
+                d["kind"] == kind && namespace.is_none_or(|n| d["metadata"]["namespace"] == n)
+            })
+            .unwrap_or_else(|| panic!("no {kind} rendered"))["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let cluster_role = name_of("ClusterRole", None);
+    let _cr = DeleteOnDrop::new::<ClusterRole>(&cluster_role);
+    let _crb = DeleteOnDrop::new::<ClusterRoleBinding>(&cluster_role);
+    let events_role = name_of("Role", Some("default"));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": identity}).to_string();
+    let (ok, out) = c.kubectl_stdin(&["create"], &list);
+    assert!(ok, "{out}");
+    let sa = name_of("ServiceAccount", None);
+    let kubeconfig = c.token_kubeconfig(&ns.name, &sa).await;
+    let as_chart = || {
+        super::Certgen::new(&kubeconfig)
+            .namespace(&ns.name)
+            .quiet()
+            .args(["--events", "--timeout", "120s"])
+    };
+
+    // Install, then a staged rotation: the injector's caBundle takes the new CA beside the old
+    // (TrustAdded), then loses the old (TrustCleanedUp), each an Event about the injector in
+    // default, on the cluster-scoped object (no namespace in `regarding`).
+    let install = as_chart().run_async().await.ok().json();
+    assert!(install["skipped"].is_null(), "{install}");
+    let report = as_chart().arg("--overwrite").run_async().await.ok().json();
+    assert!(report["skipped"].is_null(), "{report}");
+    let lines = report["events"].as_array().unwrap();
+    assert!(lines.iter().all(|l| l["outcome"] == "recorded"), "{report}");
+    let seen = cluster_events(&c, &injector_name).await;
+    let reasons: Vec<&str> = seen.iter().map(|e| e.0.as_str()).collect();
+    let trust = reasons.iter().position(|r| *r == "TrustAdded");
+    let cleanup = reasons.iter().rposition(|r| *r == "TrustCleanedUp");
+    assert!(
+        matches!((trust, cleanup), (Some(t), Some(u)) if t < u),
+        "{seen:?}\n{report}"
+    );
+    for (_, kind, api_version, note, namespace) in &seen {
+        assert_eq!(kind, "MutatingWebhookConfiguration");
+        assert_eq!(api_version, "admissionregistration.k8s.io/v1");
+        assert_eq!(*namespace, None, "a cluster-scoped object");
+        assert!(note.contains(&ns.name), "names the run's namespace: {note}");
+        for marker in KEY_MARKERS {
+            assert!(!note.contains(marker), "{note}");
+        }
+    }
+    // In the run's namespace too, as before: the Secrets' Events.
+    let api: Api<Event> = Api::namespaced(c.client.clone(), &ns.name);
+    assert!(
+        events(&api)
+            .await
+            .iter()
+            .any(|e| e.0 == "TrustAdded" && e.1 == "Secret"),
+        "the Secrets' Events are recorded beside"
+    );
+
+    // Without the Role in default: those Events are refused (one warning, one skipped line
+    // naming default); the Secrets' Events in the run's namespace are still recorded.
+    let _ = Api::<RoleBinding>::namespaced(c.client.clone(), "default")
+        .delete(&events_role, &DeleteParams::default())
+        .await;
+    let _ = Api::<Role>::namespaced(c.client.clone(), "default")
+        .delete(&events_role, &DeleteParams::default())
+        .await;
+    let r = as_chart().arg("--overwrite").run_async().await.ok();
+    let report = r.json();
+    let lines = report["events"].as_array().unwrap();
+    let outcome = |kind: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .filter(|l| l["kind"] == kind)
+            .map(|l| l["outcome"].as_str().unwrap())
+            .collect()
+    };
+    let hook = outcome("MutatingWebhookConfiguration");
+    assert!(
+        !hook.is_empty() && hook.iter().all(|o| *o == "refused"),
+        "{report}"
+    );
+    let secrets = outcome("Secret");
+    assert!(
+        !secrets.is_empty() && secrets.iter().all(|o| *o == "recorded"),
+        "{report}"
+    );
+    let skipped: Vec<&str> = report["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(skipped.len(), 1, "{report}");
+    assert!(
+        skipped[0].contains("events.events.k8s.io in default"),
+        "{skipped:?}"
+    );
+    assert_eq!(
+        r.stderr.matches("Events not recorded").count(),
+        1,
+        "{}",
+        r.stderr
+    );
+}

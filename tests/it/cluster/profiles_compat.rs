@@ -169,6 +169,12 @@ async fn a_ca_secret_that_is_cilium_certgens_own_is_refused_and_nothing_is_writt
         "{}",
         run.stderr
     );
+    // Never "delete it" unqualified: that Secret holds the CA key ClusterMesh depends on.
+    assert!(
+        run.stderr.contains("give certgen a Secret name of its own"),
+        "{}",
+        run.stderr
+    );
     let names: Vec<String> = api
         .list(&Default::default())
         .await

@@ -35,7 +35,7 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Cluster, chart_dir, cluster, deployment, helm, rolled_out, run_helm};
+use super::{Cluster, TestNs, chart_dir, cluster, deployment, helm, rolled_out, run_helm};
 
 const RELEASE: &str = "rn";
 const JOB: &str = "rn-certgen";
@@ -478,22 +478,36 @@ async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
 /// Waits (bounded) until every pod of the hot peers has loaded the current Secret, and every
 /// ratelimit pod has started with it.
 pub(super) async fn converged(c: &Cluster, ns: &str, results: &Path, within: Duration) -> i64 {
+    let apps = [
+        ("envoy-gateway", "envoy-gateway"),
+        ("envoy-proxy", "envoy"),
+        ("envoy-ratelimit", "envoy-rate-limit"),
+    ];
+    converged_to(c, ns, results, &apps, 4, within).await
+}
+
+/// Every running pod has loaded its app's Secret as stored now (`apps`: the pods' `app` label
+/// and the Secret), and there are `pods` of them: returns when (ms since the epoch).
+pub(super) async fn converged_to(
+    c: &Cluster,
+    ns: &str,
+    results: &Path,
+    apps: &[(&str, &str)],
+    pods: usize,
+    within: Duration,
+) -> i64 {
     let secrets = c.secrets(ns);
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), ns);
+    let api: Api<Pod> = Api::namespaced(c.client.clone(), ns);
     let deadline = Instant::now() + within;
     loop {
         let mut want = BTreeMap::new();
-        for (app, secret) in [
-            ("envoy-gateway", "envoy-gateway"),
-            ("envoy-proxy", "envoy"),
-            ("envoy-ratelimit", "envoy-rate-limit"),
-        ] {
+        for (app, secret) in apps {
             want.insert(
-                app,
+                app.to_string(),
                 secret_state(&secrets.get(secret).await.unwrap()).unwrap(),
             );
         }
-        let running: Vec<Pod> = pods
+        let running: Vec<Pod> = api
             .list(&ListParams::default())
             .await
             .unwrap()
@@ -505,20 +519,21 @@ pub(super) async fn converged(c: &Cluster, ns: &str, results: &Path, within: Dur
             })
             .collect();
         let events = read_events(results);
-        let mut behind = Vec::new();
-        for p in &running {
-            let name = p.metadata.name.clone().unwrap();
-            let app = p.metadata.labels.as_ref().unwrap()["app"].clone();
-            let last = events
-                .iter()
-                .filter(|e| e.pod == name)
-                .filter_map(Event::loaded)
-                .next_back();
-            if last.as_ref() != want.get(app.as_str()) {
-                behind.push(name);
-            }
-        }
-        if behind.is_empty() && running.len() == 4 {
+        let behind: Vec<String> = running
+            .iter()
+            .filter(|p| {
+                let name = p.metadata.name.clone().unwrap();
+                let app = &p.metadata.labels.as_ref().unwrap()["app"];
+                let last = events
+                    .iter()
+                    .filter(|e| e.pod == name)
+                    .filter_map(Event::loaded)
+                    .next_back();
+                last.as_ref() != want.get(app)
+            })
+            .map(|p| p.metadata.name.clone().unwrap())
+            .collect();
+        if behind.is_empty() && running.len() == pods {
             return now_ms();
         }
         assert!(
@@ -528,6 +543,43 @@ pub(super) async fn converged(c: &Cluster, ns: &str, results: &Path, within: Dur
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Sends the pods of namespace `ns` to the real node (the test control plane sends pods to
+/// kwok's node unless their namespace selects another: PodNodeSelector, see tests/testenv/up),
+/// with `labels` on the namespace.
+pub(super) async fn select_real_node(c: &Cluster, ns: &str, labels: Value) {
+    let annotations =
+        json!({"scheduler.alpha.kubernetes.io/node-selector": "certgen.dev/real-node=true"});
+    Api::<Namespace>::all(c.client.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels, "annotations": annotations}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// The directory the peers of namespace `ns` write their results to on the real node
+/// (created, writable by the peers' user).
+pub(super) fn results_dir(node: &Node, ns: &str) -> PathBuf {
+    let results = node.dir.join("results").join(ns);
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::set_permissions(
+        &results,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    results
+}
+
+/// A fresh namespace (`prefix`) whose pods run on the real node, and its results directory.
+pub(super) async fn real_namespace(c: &Cluster, node: &Node, prefix: &str) -> (TestNs, PathBuf) {
+    let ns = c.namespace(prefix).await;
+    select_real_node(c, &ns.name, json!({})).await;
+    let results = results_dir(node, &ns.name);
+    (ns, results)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -549,7 +601,6 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     // the hostNetwork peers (which the restricted and baseline profiles forbid) in another.
     let rel = c.namespace("real-hook").await;
     let tgt = c.namespace("real-peers").await;
-    let namespaces = Api::<Namespace>::all(c.client.clone());
     for (ns, labels) in [
         (
             &rel.name,
@@ -557,26 +608,9 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
         ),
         (&tgt.name, json!({})),
     ] {
-        // The test control plane sends pods to kwok's node unless their namespace selects
-        // another (PodNodeSelector, see tests/testenv/up).
-        let annotations =
-            json!({"scheduler.alpha.kubernetes.io/node-selector": "certgen.dev/real-node=true"});
-        namespaces
-            .patch(
-                ns,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"labels": labels, "annotations": annotations}})),
-            )
-            .await
-            .unwrap();
+        select_real_node(&c, ns, labels).await;
     }
-    let results = node.dir.join("results").join(&tgt.name);
-    std::fs::create_dir_all(&results).unwrap();
-    std::fs::set_permissions(
-        &results,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let results = results_dir(&node, &tgt.name);
 
     // Watch the Secrets from the start: the arrival time of each write is the reference for
     // the propagation delays.

@@ -14,14 +14,14 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use super::kinds::{ds_rolled_out, eventually, sts_rolled_out};
 use super::real_node::{
-    Event, Node, Peer, Tally, free_ports, gate, now_ms, peer_deployment, read_events, real_node,
-    secret_state, sync_period,
+    Node, Peer, Tally, converged_to, free_ports, gate, now_ms, peer_deployment, read_events,
+    real_namespace, real_node, sync_period,
 };
 use super::{Cluster, cluster, rolled_out};
 use crate::util::{consumer, tempdir};
@@ -72,53 +72,8 @@ consumers:
 /// Every running pod has loaded its Secret as stored now (server pods: `server-tls`, client
 /// pods: `client-tls`), and there are `pods` of them: returns when (ms since the epoch).
 async fn converged(c: &Cluster, ns: &str, results: &Path, pods: usize, within: Duration) -> i64 {
-    let secrets = c.secrets(ns);
-    let api: Api<Pod> = Api::namespaced(c.client.clone(), ns);
-    let deadline = Instant::now() + within;
-    loop {
-        let mut want = BTreeMap::new();
-        for (app, secret) in [("server", "server-tls"), ("client", "client-tls")] {
-            want.insert(
-                app.to_string(),
-                secret_state(&secrets.get(secret).await.unwrap()).unwrap(),
-            );
-        }
-        let running: Vec<Pod> = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            })
-            .collect();
-        let events = read_events(results);
-        let behind: Vec<String> = running
-            .iter()
-            .filter(|p| {
-                let name = p.metadata.name.clone().unwrap();
-                let app = &p.metadata.labels.as_ref().unwrap()["app"];
-                let last = events
-                    .iter()
-                    .filter(|e| e.pod == name)
-                    .filter_map(Event::loaded)
-                    .next_back();
-                last.as_ref() != want.get(app)
-            })
-            .map(|p| p.metadata.name.clone().unwrap())
-            .collect();
-        if behind.is_empty() && running.len() == pods {
-            return now_ms();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "peers did not load the current Secrets within {within:?}: {behind:?} ({} running)",
-            running.len()
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let apps = [("server", "server-tls"), ("client", "client-tls")];
+    converged_to(c, ns, results, &apps, pods, within).await
 }
 
 /// The server's pods (name → uid).
@@ -145,26 +100,7 @@ async fn restarted_by_a_rotation_and_waited_for(kind: &str) {
     let Some(node) = real_node() else { return };
     let settings = std::fs::read_to_string(node.dir.join("settings")).unwrap_or_default();
     let gate = gate(sync_period(&settings));
-    let ns = c.namespace(&format!("real-{}", kind.to_lowercase())).await;
-    // The test control plane sends pods to kwok's node unless their namespace selects the
-    // real one.
-    Api::<Namespace>::all(c.client.clone())
-        .patch(
-            &ns.name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                "scheduler.alpha.kubernetes.io/node-selector": "certgen.dev/real-node=true"
-            }}})),
-        )
-        .await
-        .unwrap();
-    let results = node.dir.join("results").join(&ns.name);
-    std::fs::create_dir_all(&results).unwrap();
-    std::fs::set_permissions(
-        &results,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let (ns, results) = real_namespace(&c, &node, &format!("real-{}", kind.to_lowercase())).await;
     let dir = tempdir();
     let config = dir.path().join("kinds.yaml");
     std::fs::write(&config, self::config(kind)).unwrap();

@@ -20,12 +20,12 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 use super::real_node::{
-    Peer, Tally, converged, free_ports, now_ms, peer_deployment, read_events, real_node,
+    Peer, Tally, converged, free_ports, now_ms, peer_deployment, read_events, real_namespace,
+    real_node,
 };
 use super::{cluster, rolled_out};
 
@@ -44,24 +44,7 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
     let settings = std::fs::read_to_string(node.dir.join("settings")).unwrap_or_default();
-    let ns = c.namespace("speed").await;
-    Api::<Namespace>::all(c.client.clone())
-        .patch(
-            &ns.name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {
-                "scheduler.alpha.kubernetes.io/node-selector": "certgen.dev/real-node=true"
-            }}})),
-        )
-        .await
-        .unwrap();
-    let results = node.dir.join("results").join(&ns.name);
-    std::fs::create_dir_all(&results).unwrap();
-    std::fs::set_permissions(
-        &results,
-        std::os::unix::fs::PermissionsExt::from_mode(0o777),
-    )
-    .unwrap();
+    let (ns, results) = real_namespace(&c, &node, "speed").await;
 
     // The Secrets, then the peers that mount them.
     c.certgen(&ns.name).run_async().await.ok();
