@@ -237,6 +237,7 @@ pub fn check(
         observed,
         now,
         crate::plan::Options::default(),
+        crate::plan::Known::default(),
         &object,
     ) && let Some(found) = p.ca.derived.clone()
     {

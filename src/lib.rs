@@ -419,9 +419,13 @@ pub(crate) async fn cluster_job(
         workloads.skip_refused()
     };
     let lock = lock::Target::Lease {
-        client: client.clone(),
-        namespace: config.namespace.clone(),
-        name: format!("{}-certgen-lock", config.profile),
+        lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
+            client.clone(),
+            &config.namespace,
+            &format!("{}-certgen-lock", config.profile),
+        )),
+        holder: lock::holder_identity(),
+        seconds: k8s::lease::lease_seconds(),
     };
     let webhooks = k8s::WebhookStore::new(client.clone());
     // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns

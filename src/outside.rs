@@ -1,6 +1,6 @@
 //! One small seam per outside system the driver acts on besides the Secrets
-//! ([`crate::store::SecretStore`]): the `caBundle` targets, the consumers' workloads and the
-//! namespace's pods. Each is a trait over plain data, implemented by the Kubernetes adapter
+//! ([`crate::store::SecretStore`]): the `caBundle` targets, the consumers' workloads, the
+//! namespace's pods and the run lock's Lease. Each is a trait over plain data, implemented by the Kubernetes adapter
 //! (`crate::k8s`) and, in memory, by the trajectory simulation (`tests/it/sim/outside.rs`), so
 //! the simulation runs the driver's real code for caBundle writes, restarts and pokes.
 //!
@@ -205,6 +205,50 @@ pub trait Endpoints: Send + Sync {
         service: &'a str,
         port: u16,
     ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>>;
+}
+
+/// The run lock's Lease as read (or as a write left it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRead {
+    /// Who holds it; empty when nobody does.
+    pub holder: String,
+    /// How long it holds without a renewal, in seconds.
+    pub seconds: u32,
+    /// The resourceVersion a write or deletion must match.
+    pub version: String,
+    /// How many times it changed hands.
+    pub transitions: i32,
+    /// When its holder took it, by the clock of whoever wrote it (kept by a renewal; never
+    /// compared with another clock).
+    pub acquired_at: Option<time::OffsetDateTime>,
+}
+
+/// The run lock's Lease (`coordination.k8s.io/v1`): one object, read and written whole, every
+/// write fenced by the version read. What to do with it (wait, take over an expired holder,
+/// renew, give up) is [`crate::lock`]'s; an implementation stamps acquire and renew times on
+/// its own clock, which nobody compares with another clock.
+pub trait LeaseApi: Send + Sync {
+    /// `Lease ns/name`, for messages.
+    fn describe(&self) -> String;
+    /// Reads the Lease; `None` when it does not exist.
+    fn read(&self) -> BoxFuture<'_, Result<Option<LeaseRead>, StoreError>>;
+    /// Creates it, held by `holder` for `seconds`; [`StoreError::Conflict`] when it exists.
+    fn create<'a>(
+        &'a self,
+        holder: &'a str,
+        seconds: u32,
+    ) -> BoxFuture<'a, Result<LeaseRead, StoreError>>;
+    /// Writes it as held by `holder` for `seconds` (taken over when `read` names another
+    /// holder, renewed otherwise), fenced by `read`'s version: [`StoreError::Conflict`] when it
+    /// changed or went away since.
+    fn hold<'a>(
+        &'a self,
+        read: &'a LeaseRead,
+        holder: &'a str,
+        seconds: u32,
+    ) -> BoxFuture<'a, Result<LeaseRead, StoreError>>;
+    /// Deletes exactly `version` (a Lease changed since is left alone).
+    fn delete<'a>(&'a self, version: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
 }
 
 /// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.

@@ -46,7 +46,8 @@ pub(crate) use self::stored::pending as pending_ca;
 use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};
 pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 
-/// Options that change what is planned.
+/// The run's flags that change what is planned: they never change during a run, except that
+/// a flag acted on is not acted on again ([`Options::after`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
     /// Rotate the CA now (`--overwrite`).
@@ -59,6 +60,37 @@ pub struct Options {
     pub strategy: Strategy,
     /// How long consumers get to load a change before the next step relies on it.
     pub propagation_delay: Duration,
+}
+
+impl Options {
+    /// The options a run starts from: what its flags ask for.
+    pub fn from_run(run: &RunOptions) -> Self {
+        Self {
+            overwrite: run.overwrite,
+            rotate_hmac: run.rotate_hmac,
+            force: run.force,
+            strategy: run.strategy,
+            propagation_delay: run.propagation_delay,
+        }
+    }
+
+    /// The options once `--overwrite` (`ca_written`: a new CA stored, or the CA Secret changed
+    /// under the run) and `--rotate-hmac` (`hmac_written`) have been acted on. The one
+    /// statement of the rule that a run never issues a second pending CA, nor new HMAC bytes
+    /// twice: the run's record and a step's re-plans after a lost race both go through it.
+    pub fn after(self, ca_written: bool, hmac_written: bool) -> Self {
+        Self {
+            overwrite: self.overwrite && !ca_written,
+            rotate_hmac: self.rotate_hmac && !hmac_written,
+            ..self
+        }
+    }
+}
+
+/// What the run has learned so far that changes the plan: derived from the run's record
+/// (`rotation::Progress`) at one site, never a flag. Empty for a run's first look.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Known {
     /// Every hot-reloading consumer was probed and accepted a client certificate from the
     /// pending CA with this fingerprint: the trust step has reached them, whatever the delay.
     pub trust_confirmed: Option<[u8; 32]>,
@@ -68,22 +100,6 @@ pub struct Options {
     /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
     /// store's clock: gates count from it too.
     pub other_written_at: Option<OffsetDateTime>,
-}
-
-impl Options {
-    /// The options a run starts from: what its flags ask for, nothing confirmed or waited yet.
-    pub fn from_run(run: &RunOptions) -> Self {
-        Self {
-            overwrite: run.overwrite,
-            rotate_hmac: run.rotate_hmac,
-            force: run.force,
-            strategy: run.strategy,
-            propagation_delay: run.propagation_delay,
-            trust_confirmed: None,
-            gate_waited: None,
-            other_written_at: None,
-        }
-    }
 }
 
 /// What this step does, and so what comes after it.
@@ -473,6 +489,7 @@ pub fn plan(
     observed: &Snapshot,
     now: OffsetDateTime,
     options: Options,
+    known: Known,
     object: &dyn Fn(&str) -> String,
 ) -> Result<Plan, Invalid> {
     let judge = Judge { options, object };
@@ -498,20 +515,20 @@ pub fn plan(
         .iter()
         .filter_map(|t| observed.get(&t.name).present())
         .filter_map(|s| s.written_at)
-        .chain(options.other_written_at)
+        .chain(known.other_written_at)
         .map(|w| w.min(now))
         .max();
     let gate = Gate {
         ready_at: last_write.map_or(now, |w| after(w, options.propagation_delay)),
         state,
-        waited: options.gate_waited == Some(state)
-            && options.other_written_at.is_none_or(|w| w <= now),
+        waited: known.gate_waited == Some(state) && known.other_written_at.is_none_or(|w| w <= now),
     };
 
     let input = Input {
         config,
         now,
         options,
+        known,
         ca_name,
         leaves: &leaves,
         gate: &gate,
@@ -636,6 +653,7 @@ struct Input<'a> {
     config: &'a Config,
     now: OffsetDateTime,
     options: Options,
+    known: Known,
     ca_name: &'a str,
     leaves: &'a [LeafIn<'a>],
     gate: &'a Gate,
@@ -1170,7 +1188,7 @@ impl Input<'_> {
         // Every bundle trusts the pending CA. Leaves wait until consumers have loaded that, and
         // until the pending CA is valid (a writer's clock may run ahead of this one's).
         let fp = pending.cert.fingerprint();
-        let confirmed = self.options.trust_confirmed == Some(fp);
+        let confirmed = self.known.trust_confirmed == Some(fp);
         let valid_from = pending.cert.not_before;
         let open = (self.gate.open(self.now) || confirmed) && self.now >= valid_from;
         if !open {

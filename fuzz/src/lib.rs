@@ -22,7 +22,7 @@ use certgen::pki::{
     issue_ca, issue_leaf, load_signing_key, parse_cert_chain, parse_single_cert, rotation_bundle,
     steady_bundle,
 };
-use certgen::plan::{Action, Kind, Options, Phase};
+use certgen::plan::{Action, Kind, Known, Options, Phase};
 use certgen::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, X509Certificate};
@@ -393,6 +393,7 @@ fn check_usable(config: &Config) {
         &Snapshot::default(),
         NOW,
         Options::default(),
+        Known::default(),
         &|n| n.to_string(),
     )
     .expect("planning over an empty store succeeds");
@@ -428,6 +429,8 @@ pub static PROFILE: LazyLock<Config> = LazyLock::new(|| {
 pub struct PlanInput {
     pub now: OffsetDateTime,
     pub options: Options,
+    /// What the run learned (probes that confirmed the pending CA).
+    pub known: Known,
     pub observed: Snapshot,
 }
 
@@ -456,6 +459,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
         None => (data, &data[data.len()..]),
     };
     let mut options = Options::default();
+    let mut known = Known::default();
     let mut now = NOW;
     let mut trust_confirmed = false;
     for token in String::from_utf8_lossy(header).split_ascii_whitespace() {
@@ -539,7 +543,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
     if trust_confirmed {
         // Probes confirmed the pending CA in `next.crt` (or, when it does not parse, some other
         // CA: a confirmation that must not open the gate).
-        options.trust_confirmed = Some(
+        known.trust_confirmed = Some(
             secrets
                 .get(&ca_name)
                 .and_then(|s| s.data.get("next.crt"))
@@ -558,6 +562,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
     PlanInput {
         now,
         options,
+        known,
         observed,
     }
 }
@@ -593,8 +598,22 @@ pub fn plan(data: &[u8]) {
     let config = &*PROFILE;
     let input = decode_plan_input(config, data);
     let object = |n: &str| format!("Secret {n}");
-    let result = certgen::plan::plan(config, &input.observed, input.now, input.options, &object);
-    let again = certgen::plan::plan(config, &input.observed, input.now, input.options, &object);
+    let result = certgen::plan::plan(
+        config,
+        &input.observed,
+        input.now,
+        input.options,
+        input.known,
+        &object,
+    );
+    let again = certgen::plan::plan(
+        config,
+        &input.observed,
+        input.now,
+        input.options,
+        input.known,
+        &object,
+    );
     assert_eq!(format!("{result:?}"), format!("{again:?}"), "deterministic");
 
     let types_right = input
@@ -648,7 +667,7 @@ pub fn plan(data: &[u8]) {
             .as_ref()
             .is_none_or(|p| p.cert.not_before <= input.now);
         assert!(
-            pending.is_none() || *pending != input.options.trust_confirmed || !pending_valid,
+            pending.is_none() || *pending != input.known.trust_confirmed || !pending_valid,
             "probes that confirmed a valid pending CA open its gate"
         );
         assert_eq!(planned.ca.action, Action::Keep, "a gate writes no CA");

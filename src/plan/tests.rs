@@ -58,7 +58,14 @@ impl World {
     }
 
     fn plan(&self, now: OffsetDateTime, options: Options) -> Result<Plan, Invalid> {
-        let planned = plan(&self.config, &self.state, now, options, &object);
+        let planned = plan(
+            &self.config,
+            &self.state,
+            now,
+            options,
+            Known::default(),
+            &object,
+        );
         if let Ok(p) = &planned {
             complete(p);
         }
@@ -145,6 +152,7 @@ fn a_fresh_namespace_creates_everything() {
         &Snapshot::default(),
         NOW,
         Options::default(),
+        Known::default(),
         &object,
     )
     .unwrap();
@@ -165,6 +173,7 @@ fn every_byte_of_a_fresh_install_is_decided_by_the_plan() {
         &Snapshot::default(),
         NOW,
         Options::default(),
+        Known::default(),
         &object,
     )
     .unwrap();

@@ -129,12 +129,32 @@ pub struct Report {
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// The run lock's Lease, when the run held one: whether it was taken over from a crashed
+    /// run, and how its renewals went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock: Option<LockReport>,
     /// Why the run failed after this report was made (the process exits with its code).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<crate::error::ErrorObject>,
     /// The Kubernetes Events of the run, in order (with `--events`; see [`crate::events`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventLine>,
+}
+
+/// How the run's Lease went (see `crate::lock`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LockReport {
+    /// `Lease ns/name`.
+    pub lease: String,
+    /// The holder of the expired Lease this run took over (a run that stopped renewing it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub took_over: Option<String>,
+    pub renewals: u32,
+    pub renewal_failures: u32,
+    /// Why the Lease may no longer have been this run's, when that happened.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost: Option<String>,
 }
 
 /// One Kubernetes Event (`events.k8s.io/v1`) a run records, planned as data: on which object,
@@ -366,6 +386,7 @@ impl Report {
             api_requests: None,
             next_renewal: None,
             skipped: Vec::new(),
+            lock: None,
             error: None,
             events: Vec::new(),
         }
@@ -500,6 +521,23 @@ impl Report {
         }
         for s in &self.skipped {
             out.push_str(&format!("Skipped: {s}\n"));
+        }
+        if let Some(l) = &self.lock {
+            if let Some(old) = &l.took_over {
+                out.push_str(&format!(
+                    "Lock: took over {} from {old}, whose run stopped renewing it\n",
+                    l.lease
+                ));
+            }
+            if l.renewal_failures > 0 {
+                out.push_str(&format!(
+                    "Lock: {} renewal(s) of {} failed\n",
+                    l.renewal_failures, l.lease
+                ));
+            }
+            if let Some(why) = &l.lost {
+                out.push_str(&format!("Lock: {} was lost: {why}\n", l.lease));
+            }
         }
         if let Some(next) = &self.next_renewal {
             out.push_str(&next.to_text());

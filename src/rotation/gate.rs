@@ -27,7 +27,7 @@
 //!
 //! This module decides (pure functions over plain values, unit-tested) and drives the pokes
 //! through the Kubernetes adapter ([`crate::k8s::Pods`]); the planner only learns that a gate
-//! is open for a given stored state (`plan::Options::gate_waited`).
+//! is open for a given stored state (`plan::Known::gate_waited`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -24,7 +24,7 @@ use crate::config::{Config, RunOptions};
 use crate::error::Error;
 use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
-use crate::plan::{self, Phase};
+use crate::plan::Phase;
 use crate::report::{ConsumerReport, Entry, Report};
 use crate::store::SecretStore;
 
@@ -98,16 +98,19 @@ pub async fn run<S: SecretStore>(
     inv: Invocation<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
-    let mut look_options = plan::Options::from_run(&inv.options);
+    let mut seen = Progress::default();
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
     // writes, as the run's steps would (one read of each target; a real run reads them before
     // its first step instead).
     if inv.options.dry_run
-        && let Some(targets) = webhooks::Targets::read(&inv).await?
+        && let Some(at) = webhooks::Targets::read(&inv)
+            .await?
+            .and_then(|targets| targets.written_at(&inv))
     {
-        look_options.other_written_at = targets.written_at(&inv);
+        seen.note(Learned::OtherWritten(at));
     }
-    let look = match look(store, inv.config, look_options).await {
+    let options = seen.plan_options(&inv.options);
+    let look = match look(store, inv.config, options, seen.known()).await {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
         Err(Error::Invalid(e)) if !inv.options.dry_run => {
@@ -145,8 +148,9 @@ pub async fn run<S: SecretStore>(
         return Ok((report, verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
-    // exists: two runs cannot both create a Secret, and the one that loses re-reads and
-    // continues from what the other stored (a plain re-plan, as after any lost race). There is
+    // exists: two runs cannot both create a Secret, and the one that loses takes the lock, then
+    // re-reads and continues from what the other stored (a re-plan, as after any lost race,
+    // but under the lock: what it writes then may be updates). There is
     // nothing earlier to be consistent with, so neither the lock nor a second read under it can
     // change what is written: the look's read is the plan's input (docs/api-requests.md). Runs
     // without Lease verbs rely on the same fencing for every step.
@@ -167,31 +171,33 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
     !matches!(inv.lock, lock::Target::File(_)) && look.observed.nothing_stored()
 }
 
-/// Takes the lock (none for a `fresh` install, see [`run`]), runs the steps, releases the lock.
+/// Takes the lock (none for a `fresh` install until one of its creates loses a race, see
+/// [`run`]), runs the steps, releases the lock.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
 ) -> Result<(Report, Option<Error>), Error> {
-    let held = if fresh {
+    let held = std::sync::Mutex::new(if fresh {
         lock::Held::Unlocked
     } else {
         take_lock(inv).await?
-    };
+    });
+    let mut progress = Progress::default();
     let (result, writes) = {
-        let still_held = || !held.lost();
+        let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, look, fresh).await;
+        let result = steps(store, inv, &guard, (look, fresh), &held, &mut progress).await;
         (result, guard.written())
     };
-    // Running without the lock the identity may not take is a skipped feature: said in the
-    // report, as data (the adapter keeps no note of it).
-    let refused = held.refused().map(str::to_string);
-    held.release().await;
+    let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
+    // What became of the lock comes back as data, into the run's record and its report
+    // (running without the lock the identity may not take is a skipped feature).
+    progress.note(Learned::Lock(held.release().await));
     result
         .map(|(mut report, e)| {
-            report.skipped.extend(refused);
+            progress.lock_into(&mut report);
             (report, e)
         })
         .map_err(|e| e.after(writes))
@@ -212,16 +218,16 @@ async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     guard: &Guard<'_>,
-    look: Option<&Outcome>,
-    fresh: bool,
+    (look, fresh): (Option<&Outcome>, bool),
+    held: &std::sync::Mutex<lock::Held>,
+    progress: &mut Progress,
 ) -> Result<(Report, Option<Error>), Error> {
-    let mut progress = Progress::default();
     let push = inv.push();
     let mut evidence = gate::Evidence::default();
-    if let Some(stop) = missed_restarts(store, inv, look, fresh, &mut progress).await? {
+    if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }
-    let mut targets = first_targets(store, inv, look, fresh, &mut progress).await?;
+    let mut targets = first_targets(store, inv, look, fresh, progress).await?;
     for index in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);
@@ -231,8 +237,12 @@ async fn steps<S: SecretStore>(
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
-        let options = progress.plan_options(&inv.options);
-        let outcome = step(store, inv.config, options, guard, seed).await?;
+        let (options, known) = (progress.plan_options(&inv.options), progress.known());
+        let outcome = step(store, inv.config, options, known, guard, seed).await?;
+        if outcome.raced {
+            raced(inv, &outcome, held, progress).await?;
+            continue;
+        }
         progress.note(Learned::Stepped {
             attempts: outcome.report.attempts,
         });
@@ -242,29 +252,27 @@ async fn steps<S: SecretStore>(
             &outcome,
             (index == 0, targets.take()),
             (push.as_ref(), &mut evidence),
-            &mut progress,
+            progress,
         )
         .await?;
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
-        let problems = reload(store, inv, &outcome, &synced, &mut progress).await?;
+        let problems = reload(store, inv, &outcome, &synced, progress).await?;
         if let Some(e) = problems.into_error() {
-            return Ok((finish(&outcome, &progress, &evidence), Some(e)));
+            return Ok((finish(&outcome, progress, &evidence), Some(e)));
         }
         match &outcome.phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
-                return Ok((finish(&outcome, &progress, &evidence), None));
+                return Ok((finish(&outcome, progress, &evidence), None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             // A gate computed before a caBundle write: plan again, counting from that write.
             Phase::Gate { .. } if webhook_wrote => continue,
             Phase::Gate { .. } => {
                 let push = push.as_ref();
-                match wait::at_gate(store, inv, &outcome, push, &mut evidence, &mut progress)
-                    .await?
-                {
+                match wait::at_gate(store, inv, &outcome, push, &mut evidence, progress).await? {
                     wait::GateEnd::Open => continue,
                     wait::GateEnd::Stop { note, error } => {
-                        let mut report = finish(&outcome, &progress, &evidence);
+                        let mut report = finish(&outcome, progress, &evidence);
                         report.note = note;
                         return Ok((report, error));
                     }
@@ -273,6 +281,31 @@ async fn steps<S: SecretStore>(
         }
     }
     Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// A fresh install's creates lost a race: another run got there first. What they wrote is
+/// noted (an `--overwrite` has been acted on), and the run goes on from what the other stored
+/// like any other run, under the lock.
+async fn raced(
+    inv: &Invocation<'_>,
+    outcome: &Outcome,
+    held: &std::sync::Mutex<lock::Held>,
+    progress: &mut Progress,
+) -> Result<(), Error> {
+    tracing::debug!("another run created Secrets first: taking the run lock");
+    progress.note(Learned::Stepped {
+        attempts: outcome.report.attempts,
+    });
+    if outcome.ca_written {
+        progress.note(Learned::CaWritten);
+    }
+    if outcome.hmac_written {
+        progress.note(Learned::HmacWritten);
+    }
+    progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    let taken = take_lock(inv).await?;
+    *held.lock().unwrap_or_else(|e| e.into_inner()) = taken;
+    Ok(())
 }
 
 /// The report of the steps so far, the last being `outcome`.

@@ -1,13 +1,15 @@
 //! The run's memory: what this invocation has written, learned and been refused, as one record
 //! updated at one site ([`Progress::note`]). The planner sees it only through
-//! [`Progress::plan_options`], which combines it with the run's flags: the flags themselves
-//! ([`RunOptions`]) never change during a run.
+//! [`Progress::plan_options`] (the run's flags less what has been acted on) and
+//! [`Progress::known`] (what was learned): the flags themselves ([`RunOptions`]) never change
+//! during a run.
 
 use time::OffsetDateTime;
 
 use crate::config::RunOptions;
+use crate::lock;
 use crate::plan;
-use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport};
+use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport, LockReport, Report};
 
 /// What a run has done and learned so far.
 #[derive(Debug, Default, Clone)]
@@ -33,6 +35,8 @@ pub struct Progress {
     pub gates: Vec<GateReport>,
     /// Store attempts over every step.
     pub attempts: u32,
+    /// What became of the run lock (known once it is released).
+    pub lock: lock::Outcome,
 }
 
 /// One thing a run learned.
@@ -60,6 +64,8 @@ pub enum Learned {
     },
     /// Probes confirmed the pending CA with this fingerprint.
     TrustConfirmed([u8; 32]),
+    /// The run lock was released (or never taken): what became of it.
+    Lock(lock::Outcome),
 }
 
 impl Progress {
@@ -87,19 +93,38 @@ impl Progress {
                 }
             }
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
+            Learned::Lock(outcome) => self.lock = outcome,
         }
     }
 
-    /// What the planner is given for the next step: the run's flags, less what has been acted
-    /// on, plus what the run has learned.
+    /// What the report says of the run lock: a refused one is a skipped feature; a held
+    /// Lease, whether it was taken over from a crashed run and how its renewals went.
+    pub fn lock_into(&self, report: &mut Report) {
+        report
+            .skipped
+            .extend(self.lock.refused().map(str::to_string));
+        if let lock::Outcome::Lease(l) = &self.lock {
+            report.lock = Some(LockReport {
+                lease: l.what.clone(),
+                took_over: l.took_over.clone(),
+                renewals: l.renewals,
+                renewal_failures: l.renewal_failures,
+                lost: l.lost.clone(),
+            });
+        }
+    }
+
+    /// The run's flags for the next step, less what has been acted on ([`plan::Options::after`]).
     pub fn plan_options(&self, run: &RunOptions) -> plan::Options {
-        plan::Options {
-            overwrite: run.overwrite && !self.ca_written,
-            rotate_hmac: run.rotate_hmac && !self.hmac_written,
+        plan::Options::from_run(run).after(self.ca_written, self.hmac_written)
+    }
+
+    /// What the planner is told the run has learned: derived here, from this record only.
+    pub fn known(&self) -> plan::Known {
+        plan::Known {
             trust_confirmed: self.trust_confirmed,
             gate_waited: self.gate_waited,
             other_written_at: self.other_written_at,
-            ..plan::Options::from_run(run)
         }
     }
 }
@@ -135,12 +160,9 @@ mod tests {
             report,
             state: Some([1; 32]),
         });
-        assert_eq!(
-            p.plan_options(&RunOptions::default()).gate_waited,
-            Some([1; 32])
-        );
+        assert_eq!(p.known().gate_waited, Some([1; 32]));
         p.note(Learned::Stepped { attempts: 2 });
-        assert_eq!(p.plan_options(&RunOptions::default()).gate_waited, None);
+        assert_eq!(p.known().gate_waited, None);
         assert_eq!(p.attempts, 2);
         assert_eq!(p.gates.len(), 1);
     }

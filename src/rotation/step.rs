@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
-use crate::plan::{self, Options, Phase};
+use crate::plan::{self, Known, Options, Phase};
 use crate::report::{Entry, Report};
 use crate::store::{SecretStore, StoreError};
 
@@ -44,6 +44,9 @@ pub struct Outcome {
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
+    /// A step planned from an earlier read (a fresh install's, without the lock) lost a race:
+    /// another run wrote first. What it wrote is here; the caller takes the lock and goes on.
+    pub raced: bool,
     /// What the step's plan was made from (the last read, after any re-plan).
     pub observed: Snapshot,
 }
@@ -54,11 +57,12 @@ pub async fn look<S: SecretStore>(
     store: &S,
     config: &Config,
     options: Options,
+    known: Known,
 ) -> Result<Outcome, Error> {
     run(
         store,
         config,
-        options,
+        (options, known),
         Mode::Look,
         &Guard::new(&|| true),
         None,
@@ -68,17 +72,19 @@ pub async fn look<S: SecretStore>(
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
 /// (a write's precondition failed) or a broken connection re-reads and re-plans, a bounded
-/// number of times. Every write goes through `guard`. With `seed`, the first attempt plans
-/// from it instead of reading the store (the caller proves that what it read earlier is still
-/// current; see [`super::run`]); a re-plan after a lost race reads the store as usual.
+/// number of times. Every write goes through `guard`. With `seed`, the step plans from it
+/// instead of reading the store (the caller proves that what it read earlier is still current;
+/// see [`super::run`]), and a lost race ends it ([`Outcome::raced`]): the caller takes the
+/// lock before it re-reads.
 pub async fn step<S: SecretStore>(
     store: &S,
     config: &Config,
     options: Options,
+    known: Known,
     guard: &Guard<'_>,
     seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
-    run(store, config, options, Mode::Write, guard, seed).await
+    run(store, config, (options, known), Mode::Write, guard, seed).await
 }
 
 /// Whether a step writes.
@@ -92,16 +98,19 @@ enum Mode {
 async fn run<S: SecretStore>(
     store: &S,
     config: &Config,
-    options: Options,
+    (options, known): (Options, Known),
     mode: Mode,
     guard: &Guard<'_>,
     mut seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
-    let mut plan_options = options;
+    let seeded = seed.is_some();
     let mut done: Vec<Entry> = Vec::new();
     let mut attempt = 1;
     let mut ca_written = false;
     let mut hmac_written = false;
+    // Whether --overwrite and --rotate-hmac have been acted on in this step (see
+    // `Options::after`): re-plans continue from there, never a second time.
+    let mut acted = (false, false);
     let mut first_ca_version: Option<Option<String>> = None;
     loop {
         let read = match seed.take() {
@@ -120,22 +129,19 @@ async fn run<S: SecretStore>(
             Err(e) => return Err(e.into()),
         };
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
-        // another run's rotation), --overwrite has been acted on: never a second new CA.
-        let ca_version = observed
-            .ca
-            .as_ref()
-            .and_then(|o| o.present())
-            .map(|s| s.version.clone());
+        // another run's rotation), --overwrite has been acted on.
+        let ca_version = ca_version(&observed);
         match &first_ca_version {
             None => first_ca_version = Some(ca_version),
             Some(first) if *first != ca_version => {
-                plan_options.overwrite = false;
+                acted.0 = true;
                 ca_written = true;
             }
             Some(_) => {}
         }
         let now = store.now();
-        let plan = plan::plan(config, &observed, now, plan_options, &|n| store.object(n))?;
+        let options = options.after(acted.0, acted.1);
+        let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
         let phase = plan.phase.clone();
         if mode == Mode::Look {
             return Ok(looked(store, config, plan, observed));
@@ -147,35 +153,31 @@ async fn run<S: SecretStore>(
         let result = apply(store, plan, &observed, now, &mut progress, guard).await;
         ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
-        // A stored new CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac:
-        // re-plans continue from there, never a second time.
-        if progress.ca_written {
-            plan_options.overwrite = false;
-        }
-        if progress.hmac_written {
-            plan_options.rotate_hmac = false;
-        }
+        // A stored CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac.
+        acted.0 |= progress.ca_written;
+        acted.1 |= progress.hmac_written;
         crate::report::merge(&mut done, std::mem::take(&mut progress.entries));
+        let raced = seeded && matches!(result, Err(ApplyError::Store(StoreError::Conflict { .. })));
         match result {
             Ok(()) => {
-                let written = done
-                    .iter()
-                    .filter(|e| e.action.writes())
-                    .map(|e| e.secret.clone())
-                    .collect();
+                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
                 return Ok(Outcome {
-                    report: Report::new(&config.profile, store.describe(), false, attempt, done),
-                    digests: progress.digests,
-                    written,
-                    written_at: progress.written_at,
-                    bundles: progress.bundles,
-                    leaves: progress.leaves,
-                    signer: progress.signer.take(),
-                    pending: progress.pending.take(),
-                    phase,
                     ca_written,
                     hmac_written,
-                    observed,
+                    ..outcome
+                });
+            }
+            // A plan from an earlier read (a fresh install's creates, made without the lock)
+            // that lost a race: another run got there first, and the caller goes on under the
+            // lock instead of re-planning here. The CA Secret (a fresh install's first write)
+            // appeared under the run either way: --overwrite has been acted on.
+            Err(_) if raced => {
+                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
+                return Ok(Outcome {
+                    raced: true,
+                    ca_written: true,
+                    hmac_written,
+                    ..outcome
                 });
             }
             Err(e) => {
@@ -185,6 +187,44 @@ async fn run<S: SecretStore>(
             }
         }
     }
+}
+
+/// The outcome of a step whose last attempt (number `attempt`, every write in `done`) applied
+/// `applied`, planned from `observed`.
+fn outcome<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    (attempt, done): (u32, Vec<Entry>),
+    mut applied: Applied,
+    phase: Phase,
+    observed: Snapshot,
+) -> Outcome {
+    let written = done
+        .iter()
+        .filter(|e| e.action.writes())
+        .map(|e| e.secret.clone())
+        .collect();
+    Outcome {
+        report: Report::new(&config.profile, store.describe(), false, attempt, done),
+        digests: applied.digests,
+        written,
+        written_at: applied.written_at,
+        bundles: applied.bundles,
+        leaves: applied.leaves,
+        signer: applied.signer.take(),
+        pending: applied.pending.take(),
+        phase,
+        ca_written: false,
+        hmac_written: false,
+        raced: false,
+        observed,
+    }
+}
+
+/// The CA Secret's version as read (`None` when it is absent).
+fn ca_version(observed: &Snapshot) -> Option<String> {
+    let ca = observed.ca.as_ref().and_then(|o| o.present());
+    ca.map(|s| s.version.clone())
 }
 
 /// What a step that writes nothing found: what `plan` would write, and what is stored now
@@ -226,6 +266,7 @@ fn looked<S: SecretStore>(
         phase: plan.phase,
         ca_written: false,
         hmac_written: false,
+        raced: false,
         observed,
     }
 }

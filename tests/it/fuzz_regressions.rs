@@ -142,7 +142,7 @@ mod found {
     fn plan_cleanly(config: &Config, observed: &Snapshot, options: Options) {
         let object = |n: &str| format!("Secret {n}");
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            plan(config, observed, NOW, options, &object)
+            plan(config, observed, NOW, options, Default::default(), &object)
         }));
         match outcome {
             Err(_) => panic!("plan panicked instead of returning a plan or an Invalid error"),

@@ -1,7 +1,7 @@
 //! The module layout of `src/` keeps its shape: no two top-level modules import each other,
 //! even through others, and the core (observe, plan, apply, report, check, pki, config and what
 //! they use) never reaches the Kubernetes adapter (`src/k8s/`). The core and the driver
-//! (`rotation`, and the seams it acts through, `outside`) never name a Kubernetes client type
+//! (`rotation`, the run lock, and the seams they act through, `outside`) never name a Kubernetes client type
 //! (`kube`, `k8s_openapi`): they see the cluster only through the seams. `config` never
 //! imports the command line (`cli`): clap's types stop there.
 //!
@@ -15,7 +15,7 @@ use std::path::Path;
 /// The modules that must not reach the adapter, directly or through others.
 const CORE: &[&str] = &[
     "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
-    "workload", "rollout",
+    "workload", "rollout", "lock",
 ];
 
 /// The Kubernetes adapter.
@@ -25,7 +25,7 @@ const ADAPTER: &str = "k8s";
 /// seams (with the workload kinds and rollout decisions the workload seam carries).
 const NO_KUBE_TYPES: &[&str] = &[
     "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
-    "rotation", "outside", "workload", "rollout",
+    "rotation", "outside", "workload", "rollout", "lock",
 ];
 
 /// The crates of the Kubernetes client, as a path names them.

@@ -153,17 +153,25 @@ async fn the_lease_serialises_writers_and_is_not_taken_by_no_op_runs() {
         .replace("envoy-gateway-certgen-lock", &PostParams::default(), &lease)
         .await
         .unwrap();
-    certgen(&c, &ns.name)
+    let r = certgen(&c, &ns.name)
         .args(["--overwrite", "--timeout", "20s"])
         .run_async()
-        .await
-        .ok();
+        .await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.stdout);
     assert!(
         leases
             .get_opt("envoy-gateway-certgen-lock")
             .await
             .unwrap()
             .is_none()
+    );
+    // The run says so in its report, as data: the Lease, and whose it took over.
+    let lock = &r.json()["lock"];
+    assert_eq!(lock["tookOver"], "crashed-run", "{lock}");
+    assert_eq!(
+        lock["lease"],
+        format!("Lease {}/envoy-gateway-certgen-lock", ns.name),
+        "{lock}"
     );
 }
 

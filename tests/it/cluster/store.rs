@@ -204,10 +204,17 @@ where
         ..Default::default()
     };
     let guard = certgen::apply::Guard::new(&|| true);
-    certgen::rotation::step(&store, &config(ns), options, &guard, None)
-        .await
-        .expect("the run re-plans and succeeds")
-        .report
+    certgen::rotation::step(
+        &store,
+        &config(ns),
+        options,
+        Default::default(),
+        &guard,
+        None,
+    )
+    .await
+    .expect("the run re-plans and succeeds")
+    .report
 }
 
 async fn assert_consistent(c: &Cluster, ns: &str, cas_before: &[String]) {

@@ -361,7 +361,7 @@ fn arb_spec() -> impl Strategy<Value = RunSpec> {
         })
 }
 
-fn arb_op() -> impl Strategy<Value = Op> {
+pub(super) fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => arb_spec().prop_map(Op::Run),
         2 => (arb_spec(), arb_spec()).prop_map(|(a, b)| Op::Concurrent(a, b)),
@@ -381,7 +381,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn arb_start() -> impl Strategy<Value = Start> {
+pub(super) fn arb_start() -> impl Strategy<Value = Start> {
     prop_oneof![
         Just(Start::Fresh),
         Just(Start::Steady),

@@ -21,6 +21,7 @@
 
 mod cases;
 mod foreign;
+mod lease;
 mod outside;
 mod unfinished;
 
@@ -31,7 +32,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use certgen::config::{Config, Env, Overrides, RunOptions, Source, Strategy as RotationStrategy};
-use certgen::lock;
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::rotation::{self, Invocation};
 use certgen::secret::{Expect, Observed, SecretWrite, StoredSecret};
@@ -103,6 +103,8 @@ pub struct World {
     pub run_marks: Vec<usize>,
     /// When another writer deleted certgen's CA Secret (its key store), on the true clock.
     pub ca_deleted: Vec<OffsetDateTime>,
+    /// The run lock's Lease, when runs take it ([`lease`]).
+    pub lease: lease::LeaseState,
 }
 
 /// The run index of writes made by another tool (and of seeded Secrets).
@@ -123,6 +125,7 @@ impl World {
             history_by: Vec::new(),
             run_marks: Vec::new(),
             ca_deleted: Vec::new(),
+            lease: lease::LeaseState::default(),
         }))
     }
 
@@ -281,7 +284,10 @@ pub struct Session {
     world: Arc<Mutex<World>>,
     run: usize,
     faults: Faults,
-    state: Mutex<SessionState>,
+    state: Arc<Mutex<SessionState>>,
+    /// Told when the process dies in a task of its own (a Lease renewal), so the whole run
+    /// stops there, as a killed process does.
+    died: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Default)]
@@ -316,13 +322,14 @@ impl Session {
             world: world.clone(),
             run,
             faults,
-            state: Mutex::new(SessionState {
+            state: Arc::new(Mutex::new(SessionState {
                 rng: faults
                     .yields
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1),
                 ..SessionState::default()
-            }),
+            })),
+            died: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -470,12 +477,23 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         client: None,
         webhooks: None,
         pods: None,
-        lock: lock::Target::None,
+        lock: lease::target(&session),
     };
-    let (code, message, note) = match rotation::run(&session, invocation).await {
-        Ok((report, None)) => (0, String::new(), report.note),
-        Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
-        Err(e) => (e.code(), e.to_string(), None),
+    let result = tokio::select! {
+        r = rotation::run(&session, invocation) => Some(r),
+        () = session.died.notified() => None,
+    };
+    let (code, message, note) = match result {
+        Some(Ok((report, e))) => {
+            lease::ended(world, index, &report);
+            match e {
+                None => (0, String::new(), report.note),
+                Some(e) => (e.code(), e.to_string(), report.note),
+            }
+        }
+        Some(Err(e)) => (e.code(), e.to_string(), None),
+        // Killed in a Lease renewal: the process is gone, whatever it was doing.
+        None => (5, crashed().to_string(), None),
     };
     if tracing_asked() {
         let now = world.lock().unwrap().true_now();
@@ -510,7 +528,7 @@ pub async fn unsettled(world: &Arc<Mutex<World>>, config: &Config) -> Option<Str
 async fn verdict(world: &Arc<Mutex<World>>, config: &Config, strict: bool) -> Option<String> {
     let session = Session::new(world, usize::MAX - 1, Faults::default());
     let options = certgen::plan::Options::from_run(&options(&RunSpec::default()));
-    let outcome = rotation::look(&session, config, options).await;
+    let outcome = rotation::look(&session, config, options, Default::default()).await;
     match outcome {
         Err(e) => Some(format!("the plan fails: {e}")),
         Ok(o) => {
