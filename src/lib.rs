@@ -438,11 +438,11 @@ async fn run_job(
             // Optional features skipped for missing verbs: found by the review, refused by the
             // API server during the run (a 403 without a review), and the run lock.
             let mut skipped = skipped.clone();
-            skipped.extend(webhooks.refusals());
             if let Some(note) = workloads.refused() {
                 skipped.extend(report.consumers_noted(&note));
             }
-            // The run lock it may not take (carried back in the report by the run).
+            // The caBundle targets and the run lock it may not take (carried back in the report
+            // by the run).
             skipped.extend(report.skipped.iter().cloned());
             skipped.extend(pods.refused());
             (report.in_cluster(metrics::snapshot(), skipped), failure)

@@ -22,8 +22,8 @@ impl CaBundleTargets for WebhookStore {
         &'a self,
         kind: WebhookKind,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
-        WebhookStore::read(self, kind, name).boxed()
+    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
+        self.get(kind, name).boxed()
     }
 
     fn put<'a>(
@@ -32,10 +32,6 @@ impl CaBundleTargets for WebhookStore {
         bundle: &'a [u8],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.put_ca_bundle(read, bundle).boxed()
-    }
-
-    fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError> {
-        WebhookStore::refuse(self, kind, name, e)
     }
 }
 

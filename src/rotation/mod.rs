@@ -14,6 +14,8 @@ mod step;
 mod wait;
 mod webhooks;
 
+use std::collections::BTreeSet;
+
 use tokio::time::Instant;
 
 pub use self::gate::{POKE_SETTLE, wait_timer};
@@ -100,11 +102,14 @@ pub async fn run<S: SecretStore>(
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
     let mut look_options = plan::Options::from_run(&inv.options);
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
-    // writes, as the run's steps would (one read of each target; a real run reads them before
-    // its first step instead).
-    if inv.options.dry_run
-        && let Some(targets) = webhooks::Targets::read(&inv).await?
-    {
+    // writes, as the run's steps would, and it lists the target writes its first step would
+    // make (one read of each target; a real run reads them before its first step instead).
+    let dry_targets = if inv.options.dry_run {
+        webhooks::Targets::read(&inv, &BTreeSet::new()).await?
+    } else {
+        None
+    };
+    if let Some(targets) = &dry_targets {
         look_options.other_written_at = targets.written_at(&inv);
     }
     let look = match look(store, inv.config, look_options).await {
@@ -117,7 +122,7 @@ pub async fn run<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &inv, None, false).await;
+        return locked(store, &inv, None, false, Vec::new()).await;
     };
     if inv.options.dry_run {
         let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
@@ -125,15 +130,30 @@ pub async fn run<S: SecretStore>(
             Some(push) if !look.written.is_empty() => push.planned(&look).await?,
             _ => vec![],
         };
-        let mut report = look.report;
+        let mut report = look.report.clone();
         report.events = crate::events::of_step(&look.phase, &report.secrets);
+        if let Some(targets) = &dry_targets {
+            let planned = targets.planned(&inv, &look);
+            report.secrets.extend(planned.iter().map(|p| p.entry()));
+            report
+                .skipped
+                .extend(targets.refusals.iter().map(|r| r.note.clone()));
+        }
         report.consumers = reports;
         report.pods = pods;
         return Ok((report, None));
     }
-    let needs_lock = !look.written.is_empty()
-        || look.phase != Phase::Steady
-        || webhooks::behind(&inv, &look.bundles).await?;
+    // Targets refused (403) before the steps: said in the report, and not asked again.
+    let mut refusals = Vec::new();
+    let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady || {
+        match webhooks::Targets::read(&inv, &BTreeSet::new()).await? {
+            Some(targets) => {
+                refusals = targets.refusals.clone();
+                targets.behind(&inv, |s| look.bundles.get(s).map(Vec::as_slice))
+            }
+            None => false,
+        }
+    };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
         let (reports, verdict) = inv
@@ -142,6 +162,7 @@ pub async fn run<S: SecretStore>(
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
+        report.skipped.extend(refusals.into_iter().map(|r| r.note));
         return Ok((report, verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
@@ -156,7 +177,7 @@ pub async fn run<S: SecretStore>(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
     }
-    locked(store, &inv, Some(&look), fresh).await
+    locked(store, &inv, Some(&look), fresh, refusals).await
 }
 
 /// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
@@ -168,11 +189,13 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
 }
 
 /// Takes the lock (none for a `fresh` install, see [`run`]), runs the steps, releases the lock.
+/// `refused`: `caBundle` targets the API server refused before it.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
+    refused: Vec<webhooks::Refusal>,
 ) -> Result<(Report, Option<Error>), Error> {
     let held = if fresh {
         lock::Held::Unlocked
@@ -182,7 +205,7 @@ async fn locked<S: SecretStore>(
     let (result, writes) = {
         let still_held = || !held.lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, look, fresh).await;
+        let result = steps(store, inv, &guard, (look, fresh), refused).await;
         (result, guard.written())
     };
     // Running without the lock the identity may not take is a skipped feature: said in the
@@ -212,10 +235,16 @@ async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     guard: &Guard<'_>,
-    look: Option<&Outcome>,
-    fresh: bool,
+    (look, fresh): (Option<&Outcome>, bool),
+    refused: Vec<webhooks::Refusal>,
 ) -> Result<(Report, Option<Error>), Error> {
     let mut progress = Progress::default();
+    for r in refused {
+        progress.note(Learned::Refused {
+            what: r.what,
+            note: r.note,
+        });
+    }
     let push = inv.push();
     let mut evidence = gate::Evidence::default();
     if let Some(stop) = missed_restarts(store, inv, look, fresh, &mut progress).await? {
@@ -285,6 +314,7 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> 
     report.events = progress.events.clone();
     report.pods = evidence.pods.clone();
     report.gates = progress.gates.clone();
+    report.skipped = progress.refused.values().cloned().collect();
     report
 }
 
@@ -342,8 +372,14 @@ async fn first_targets<S: SecretStore>(
     let targets = if fresh {
         None
     } else {
-        webhooks::Targets::read(inv).await?
+        webhooks::Targets::read(inv, &progress.refused.keys().cloned().collect()).await?
     };
+    for r in targets.iter().flat_map(|t| &t.refusals) {
+        progress.note(Learned::Refused {
+            what: r.what.clone(),
+            note: r.note.clone(),
+        });
+    }
     if let Some(at) = targets.as_ref().and_then(|t| t.written_at(inv)) {
         progress.note(Learned::OtherWritten(at));
     }
@@ -375,7 +411,15 @@ async fn after_step<S: SecretStore>(
     (push, evidence): (Option<&gate::Push<'_>>, &mut gate::Evidence),
     progress: &mut Progress,
 ) -> Result<bool, Error> {
-    let synced = webhooks::sync(inv, outcome, first, targets).await?;
+    let refused = progress.refused.keys().cloned().collect();
+    let synced = webhooks::sync(inv, outcome, first, targets, &refused).await?;
+    for r in synced.refusals {
+        progress.note(Learned::Refused {
+            what: r.what,
+            note: r.note,
+        });
+    }
+    let synced = synced.entries;
     let webhook_wrote = synced.iter().any(|e| e.action.writes());
     if webhook_wrote {
         progress.note(Learned::OtherWritten(store.now()));

@@ -3,6 +3,8 @@
 //! [`Progress::plan_options`], which combines it with the run's flags: the flags themselves
 //! ([`RunOptions`]) never change during a run.
 
+use std::collections::BTreeMap;
+
 use time::OffsetDateTime;
 
 use crate::config::RunOptions;
@@ -33,6 +35,9 @@ pub struct Progress {
     pub gates: Vec<GateReport>,
     /// Store attempts over every step.
     pub attempts: u32,
+    /// What the API server refused in this run (403), by object, with the report line: left
+    /// alone for the rest of the run.
+    pub refused: BTreeMap<String, String>,
 }
 
 /// One thing a run learned.
@@ -60,6 +65,8 @@ pub enum Learned {
     },
     /// Probes confirmed the pending CA with this fingerprint.
     TrustConfirmed([u8; 32]),
+    /// The API server refused a request on `what` (403): the report line says what is skipped.
+    Refused { what: String, note: String },
 }
 
 impl Progress {
@@ -87,6 +94,9 @@ impl Progress {
                 }
             }
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
+            Learned::Refused { what, note } => {
+                self.refused.entry(what).or_insert(note);
+            }
         }
     }
 

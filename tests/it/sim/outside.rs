@@ -348,11 +348,11 @@ impl CaBundleTargets for Sim {
         &'a self,
         kind: WebhookKind,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
+    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
         async move {
             self.read().await?;
             let o = self.outside.lock().unwrap();
-            Ok(Some(match &o.target {
+            Ok(match &o.target {
                 Some(t) if t.kind == kind && t.name == name => {
                     TargetObserved::Present(Box::new(TargetRead {
                         kind,
@@ -365,7 +365,7 @@ impl CaBundleTargets for Sim {
                     }))
                 }
                 _ => TargetObserved::Absent,
-            }))
+            })
         }
         .boxed()
     }
@@ -403,10 +403,6 @@ impl CaBundleTargets for Sim {
             },
         )
         .boxed()
-    }
-
-    fn refuse(&self, _: WebhookKind, _: &str, e: StoreError) -> Result<(), StoreError> {
-        Err(e)
     }
 }
 
