@@ -457,13 +457,10 @@ impl Report {
                 ""
             }
         );
-        let width = self
-            .secrets
-            .iter()
-            .map(|e| e.secret.len())
-            .max()
-            .unwrap_or(0);
-        for e in &self.secrets {
+        let (targets, secrets): (Vec<&Entry>, Vec<&Entry>) =
+            self.secrets.iter().partition(|e| e.kind == Kind::Webhook);
+        let width = secrets.iter().map(|e| e.secret.len()).max().unwrap_or(0);
+        for e in secrets {
             let action = serde_json::to_value(e.action).unwrap();
             let kind = serde_json::to_value(e.kind).unwrap();
             out.push_str(&format!(
@@ -471,6 +468,17 @@ impl Report {
                 e.secret,
                 kind.as_str().unwrap_or(""),
                 action.as_str().unwrap_or(""),
+                e.reason
+            ));
+        }
+        if !targets.is_empty() {
+            out.push_str("caBundle targets:\n");
+        }
+        for e in targets {
+            out.push_str(&format!(
+                "  {}: {}: {}\n",
+                e.secret,
+                e.action.name(),
                 e.reason
             ));
         }
