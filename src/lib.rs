@@ -406,11 +406,6 @@ async fn run_job(
                 );
             }
             let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
-            let workloads = if options.wait {
-                workloads
-            } else {
-                workloads.skip_refused()
-            };
             let lock = lock::Target::Lease {
                 client: client.clone(),
                 namespace: config.namespace.clone(),
@@ -438,13 +433,9 @@ async fn run_job(
             // Optional features skipped for missing verbs: found by the review, refused by the
             // API server during the run (a 403 without a review), and the run lock.
             let mut skipped = skipped.clone();
-            if let Some(note) = workloads.refused() {
-                skipped.extend(report.consumers_noted(&note));
-            }
-            // The caBundle targets and the run lock it may not take (carried back in the report
-            // by the run).
+            // The caBundle targets, restarts, pokes and the run lock it may not take (carried
+            // back in the report by the run, as data).
             skipped.extend(report.skipped.iter().cloned());
-            skipped.extend(pods.refused());
             (report.in_cluster(metrics::snapshot(), skipped), failure)
         }
     };

@@ -93,11 +93,6 @@ pub type RolloutProgress = Mutex<BTreeMap<String, String>>;
 pub trait Workloads: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
-    /// Why restarts are skipped in this run, once a request was refused.
-    fn refused(&self) -> Option<String>;
-    /// Takes `e` as the reason to skip restarts from now on when refusals are skipped (no
-    /// `--wait`) and it is a 403; gives it back otherwise.
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
     /// One workload by kind and name; `None` when it does not exist.
     fn get<'a>(
         &'a self,
@@ -164,11 +159,6 @@ pub enum PokeAnswer {
 pub trait PodsApi: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
-    /// Why pokes are off in this run, once a request was refused.
-    fn refused(&self) -> Option<String>;
-    /// Takes a 403 as the reason to stop poking for the rest of the run; gives any other
-    /// error back.
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
     /// Every pod of the namespace, read consistently.
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>>;
     /// Annotates pod `name` (only while it has `uid`) with `fingerprint` and `at`; its spec

@@ -40,14 +40,6 @@ impl Workloads for super::Workloads {
         super::Workloads::namespace(self)
     }
 
-    fn refused(&self) -> Option<String> {
-        super::Workloads::refused(self)
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        super::Workloads::refuse(self, e)
-    }
-
     fn get<'a>(
         &'a self,
         kind: Kind,
@@ -86,14 +78,6 @@ impl Workloads for super::Workloads {
 impl PodsApi for Pods {
     fn namespace(&self) -> &str {
         Pods::namespace(self)
-    }
-
-    fn refused(&self) -> Option<String> {
-        Pods::refused(self)
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        Pods::refuse(self, e)
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>> {

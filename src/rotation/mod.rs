@@ -67,28 +67,29 @@ impl Invocation<'_> {
         })
     }
 
-    /// Restarts, waits and probes for what `outcome` holds, as asked.
+    /// Restarts, waits and probes for what `outcome` holds, as asked. `refused`: why restarts
+    /// are skipped, when a workload request was refused earlier in the run.
     async fn consumers<S: SecretStore>(
         &self,
         store: &S,
         outcome: &Outcome,
-        wait: bool,
-        probe: bool,
-        dry_run: bool,
+        (wait, probe, dry_run): (bool, bool, bool),
+        refused: Option<String>,
     ) -> Result<(Vec<ConsumerReport>, consumers::Problems), Error> {
         let tasks = consumers::Tasks {
             wait,
             probe,
             dry_run,
             deadline: self.deadline,
+            skip_refused: !self.options.wait,
         };
         consumers::reload(
             self.config,
             outcome,
-            self.deployments,
-            self.client,
+            (self.deployments, self.client),
             tasks,
             store.now(),
+            refused,
         )
         .await
     }
@@ -125,10 +126,12 @@ pub async fn run<S: SecretStore>(
         return locked(store, &inv, None, false, Vec::new()).await;
     };
     if inv.options.dry_run {
-        let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
-        let pods = match inv.push() {
+        let (reports, problems) = inv
+            .consumers(store, &look, (false, false, true), None)
+            .await?;
+        let (pods, pods_refused) = match inv.push() {
             Some(push) if !look.written.is_empty() => push.planned(&look).await?,
-            _ => vec![],
+            _ => (vec![], None),
         };
         let mut report = look.report.clone();
         report.events = crate::events::of_step(&look.phase, &report.secrets);
@@ -141,6 +144,8 @@ pub async fn run<S: SecretStore>(
         }
         report.consumers = reports;
         report.pods = pods;
+        let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
+        report.skipped.extend(refused);
         return Ok((report, None));
     }
     // Targets refused (403) before the steps: said in the report, and not asked again.
@@ -156,13 +161,20 @@ pub async fn run<S: SecretStore>(
     };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
-        let (reports, verdict) = inv
-            .consumers(store, &look, inv.options.wait, inv.options.probe, false)
+        let (reports, mut verdict) = inv
+            .consumers(
+                store,
+                &look,
+                (inv.options.wait, inv.options.probe, false),
+                None,
+            )
             .await?;
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
         report.skipped.extend(refusals.into_iter().map(|r| r.note));
+        let refused = refused_lines(&report, verdict.restarts_refused.take(), None);
+        report.skipped.extend(refused);
         return Ok((report, verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
@@ -315,7 +327,23 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> 
     report.pods = evidence.pods.clone();
     report.gates = progress.gates.clone();
     report.skipped = progress.refused.values().cloned().collect();
+    let refused = refused_lines(
+        &report,
+        progress.restarts_refused.clone(),
+        evidence.refused.clone(),
+    );
+    report.skipped.extend(refused);
     report
+}
+
+/// The report's lines for restarts and pokes the API server refused (403): a refusal of
+/// restarts is said for each consumer it left alone.
+fn refused_lines(report: &Report, restarts: Option<String>, pods: Option<String>) -> Vec<String> {
+    let mut lines: Vec<String> = restarts
+        .map(|note| report.consumers_noted(&note).collect())
+        .unwrap_or_default();
+    lines.extend(pods);
+    lines
 }
 
 /// Before anything is written: a restart-only consumer that missed the restart for what is
@@ -336,13 +364,20 @@ async fn missed_restarts<S: SecretStore>(
     // What is stored, nothing written yet.
     let mut stored = look.clone();
     stored.written.clear();
-    let (mut reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
+    let (mut reports, mut problems) = inv
+        .consumers(store, &stored, (true, false, false), None)
+        .await?;
+    if let Some(note) = problems.restarts_refused.take() {
+        progress.note(Learned::RestartsRefused(note));
+    }
     let events = crate::events::of_restarts(&reports);
     if let Some(e) = problems.into_error() {
         let mut report = look.report.clone();
         report.dry_run = false;
         report.consumers = reports;
         report.events = events;
+        let refused = refused_lines(&report, progress.restarts_refused.clone(), None);
+        report.skipped.extend(refused);
         return Ok(Some((report, Some(e))));
     }
     // Only a restart it made belongs in the report: the steps report the rest.
@@ -466,7 +501,13 @@ async fn reload<S: SecretStore>(
     let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
     let wait = inv.options.wait || !last;
     let probe = inv.options.probe && last;
-    let (reports, problems) = inv.consumers(store, outcome, wait, probe, false).await?;
+    let refused = progress.restarts_refused.clone();
+    let (reports, mut problems) = inv
+        .consumers(store, outcome, (wait, probe, false), refused)
+        .await?;
+    if let Some(note) = problems.restarts_refused.take() {
+        progress.note(Learned::RestartsRefused(note));
+    }
     let mut events = crate::events::of_step(&outcome.phase, &outcome.report.secrets);
     events.extend(crate::events::of_restarts(&reports));
     progress.note(Learned::Consumers { reports, events });

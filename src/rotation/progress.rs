@@ -38,6 +38,9 @@ pub struct Progress {
     /// What the API server refused in this run (403), by object, with the report line: left
     /// alone for the rest of the run.
     pub refused: BTreeMap<String, String>,
+    /// Why restarts are skipped for the rest of the run, once a workload request was refused
+    /// (403, without `--wait`).
+    pub restarts_refused: Option<String>,
 }
 
 /// One thing a run learned.
@@ -67,6 +70,8 @@ pub enum Learned {
     TrustConfirmed([u8; 32]),
     /// The API server refused a request on `what` (403): the report line says what is skipped.
     Refused { what: String, note: String },
+    /// A workload request was refused (403, without `--wait`): no more restarts in this run.
+    RestartsRefused(String),
 }
 
 impl Progress {
@@ -96,6 +101,9 @@ impl Progress {
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
             Learned::Refused { what, note } => {
                 self.refused.entry(what).or_insert(note);
+            }
+            Learned::RestartsRefused(note) => {
+                self.restarts_refused.get_or_insert(note);
             }
         }
     }

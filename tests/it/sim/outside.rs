@@ -432,14 +432,6 @@ impl Workloads for Sim {
         "sim"
     }
 
-    fn refused(&self) -> Option<String> {
-        None
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        Err(e)
-    }
-
     fn get<'a>(
         &'a self,
         kind: Kind,
@@ -547,14 +539,6 @@ impl Workloads for Sim {
 impl PodsApi for Sim {
     fn namespace(&self) -> &str {
         "sim"
-    }
-
-    fn refused(&self) -> Option<String> {
-        None
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        Err(e)
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>> {
@@ -724,16 +708,17 @@ async fn start(
             let at = world.lock().unwrap().true_now();
             seed_envoy_gateway(world, config, false, at - time::Duration::days(30));
             let ca = world.lock().unwrap().get("envoy-gateway").unwrap().data["ca.crt"].clone();
-            let mut o = outside.lock().unwrap();
-            let t = o.target.as_mut().unwrap();
-            t.raw = ca.clone();
-            t.versions = vec![BundleVersion {
-                from: at,
-                until: None,
-                bundle: parse_cert_chain(&ca).unwrap(),
-                run: FOREIGN,
-            }];
-            drop(o);
+            {
+                let mut o = outside.lock().unwrap();
+                let t = o.target.as_mut().unwrap();
+                t.raw = ca.clone();
+                t.versions = vec![BundleVersion {
+                    from: at,
+                    until: None,
+                    bundle: parse_cert_chain(&ca).unwrap(),
+                    run: FOREIGN,
+                }];
+            }
             // The pods started with Envoy Gateway's output, some time before certgen's first
             // run: a restart-only pod holds that output, not what the run writes at the same
             // instant.
