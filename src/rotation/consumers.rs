@@ -231,25 +231,8 @@ async fn restart(
         }
     };
     if found.is_empty() {
-        let what = match workload {
-            Workload::Name(n) => format!(
-                "{} {}/{n} does not exist",
-                consumer.kind.noun(),
-                api.namespace()
-            ),
-            Workload::Selector(s) => format!(
-                "no {} in {} matches {s}",
-                consumer.kind.noun(),
-                api.namespace()
-            ),
-        };
-        if consumer.required {
-            out.failed.push(format!(
-                "consumer {}: {what} (it is marked required)",
-                consumer.name
-            ));
-        }
-        report.note = Some(format!("missing: {what}; skipped"));
+        out.failed
+            .extend(missing(api.namespace(), consumer, workload, report));
     }
     for d in found {
         let name = d.name.clone();
@@ -302,6 +285,25 @@ async fn restart(
         report.deployments.push(entry.of(d.kind));
     }
     Ok(out)
+}
+
+/// A consumer none of whose workloads exists: said in its report line, and a failure when it
+/// is marked required.
+fn missing(
+    namespace: &str,
+    consumer: &Consumer,
+    workload: &Workload,
+    report: &mut ConsumerReport,
+) -> Option<String> {
+    let noun = consumer.kind.noun();
+    let what = match workload {
+        Workload::Name(n) => format!("{noun} {namespace}/{n} does not exist"),
+        Workload::Selector(s) => format!("no {noun} in {namespace} matches {s}"),
+    };
+    report.note = Some(format!("missing: {what}; skipped"));
+    consumer
+        .required
+        .then(|| format!("consumer {}: {what} (it is marked required)", consumer.name))
 }
 
 /// A restart-only consumer left alone because the API server refused a workload request

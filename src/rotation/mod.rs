@@ -126,27 +126,7 @@ pub async fn run<S: SecretStore>(
         return locked(store, &inv, None, false, Vec::new()).await;
     };
     if inv.options.dry_run {
-        let (reports, problems) = inv
-            .consumers(store, &look, (false, false, true), None)
-            .await?;
-        let (pods, pods_refused) = match inv.push() {
-            Some(push) if !look.written.is_empty() => push.planned(&look).await?,
-            _ => (vec![], None),
-        };
-        let mut report = look.report.clone();
-        report.events = crate::events::of_step(&look.phase, &report.secrets);
-        if let Some(targets) = &dry_targets {
-            let planned = targets.planned(&inv, &look);
-            report.secrets.extend(planned.iter().map(|p| p.entry()));
-            report
-                .skipped
-                .extend(targets.refusals.iter().map(|r| r.note.clone()));
-        }
-        report.consumers = reports;
-        report.pods = pods;
-        let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
-        report.skipped.extend(refused);
-        return Ok((report, None));
+        return Ok((dry_run(store, &inv, look, dry_targets).await?, None));
     }
     // Targets refused (403) before the steps: said in the report, and not asked again.
     let mut refusals = Vec::new();
@@ -190,6 +170,38 @@ pub async fn run<S: SecretStore>(
         );
     }
     locked(store, &inv, Some(&look), fresh, refusals).await
+}
+
+/// A dry run's report: every outside action its first step would take, from `look` (the
+/// Secret writes), `targets` (the `caBundle` writes), the consumers (restarts) and the pods
+/// (pokes).
+async fn dry_run<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    look: Outcome,
+    targets: Option<webhooks::Targets>,
+) -> Result<Report, Error> {
+    let (reports, problems) = inv
+        .consumers(store, &look, (false, false, true), None)
+        .await?;
+    let (pods, pods_refused) = match inv.push() {
+        Some(push) if !look.written.is_empty() => push.planned(&look).await?,
+        _ => (vec![], None),
+    };
+    let mut report = look.report.clone();
+    report.events = crate::events::of_step(&look.phase, &report.secrets);
+    if let Some(targets) = &targets {
+        let planned = targets.planned(inv, &look);
+        report.secrets.extend(planned.iter().map(|p| p.entry()));
+        report
+            .skipped
+            .extend(targets.refusals.iter().map(|r| r.note.clone()));
+    }
+    report.consumers = reports;
+    report.pods = pods;
+    let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
+    report.skipped.extend(refused);
+    Ok(report)
 }
 
 /// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
