@@ -218,6 +218,8 @@ mod tests {
             reason: format!("{} {secret}", action.name()),
             ca_sha256: None,
             not_after: None,
+            cas: Vec::new(),
+            step: None,
         }
     }
 

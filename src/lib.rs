@@ -413,11 +413,6 @@ pub(crate) async fn cluster_job(
         );
     }
     let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
-    let workloads = if options.wait {
-        workloads
-    } else {
-        workloads.skip_refused()
-    };
     let lock = lock::Target::Lease {
         lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
             client.clone(),
@@ -449,13 +444,9 @@ pub(crate) async fn cluster_job(
     // Optional features skipped for missing verbs: found by the review, refused by the
     // API server during the run (a 403 without a review), and the run lock.
     let mut skipped = skipped.clone();
-    skipped.extend(webhooks.refusals());
-    if let Some(note) = workloads.refused() {
-        skipped.extend(report.consumers_noted(&note));
-    }
-    // The run lock it may not take (carried back in the report by the run).
+    // The caBundle targets, restarts, pokes and the run lock it may not take (carried back in
+    // the report by the run, as data).
     skipped.extend(report.skipped.iter().cloned());
-    skipped.extend(pods.refused());
     let report = report.in_cluster(metrics::snapshot(), skipped);
     Ok((report.with_next_renewal(&config), failure))
 }

@@ -67,13 +67,12 @@ pub enum TargetObserved {
 
 /// The `caBundle` targets (webhook configurations, APIServices).
 pub trait CaBundleTargets: Send + Sync {
-    /// Reads a target; `None` when a request on it was refused (403) in this run, now or
-    /// earlier: it is left alone for the rest of the run.
+    /// Reads a target (`Absent` only when it does not exist).
     fn read<'a>(
         &'a self,
         kind: WebhookKind,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>>;
+    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>>;
     /// Writes `bundle` into every entry of the target as `read`, fenced by its version and uid
     /// (a change or a recreation since is [`StoreError::Conflict`]).
     fn put<'a>(
@@ -81,9 +80,6 @@ pub trait CaBundleTargets: Send + Sync {
         read: &'a TargetRead,
         bundle: &'a [u8],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
-    /// Takes a 403 as the reason to leave the target alone for the rest of the run; gives any
-    /// other error back.
-    fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError>;
 }
 
 /// A consumer's workload as the restart decision and the wait see it, whatever its kind: one
@@ -97,11 +93,6 @@ pub type RolloutProgress = Mutex<BTreeMap<String, String>>;
 pub trait Workloads: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
-    /// Why restarts are skipped in this run, once a request was refused.
-    fn refused(&self) -> Option<String>;
-    /// Takes `e` as the reason to skip restarts from now on when refusals are skipped (no
-    /// `--wait`) and it is a 403; gives it back otherwise.
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
     /// One workload by kind and name; `None` when it does not exist.
     fn get<'a>(
         &'a self,
@@ -168,11 +159,6 @@ pub enum PokeAnswer {
 pub trait PodsApi: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
-    /// Why pokes are off in this run, once a request was refused.
-    fn refused(&self) -> Option<String>;
-    /// Takes a 403 as the reason to stop poking for the rest of the run; gives any other
-    /// error back.
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError>;
     /// Every pod of the namespace, read consistently.
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>>;
     /// Annotates pod `name` (only while it has `uid`) with `fingerprint` and `at`; its spec

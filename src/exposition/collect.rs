@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::k8s::{KubeStore, WebhookObserved, WebhookStore, webhooks::describe};
 use crate::observe::{self, Snapshot};
 use crate::report::CheckReport;
-use crate::store::{LocalStore, SecretStore};
+use crate::store::{LocalStore, SecretStore, StoreError};
 
 /// `check`'s report of the store, and (with `webhooks`) its gauges, `caBundle` targets
 /// included.
@@ -36,8 +36,8 @@ pub async fn checked<S: SecretStore>(
 }
 
 /// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
-/// it follows. A target this identity may not read is `refused` (with the adapter's one
-/// warning); any other failed read is an error.
+/// it follows. A target this identity may not read is `refused` (with a warning); any other
+/// failed read is an error.
 async fn targets(
     config: &Config,
     observed: &Snapshot,
@@ -45,10 +45,18 @@ async fn targets(
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::with_capacity(config.webhooks.len());
     for t in &config.webhooks {
-        let state = match api.read(t.kind, &t.name).await? {
-            None => TargetState::Refused,
-            Some(WebhookObserved::Absent) => TargetState::Absent,
-            Some(WebhookObserved::Present(o)) => {
+        let state = match api.get(t.kind, &t.name).await {
+            Err(StoreError::Api(f)) if f.status == Some(403) => {
+                tracing::warn!(
+                    "{}: caBundle not checked: this identity may not {} it (403)",
+                    describe(t.kind, &t.name),
+                    f.verb
+                );
+                TargetState::Refused
+            }
+            Err(e) => return Err(e.into()),
+            Ok(WebhookObserved::Absent) => TargetState::Absent,
+            Ok(WebhookObserved::Present(o)) => {
                 let key = config.layout_of(&t.bundle_from).bundle;
                 let bundle = observed
                     .get(&t.bundle_from)

@@ -29,8 +29,6 @@ pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
 pub struct Pods {
     api: Api<Pod>,
     namespace: String,
-    /// Why pokes are off for the rest of the run, once the API server refused one (403).
-    refused: std::sync::Mutex<Option<String>>,
 }
 
 fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
@@ -43,39 +41,12 @@ impl Pods {
         Self {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
-            refused: std::sync::Mutex::new(None),
         }
     }
 
     /// The namespace.
     pub fn namespace(&self) -> &str {
         &self.namespace
-    }
-
-    /// Why pokes are off in this run, once a request was refused.
-    pub fn refused(&self) -> Option<String> {
-        self.refused.lock().expect("not poisoned").clone()
-    }
-
-    /// Takes a 403 as the reason to stop poking for the rest of the run (pokes are an extra:
-    /// gates then wait out --propagation-delay, as under Envoy Gateway's own Role); gives any
-    /// other error back.
-    pub fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        let StoreError::Api(failure) = &e else {
-            return Err(e);
-        };
-        if failure.status != Some(403) {
-            return Err(e);
-        }
-        let note = format!(
-            "pods not poked: this identity may not {} pods in namespace {} (403); gates wait out --propagation-delay instead (grant list and patch on pods to speed rotations up)",
-            failure.verb, self.namespace
-        );
-        let mut refused = self.refused.lock().expect("not poisoned");
-        if refused.is_none() {
-            tracing::warn!("{note}");
-        }
-        Ok(refused.get_or_insert(note).clone())
     }
 
     /// Every pod of the namespace, read consistently (no resourceVersion: a gate relies on it).

@@ -22,8 +22,8 @@ impl CaBundleTargets for WebhookStore {
         &'a self,
         kind: WebhookKind,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<TargetObserved>, StoreError>> {
-        WebhookStore::read(self, kind, name).boxed()
+    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
+        self.get(kind, name).boxed()
     }
 
     fn put<'a>(
@@ -33,23 +33,11 @@ impl CaBundleTargets for WebhookStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.put_ca_bundle(read, bundle).boxed()
     }
-
-    fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError> {
-        WebhookStore::refuse(self, kind, name, e)
-    }
 }
 
 impl Workloads for super::Workloads {
     fn namespace(&self) -> &str {
         super::Workloads::namespace(self)
-    }
-
-    fn refused(&self) -> Option<String> {
-        super::Workloads::refused(self)
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        super::Workloads::refuse(self, e)
     }
 
     fn get<'a>(
@@ -90,14 +78,6 @@ impl Workloads for super::Workloads {
 impl PodsApi for Pods {
     fn namespace(&self) -> &str {
         Pods::namespace(self)
-    }
-
-    fn refused(&self) -> Option<String> {
-        Pods::refused(self)
-    }
-
-    fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        Pods::refuse(self, e)
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>> {

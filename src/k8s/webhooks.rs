@@ -33,8 +33,6 @@ pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as Observ
 /// Reads and writes `caBundle` targets through one client.
 pub struct WebhookStore {
     client: kube::Client,
-    /// Targets the API server refused (403) in this run, with the report line for each.
-    refused: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 pub(super) fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
@@ -69,62 +67,7 @@ pub fn describe(kind: WebhookKind, name: &str) -> String {
 impl WebhookStore {
     /// A store using `client`.
     pub fn new(client: kube::Client) -> Self {
-        Self {
-            client,
-            refused: Default::default(),
-        }
-    }
-
-    /// Reads a target unless the API server refused a request on it in this run, earlier or
-    /// now (`None`: the target is left alone for the rest of the run); see [`Self::refuse`].
-    pub async fn read(
-        &self,
-        kind: WebhookKind,
-        name: &str,
-    ) -> Result<Option<WebhookObserved>, StoreError> {
-        if self.is_refused(kind, name) {
-            return Ok(None);
-        }
-        match self.get(kind, name).await {
-            Ok(observed) => Ok(Some(observed)),
-            Err(e) => self.refuse(kind, name, e).map(|()| None),
-        }
-    }
-
-    /// Whether the API server refused a request on this target earlier in the run: it is left
-    /// alone from then on.
-    fn is_refused(&self, kind: WebhookKind, name: &str) -> bool {
-        let refused = self.refused.lock().expect("not poisoned");
-        refused.contains_key(&describe(kind, name))
-    }
-
-    /// Takes a 403 on a target as the reason to leave it alone for the rest of the run (no
-    /// rules review proved the verbs up front: src/access.rs), warning once; gives any other
-    /// error back.
-    pub fn refuse(&self, kind: WebhookKind, name: &str, e: StoreError) -> Result<(), StoreError> {
-        let StoreError::Api(failure) = &e else {
-            return Err(e);
-        };
-        if failure.status != Some(403) {
-            return Err(e);
-        }
-        let (_, plural, group) = resource(kind);
-        let note = format!(
-            "{plural} {name}: caBundle not kept in step: this identity may not {} {plural}.{group} (cluster-wide, 403); grant it, or pass --disable-topology-injector for Envoy Gateway's injector",
-            failure.verb
-        );
-        let mut refused = self.refused.lock().expect("not poisoned");
-        refused.entry(describe(kind, name)).or_insert_with(|| {
-            tracing::warn!("{note}");
-            note
-        });
-        Ok(())
-    }
-
-    /// The report lines of the targets refused in this run.
-    pub fn refusals(&self) -> Vec<String> {
-        let refused = self.refused.lock().expect("not poisoned");
-        refused.values().cloned().collect()
+        Self { client }
     }
 
     fn api(&self, kind: WebhookKind) -> Api<DynamicObject> {

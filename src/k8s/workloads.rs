@@ -192,10 +192,6 @@ fn api_failure(
 pub struct Workloads {
     client: kube::Client,
     namespace: String,
-    /// Whether a 403 skips restarts for the rest of the run instead of failing it.
-    skip_refused: bool,
-    /// Why restarts are skipped, once the API server refused one of their requests.
-    refused: std::sync::Mutex<Option<String>>,
 }
 
 impl Workloads {
@@ -204,46 +200,11 @@ impl Workloads {
         Self {
             client,
             namespace: namespace.to_string(),
-            skip_refused: false,
-            refused: std::sync::Mutex::new(None),
         }
     }
 
     fn api<K: Kinded>(&self) -> Api<K> {
         Api::namespaced(self.client.clone(), &self.namespace)
-    }
-
-    /// Restarts are an extra nobody asked for (no `--wait`), so no rules review proved their
-    /// verbs before the run: a 403 on a workload request skips every restart for the rest of
-    /// the run, with a warning and a report line, instead of failing it (src/access.rs).
-    pub fn skip_refused(mut self) -> Self {
-        self.skip_refused = true;
-        self
-    }
-
-    /// Why restarts are skipped in this run, once a request was refused.
-    pub fn refused(&self) -> Option<String> {
-        self.refused.lock().expect("not poisoned").clone()
-    }
-
-    /// Takes `e` as the reason to skip restarts from now on when it is a 403 and refusals are
-    /// skipped; gives `e` back otherwise.
-    pub fn refuse(&self, e: StoreError) -> Result<String, StoreError> {
-        let StoreError::Api(failure) = &e else {
-            return Err(e);
-        };
-        if !self.skip_refused || failure.status != Some(403) {
-            return Err(e);
-        }
-        let note = format!(
-            "not restarted: this identity may not {} {}.apps in namespace {} (403); restart it after a rotation (kubectl rollout restart), or grant that verb",
-            failure.verb, failure.resource, self.namespace
-        );
-        let mut refused = self.refused.lock().expect("not poisoned");
-        if refused.is_none() {
-            tracing::warn!("{note}");
-        }
-        Ok(refused.get_or_insert(note).clone())
     }
 
     /// The namespace.

@@ -33,6 +33,13 @@ pub struct Entry {
     /// Expiry of the certificate this Secret holds after the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_after: Option<String>,
+    /// A `caBundle` target's write: the CAs it holds after it, by short fingerprint, in order
+    /// (`new` in a dry run for the CA the step would generate).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cas: Vec<String>,
+    /// A `caBundle` target's write: the step it belongs to (trust, leaves, cleanup, steady).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
 }
 
 impl Entry {
@@ -45,6 +52,8 @@ impl Entry {
             reason: s.reason.clone(),
             ca_sha256: None,
             not_after: s.not_after.map(rfc3339),
+            cas: Vec::new(),
+            step: None,
         }
     }
 
@@ -67,6 +76,8 @@ impl Entry {
             reason: ca.reason.clone(),
             ca_sha256: shown.map(Cert::fingerprint_hex),
             not_after: shown.map(|c| rfc3339(c.not_after)),
+            cas: Vec::new(),
+            step: None,
         }
     }
 
@@ -79,6 +90,17 @@ impl Entry {
             reason,
             ca_sha256: None,
             not_after: None,
+            cas: Vec::new(),
+            step: None,
+        }
+    }
+
+    /// This `caBundle` target line with the CAs its write holds and the step it belongs to.
+    pub fn holding(self, cas: Vec<String>, step: &str) -> Self {
+        Self {
+            cas,
+            step: Some(step.to_string()),
+            ..self
         }
     }
 }
@@ -456,13 +478,10 @@ impl Report {
                 ""
             }
         );
-        let width = self
-            .secrets
-            .iter()
-            .map(|e| e.secret.len())
-            .max()
-            .unwrap_or(0);
-        for e in &self.secrets {
+        let (targets, secrets): (Vec<&Entry>, Vec<&Entry>) =
+            self.secrets.iter().partition(|e| e.kind == Kind::Webhook);
+        let width = secrets.iter().map(|e| e.secret.len()).max().unwrap_or(0);
+        for e in secrets {
             let action = serde_json::to_value(e.action).unwrap();
             let kind = serde_json::to_value(e.kind).unwrap();
             out.push_str(&format!(
@@ -470,6 +489,17 @@ impl Report {
                 e.secret,
                 kind.as_str().unwrap_or(""),
                 action.as_str().unwrap_or(""),
+                e.reason
+            ));
+        }
+        if !targets.is_empty() {
+            out.push_str("caBundle targets:\n");
+        }
+        for e in targets {
+            out.push_str(&format!(
+                "  {}: {}: {}\n",
+                e.secret,
+                e.action.name(),
                 e.reason
             ));
         }
@@ -664,6 +694,8 @@ mod tests {
             reason: format!("{action:?}"),
             ca_sha256: None,
             not_after: None,
+            cas: Vec::new(),
+            step: None,
         };
         let mut done = vec![entry("a", Action::Renew), entry("b", Action::Keep)];
         merge(

@@ -22,6 +22,7 @@ use crate::outside::{Endpoints, EndpointsError, RolloutProgress, WorkloadView, W
 use crate::probe::{self, ClientIdentity, Expected};
 use crate::report::{ConsumerReport, DeploymentReport};
 use crate::rollout::{RestartAction, RolloutError, Target, fingerprint, restart_needed};
+use crate::store::StoreError;
 
 /// What to do for the consumers after a step.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +31,10 @@ pub struct Tasks {
     pub probe: bool,
     pub dry_run: bool,
     pub deadline: Instant,
+    /// Restarts are an extra nobody asked for (no `--wait`), so no rules review proved their
+    /// verbs before the run: a 403 on a workload request skips every restart for the rest of
+    /// the run, with a warning and a report line, instead of failing it (src/access.rs).
+    pub skip_refused: bool,
 }
 
 /// What went wrong in the consumers' tasks, beyond the report.
@@ -41,6 +46,9 @@ pub struct Problems {
     pub pending: Vec<String>,
     /// An API call the server refused (exit 5), if any.
     pub refused: Option<crate::store::StoreError>,
+    /// Why restarts are skipped for the rest of the run, once a workload request was refused
+    /// (403, without `--wait`): the caller keeps it and hands it to later steps.
+    pub restarts_refused: Option<String>,
 }
 
 impl Problems {
@@ -61,17 +69,22 @@ impl Problems {
     }
 }
 
-/// Restarts, waits and probes as asked. `workloads` is `None` in local mode.
+/// Restarts, waits and probes as asked. `workloads` is `None` in local mode. `refused`: why
+/// restarts are skipped, when a request was refused earlier in the run (a new refusal comes
+/// back in [`Problems::restarts_refused`]).
 pub async fn reload(
     config: &Config,
     outcome: &Outcome,
-    workloads: Option<&dyn Workloads>,
-    client: Option<&dyn Endpoints>,
+    (workloads, client): (Option<&dyn Workloads>, Option<&dyn Endpoints>),
     tasks: Tasks,
     now: OffsetDateTime,
+    refused: Option<String>,
 ) -> Result<(Vec<ConsumerReport>, Problems), Error> {
     let mut reports = Vec::new();
-    let mut problems = Problems::default();
+    let mut problems = Problems {
+        restarts_refused: refused,
+        ..Problems::default()
+    };
     let mut targets: Vec<(usize, usize, Target)> = Vec::new();
 
     for consumer in &config.consumers {
@@ -93,8 +106,15 @@ pub async fn reload(
             }
             (Some(api), Some(workload)) => {
                 let ci = reports.len();
-                let waits =
-                    restart(api, consumer, workload, outcome, tasks, now, &mut report).await?;
+                let waits = restart(
+                    api,
+                    (consumer, workload),
+                    outcome,
+                    (tasks, now),
+                    &mut report,
+                    &mut problems.restarts_refused,
+                )
+                .await?;
                 problems.failed.extend(waits.failed);
                 targets.extend(waits.targets.into_iter().map(|(di, t)| (ci, di, t)));
             }
@@ -156,22 +176,46 @@ fn decide(
     restart_needed(w, &fp, written, last_written)
 }
 
+/// Why restarts are skipped for the rest of the run when `e` is a 403 and refusals are
+/// skipped; `None` otherwise (the error stops the run).
+fn restart_refusal(e: &StoreError, namespace: &str, skip: bool) -> Option<String> {
+    let StoreError::Api(failure) = e else {
+        return None;
+    };
+    if !skip || failure.status != Some(403) {
+        return None;
+    }
+    let note = format!(
+        "not restarted: this identity may not {} {}.apps in namespace {namespace} (403); restart it after a rotation (kubectl rollout restart), or grant that verb",
+        failure.verb, failure.resource
+    );
+    tracing::warn!("{note}");
+    Some(note)
+}
+
 /// Restarts a restart-only consumer's workloads as this step calls for, filling its report.
+/// `skipped`: why restarts are skipped in this run, once a request was refused (set here on a
+/// refusal).
 async fn restart(
     api: &dyn Workloads,
-    consumer: &Consumer,
-    workload: &Workload,
+    (consumer, workload): (&Consumer, &Workload),
     outcome: &Outcome,
-    tasks: Tasks,
-    now: OffsetDateTime,
+    (tasks, now): (Tasks, OffsetDateTime),
     report: &mut ConsumerReport,
+    skipped: &mut Option<String>,
 ) -> Result<Restarts, Error> {
     let mut out = Restarts::default();
     // A 403 earlier in this run (no --wait, so no review proved the verbs first).
-    if let Some(note) = api.refused() {
-        refused(consumer, report, note);
+    if let Some(note) = skipped {
+        refused(consumer, report, note.clone());
         return Ok(out);
     }
+    let mut refuse = |e: StoreError, report: &mut ConsumerReport| -> Result<(), Error> {
+        let note = restart_refusal(&e, api.namespace(), tasks.skip_refused).ok_or(e)?;
+        refused(consumer, report, note.clone());
+        *skipped = Some(note);
+        Ok(())
+    };
     let found = match workload {
         Workload::Name(n) => api
             .get(consumer.kind, n)
@@ -182,30 +226,13 @@ async fn restart(
     let found: Vec<_> = match found {
         Ok(found) => found,
         Err(e) => {
-            refused(consumer, report, api.refuse(e)?);
+            refuse(e, report)?;
             return Ok(out);
         }
     };
     if found.is_empty() {
-        let what = match workload {
-            Workload::Name(n) => format!(
-                "{} {}/{n} does not exist",
-                consumer.kind.noun(),
-                api.namespace()
-            ),
-            Workload::Selector(s) => format!(
-                "no {} in {} matches {s}",
-                consumer.kind.noun(),
-                api.namespace()
-            ),
-        };
-        if consumer.required {
-            out.failed.push(format!(
-                "consumer {}: {what} (it is marked required)",
-                consumer.name
-            ));
-        }
-        report.note = Some(format!("missing: {what}; skipped"));
+        out.failed
+            .extend(missing(api.namespace(), consumer, workload, report));
     }
     for d in found {
         let name = d.name.clone();
@@ -222,7 +249,7 @@ async fn restart(
                     Err(e) => {
                         report.deployments.clear();
                         out.targets.clear();
-                        refused(consumer, report, api.refuse(e)?);
+                        refuse(e, report)?;
                         return Ok(out);
                     }
                     Ok(Ok(target)) => {
@@ -258,6 +285,25 @@ async fn restart(
         report.deployments.push(entry.of(d.kind));
     }
     Ok(out)
+}
+
+/// A consumer none of whose workloads exists: said in its report line, and a failure when it
+/// is marked required.
+fn missing(
+    namespace: &str,
+    consumer: &Consumer,
+    workload: &Workload,
+    report: &mut ConsumerReport,
+) -> Option<String> {
+    let noun = consumer.kind.noun();
+    let what = match workload {
+        Workload::Name(n) => format!("{noun} {namespace}/{n} does not exist"),
+        Workload::Selector(s) => format!("no {noun} in {namespace} matches {s}"),
+    };
+    report.note = Some(format!("missing: {what}; skipped"));
+    consumer
+        .required
+        .then(|| format!("consumer {}: {what} (it is marked required)", consumer.name))
 }
 
 /// A restart-only consumer left alone because the API server refused a workload request

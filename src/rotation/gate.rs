@@ -40,6 +40,7 @@ use crate::config::{Config, Kind, Reload, Workload};
 use crate::error::Error;
 use crate::outside::{PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
+use crate::store::StoreError;
 
 /// How long after a poke was answered certgen takes the pod's kubelet to have re-projected
 /// its Secrets: the largest delay measured on a real kubelet (CONTRIBUTING.md, "Pushed
@@ -80,6 +81,9 @@ pub struct Evidence {
     lost: BTreeMap<String, String>,
     /// The pods' report lines.
     pub pods: Vec<PodReport>,
+    /// Why pokes are off for the rest of the run, once the API server refused a pod request
+    /// (403): the report line.
+    pub refused: Option<String>,
     /// Which consumer owns which workload, once resolved.
     owners: Option<Owners>,
     /// The last write to a `caBundle` target in this run (monotonic clock).
@@ -419,14 +423,36 @@ impl Push<'_> {
         ev.owners = Some(owners);
     }
 
+    /// Takes a 403 as the reason to stop poking for the rest of the run (pokes are an extra:
+    /// gates then wait out --propagation-delay, as under Envoy Gateway's own Role), kept in
+    /// `ev`; gives any other error back.
+    fn refuse(&self, ev: &mut Evidence, e: StoreError) -> Result<String, StoreError> {
+        let StoreError::Api(failure) = &e else {
+            return Err(e);
+        };
+        if failure.status != Some(403) {
+            return Err(e);
+        }
+        let note = ev.refused.get_or_insert_with(|| {
+            let note = format!(
+                "pods not poked: this identity may not {} pods in namespace {} (403); gates wait out --propagation-delay instead (grant list and patch on pods to speed rotations up)",
+                failure.verb,
+                self.pods.namespace()
+            );
+            tracing::warn!("{note}");
+            note
+        });
+        Ok(note.clone())
+    }
+
     /// Lists the pods, or `None` (pokes off for the rest of the run) when refused.
-    async fn list(&self) -> Result<Option<Vec<PodView>>, Error> {
-        if self.pods.refused().is_some() {
+    async fn list(&self, ev: &mut Evidence) -> Result<Option<Vec<PodView>>, Error> {
+        if ev.refused.is_some() {
             return Ok(None);
         }
         match self.pods.list().await {
             Ok(p) => Ok(Some(p)),
-            Err(e) => match self.pods.refuse(e) {
+            Err(e) => match self.refuse(ev, e) {
                 Ok(_) => Ok(None),
                 // Any other failure: no evidence, the timer decides.
                 Err(e) => {
@@ -446,7 +472,7 @@ impl Push<'_> {
         now: OffsetDateTime,
     ) -> Result<(), Error> {
         ev.observe(outcome);
-        let Some(pods) = self.list().await? else {
+        let Some(pods) = self.list(ev).await? else {
             return Ok(());
         };
         self.owners(ev).await;
@@ -478,7 +504,7 @@ impl Push<'_> {
         for (p, (answer, at)) in due.iter().zip(answers) {
             let answer = match answer {
                 Ok(a) => Ok(a),
-                Err(e) => match self.pods.refuse(e) {
+                Err(e) => match self.refuse(ev, e) {
                     Ok(note) => Err(note),
                     Err(e) => Err(e.to_string()),
                 },
@@ -531,7 +557,7 @@ impl Push<'_> {
         ev.other_stored = other_written_at;
         let mut said = Instant::now();
         loop {
-            let Some(pods) = self.list().await? else {
+            let Some(pods) = self.list(ev).await? else {
                 return Ok(false);
             };
             // Pods that appeared or were missed since the step (or a gate resumed from an
@@ -561,12 +587,16 @@ impl Push<'_> {
         }
     }
 
-    /// Dry run: the pods a run would poke after writing what `outcome` plans, as report lines.
-    pub async fn planned(&self, outcome: &Outcome) -> Result<Vec<PodReport>, Error> {
-        let Some(pods) = self.list().await? else {
-            return Ok(vec![]);
-        };
+    /// Dry run: the pods a run would poke after writing what `outcome` plans, as report lines,
+    /// and why pokes would be off (the pods could not be listed: 403).
+    pub async fn planned(
+        &self,
+        outcome: &Outcome,
+    ) -> Result<(Vec<PodReport>, Option<String>), Error> {
         let mut ev = Evidence::default();
+        let Some(pods) = self.list(&mut ev).await? else {
+            return Ok((vec![], ev.refused));
+        };
         self.owners(&mut ev).await;
         ev.unowned(&pods, &self.managed());
         let mut lines = ev.pods.clone();
@@ -593,7 +623,7 @@ impl Push<'_> {
                 detail: None,
             });
         }
-        Ok(lines)
+        Ok((lines, ev.refused))
     }
 }
 

@@ -14,6 +14,8 @@ mod step;
 mod wait;
 mod webhooks;
 
+use std::collections::BTreeSet;
+
 use tokio::time::Instant;
 
 pub use self::gate::{POKE_SETTLE, wait_timer};
@@ -65,28 +67,29 @@ impl Invocation<'_> {
         })
     }
 
-    /// Restarts, waits and probes for what `outcome` holds, as asked.
+    /// Restarts, waits and probes for what `outcome` holds, as asked. `refused`: why restarts
+    /// are skipped, when a workload request was refused earlier in the run.
     async fn consumers<S: SecretStore>(
         &self,
         store: &S,
         outcome: &Outcome,
-        wait: bool,
-        probe: bool,
-        dry_run: bool,
+        (wait, probe, dry_run): (bool, bool, bool),
+        refused: Option<String>,
     ) -> Result<(Vec<ConsumerReport>, consumers::Problems), Error> {
         let tasks = consumers::Tasks {
             wait,
             probe,
             dry_run,
             deadline: self.deadline,
+            skip_refused: !self.options.wait,
         };
         consumers::reload(
             self.config,
             outcome,
-            self.deployments,
-            self.client,
+            (self.deployments, self.client),
             tasks,
             store.now(),
+            refused,
         )
         .await
     }
@@ -100,13 +103,14 @@ pub async fn run<S: SecretStore>(
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
     let mut seen = Progress::default();
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
-    // writes, as the run's steps would (one read of each target; a real run reads them before
-    // its first step instead).
-    if inv.options.dry_run
-        && let Some(at) = webhooks::Targets::read(&inv)
-            .await?
-            .and_then(|targets| targets.written_at(&inv))
-    {
+    // writes, as the run's steps would, and it lists the target writes its first step would
+    // make (one read of each target; a real run reads them before its first step instead).
+    let dry_targets = if inv.options.dry_run {
+        webhooks::Targets::read(&inv, &BTreeSet::new()).await?
+    } else {
+        None
+    };
+    if let Some(at) = dry_targets.as_ref().and_then(|t| t.written_at(&inv)) {
         seen.note(Learned::OtherWritten(at));
     }
     let options = seen.plan_options(&inv.options);
@@ -120,31 +124,38 @@ pub async fn run<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &inv, None, false).await;
+        return locked(store, &inv, None, false, Vec::new()).await;
     };
     if inv.options.dry_run {
-        let (reports, _) = inv.consumers(store, &look, false, false, true).await?;
-        let pods = match inv.push() {
-            Some(push) if !look.written.is_empty() => push.planned(&look).await?,
-            _ => vec![],
-        };
-        let mut report = look.report;
-        report.events = crate::events::of_step(&look.phase, &report.secrets);
-        report.consumers = reports;
-        report.pods = pods;
-        return Ok((report, None));
+        return Ok((dry_run(store, &inv, look, dry_targets).await?, None));
     }
-    let needs_lock = !look.written.is_empty()
-        || look.phase != Phase::Steady
-        || webhooks::behind(&inv, &look.bundles).await?;
+    // Targets refused (403) before the steps: said in the report, and not asked again.
+    let mut refusals = Vec::new();
+    let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady || {
+        match webhooks::Targets::read(&inv, &BTreeSet::new()).await? {
+            Some(targets) => {
+                refusals = targets.refusals.clone();
+                targets.behind(&inv, |s| look.bundles.get(s).map(Vec::as_slice))
+            }
+            None => false,
+        }
+    };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
-        let (reports, verdict) = inv
-            .consumers(store, &look, inv.options.wait, inv.options.probe, false)
+        let (reports, mut verdict) = inv
+            .consumers(
+                store,
+                &look,
+                (inv.options.wait, inv.options.probe, false),
+                None,
+            )
             .await?;
         let mut report = look.report;
         report.dry_run = false;
         report.consumers = reports;
+        report.skipped.extend(refusals.into_iter().map(|r| r.note));
+        let refused = refused_lines(&report, verdict.restarts_refused.take(), None);
+        report.skipped.extend(refused);
         return Ok((report, verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
@@ -160,7 +171,40 @@ pub async fn run<S: SecretStore>(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
     }
-    locked(store, &inv, Some(&look), fresh).await
+    locked(store, &inv, Some(&look), fresh, refusals).await
+}
+
+/// A dry run's report: every outside action its first step would take, from `look` (the
+/// Secret writes), `targets` (the `caBundle` writes), the consumers (restarts) and the pods
+/// (pokes).
+async fn dry_run<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    look: Outcome,
+    targets: Option<webhooks::Targets>,
+) -> Result<Report, Error> {
+    let (reports, problems) = inv
+        .consumers(store, &look, (false, false, true), None)
+        .await?;
+    let (pods, pods_refused) = match inv.push() {
+        Some(push) if !look.written.is_empty() => push.planned(&look).await?,
+        _ => (vec![], None),
+    };
+    let mut report = look.report.clone();
+    if let Some(targets) = &targets {
+        let planned = targets.planned(inv, &look);
+        report.secrets.extend(planned.iter().map(|p| p.entry()));
+        report
+            .skipped
+            .extend(targets.refusals.iter().map(|r| r.note.clone()));
+    }
+    // The Events of what it plans, caBundle targets' after their Secrets', as a run records.
+    report.events = crate::events::of_step(&look.phase, &report.secrets);
+    report.consumers = reports;
+    report.pods = pods;
+    let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
+    report.skipped.extend(refused);
+    Ok(report)
 }
 
 /// Whether the look found none of the Secrets in a cluster (a fresh install): every write is
@@ -172,12 +216,14 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
 }
 
 /// Takes the lock (none for a `fresh` install until one of its creates loses a race, see
-/// [`run`]), runs the steps, releases the lock.
+/// [`run`]), runs the steps, releases the lock. `refused`: `caBundle` targets the API server
+/// refused before it.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
+    refused: Vec<webhooks::Refusal>,
 ) -> Result<(Report, Option<Error>), Error> {
     let held = std::sync::Mutex::new(if fresh {
         lock::Held::Unlocked
@@ -185,6 +231,12 @@ async fn locked<S: SecretStore>(
         take_lock(inv).await?
     });
     let mut progress = Progress::default();
+    for r in refused {
+        progress.note(Learned::Refused {
+            what: r.what,
+            note: r.note,
+        });
+    }
     let (result, writes) = {
         let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);
@@ -319,7 +371,24 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> 
     report.events = progress.events.clone();
     report.pods = evidence.pods.clone();
     report.gates = progress.gates.clone();
+    report.skipped = progress.refused.values().cloned().collect();
+    let refused = refused_lines(
+        &report,
+        progress.restarts_refused.clone(),
+        evidence.refused.clone(),
+    );
+    report.skipped.extend(refused);
     report
+}
+
+/// The report's lines for restarts and pokes the API server refused (403): a refusal of
+/// restarts is said for each consumer it left alone.
+fn refused_lines(report: &Report, restarts: Option<String>, pods: Option<String>) -> Vec<String> {
+    let mut lines: Vec<String> = restarts
+        .map(|note| report.consumers_noted(&note).collect())
+        .unwrap_or_default();
+    lines.extend(pods);
+    lines
 }
 
 /// Before anything is written: a restart-only consumer that missed the restart for what is
@@ -340,13 +409,20 @@ async fn missed_restarts<S: SecretStore>(
     // What is stored, nothing written yet.
     let mut stored = look.clone();
     stored.written.clear();
-    let (mut reports, problems) = inv.consumers(store, &stored, true, false, false).await?;
+    let (mut reports, mut problems) = inv
+        .consumers(store, &stored, (true, false, false), None)
+        .await?;
+    if let Some(note) = problems.restarts_refused.take() {
+        progress.note(Learned::RestartsRefused(note));
+    }
     let events = crate::events::of_restarts(&reports);
     if let Some(e) = problems.into_error() {
         let mut report = look.report.clone();
         report.dry_run = false;
         report.consumers = reports;
         report.events = events;
+        let refused = refused_lines(&report, progress.restarts_refused.clone(), None);
+        report.skipped.extend(refused);
         return Ok(Some((report, Some(e))));
     }
     // Only a restart it made belongs in the report: the steps report the rest.
@@ -376,8 +452,14 @@ async fn first_targets<S: SecretStore>(
     let targets = if fresh {
         None
     } else {
-        webhooks::Targets::read(inv).await?
+        webhooks::Targets::read(inv, &progress.refused.keys().cloned().collect()).await?
     };
+    for r in targets.iter().flat_map(|t| &t.refusals) {
+        progress.note(Learned::Refused {
+            what: r.what.clone(),
+            note: r.note.clone(),
+        });
+    }
     if let Some(at) = targets.as_ref().and_then(|t| t.written_at(inv)) {
         progress.note(Learned::OtherWritten(at));
     }
@@ -409,7 +491,15 @@ async fn after_step<S: SecretStore>(
     (push, evidence): (Option<&gate::Push<'_>>, &mut gate::Evidence),
     progress: &mut Progress,
 ) -> Result<Vec<Entry>, Error> {
-    let synced = webhooks::sync(inv, outcome, first, targets).await?;
+    let refused = progress.refused.keys().cloned().collect();
+    let synced = webhooks::sync(inv, outcome, first, targets, &refused).await?;
+    for r in synced.refusals {
+        progress.note(Learned::Refused {
+            what: r.what,
+            note: r.note,
+        });
+    }
+    let synced = synced.entries;
     let webhook_wrote = synced.iter().any(|e| e.action.writes());
     if webhook_wrote {
         progress.note(Learned::OtherWritten(store.now()));
@@ -458,7 +548,13 @@ async fn reload<S: SecretStore>(
     let last = matches!(outcome.phase, Phase::Steady | Phase::Cleanup { last: true });
     let wait = inv.options.wait || !last;
     let probe = inv.options.probe && last;
-    let (reports, problems) = inv.consumers(store, outcome, wait, probe, false).await?;
+    let refused = progress.restarts_refused.clone();
+    let (reports, mut problems) = inv
+        .consumers(store, outcome, (wait, probe, false), refused)
+        .await?;
+    if let Some(note) = problems.restarts_refused.take() {
+        progress.note(Learned::RestartsRefused(note));
+    }
     let mut events = crate::events::of_step(&outcome.phase, &outcome.report.secrets);
     events.extend(crate::events::of_step(&outcome.phase, synced));
     events.extend(crate::events::of_restarts(&reports));

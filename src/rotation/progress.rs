@@ -4,6 +4,8 @@
 //! [`Progress::known`] (what was learned): the flags themselves ([`RunOptions`]) never change
 //! during a run.
 
+use std::collections::BTreeMap;
+
 use time::OffsetDateTime;
 
 use crate::config::RunOptions;
@@ -37,6 +39,12 @@ pub struct Progress {
     pub attempts: u32,
     /// What became of the run lock (known once it is released).
     pub lock: lock::Outcome,
+    /// What the API server refused in this run (403), by object, with the report line: left
+    /// alone for the rest of the run.
+    pub refused: BTreeMap<String, String>,
+    /// Why restarts are skipped for the rest of the run, once a workload request was refused
+    /// (403, without `--wait`).
+    pub restarts_refused: Option<String>,
 }
 
 /// One thing a run learned.
@@ -66,6 +74,10 @@ pub enum Learned {
     TrustConfirmed([u8; 32]),
     /// The run lock was released (or never taken): what became of it.
     Lock(lock::Outcome),
+    /// The API server refused a request on `what` (403): the report line says what is skipped.
+    Refused { what: String, note: String },
+    /// A workload request was refused (403, without `--wait`): no more restarts in this run.
+    RestartsRefused(String),
 }
 
 impl Progress {
@@ -94,6 +106,12 @@ impl Progress {
             }
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
             Learned::Lock(outcome) => self.lock = outcome,
+            Learned::Refused { what, note } => {
+                self.refused.entry(what).or_insert(note);
+            }
+            Learned::RestartsRefused(note) => {
+                self.restarts_refused.get_or_insert(note);
+            }
         }
     }
 

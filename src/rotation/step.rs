@@ -12,7 +12,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::observe::{Snapshot, observe};
 use crate::pki::{CaKey, Cert};
-use crate::plan::{self, Known, Options, Phase};
+use crate::plan::{self, CaRef, Content, Known, Options, Phase};
 use crate::report::{Entry, Report};
 use crate::store::{SecretStore, StoreError};
 
@@ -37,6 +37,9 @@ pub struct Outcome {
     pub written_at: BTreeMap<String, OffsetDateTime>,
     /// Each TLS Secret's `ca.crt` after the step, for the `caBundle` targets that follow it.
     pub bundles: BTreeMap<String, Vec<u8>>,
+    /// A step that writes nothing ([`look`]): the `ca.crt` its plan would write to each Secret,
+    /// by CA (one of them perhaps the CA the step would generate), over [`Self::bundles`].
+    pub planned: BTreeMap<String, Vec<CaRef>>,
     /// What this step did, and so what comes next.
     pub phase: Phase,
     /// Whether `--overwrite` has been acted on in this step: it stored a new CA, or found the
@@ -210,6 +213,7 @@ fn outcome<S: SecretStore>(
         written,
         written_at: applied.written_at,
         bundles: applied.bundles,
+        planned: BTreeMap::new(),
         leaves: applied.leaves,
         signer: applied.signer.take(),
         pending: applied.pending.take(),
@@ -254,12 +258,21 @@ fn looked<S: SecretStore>(
         stored.record(name, &observed, &BTreeMap::new(), None);
     }
     let report = Report::from_plan(&config.profile, store.describe(), &plan);
+    let planned = plan
+        .secrets
+        .iter()
+        .filter_map(|s| match s.write.as_ref()?.data.get("ca.crt")? {
+            Content::Bundle(refs) => Some((s.name.clone(), refs.clone())),
+            _ => None,
+        })
+        .collect();
     Outcome {
         report,
         digests: stored.digests,
         written,
         written_at: stored.written_at,
         bundles: stored.bundles,
+        planned,
         leaves: stored.leaves,
         signer: plan.ca.active,
         pending: plan.ca.pending,

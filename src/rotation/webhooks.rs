@@ -1,69 +1,141 @@
 //! The `caBundle` targets (webhook configurations, APIServices) that follow a TLS Secret's
-//! bundle: written right after the Secret, so the API server trusts what the webhook serves.
+//! bundle, as planned actions: each step's target writes are planned as data ([`plan`], pure)
+//! from what was read and the bundles the step leaves in its Secrets, written mechanically
+//! right after the Secrets ([`execute`]), and their outcomes come back as data ([`Done`]): the
+//! report lines and the targets the API server refused. A dry run lists the same planned
+//! writes. Nothing here keeps state: what was refused earlier in the run is the caller's to
+//! hold and hand back ([`super::Progress`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
+use crate::config::{Webhook, WebhookKind};
 use crate::error::Error;
 use crate::observe::Snapshot;
-use crate::outside::{
-    TargetObserved as WebhookObserved, TargetRead as ObservedWebhook, describe_target as describe,
-};
-use crate::plan::Action;
+use crate::outside::{CaBundleTargets, TargetObserved, TargetRead, describe_target as describe};
+use crate::pki::{Cert, bundle_pem, parse_cert_chain};
+use crate::plan::{Action, CaRef};
 use crate::report::Entry;
 use crate::store::StoreError;
 
-/// Whether a `caBundle` target differs from the bundle of the Secret it follows (so a run with
-/// nothing else to do still has this to write).
-pub(super) async fn behind(
-    inv: &Invocation<'_>,
-    bundles: &BTreeMap<String, Vec<u8>>,
-) -> Result<bool, Error> {
-    let targets = Targets::read(inv).await?;
-    Ok(targets.is_some_and(|t| t.behind(inv, |secret| bundles.get(secret).map(Vec::as_slice))))
+/// What a read of one configured target found.
+#[derive(Debug, Clone)]
+pub(super) enum Read {
+    /// The API server refused a request on it (403), now or earlier in the run: left alone.
+    Refused,
+    Absent,
+    Present(Box<TargetRead>),
 }
 
-/// Every `caBundle` target as read before a run's first step, in the config's order (`None`:
-/// refused, 403). The first step's gate counts from the newest of their writes as from a
-/// Secret's: the API server must have loaded a bundle written there, perhaps by an earlier run
-/// that repaired drift long after the Secret's own write, before the leaves that only it
-/// trusts are served. The first step's [`sync`] writes from this read rather than reading
-/// again (each write is fenced by the resourceVersion read, so nothing is lost if the object
-/// changed in between).
-pub(super) struct Targets(Vec<Option<WebhookObserved>>);
+/// A target the API server refused (403): left alone for the rest of the run, with the
+/// report line that says so. Data the caller keeps, not state of the adapter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// `MutatingWebhookConfiguration name`.
+    pub what: String,
+    pub note: String,
+}
+
+/// The refusal `e` is, when it is a 403 on `target`; `None` for any other error.
+fn refusal(target: &Webhook, e: &StoreError) -> Option<Refusal> {
+    let StoreError::Api(failure) = e else {
+        return None;
+    };
+    if failure.status != Some(403) {
+        return None;
+    }
+    let (plural, group) = match target.kind {
+        WebhookKind::MutatingWebhookConfiguration => (
+            "mutatingwebhookconfigurations",
+            "admissionregistration.k8s.io",
+        ),
+        WebhookKind::ValidatingWebhookConfiguration => (
+            "validatingwebhookconfigurations",
+            "admissionregistration.k8s.io",
+        ),
+        WebhookKind::ApiService => ("apiservices", "apiregistration.k8s.io"),
+    };
+    Some(Refusal {
+        what: describe(target.kind, &target.name),
+        note: format!(
+            "{plural} {}: caBundle not kept in step: this identity may not {} {plural}.{group} (cluster-wide, 403); grant it, or pass --disable-topology-injector for Envoy Gateway's injector",
+            target.name, failure.verb
+        ),
+    })
+}
+
+/// Reads one target, unless it is in `refused`; a 403 is a [`Read::Refused`] with its
+/// [`Refusal`], any other error is given back.
+async fn read_one(
+    api: &dyn CaBundleTargets,
+    target: &Webhook,
+    refused: &BTreeSet<String>,
+) -> Result<(Read, Option<Refusal>), StoreError> {
+    if refused.contains(&describe(target.kind, &target.name)) {
+        return Ok((Read::Refused, None));
+    }
+    match api.read(target.kind, &target.name).await {
+        Ok(TargetObserved::Absent) => Ok((Read::Absent, None)),
+        Ok(TargetObserved::Present(o)) => Ok((Read::Present(o), None)),
+        Err(e) => match refusal(target, &e) {
+            Some(r) => Ok((Read::Refused, Some(r))),
+            None => Err(e),
+        },
+    }
+}
+
+/// Every `caBundle` target as read, in the config's order, with the refusals the reads met.
+/// The first step's gate counts from the newest of their writes as from a Secret's: the API
+/// server must have loaded a bundle written there, perhaps by an earlier run that repaired
+/// drift long after the Secret's own write, before the leaves that only it trusts are served.
+/// The first step plans its target writes from this read rather than reading again (each
+/// write is fenced by the resourceVersion read, so nothing is lost if the object changed in
+/// between).
+pub(super) struct Targets {
+    reads: Vec<Read>,
+    pub refusals: Vec<Refusal>,
+}
 
 impl Targets {
-    /// Reads every target once (nothing when the run has no `caBundle` store).
-    pub(super) async fn read(inv: &Invocation<'_>) -> Result<Option<Self>, Error> {
+    /// Reads every target once (nothing when the run has no `caBundle` store), leaving out
+    /// those `refused` earlier in the run.
+    pub(super) async fn read(
+        inv: &Invocation<'_>,
+        refused: &BTreeSet<String>,
+    ) -> Result<Option<Self>, Error> {
         let Some(api) = inv.webhooks else {
             return Ok(None);
         };
-        let mut read = Vec::with_capacity(inv.config.webhooks.len());
+        let mut targets = Self {
+            reads: Vec::with_capacity(inv.config.webhooks.len()),
+            refusals: Vec::new(),
+        };
         for target in &inv.config.webhooks {
-            read.push(api.read(target.kind, &target.name).await?);
+            let (read, refusal) = read_one(api, target, refused).await?;
+            targets.reads.push(read);
+            targets.refusals.extend(refusal);
         }
-        Ok(Some(Self(read)))
+        Ok(Some(targets))
     }
 
-    /// The targets that exist, each with the Secret whose bundle it follows (absent and
-    /// refused targets are left out).
+    /// The targets that exist, each with the Secret whose bundle it follows.
     fn present<'a>(
         &'a self,
         inv: &'a Invocation<'_>,
-    ) -> impl Iterator<Item = (&'a str, &'a ObservedWebhook)> {
+    ) -> impl Iterator<Item = (&'a str, &'a TargetRead)> {
         inv.config
             .webhooks
             .iter()
-            .zip(&self.0)
+            .zip(&self.reads)
             .filter_map(|(target, read)| match read {
-                Some(WebhookObserved::Present(o)) => Some((target.bundle_from.as_str(), &**o)),
+                Read::Present(o) => Some((target.bundle_from.as_str(), &**o)),
                 _ => None,
             })
     }
 
     /// Whether a target does not hold the bundle `bundle_of` gives for the Secret it follows
-    /// (a sync would write it). Absent and refused targets are never behind.
+    /// (a step would write it). Absent and refused targets are never behind.
     pub(super) fn behind<'b>(
         &self,
         inv: &Invocation<'_>,
@@ -74,7 +146,7 @@ impl Targets {
     }
 
     /// Whether a target does not hold the `ca.crt` its Secret had in `observed`: the first
-    /// step's sync will write it (drift), after that step's own writes.
+    /// step will write it (drift), after that step's own writes.
     pub(super) fn behind_stored(&self, inv: &Invocation<'_>, observed: &Snapshot) -> bool {
         let layouts: BTreeMap<&str, String> = inv
             .config
@@ -92,92 +164,410 @@ impl Targets {
         })
     }
 
+    /// The target actions of a step that writes nothing (a dry run's look): every target, as
+    /// the run's first step would plan them.
+    pub(super) fn planned(&self, inv: &Invocation<'_>, look: &Outcome) -> Vec<TargetPlan> {
+        let reads: Vec<Option<Read>> = self.reads.iter().cloned().map(Some).collect();
+        plan(
+            &inv.config.webhooks,
+            &reads,
+            &Wanted::of(look),
+            look.phase.name(),
+        )
+    }
+
     /// The newest write to any target, by the API server's clock.
     pub(super) fn written_at(&self, inv: &Invocation<'_>) -> Option<time::OffsetDateTime> {
         self.present(inv).filter_map(|(_, o)| o.written_at).max()
     }
 }
 
-/// Writes each `caBundle` target that differs from its Secret's bundle, fenced by the
-/// resourceVersion and uid read (re-read and retried on a conflict). A target that does not
-/// exist is reported and left alone: certgen does not create webhook configurations. Only the
-/// first step reads every target (drift since the last run), from `read` when the targets were
-/// read before it; later steps read a target only when they wrote the Secret it follows.
+/// The `ca.crt` a step leaves in a TLS Secret, which the targets that follow it must hold.
+#[derive(Debug, Clone)]
+pub enum Wanted {
+    /// The bytes stored (or written by the step).
+    Stored(Vec<u8>),
+    /// A dry run's plan: these CAs, one of which the step would generate.
+    Planned(Vec<CaRef>),
+}
+
+impl Wanted {
+    /// Each bundle the step leaves (`outcome.planned` over what is stored, for a dry run).
+    pub fn of(outcome: &Outcome) -> BTreeMap<String, Self> {
+        let mut wanted: BTreeMap<String, Self> = outcome
+            .bundles
+            .iter()
+            .map(|(name, bytes)| (name.clone(), Self::Stored(bytes.clone())))
+            .collect();
+        for (name, refs) in &outcome.planned {
+            let known: Option<Vec<Cert>> = refs
+                .iter()
+                .map(|r| match r {
+                    CaRef::Cert(c) => Some(c.clone()),
+                    CaRef::New => None,
+                })
+                .collect();
+            let planned = match known {
+                Some(certs) => Self::Stored(bundle_pem(&certs).into_bytes()),
+                None => Self::Planned(refs.clone()),
+            };
+            wanted.insert(name.clone(), planned);
+        }
+        wanted
+    }
+
+    /// The CAs it holds, by short fingerprint ("new" for the one the step generates).
+    fn cas(&self) -> Vec<String> {
+        match self {
+            Self::Stored(bytes) => parse_cert_chain(bytes)
+                .unwrap_or_default()
+                .iter()
+                .map(Cert::short_fingerprint)
+                .collect(),
+            Self::Planned(refs) => refs
+                .iter()
+                .map(|r| match r {
+                    CaRef::New => "new".to_string(),
+                    CaRef::Cert(c) => c.short_fingerprint(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One planned `caBundle` write: everything [`execute`] needs, nothing it decides.
+#[derive(Debug, Clone)]
+pub struct TargetWrite {
+    /// The target as read: the write is fenced by its resourceVersion and uid.
+    pub read: Box<TargetRead>,
+    /// The TLS Secret whose `ca.crt` it follows.
+    pub follows: String,
+    /// The step it belongs to (the phase's name).
+    pub step: &'static str,
+    /// The CAs it will hold, by short fingerprint, in order.
+    pub cas: Vec<String>,
+    /// The PEM bundle written (`None` in a dry run whose step would generate a CA).
+    pub bundle: Option<Vec<u8>>,
+}
+
+/// What a step does to one target.
+#[derive(Debug, Clone)]
+pub enum TargetPlan {
+    Write(TargetWrite),
+    /// Nothing to write: the report line says why.
+    Keep {
+        what: String,
+        reason: String,
+    },
+}
+
+impl TargetWrite {
+    fn what(&self) -> String {
+        describe(self.read.kind, &self.read.name)
+    }
+
+    /// Its report line (`done`: written, rather than planned).
+    fn entry(&self) -> Entry {
+        let reason = format!(
+            "caBundle follows Secret {}'s ca.crt ({} step; CAs {})",
+            self.follows,
+            self.step,
+            self.cas.join(", ")
+        );
+        Entry::webhook(&self.what(), Action::UpdateBundle, reason)
+            .holding(self.cas.clone(), self.step)
+    }
+}
+
+impl TargetPlan {
+    /// Its report line.
+    pub fn entry(&self) -> Entry {
+        match self {
+            Self::Write(w) => w.entry(),
+            Self::Keep { what, reason } => Entry::webhook(what, Action::Keep, reason.clone()),
+        }
+    }
+}
+
+/// Plans the target writes of a step, pure: each read target (`reads`, one per configured
+/// target in `webhooks`, `None` for one this step leaves alone) that does not hold the bundle
+/// the step leaves in the Secret it follows (`wanted`) is written; absent ones are reported
+/// and left alone (certgen does not create webhook configurations), refused ones left out.
+pub fn plan(
+    webhooks: &[Webhook],
+    reads: &[Option<Read>],
+    wanted: &BTreeMap<String, Wanted>,
+    step: &'static str,
+) -> Vec<TargetPlan> {
+    let mut plans = Vec::new();
+    for (target, read) in webhooks.iter().zip(reads) {
+        let what = describe(target.kind, &target.name);
+        let (Some(read), Some(want)) = (read, wanted.get(&target.bundle_from)) else {
+            continue;
+        };
+        let keep = |reason: String| TargetPlan::Keep {
+            what: what.clone(),
+            reason,
+        };
+        match read {
+            Read::Refused => {}
+            Read::Absent => plans.push(keep(format!(
+                "not found; its caBundle would follow Secret {}",
+                target.bundle_from
+            ))),
+            Read::Present(o) => match want {
+                Wanted::Stored(bundle) if o.holds(bundle) => plans.push(keep(format!(
+                    "caBundle is Secret {}'s ca.crt",
+                    target.bundle_from
+                ))),
+                _ => plans.push(TargetPlan::Write(TargetWrite {
+                    read: o.clone(),
+                    follows: target.bundle_from.clone(),
+                    step,
+                    cas: want.cas(),
+                    bundle: match want {
+                        Wanted::Stored(b) => Some(b.clone()),
+                        Wanted::Planned(_) => None,
+                    },
+                })),
+            },
+        }
+    }
+    plans
+}
+
+/// What became of one planned target action.
+#[derive(Debug)]
+pub enum Done {
+    /// Written, or nothing to write: the report line.
+    Entry(Entry),
+    /// The object changed since it was read (or was recreated): re-read and re-plan.
+    Conflict { what: String, error: StoreError },
+    /// The API server refused the write (403): left alone for the rest of the run.
+    Refused(Refusal),
+}
+
+/// Executes planned target actions in order, mechanically: each write as planned, fenced by
+/// the read it was planned from; each outcome back as data. Any error other than a conflict or
+/// a 403 stops it.
+pub async fn execute(
+    api: &dyn CaBundleTargets,
+    webhooks: &[Webhook],
+    plans: &[TargetPlan],
+) -> Result<Vec<Done>, Error> {
+    let mut done = Vec::with_capacity(plans.len());
+    for p in plans {
+        let TargetPlan::Write(w) = p else {
+            done.push(Done::Entry(p.entry()));
+            continue;
+        };
+        let bundle = w.bundle.as_deref().expect("a run plans bundles it has");
+        match api.put(&w.read, bundle).await {
+            Ok(()) => {
+                let entry = w.entry();
+                let what = w.what();
+                tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {}", entry.reason);
+                done.push(Done::Entry(entry));
+            }
+            Err(error @ StoreError::Conflict { .. }) => done.push(Done::Conflict {
+                what: w.what(),
+                error,
+            }),
+            Err(e) => {
+                let target = webhooks
+                    .iter()
+                    .find(|t| t.kind == w.read.kind && t.name == w.read.name)
+                    .expect("planned from the config");
+                match refusal(target, &e) {
+                    Some(r) => done.push(Done::Refused(r)),
+                    None => return Err(e.into()),
+                }
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// What a step's target actions came to.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// Report lines: written, kept, absent.
+    pub entries: Vec<Entry>,
+    /// Targets the API server refused in this step.
+    pub refusals: Vec<Refusal>,
+}
+
+/// The target actions after a step's Secret writes: planned from `read` (the targets as read
+/// before the run's first step, for that step) or from a read now, executed, and after a lost
+/// race (the object changed, or was recreated) re-read and re-planned, a bounded number of
+/// times. Only the first step plans every target (drift since the last run); later steps only
+/// those that follow a Secret they wrote. `refused`: targets refused earlier in the run.
 pub(super) async fn sync(
     inv: &Invocation<'_>,
     outcome: &Outcome,
     first: bool,
     read: Option<Targets>,
-) -> Result<Vec<Entry>, Error> {
+    refused: &BTreeSet<String>,
+) -> Result<Synced, Error> {
     let Some(api) = inv.webhooks else {
-        return Ok(vec![]);
+        return Ok(Synced::default());
     };
-    let mut read = read.map(|t| t.0.into_iter());
-    let mut entries = Vec::new();
-    for target in &inv.config.webhooks {
-        let mut seen = read.as_mut().and_then(Iterator::next);
-        let what = describe(target.kind, &target.name);
-        let entry = |action, reason| Entry::webhook(&what, action, reason);
-        let Some(bundle) = outcome.bundles.get(&target.bundle_from) else {
-            continue;
-        };
-        if !first && !outcome.written.contains(&target.bundle_from) {
-            continue;
+    let webhooks = &inv.config.webhooks;
+    let wanted = Wanted::of(outcome);
+    let step = outcome.phase.name();
+    let mut synced = Synced::default();
+    let mut refused = refused.clone();
+    // The targets this step acts on (`false`: left alone).
+    let mut todo: Vec<bool> = webhooks
+        .iter()
+        .map(|t| first || outcome.written.contains(&t.bundle_from))
+        .collect();
+    // The first step's read's refusals are the caller's already.
+    let mut reads: Vec<Option<Read>> = match read {
+        Some(t) => t.reads.into_iter().map(Some).collect(),
+        None => vec![None; webhooks.len()],
+    };
+    for attempt in 1..=MAX_ATTEMPTS {
+        for ((target, read), todo) in webhooks.iter().zip(&mut reads).zip(&todo) {
+            if *todo && read.is_none() {
+                let (r, refusal) = read_one(api, target, &refused).await?;
+                *read = Some(r);
+                if let Some(r) = refusal {
+                    refused.insert(r.what.clone());
+                    synced.refusals.push(r);
+                }
+            }
         }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            // Refused (403), now or earlier in the run: left alone, as a rules review would have
-            // decided.
-            let observed = match seen.take() {
-                Some(observed) => observed,
-                None => api.read(target.kind, &target.name).await?,
-            };
-            let Some(observed) = observed else {
-                break;
-            };
-            let observed = match observed {
-                WebhookObserved::Absent => {
-                    entries.push(entry(
-                        Action::Keep,
-                        format!(
-                            "not found; its caBundle would follow Secret {}",
-                            target.bundle_from
-                        ),
-                    ));
-                    break;
+        let acting: Vec<Option<Read>> = reads
+            .iter()
+            .zip(&todo)
+            .map(|(r, t)| r.clone().filter(|_| *t))
+            .collect();
+        let plans = plan(webhooks, &acting, &wanted, step);
+        let mut lost = None;
+        for d in execute(api, webhooks, &plans).await? {
+            match d {
+                Done::Entry(e) => {
+                    // Done with this target.
+                    if let Some(i) = webhooks
+                        .iter()
+                        .position(|t| describe(t.kind, &t.name) == e.secret)
+                    {
+                        todo[i] = false;
+                    }
+                    synced.entries.push(e);
                 }
-                WebhookObserved::Present(o) => o,
-            };
-            if observed.holds(bundle) {
-                entries.push(entry(
-                    Action::Keep,
-                    format!("caBundle is Secret {}'s ca.crt", target.bundle_from),
-                ));
-                break;
-            }
-            match api.put(&observed, bundle).await {
-                Ok(()) => {
-                    let reason = format!("caBundle follows Secret {}'s ca.crt", target.bundle_from);
-                    tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {reason}");
-                    entries.push(entry(Action::UpdateBundle, reason));
-                    break;
+                Done::Refused(r) => {
+                    if let Some(i) = webhooks
+                        .iter()
+                        .position(|t| describe(t.kind, &t.name) == r.what)
+                    {
+                        todo[i] = false;
+                    }
+                    tracing::warn!("{}", r.note);
+                    refused.insert(r.what.clone());
+                    synced.refusals.push(r);
                 }
-                Err(StoreError::Conflict { what, detail }) if attempt < MAX_ATTEMPTS => {
-                    tracing::warn!(object = %what, attempt, "{detail}; re-reading");
-                }
-                Err(e @ StoreError::Conflict { .. }) => {
-                    return Err(Error::Contended {
-                        attempts: attempt,
-                        last: e,
-                    });
-                }
-                Err(e) => {
-                    api.refuse(target.kind, &target.name, e)?;
-                    break;
+                Done::Conflict { what, error } => {
+                    tracing::warn!(object = %what, attempt, "{error}; re-reading");
+                    if let Some(i) = webhooks
+                        .iter()
+                        .position(|t| describe(t.kind, &t.name) == what)
+                    {
+                        reads[i] = None;
+                    }
+                    lost = Some(error);
                 }
             }
+        }
+        match lost {
+            None => return Ok(synced),
+            Some(last) if attempt == MAX_ATTEMPTS => {
+                return Err(Error::Contended {
+                    attempts: attempt,
+                    last,
+                });
+            }
+            Some(_) => {}
         }
     }
-    Ok(entries)
+    Ok(synced)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::{CaKey, CaSpec, KeyAlgorithm, issue_ca};
+
+    fn ca() -> CaKey {
+        let spec = CaSpec {
+            common_name: "test".into(),
+            validity: std::time::Duration::from_secs(86_400 * 365),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        issue_ca(&spec, time::OffsetDateTime::now_utc()).unwrap().0
+    }
+
+    fn target(name: &str) -> Webhook {
+        Webhook {
+            kind: WebhookKind::MutatingWebhookConfiguration,
+            name: name.into(),
+            bundle_from: "gw".into(),
+        }
+    }
+
+    fn read(bundle: &[u8]) -> Read {
+        Read::Present(Box::new(TargetRead {
+            kind: WebhookKind::MutatingWebhookConfiguration,
+            name: "w".into(),
+            uid: "u".into(),
+            version: "7".into(),
+            bundles: vec![bundle.to_vec()],
+            written_at: None,
+            token: None,
+        }))
+    }
+
+    #[test]
+    fn a_target_behind_its_secret_is_a_planned_write_fenced_by_its_read() {
+        let ca = ca();
+        let pem = ca.cert.pem().into_bytes();
+        let wanted = BTreeMap::from([("gw".to_string(), Wanted::Stored(pem.clone()))]);
+        let plans = plan(&[target("w")], &[Some(read(b"old"))], &wanted, "trust");
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(w.read.version, "7");
+        assert_eq!(w.bundle.as_deref(), Some(pem.as_slice()));
+        assert_eq!(w.cas, [ca.cert.short_fingerprint()]);
+        let entry = plans[0].entry();
+        assert_eq!(entry.action, Action::UpdateBundle);
+        assert_eq!(entry.step.as_deref(), Some("trust"));
+        assert!(entry.reason.contains("trust step"), "{}", entry.reason);
+
+        // Holding it already, absent, refused, or not acted on in this step: no write.
+        let plans = plan(&[target("w")], &[Some(read(&pem))], &wanted, "trust");
+        assert!(matches!(plans.as_slice(), [TargetPlan::Keep { .. }]));
+        let plans = plan(&[target("w")], &[Some(Read::Absent)], &wanted, "trust");
+        assert!(
+            matches!(plans.as_slice(), [TargetPlan::Keep { reason, .. }] if reason.contains("not found"))
+        );
+        assert!(plan(&[target("w")], &[Some(Read::Refused)], &wanted, "trust").is_empty());
+        assert!(plan(&[target("w")], &[None], &wanted, "trust").is_empty());
+    }
+
+    #[test]
+    fn a_dry_run_plans_the_ca_it_would_generate() {
+        let ca = ca();
+        let wanted = BTreeMap::from([(
+            "gw".to_string(),
+            Wanted::Planned(vec![CaRef::New, CaRef::Cert(ca.cert.clone())]),
+        )]);
+        let plans = plan(&[target("w")], &[Some(read(b"old"))], &wanted, "trust");
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(w.bundle, None);
+        assert_eq!(w.cas, ["new".to_string(), ca.cert.short_fingerprint()]);
+    }
 }

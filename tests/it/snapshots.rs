@@ -33,6 +33,15 @@ fn settings(dir: &Path) -> insta::Settings {
     s
 }
 
+/// The same filters for a report of a cluster run in namespace `ns` (shown as `[NS]`), for a
+/// snapshot taken in `tests/it/cluster/` and kept beside the others.
+pub fn cluster_settings(ns: &str) -> insta::Settings {
+    let mut s = settings(Path::new("/nonexistent-dir"));
+    s.add_filter(&literal(ns), "[NS]");
+    s.set_snapshot_path("../snapshots");
+    s
+}
+
 /// `text` as a regular expression that matches it literally.
 fn literal(text: &str) -> String {
     let mut out = String::new();

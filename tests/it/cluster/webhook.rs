@@ -427,3 +427,103 @@ async fn a_drifted_ca_bundle_is_repaired_before_any_leaf() {
     t.certgen().run().ok();
     assert_ne!(t.leaf().await, t.installed);
 }
+
+/// A dry run names every outside action its first step would take: each planned `caBundle`
+/// write (the target, the CAs it will hold by fingerprint, the step) beside the Secret writes,
+/// and each restart; the real run's report lists the writes it made the same way.
+#[tokio::test]
+async fn a_dry_run_lists_each_planned_ca_bundle_write_and_restart() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-dry-plan").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    api.create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    c.create_deployment(
+        &ns.name,
+        &super::deployment("envoy-ratelimit", 1, json!({})),
+    )
+    .await;
+    let certgen = || c.certgen(&ns.name).quiet().args(["--no-poke"]);
+    let target = |report: &serde_json::Value| -> serde_json::Value {
+        report["secrets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["kind"] == "webhook")
+            .cloned()
+            .unwrap_or_else(|| panic!("no caBundle target line: {report}"))
+    };
+
+    // A fresh install's dry run: the target will hold the CA the run generates.
+    let report = certgen().arg("--dry-run").run().ok().json();
+    let planned = target(&report);
+    assert_eq!(planned["action"], "update-bundle", "{report}");
+    assert_eq!(planned["cas"], json!(["new"]), "{report}");
+    assert_eq!(report["writes"], 0, "{report}");
+    certgen().run().ok();
+    let ca = c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap();
+    let ca = certgen::pki::parse_single_cert(&super::data(&ca, "tls.crt")).unwrap();
+    let version = api.get(&name).await.unwrap().metadata.resource_version;
+
+    // A staged rotation's dry run: the trust step's caBundle holds [new, current], and the
+    // restart-only consumer would restart; nothing is written.
+    let dry = certgen().args(["--dry-run", "--overwrite"]).run().ok();
+    let report = dry.json();
+    let planned = target(&report);
+    assert_eq!(planned["action"], "update-bundle", "{report}");
+    assert_eq!(planned["step"], "trust", "{report}");
+    assert_eq!(
+        planned["cas"],
+        json!(["new", ca.short_fingerprint()]),
+        "{report}"
+    );
+    let restart = &report["consumers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "envoy-ratelimit")
+        .unwrap()["deployments"][0];
+    assert_eq!(restart["action"], "would-restart", "{report}");
+    assert_eq!(
+        api.get(&name).await.unwrap().metadata.resource_version,
+        version,
+        "a dry run writes no caBundle"
+    );
+    let text = Run::of(
+        crate::util::certgen()
+            .arg("--kubeconfig")
+            .arg(&c.kubeconfig)
+            .args([
+                "-n",
+                &ns.name,
+                "-q",
+                "--no-poke",
+                "--dry-run",
+                "--overwrite",
+            ]),
+    )
+    .ok()
+    .stdout;
+    crate::snapshots::cluster_settings(&ns.name).bind(|| {
+        insta::assert_snapshot!("run_dry_run_overwrite_cluster_text", text);
+    });
+
+    // The run writes what the dry run listed: its first caBundle write holds the same CAs,
+    // the new one now known.
+    let r = certgen()
+        .args(["--overwrite", "--timeout", "2s"])
+        .propagation_delay("1h")
+        .run();
+    assert_eq!(r.code, 3, "stopped at the gate: {}", r.stderr);
+    let report = r.json();
+    let written = target(&report);
+    assert_eq!(written["action"], "update-bundle", "{report}");
+    assert_eq!(written["step"], "trust", "{report}");
+    let cas = written["cas"].as_array().unwrap();
+    assert_eq!(cas.len(), 2, "{report}");
+    assert_ne!(cas[0], "new", "{report}");
+    assert_eq!(cas[1], ca.short_fingerprint().as_str(), "{report}");
+}
