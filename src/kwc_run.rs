@@ -26,7 +26,7 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
             for note in &notes {
                 tracing::warn!("{note}");
             }
-            renew(&client, *config, &req, &observed, &due, args.common.dry_run).await
+            renew(&client, *config, &req, &due, args.common.dry_run).await
         }
         CreatePlan::Keep { notes } => {
             for note in &notes {
@@ -69,7 +69,6 @@ async fn renew(
     client: &kube::Client,
     config: crate::config::Config,
     req: &CreateRequest,
-    observed: &crate::kwc::ObservedSecret,
     due: &[String],
     dry_run: bool,
 ) -> Result<Report, Error> {
@@ -102,71 +101,8 @@ async fn renew(
             "{object}: exists and is usable; nothing written"
         )]);
     }
-    let mut lines: Vec<String> = report.to_text().lines().map(str::to_string).collect();
-    if dry_run {
-        // After the Secrets' rows, with them.
-        let at = lines
-            .iter()
-            .skip(1)
-            .position(|l| !l.starts_with("  "))
-            .map_or(lines.len(), |i| i + 1);
-        let targets = planned_targets(client, req, observed, &report).await?;
-        lines.splice(at..at, targets);
-    }
-    Ok(lines)
-}
-
-/// A dry run's `caBundle` writes: each target is written right after the Secret whenever its
-/// bundle changes (the trust and cleanup steps), or when it differs from the Secret's bundle.
-async fn planned_targets(
-    client: &kube::Client,
-    req: &CreateRequest,
-    observed: &crate::kwc::ObservedSecret,
-    report: &crate::report::Report,
-) -> Result<Vec<String>, Error> {
-    use crate::kwc::ObservedTarget;
-    let stored = match observed {
-        crate::kwc::ObservedSecret::Present { data, .. } => data.get(&req.keys.ca).cloned(),
-        crate::kwc::ObservedSecret::Absent => None,
-    };
-    let bundle_changes = report
-        .secrets
-        .iter()
-        .any(|e| e.secret == req.secret_name && e.action == crate::plan::Action::UpdateBundle);
-    let mut lines = Vec::new();
-    for target in &req.renewal.targets {
-        let (state, _) = api::get_target(client, target).await?;
-        let line = match state {
-            ObservedTarget::Absent => format!(
-                "  {}: not found; its caBundle would follow Secret {}/{}'s {}",
-                target.describe(),
-                req.namespace,
-                req.secret_name,
-                req.keys.ca
-            ),
-            ObservedTarget::Present { entries, .. } => {
-                let in_step = stored
-                    .as_ref()
-                    .is_some_and(|b| entries.iter().all(|e| e.ca_bundle == *b));
-                if bundle_changes || !in_step {
-                    format!(
-                        "  {}: would write caBundle = Secret {}'s {} as planned above, right after the Secret",
-                        target.describe(),
-                        req.secret_name,
-                        req.keys.ca
-                    )
-                } else {
-                    format!(
-                        "  {}: holds Secret {}'s {}; nothing to write",
-                        target.describe(),
-                        req.secret_name,
-                        req.keys.ca
-                    )
-                }
-            }
-        };
-        lines.push(line);
-    }
+    // A dry run's report lists the caBundle writes its first step plans (the engine's).
+    let lines: Vec<String> = report.to_text().lines().map(str::to_string).collect();
     Ok(lines)
 }
 

@@ -343,10 +343,19 @@ async fn a_dry_run_shows_the_renewals_writes_with_the_ca_bundle_and_writes_nothi
         "(dry run: nothing is written)",
         &format!("{SECRET}-ca  ca    trust"),
         &format!("{SECRET}     tls   update-bundle"),
-        &format!("ValidatingWebhookConfiguration {hook}: would write caBundle"),
+        &format!("ValidatingWebhookConfiguration {hook}: update-bundle"),
     ] {
         assert!(run.stdout.contains(line), "{line:?} in:\n{}", run.stdout);
     }
+    // Listed once: the engine's plan is the dry run's only source.
+    assert_eq!(
+        run.stdout
+            .matches(&format!("ValidatingWebhookConfiguration {hook}"))
+            .count(),
+        1,
+        "{}",
+        run.stdout
+    );
     assert_eq!(versions(&c, &ns.name).await, before, "nothing was written");
     assert_eq!(ca_bundle(&c, &hook).await, bundle);
 }
