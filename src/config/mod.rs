@@ -25,6 +25,7 @@ pub use schema::{
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
 use crate::profiles;
 pub use crate::workload::Kind;
+pub(crate) use validate::is_data_key;
 
 /// The label every Secret certgen writes carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";

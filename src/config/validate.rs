@@ -197,16 +197,21 @@ pub fn tls(
     })
 }
 
-/// A Secret data key: `[-._a-zA-Z0-9]+`, as the API server requires.
-fn data_key(field: &str, value: &str) -> Result<(), String> {
-    let ok = !value.is_empty()
+/// Whether `value` is a Secret data key the API server accepts: `[-._a-zA-Z0-9]+`, at most
+/// 253 bytes, not `.` or `..`.
+pub(crate) fn is_data_key(value: &str) -> bool {
+    !value.is_empty()
         && value.len() <= 253
         && value != "."
         && value != ".."
         && value
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+}
+
+/// A Secret data key ([`is_data_key`]), or the message naming `field`.
+fn data_key(field: &str, value: &str) -> Result<(), String> {
+    if is_data_key(value) {
         Ok(())
     } else {
         Err(format!(

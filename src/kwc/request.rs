@@ -183,16 +183,9 @@ fn check_subdomain(flag: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// A Secret data key: `[-._a-zA-Z0-9]+`, as the API server requires.
+/// A Secret data key, as the API server requires (the config's rule).
 fn check_key(flag: &str, value: &str) -> Result<(), ConfigError> {
-    let ok = !value.is_empty()
-        && value.len() <= 253
-        && value != "."
-        && value != ".."
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
-    if ok {
+    if crate::config::is_data_key(value) {
         Ok(())
     } else {
         Err(bad(
