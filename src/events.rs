@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use crate::config::Config;
+use crate::config::{Config, WebhookKind};
 use crate::exposition::Rotation;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
@@ -55,23 +55,14 @@ fn reason(action: Action, phase: &Phase) -> Option<&'static str> {
     })
 }
 
-/// The kinds of `caBundle` targets, as their report lines name them (`Kind name`): cluster-scoped
-/// objects, so their Events are recorded where Kubernetes keeps a cluster-scoped object's
-/// Events (`crate::k8s::events`).
-pub const CLUSTER_SCOPED: [&str; 3] = [
-    "ValidatingWebhookConfiguration",
-    "MutatingWebhookConfiguration",
-    "APIService",
-];
-
 /// The object a report entry is about: (kind, name).
 fn object(e: &Entry) -> Option<(&'static str, &str)> {
     if e.kind != Kind::Webhook {
         return Some(("Secret", &e.secret));
     }
+    // A target's line names it as `Kind name` (`crate::outside::describe_target`).
     let (kind, name) = e.secret.split_once(' ')?;
-    let kind = CLUSTER_SCOPED.into_iter().find(|k| *k == kind)?;
-    Some((kind, name))
+    Some((WebhookKind::parse(kind)?.as_str(), name))
 }
 
 /// One Normal Event per write of a step whose phase is `phase`: on the Secret, or on the

@@ -239,10 +239,5 @@ pub trait LeaseApi: Send + Sync {
 
 /// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.
 pub fn describe_target(kind: WebhookKind, name: &str) -> String {
-    let kind = match kind {
-        WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
-        WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
-        WebhookKind::ApiService => "APIService",
-    };
-    format!("{kind} {name}")
+    format!("{} {name}", kind.as_str())
 }

@@ -43,6 +43,37 @@ pub enum WebhookKind {
     ApiService,
 }
 
+impl WebhookKind {
+    pub const ALL: [WebhookKind; 3] = [
+        WebhookKind::MutatingWebhookConfiguration,
+        WebhookKind::ValidatingWebhookConfiguration,
+        WebhookKind::ApiService,
+    ];
+
+    /// The kind as Kubernetes writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
+            WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
+            WebhookKind::ApiService => "APIService",
+        }
+    }
+
+    /// The `apiVersion` of its objects (for Events' `regarding`).
+    pub fn api_version(self) -> &'static str {
+        match self {
+            WebhookKind::MutatingWebhookConfiguration
+            | WebhookKind::ValidatingWebhookConfiguration => "admissionregistration.k8s.io/v1",
+            WebhookKind::ApiService => "apiregistration.k8s.io/v1",
+        }
+    }
+
+    /// The kind named `s` as Kubernetes writes it; `None` for any other word.
+    pub fn parse(s: &str) -> Option<WebhookKind> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
 /// One object whose `caBundle` follows a managed Secret's `ca.crt`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

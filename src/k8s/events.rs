@@ -41,14 +41,12 @@ pub trait EventRecorder {
 /// The namespace of a cluster-scoped object's Events.
 pub const CLUSTER_NAMESPACE: &str = "default";
 
-/// The `apiVersion` of an Event's `regarding` object of `kind`, and whether it is cluster-scoped.
+/// The `apiVersion` of an Event's `regarding` object of `kind`, and whether it is cluster-scoped
+/// (the `caBundle` targets are).
 fn regarding_kind(kind: &str) -> (&'static str, bool) {
-    match kind {
-        "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" => {
-            ("admissionregistration.k8s.io/v1", true)
-        }
-        "APIService" => ("apiregistration.k8s.io/v1", true),
-        _ => (
+    match crate::config::WebhookKind::parse(kind) {
+        Some(target) => (target.api_version(), true),
+        None => (
             crate::workload::Kind::parse(kind).map_or("v1", |k| k.api_version()),
             false,
         ),

@@ -95,12 +95,7 @@ pub struct Target {
 impl Target {
     /// `ValidatingWebhookConfiguration NAME`, for messages.
     pub fn describe(&self) -> String {
-        let kind = match self.kind {
-            WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
-            WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
-            WebhookKind::ApiService => "APIService",
-        };
-        format!("{kind} {}", self.name)
+        crate::outside::describe_target(self.kind, &self.name)
     }
 }
 

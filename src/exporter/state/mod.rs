@@ -60,11 +60,7 @@ pub struct Memo {
 
 /// The kind name of a target kind, as in the metrics' `target_kind` label.
 pub fn kind_name(kind: WebhookKind) -> &'static str {
-    match kind {
-        WebhookKind::MutatingWebhookConfiguration => "MutatingWebhookConfiguration",
-        WebhookKind::ValidatingWebhookConfiguration => "ValidatingWebhookConfiguration",
-        WebhookKind::ApiService => "APIService",
-    }
+    kind.as_str()
 }
 
 impl State {
