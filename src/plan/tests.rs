@@ -413,11 +413,7 @@ fn an_expired_prior_is_dropped_from_every_bundle() {
 #[test]
 fn foreign_owned_secrets_are_refused_unless_forced() {
     let ca = new_ca(NOW);
-    let owners: [fn(&mut StoredSecret); 3] = [
-        |s| {
-            s.annotations
-                .insert("cert-manager.io/certificate-name".into(), "envoy".into());
-        },
+    let owners: [fn(&mut StoredSecret); 2] = [
         |s| s.owners.push("Certificate/envoy".into()),
         |s| {
             s.labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
@@ -448,6 +444,78 @@ fn foreign_owned_secrets_are_refused_unless_forced() {
         );
         assert_eq!(action_of(&forced.unwrap(), "envoy"), Action::Renew);
     }
+}
+
+#[test]
+fn a_secret_cert_manager_issues_into_is_refused_even_when_forced() {
+    use crate::secret::CertificateSeen;
+    let ca = new_ca(NOW);
+    let issued_by = |certificate: Option<CertificateSeen>| {
+        move |s: &mut StoredSecret| {
+            s.annotations
+                .insert("cert-manager.io/certificate-name".into(), "envoy".into());
+            s.certificate = certificate.clone().map(Box::new);
+        }
+    };
+    let live = [
+        // Read in a cluster: the Certificate exists, or could not be read.
+        Some(CertificateSeen::Present {
+            name: "envoy".into(),
+            handed_over: None,
+        }),
+        Some(CertificateSeen::Unreadable {
+            name: "envoy".into(),
+            why: "403".into(),
+        }),
+        // Not looked up (no cluster): taken as live.
+        None,
+    ];
+    for certificate in live {
+        let mut world = World::installed(&ca, NOW);
+        world.edit("envoy", issued_by(certificate.clone()));
+        for force in [false, true] {
+            let err = world
+                .plan(
+                    NOW,
+                    Options {
+                        overwrite: true,
+                        force,
+                        ..immediate()
+                    },
+                )
+                .unwrap_err();
+            assert_eq!(err.object, "Secret ns/envoy");
+            assert!(err.problem.contains("cert-manager"), "{err}");
+            assert!(err.fix.contains("delete the Certificate"), "{err}");
+            assert!(
+                err.fix
+                    .contains("kubectl delete certificate -n NAMESPACE envoy"),
+                "{err}"
+            );
+        }
+    }
+    // Once the Certificate is deleted, nobody issues into the Secret: certgen adopts it.
+    let mut world = World::installed(&ca, NOW);
+    world.edit(
+        "envoy",
+        issued_by(Some(CertificateSeen::Gone {
+            name: "envoy".into(),
+        })),
+    );
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Keep);
+    // The CA injector's mark on a Secret it reads from does not make it cert-manager's.
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy", |s| {
+        s.annotations.insert(
+            "cert-manager.io/allow-direct-injection".into(),
+            "true".into(),
+        );
+    });
+    assert_eq!(
+        action_of(&world.plan(NOW, Options::default()).unwrap(), "envoy"),
+        Action::Keep
+    );
 }
 
 #[test]
