@@ -519,6 +519,64 @@ fn a_secret_cert_manager_issues_into_is_refused_even_when_forced() {
 }
 
 #[test]
+fn after_a_hand_over_to_cert_manager_the_plan_stands_down() {
+    use crate::secret::CertificateSeen;
+    let ca = new_ca(NOW);
+    let handed = |s: &mut StoredSecret| {
+        s.annotations
+            .insert("cert-manager.io/certificate-name".into(), s.name.clone());
+        s.certificate = Some(Box::new(CertificateSeen::Present {
+            name: s.name.clone(),
+            handed_over: Some("envoy-gateway".into()),
+        }));
+    };
+    let mut world = World::installed(&ca, NOW);
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        world.edit(name, handed);
+    }
+    // Whatever is asked, even a CA rotation, nothing of the TLS Secrets or the CA is written,
+    // and each says who manages it; a missing HMAC Secret is still certgen's to create.
+    world
+        .state
+        .secrets
+        .insert("envoy-oidc-hmac".into(), crate::secret::Observed::Absent);
+    for options in [
+        Options::default(),
+        Options {
+            overwrite: true,
+            ..immediate()
+        },
+    ] {
+        let plan = world
+            .plan(NOW + time::Duration::days(2000), options)
+            .unwrap();
+        assert_eq!(plan.ca.action, Action::Keep);
+        assert!(
+            plan.ca.reason.contains("cert-manager's CA Issuer"),
+            "{}",
+            plan.ca.reason
+        );
+        for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+            let s = plan.secrets.iter().find(|s| s.name == name).unwrap();
+            assert_eq!(s.action, Action::Keep, "{name}");
+            assert!(s.reason.contains("managed by cert-manager"), "{}", s.reason);
+        }
+        assert!(action_of(&plan, "envoy-oidc-hmac").writes());
+        assert!(matches!(plan.phase, Phase::Steady));
+    }
+    // Only part of them handed over: refused, naming the one left.
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy", handed);
+    let err = world.plan(NOW, Options::default()).unwrap_err();
+    assert_eq!(err.object, "Secret ns/envoy-gateway");
+    assert!(err.problem.contains("handed over to cert-manager"), "{err}");
+    assert!(
+        err.fix.contains("certgen handover cert-manager --apply"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_secret_of_the_wrong_type_is_refused_even_when_forced() {
     let ca = new_ca(NOW);
     let mut world = World::installed(&ca, NOW);
