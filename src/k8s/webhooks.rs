@@ -230,6 +230,10 @@ impl WebhookStore {
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());
         object.metadata.uid = Some(read.uid.clone());
+        // Sent back as read, managedFields would overwrite the server's record, and the write
+        // would show as nobody's: left out, the server records certgen as the writer of what
+        // it changed (and another writer, such as cert-manager's CA injector, can see it).
+        object.metadata.managed_fields = None;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
