@@ -58,9 +58,18 @@ pub fn injected_note(what: &str, by: &Injected) -> String {
     )
 }
 
-/// The `Certificate` a Secret's annotations name (cert-manager wrote it), if any.
-pub fn certificate_of(annotations: &BTreeMap<String, String>) -> Option<&str> {
-    annotations.get(CERTIFICATE_NAME).map(String::as_str)
+/// The `Certificate` that issues into Secret `name`, as its annotations tell, if any: the one
+/// cert-manager names once it issued into it, or, on a Secret `certgen handover cert-manager`
+/// handed over (cert-manager keeps a certificate that already matches its `Certificate`, so it
+/// may not have issued yet), the Certificate of the Secret's own name that the hand-over made.
+pub fn certificate_of<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    name: &'a str,
+) -> Option<&'a str> {
+    annotations
+        .get(CERTIFICATE_NAME)
+        .map(String::as_str)
+        .or_else(|| annotations.contains_key(HANDED_OVER).then_some(name))
 }
 
 #[cfg(test)]
@@ -93,6 +102,27 @@ mod tests {
         assert_eq!(
             injected(&annotations(&[(INJECT_APISERVER_CA, "yes")])),
             None
+        );
+    }
+
+    #[test]
+    fn the_certificate_of_a_secret() {
+        assert_eq!(certificate_of(&annotations(&[]), "s"), None);
+        assert_eq!(
+            certificate_of(&annotations(&[(CERTIFICATE_NAME, "c")]), "s"),
+            Some("c")
+        );
+        // Handed over, before cert-manager issued into it.
+        assert_eq!(
+            certificate_of(&annotations(&[(HANDED_OVER, "envoy-gateway")]), "s"),
+            Some("s")
+        );
+        assert_eq!(
+            certificate_of(
+                &annotations(&[(HANDED_OVER, "envoy-gateway"), (CERTIFICATE_NAME, "c")]),
+                "s"
+            ),
+            Some("c")
         );
     }
 }

@@ -54,11 +54,16 @@ pub async fn cert_manager(args: &HandoverArgs) -> Result<String, Error> {
         wait_ready(&client, c, deadline)
             .await
             .map_err(|e| e.after(written.clone()))?;
+        // The Secret marked as handed over (the Certificate's secretTemplate): from then on
+        // certgen's runs stand down on it.
+        let secret = c["spec"]["secretName"].as_str().unwrap_or_default();
+        wait_marked(&client, &config.namespace, secret, deadline)
+            .await
+            .map_err(|e| e.after(written.clone()))?;
         lines.push(format!(
-            "Certificate {}/{}: applied; issued into Secret {} from the same CA",
+            "Certificate {}/{}: applied; ready: cert-manager manages Secret {secret} from now on, renewing it from certgen's CA",
             config.namespace,
             c["metadata"]["name"].as_str().unwrap_or_default(),
-            c["spec"]["secretName"].as_str().unwrap_or_default()
         ));
     }
     let webhooks = k8s::WebhookStore::new(client.clone());
@@ -90,6 +95,25 @@ pub async fn cert_manager(args: &HandoverArgs) -> Result<String, Error> {
         config.namespace, config.ca.secret_name
     ));
     Ok(lines.join("\n") + "\n")
+}
+
+/// Waits until Secret `ns/name` carries the hand-over's mark, or `deadline` (exit 3).
+async fn wait_marked(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    deadline: Instant,
+) -> Result<(), Error> {
+    let key = crate::certmanager::HANDED_OVER;
+    while !certificates::secret_annotated(client, ns, name, key).await? {
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout(format!(
+                "Secret {ns}/{name} does not carry {key} yet: cert-manager has not applied its Certificate's secretTemplate"
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    Ok(())
 }
 
 /// Waits until cert-manager's `object` is `Ready`, or `deadline` (exit 3, naming its last

@@ -93,6 +93,22 @@ pub async fn apply(client: &kube::Client, object: &Value) -> Result<String, Stor
     Ok(what)
 }
 
+/// Whether Secret `namespace/name` carries annotation `key` (cert-manager applied a
+/// Certificate's `secretTemplate` to it).
+pub async fn secret_annotated(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    key: &str,
+) -> Result<bool, StoreError> {
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), namespace);
+    let s = api
+        .get_metadata(name)
+        .await
+        .map_err(|e| ApiFailure::from_kube("get", "secrets", "", namespace, name, e))?;
+    Ok(s.metadata.annotations.is_some_and(|a| a.contains_key(key)))
+}
+
 /// Whether `Issuer`/`Certificate` `namespace/name` has condition `Ready=True`: `Ok(None)` when
 /// it is not there yet, `Ok(Some(message))` with the condition's message when it is not ready.
 pub async fn ready(

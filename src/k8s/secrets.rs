@@ -172,7 +172,7 @@ impl KubeStore {
         let Observed::Present(mut s) = o else {
             return Ok(o);
         };
-        if let Some(name) = crate::certmanager::certificate_of(&s.annotations) {
+        if let Some(name) = crate::certmanager::certificate_of(&s.annotations, &s.name) {
             let client = self.api.clone().into_client();
             s.certificate = Some(Box::new(
                 super::certificates::certificate(&client, &self.namespace, name).await?,

@@ -220,7 +220,7 @@ pub fn foreign_owner(s: &StoredSecret) -> Option<Foreign> {
             "it is owned by {owner} (ownerReferences)"
         )));
     }
-    if let Some(name) = crate::certmanager::certificate_of(&s.annotations) {
+    if let Some(name) = crate::certmanager::certificate_of(&s.annotations, &s.name) {
         match s.certificate.as_deref() {
             Some(CertificateSeen::Gone { .. }) => {}
             Some(CertificateSeen::Unreadable { why, .. }) => {
@@ -230,8 +230,7 @@ pub fn foreign_owner(s: &StoredSecret) -> Option<Foreign> {
             }
             Some(CertificateSeen::Present { .. }) | None => {
                 return Some(Foreign::CertManager(format!(
-                    "it is managed by cert-manager: Certificate {name} issues into it (annotation {})",
-                    crate::certmanager::CERTIFICATE_NAME
+                    "it is managed by cert-manager: Certificate {name} issues into it"
                 )));
             }
         }

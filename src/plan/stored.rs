@@ -100,7 +100,7 @@ impl Judge<'_> {
                     format!(
                         "nothing was written. Leave it to cert-manager and remove it from certgen's config, or hand it to certgen: delete the Certificate (`kubectl delete certificate -n NAMESPACE {}`), then run certgen again: it adopts the CA the Secret trusts and rotates from there (docs/cert-manager.md). --force does not take a Secret from a live Certificate: the two would overwrite each other",
                         s.certificate.as_ref().map_or_else(
-                            || crate::certmanager::certificate_of(&s.annotations).unwrap_or("NAME").to_string(),
+                            || crate::certmanager::certificate_of(&s.annotations, &s.name).unwrap_or("NAME").to_string(),
                             |c| c.name().to_string()
                         )
                     ),

@@ -282,6 +282,9 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
 /// template. Whatever writes the Secrets meanwhile (certgen, cert-manager) is under test.
 pub(super) struct Peers {
     stop: Arc<AtomicBool>,
+    /// Stops the servers, once every client stopped (a server gone under a client's dial
+    /// would count as a failed handshake).
+    servers_stop: Arc<AtomicBool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     peers: Vec<Arc<Peer>>,
     failures: Arc<Failures>,
@@ -295,6 +298,7 @@ impl Peers {
         let deployments = c.deployments(ns);
         let pods = tempfile::tempdir().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
+        let servers_stop = Arc::new(AtomicBool::new(false));
         let failures = Arc::new(Failures {
             list: Mutex::new(vec![]),
             handshakes: AtomicU64::new(0),
@@ -317,7 +321,7 @@ impl Peers {
             if spec.openssl {
                 drop(listener); // s_server binds a port itself
             } else {
-                tokio::spawn(serve(peer.clone(), listener, stop.clone()));
+                tokio::spawn(serve(peer.clone(), listener, servers_stop.clone()));
             }
             peer.load();
             peers.push(peer);
@@ -419,6 +423,7 @@ impl Peers {
         );
         Self {
             stop,
+            servers_stop,
             tasks,
             peers,
             failures,
@@ -446,6 +451,7 @@ impl Peers {
         for t in self.tasks {
             let _ = t.await;
         }
+        self.servers_stop.store(true, Ordering::SeqCst);
         for peer in &self.peers {
             if let Some(mut child) = peer.openssl.lock().unwrap().take() {
                 let _ = child.kill();
