@@ -765,12 +765,16 @@ namespace: {ns}
 ca:
   secretName: {secret}-ca
   commonName: {secret}-ca
+  validity: 3650d
+  renewBefore: 90d
 secrets:
   - name: {secret}
     type: tls
     commonName: 127.0.0.1
     ipAddresses: [127.0.0.1]
     usages: [server]
+    validity: 365d
+    renewBefore: 30d
     dataKeys: {{bundle: ca, cert: cert, key: key}}
     secretType: Opaque
 webhooks:
