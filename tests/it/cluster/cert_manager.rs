@@ -869,8 +869,14 @@ spec:
         "{:?}",
         counts.sample
     );
-    // cert-manager's leaf in the Secret, from the CA certgen handed it.
-    let d = data_map(c.secrets(&ns.name).get(secret).await.unwrap());
+    // cert-manager's leaf in the Secret, from the CA certgen handed it; the Secret keeps its
+    // type and kube-webhook-certgen's keys (what the old pod served) beside cert-manager's.
+    let stored = c.secrets(&ns.name).get(secret).await.unwrap();
+    assert_eq!(stored.type_.as_deref(), Some("Opaque"));
+    let d = data_map(stored);
+    for key in ["ca", "cert", "key", "ca.crt", "tls.crt", "tls.key"] {
+        assert!(d.contains_key(key), "{key}: {:?}", d.keys());
+    }
     let ca = cas(&data_map(
         c.secrets(&ns.name)
             .get(&format!("{secret}-ca"))
