@@ -92,6 +92,20 @@ fn short(pem: &[u8]) -> Vec<String> {
     cas(pem).iter().map(|c| c.short_fingerprint()).collect()
 }
 
+/// A namespace for the rotation harness's peers: its config written, and the restart-only
+/// consumer's Deployment.
+async fn harness_namespace(
+    c: &Cluster,
+    prefix: &str,
+) -> (super::TestNs, tempfile::TempDir, String) {
+    let ns = c.namespace(prefix).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(&dir, &config_yaml(&ns.name));
+    c.create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
+        .await;
+    (ns, dir, cfg)
+}
+
 /// The harness's config plus a `caBundle` target following `envoy-gateway`.
 fn config_with_target(ns: &str, kind: &str, name: &str) -> String {
     format!(
@@ -381,11 +395,7 @@ async fn handover_to_cert_manager_then_its_renewal_fail_no_handshake() {
     let Some(c) = with_cert_manager().await else {
         return;
     };
-    let ns = c.namespace("certgen-cm-to").await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(&dir, &config_yaml(&ns.name));
-    c.create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
-        .await;
+    let (ns, _dir, cfg) = harness_namespace(&c, "certgen-cm-to").await;
     let certgen = c
         .certgen(&ns.name)
         .args(["--config", &cfg, "--no-poke"])
@@ -591,11 +601,7 @@ async fn handover_from_cert_manager_then_a_staged_rotation_fail_no_handshake() {
     let Some(c) = with_cert_manager().await else {
         return;
     };
-    let ns = c.namespace("certgen-cm-from").await;
-    let dir = tempfile::tempdir().unwrap();
-    let cfg = write_config(&dir, &config_yaml(&ns.name));
-    c.create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
-        .await;
+    let (ns, _dir, cfg) = harness_namespace(&c, "certgen-cm-from").await;
     // What a cert-manager user has: a self-signed CA, a CA Issuer on it, a Certificate per
     // Secret.
     let mut yaml = format!(
