@@ -132,7 +132,9 @@ impl Peer {
         };
         if self.spec.openssl {
             // A rolling restart: the new pod starts and becomes ready, clients move to it, and
-            // only then is the old one stopped (after in-flight handshakes finish).
+            // only then is the old one stopped (after in-flight handshakes finish: 3 s, since a
+            // loaded 2-core machine took more than 1 s to finish one, which the client then saw
+            // as a connection reset).
             let snap = self.volume.dir().join(format!(
                 ".loaded-{}",
                 certgen::pki::hex(&certgen::pki::random_bytes(4))
@@ -143,7 +145,7 @@ impl Peer {
             let old = self.openssl.lock().unwrap().replace(child);
             if let Some(mut old) = old {
                 std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_secs(1));
+                    std::thread::sleep(Duration::from_secs(3));
                     let _ = old.kill();
                     let _ = old.wait();
                 });
