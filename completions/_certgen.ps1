@@ -29,6 +29,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--config-home', '--config-home', [CompletionResultType]::ParameterName, 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local')
+            [CompletionResult]::new('--topology-injector', '--topology-injector', [CompletionResultType]::ParameterName, 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
@@ -62,6 +63,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('exporter', 'exporter', [CompletionResultType]::ParameterValue, 'Serve the metrics of `check --output prometheus` on /metrics, from watches')
             [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
             [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
+            [CompletionResult]::new('handover', 'handover', [CompletionResultType]::ParameterValue, 'Hand certgen''s Secrets over to cert-manager with no TLS gap')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page certgen(1) (roff), or write every page with --dir')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -76,6 +78,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
             [CompletionResult]::new('--config-home', '--config-home', [CompletionResultType]::ParameterName, 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local')
+            [CompletionResult]::new('--topology-injector', '--topology-injector', [CompletionResultType]::ParameterName, 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
@@ -151,6 +154,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
             [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
             [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
+            [CompletionResult]::new('--topology-injector', '--topology-injector', [CompletionResultType]::ParameterName, 'The topology injector''s MutatingWebhookConfiguration when Kustomize renamed it (the exporter watches targets by name, so a renamed one is not found by its label here)')
             [CompletionResult]::new('--listen', '--listen', [CompletionResultType]::ParameterName, 'Address to serve /metrics, /healthz and /readyz on')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
@@ -223,6 +227,58 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'certgen;handover' {
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('cert-manager', 'cert-manager', [CompletionResultType]::ParameterValue, 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'certgen;handover;cert-manager' {
+            [CompletionResult]::new('--profile', '--profile', [CompletionResultType]::ParameterName, 'Built-in profile to use [default: envoy-gateway]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'YAML config file (start from `certgen profile show`)')
+            [CompletionResult]::new('-n', '-n', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
+            [CompletionResult]::new('--namespace', '--namespace', [CompletionResultType]::ParameterName, 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]')
+            [CompletionResult]::new('--cluster-domain', '--cluster-domain', [CompletionResultType]::ParameterName, 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]')
+            [CompletionResult]::new('-l', '-l', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
+            [CompletionResult]::new('--local', '--local', [CompletionResultType]::ParameterName, 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]')
+            [CompletionResult]::new('--config-home', '--config-home', [CompletionResultType]::ParameterName, 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local')
+            [CompletionResult]::new('--topology-injector', '--topology-injector', [CompletionResultType]::ParameterName, 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'Kubeconfig context to use')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Bound on waiting for cert-manager with --apply')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('--disable-topology-injector', '--disable-topology-injector', [CompletionResultType]::ParameterName, 'Leave Envoy Gateway''s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step')
+            [CompletionResult]::new('--apply', '--apply', [CompletionResultType]::ParameterName, 'Create the objects and wait for cert-manager, instead of printing them')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
+            [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Only warnings and errors on standard error')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'certgen;handover;help' {
+            [CompletionResult]::new('cert-manager', 'cert-manager', [CompletionResultType]::ParameterValue, 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'certgen;handover;help;cert-manager' {
+            break
+        }
+        'certgen;handover;help;help' {
+            break
+        }
         'certgen;completions' {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
@@ -254,6 +310,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('exporter', 'exporter', [CompletionResultType]::ParameterValue, 'Serve the metrics of `check --output prometheus` on /metrics, from watches')
             [CompletionResult]::new('create', 'create', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret')
             [CompletionResult]::new('patch', 'patch', [CompletionResultType]::ParameterValue, 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle')
+            [CompletionResult]::new('handover', 'handover', [CompletionResultType]::ParameterValue, 'Hand certgen''s Secrets over to cert-manager with no TLS gap')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print shell completions')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page certgen(1) (roff), or write every page with --dir')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -280,6 +337,13 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             break
         }
         'certgen;help;patch' {
+            break
+        }
+        'certgen;help;handover' {
+            [CompletionResult]::new('cert-manager', 'cert-manager', [CompletionResultType]::ParameterValue, 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply')
+            break
+        }
+        'certgen;help;handover;cert-manager' {
             break
         }
         'certgen;help;completions' {

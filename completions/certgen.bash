@@ -28,6 +28,9 @@ _certgen() {
             certgen,exporter)
                 cmd="certgen__subcmd__exporter"
                 ;;
+            certgen,handover)
+                cmd="certgen__subcmd__handover"
+                ;;
             certgen,help)
                 cmd="certgen__subcmd__help"
                 ;;
@@ -39,6 +42,18 @@ _certgen() {
                 ;;
             certgen,profile)
                 cmd="certgen__subcmd__profile"
+                ;;
+            certgen__subcmd__handover,cert-manager)
+                cmd="certgen__subcmd__handover__subcmd__cert__subcmd__manager"
+                ;;
+            certgen__subcmd__handover,help)
+                cmd="certgen__subcmd__handover__subcmd__help"
+                ;;
+            certgen__subcmd__handover__subcmd__help,cert-manager)
+                cmd="certgen__subcmd__handover__subcmd__help__subcmd__cert__subcmd__manager"
+                ;;
+            certgen__subcmd__handover__subcmd__help,help)
+                cmd="certgen__subcmd__handover__subcmd__help__subcmd__help"
                 ;;
             certgen__subcmd__help,check)
                 cmd="certgen__subcmd__help__subcmd__check"
@@ -52,6 +67,9 @@ _certgen() {
             certgen__subcmd__help,exporter)
                 cmd="certgen__subcmd__help__subcmd__exporter"
                 ;;
+            certgen__subcmd__help,handover)
+                cmd="certgen__subcmd__help__subcmd__handover"
+                ;;
             certgen__subcmd__help,help)
                 cmd="certgen__subcmd__help__subcmd__help"
                 ;;
@@ -63,6 +81,9 @@ _certgen() {
                 ;;
             certgen__subcmd__help,profile)
                 cmd="certgen__subcmd__help__subcmd__profile"
+                ;;
+            certgen__subcmd__help__subcmd__handover,cert-manager)
+                cmd="certgen__subcmd__help__subcmd__handover__subcmd__cert__subcmd__manager"
                 ;;
             certgen__subcmd__help__subcmd__profile,list)
                 cmd="certgen__subcmd__help__subcmd__profile__subcmd__list"
@@ -95,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -130,6 +151,10 @@ _certgen() {
                     return 0
                     ;;
                 --config-home)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology-injector)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -181,7 +206,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -216,6 +241,10 @@ _certgen() {
                     return 0
                     ;;
                 --config-home)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology-injector)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -351,7 +380,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__exporter)
-            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --disable-topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -374,6 +403,10 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology-injector)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -400,8 +433,138 @@ _certgen() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        certgen__subcmd__handover)
+            opts="-v -q -h -V --log-format --verbose --quiet --help --version cert-manager help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__handover__subcmd__cert__subcmd__manager)
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --profile)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --local)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -l)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config-home)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --topology-injector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output)
+                    COMPREPLY=($(compgen -W "text json prometheus" -- "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__handover__subcmd__help)
+            opts="cert-manager help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__handover__subcmd__help__subcmd__cert__subcmd__manager)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__handover__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         certgen__subcmd__help)
-            opts="check profile exporter create patch completions man help"
+            opts="check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -459,6 +622,34 @@ _certgen() {
         certgen__subcmd__help__subcmd__exporter)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__help__subcmd__handover)
+            opts="cert-manager"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        certgen__subcmd__help__subcmd__handover__subcmd__cert__subcmd__manager)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

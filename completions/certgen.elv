@@ -26,6 +26,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --config-home 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local'
+            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used'
             cand --output 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --context 'Kubeconfig context to use'
@@ -59,6 +60,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand exporter 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
             cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
             cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
+            cand handover 'Hand certgen''s Secrets over to cert-manager with no TLS gap'
             cand completions 'Print shell completions'
             cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -72,6 +74,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
             cand --config-home 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local'
+            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used'
             cand --output 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --context 'Kubeconfig context to use'
@@ -139,6 +142,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
+            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when Kustomize renamed it (the exporter watches targets by name, so a renamed one is not found by its label here)'
             cand --listen 'Address to serve /metrics, /healthz and /readyz on'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --context 'Kubeconfig context to use'
@@ -208,6 +212,53 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'certgen;handover'= {
+            cand --log-format 'Log format on standard error'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand cert-manager 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;handover;cert-manager'= {
+            cand --profile 'Built-in profile to use [default: envoy-gateway]'
+            cand --config 'YAML config file (start from `certgen profile show`)'
+            cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
+            cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
+            cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
+            cand -l 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
+            cand --local 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home''s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]'
+            cand --config-home 'Envoy Gateway''s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local'
+            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace, and says which it used'
+            cand --output 'Format of the report on standard output (prometheus: metrics in Prometheus'' text format)'
+            cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
+            cand --context 'Kubeconfig context to use'
+            cand --timeout 'Bound on waiting for cert-manager with --apply'
+            cand --log-format 'Log format on standard error'
+            cand --disable-topology-injector 'Leave Envoy Gateway''s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
+            cand --apply 'Create the objects and wait for cert-manager, instead of printing them'
+            cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
+            cand -q 'Only warnings and errors on standard error'
+            cand --quiet 'Only warnings and errors on standard error'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'certgen;handover;help'= {
+            cand cert-manager 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'certgen;handover;help;cert-manager'= {
+        }
+        &'certgen;handover;help;help'= {
+        }
         &'certgen;completions'= {
             cand --log-format 'Log format on standard error'
             cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
@@ -237,6 +288,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand exporter 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
             cand create 'kube-webhook-certgen''s `create`: a CA and a serving certificate in a new Secret'
             cand patch 'kube-webhook-certgen''s `patch`: the Secret''s CA into webhook configurations'' caBundle'
+            cand handover 'Hand certgen''s Secrets over to cert-manager with no TLS gap'
             cand completions 'Print shell completions'
             cand man 'Print the man page certgen(1) (roff), or write every page with --dir'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -256,6 +308,11 @@ set edit:completion:arg-completer[certgen] = {|@words|
         &'certgen;help;create'= {
         }
         &'certgen;help;patch'= {
+        }
+        &'certgen;help;handover'= {
+            cand cert-manager 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'
+        }
+        &'certgen;help;handover;cert-manager'= {
         }
         &'certgen;help;completions'= {
         }

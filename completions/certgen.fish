@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -30,6 +30,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Name
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
+complete -c certgen -n "__fish_certgen_needs_command" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of the report on standard output (prometheus: metrics in Prometheus\' text format)' -r -f -a "text\t''
 json\t''
 prometheus\t''"
@@ -62,6 +63,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -f -a "profile" -d 'Built-
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "exporter" -d 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
+complete -c certgen -n "__fish_certgen_needs_command" -f -a "handover" -d 'Hand certgen\'s Secrets over to cert-manager with no TLS gap'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "completions" -d 'Print shell completions'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
 complete -c certgen -n "__fish_certgen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
@@ -71,6 +73,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'Format of the report on standard output (prometheus: metrics in Prometheus\' text format)' -r -f -a "text\t''
 json\t''
 prometheus\t''"
@@ -111,6 +114,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when Kustomize renamed it (the exporter watches targets by name, so a renamed one is not found by its label here)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l context -d 'Kubeconfig context to use' -r
@@ -178,6 +182,37 @@ complete -c certgen -n "__fish_certgen_using_subcommand patch" -s v -l verbose -
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c certgen -n "__fish_certgen_using_subcommand patch" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -f -a "cert-manager" -d 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and not __fish_seen_subcommand_from cert-manager help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l profile -d 'Built-in profile to use [default: envoy-gateway]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l output -d 'Format of the report on standard output (prometheus: metrics in Prometheus\' text format)' -r -f -a "text\t''
+json\t''
+prometheus\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l timeout -d 'Bound on waiting for cert-manager with --apply' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
+json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l apply -d 'Create the objects and wait for cert-manager, instead of printing them'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s q -l quiet -d 'Only warnings and errors on standard error'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s V -l version -d 'Print version'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from help" -f -a "cert-manager" -d 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand completions" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
@@ -191,13 +226,15 @@ complete -c certgen -n "__fish_certgen_using_subcommand man" -s v -l verbose -d 
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s q -l quiet -d 'Only warnings and errors on standard error'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s h -l help -d 'Print help'
 complete -c certgen -n "__fish_certgen_using_subcommand man" -s V -l version -d 'Print version'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "profile" -d 'Built-in profiles'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "exporter" -d 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "completions" -d 'Print shell completions'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
-complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "check" -d 'Report expiry, trust and consistency of every Secret; exit 1 when action is due'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "profile" -d 'Built-in profiles'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "exporter" -d 'Serve the metrics of `check --output prometheus` on /metrics, from watches'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "create" -d 'kube-webhook-certgen\'s `create`: a CA and a serving certificate in a new Secret'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "patch" -d 'kube-webhook-certgen\'s `patch`: the Secret\'s CA into webhook configurations\' caBundle'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "handover" -d 'Hand certgen\'s Secrets over to cert-manager with no TLS gap'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "completions" -d 'Print shell completions'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "man" -d 'Print the man page certgen(1) (roff), or write every page with --dir'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and not __fish_seen_subcommand_from check profile exporter create patch handover completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "show" -d 'Print a built-in profile as YAML, a starting point for --config'
 complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from profile" -f -a "list" -d 'List the built-in profiles, one line each: its name and whose Secrets it writes'
+complete -c certgen -n "__fish_certgen_using_subcommand help; and __fish_seen_subcommand_from handover" -f -a "cert-manager" -d 'Print the cert-manager Issuer and Certificates that continue what certgen wrote, or create them with --apply'

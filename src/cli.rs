@@ -75,6 +75,17 @@ pub struct TargetArgs {
     /// MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step.
     #[arg(long)]
     pub disable_topology_injector: bool,
+    /// The topology injector's MutatingWebhookConfiguration when it is not named
+    /// `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix).
+    /// Without it, a run that does not find that name looks for the one labelled
+    /// app.kubernetes.io/component=topology-injector whose webhook's Service is in the
+    /// namespace, and says which it used.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "disable_topology_injector"
+    )]
+    pub topology_injector: Option<String>,
     /// Format of the report on standard output (prometheus: metrics in Prometheus' text format).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
@@ -193,6 +204,9 @@ pub enum Command {
     /// checked against the Secret's certificate; only what differs is written.
     #[command(args_override_self = true)]
     Patch(kwc::KwcPatchArgs),
+    /// Hand certgen's Secrets over to cert-manager with no TLS gap.
+    #[command(subcommand)]
+    Handover(HandoverCommand),
     /// Print shell completions.
     Completions {
         /// The shell.
@@ -206,6 +220,45 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+}
+
+/// `certgen handover ...`
+#[derive(Debug, Subcommand)]
+pub enum HandoverCommand {
+    /// Print the cert-manager Issuer and Certificates that continue what certgen wrote, or
+    /// create them with --apply.
+    ///
+    /// A CA Issuer on certgen's CA Secret (named like it), so cert-manager's first certificates
+    /// come from the CA every bundle already trusts, and one Certificate per TLS Secret with the
+    /// same Secret name, SANs, key algorithm, usages and validity. Each Certificate issues into
+    /// its existing Secret at once: a new key and leaf from the same CA, with ca.crt that CA
+    /// alone, so it is refused unless `certgen check` finds nothing due and no rotation in
+    /// progress. With --apply it creates the Issuer, waits until it is ready, creates the
+    /// Certificates, waits until each has issued, and annotates each caBundle target for
+    /// cert-manager's CA injector (cert-manager.io/inject-ca-from). From then on certgen's runs
+    /// leave those Secrets and the CA Secret alone and say so (exit 0); HMAC Secrets stay
+    /// certgen's. Back to certgen: delete the Certificates (docs/cert-manager.md). Needs
+    /// get/patch on issuers and certificates (cert-manager.io), and patch on the caBundle
+    /// targets.
+    CertManager(HandoverArgs),
+}
+
+/// `certgen handover cert-manager`
+#[derive(Debug, Args)]
+pub struct HandoverArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Create the objects and wait for cert-manager, instead of printing them.
+    #[arg(long)]
+    pub apply: bool,
+    /// Bound on waiting for cert-manager with --apply.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "5m",
+        value_parser = parse_duration
+    )]
+    pub timeout: std::time::Duration,
 }
 
 /// `certgen check`

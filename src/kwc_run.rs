@@ -151,6 +151,11 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
         tracing::info!(object = %w.target.describe(), action = "patch", changes = %changes, "patched");
         report.push(format!("{}: wrote {changes}", w.target.describe()));
     }
+    for (t, by) in &plan.injected {
+        let line = crate::certmanager::injected_note(&t.describe(), by);
+        tracing::warn!("{line}");
+        report.push(line);
+    }
     for (t, keeps_prior) in &plan.unchanged {
         let note = if *keeps_prior {
             prior_note(&bundle, req.propagation_delay)

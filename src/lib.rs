@@ -11,6 +11,7 @@
 
 pub mod access;
 pub mod apply;
+pub mod certmanager;
 pub mod check;
 pub mod cli;
 pub mod config;
@@ -19,6 +20,8 @@ pub mod events;
 pub mod exit;
 pub mod exporter;
 pub mod exposition;
+pub mod handover;
+pub mod handover_run;
 pub mod k8s;
 pub mod kwc;
 pub mod kwc_run;
@@ -196,6 +199,9 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Patch(args)) => runtime(false)?
             .block_on(kwc_run::patch(&args))
             .and_then(|lines| print(&(lines.join("\n") + "\n"))),
+        Some(Command::Handover(cli::HandoverCommand::CertManager(args))) => runtime(false)?
+            .block_on(handover_run::cert_manager(&args))
+            .and_then(|text| print(&text)),
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(check(args.target))
         }
@@ -463,8 +469,6 @@ fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> L
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target.spec())?;
     let now = time::OffsetDateTime::now_utc();
-    // The caBundle targets are read for the metrics only.
-    let prometheus = target.output == OutputFormat::Prometheus;
     let (report, families) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
@@ -476,8 +480,7 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
             let client = k8s::client(target.cluster()).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
             let webhooks = k8s::WebhookStore::new(client);
-            let webhooks = prometheus.then_some(&webhooks);
-            exposition::collect::checked(&config, &store, webhooks, now).await?
+            exposition::collect::checked(&config, &store, Some(&webhooks), now).await?
         }
     };
     match target.output {

@@ -33,6 +33,9 @@ pub struct TargetRead {
     pub bundles: Vec<Vec<u8>>,
     /// When the object last changed, by the store's clock (rounded up to the second).
     pub written_at: Option<time::OffsetDateTime>,
+    /// cert-manager's CA injector writes its `caBundle` (the annotation it acts on): certgen
+    /// never does.
+    pub injected: Option<crate::certmanager::Injected>,
     /// What the implementation needs to write the object back as read (the whole object, for
     /// the Kubernetes adapter); opaque to the driver.
     pub token: Option<Arc<dyn Any + Send + Sync>>,
@@ -46,6 +49,7 @@ impl std::fmt::Debug for TargetRead {
             .field("uid", &self.uid)
             .field("version", &self.version)
             .field("entries", &self.bundles.len())
+            .field("injected", &self.injected)
             .finish_non_exhaustive()
     }
 }

@@ -38,6 +38,7 @@ use crate::observe::Snapshot;
 use crate::pki::{CaKey, CaSpec, Cert, choose_prior_ca};
 use crate::secret::Observed;
 
+mod handed;
 mod held;
 mod stored;
 mod writes;
@@ -494,6 +495,14 @@ pub fn plan(
 ) -> Result<Plan, Invalid> {
     let judge = Judge { options, object };
     judge.foreign_files(observed.ca.iter().chain(observed.secrets.values()))?;
+    if let Some((ca, mut secrets)) = handed::stand_down(config, observed, object)? {
+        secrets.extend(hmac_plans(&judge, config, observed, options)?);
+        return Ok(Plan {
+            ca,
+            secrets,
+            phase: Phase::Steady,
+        });
+    }
     let ca_name = config.ca.secret_name.as_str();
     let ca = judge.ca(ca_name, observed.ca())?;
     let mut leaves = Vec::new();

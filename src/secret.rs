@@ -65,6 +65,35 @@ pub struct StoredSecret {
     /// (any [`crate::store::SecretStore::put`] of it does, even one with no data), the others
     /// need `--force` or a person, because certgen cannot tell which copy is right.
     pub divergent: Vec<Divergence>,
+    /// In a cluster, for a Secret cert-manager issued into (annotation
+    /// `cert-manager.io/certificate-name`): that `Certificate` as read. `None` otherwise.
+    pub certificate: Option<Box<CertificateSeen>>,
+}
+
+/// The cert-manager `Certificate` a Secret's annotation names, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificateSeen {
+    /// It exists: cert-manager issues into the Secret. `handed_over`: the profile whose
+    /// `certgen handover cert-manager` made it, if it did.
+    Present {
+        name: String,
+        handed_over: Option<String>,
+    },
+    /// It does not exist (404): nobody issues into the Secret any more.
+    Gone { name: String },
+    /// It could not be read (403): taken as present.
+    Unreadable { name: String, why: String },
+}
+
+impl CertificateSeen {
+    /// The Certificate's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Present { name, .. } | Self::Gone { name } | Self::Unreadable { name, .. } => {
+                name
+            }
+        }
+    }
 }
 
 /// A file consumers read that is not the link into certgen's `..data` copy (local mode).

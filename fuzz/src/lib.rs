@@ -519,6 +519,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
                 version: "1".to_string(),
                 written_at: None,
                 divergent: Vec::new(),
+                certificate: None,
             });
         let text = || String::from_utf8_lossy(value).into_owned();
         if let Some(key) = field.strip_prefix("data:") {

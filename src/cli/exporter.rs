@@ -25,6 +25,14 @@ pub struct ExporterArgs {
     /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
     #[arg(long)]
     pub disable_topology_injector: bool,
+    /// The topology injector's MutatingWebhookConfiguration when Kustomize renamed it (the
+    /// exporter watches targets by name, so a renamed one is not found by its label here).
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with = "disable_topology_injector"
+    )]
+    pub topology_injector: Option<String>,
     /// Address to serve /metrics, /healthz and /readyz on.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
     pub listen: SocketAddr,
@@ -47,6 +55,7 @@ impl ExporterArgs {
             local: None,
             config_home: None,
             disable_topology_injector: self.disable_topology_injector,
+            topology_injector: self.topology_injector.clone(),
             output: OutputFormat::Prometheus,
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),

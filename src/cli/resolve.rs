@@ -17,6 +17,7 @@ impl TargetArgs {
             local: self.local.clone(),
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
+            topology_injector: self.topology_injector.clone(),
         }
     }
 

@@ -385,6 +385,33 @@ impl Config {
         self.webhooks.len() != before
     }
 
+    /// `--topology-injector NAME`: the topology injector MutatingWebhookConfiguration is
+    /// `name` (a Kustomize-renamed `envoy-gateway-topology-injector.<namespace>`).
+    pub fn name_topology_injector(&mut self, name: &str) -> Result<(), ConfigError> {
+        let injector = format!("{TOPOLOGY_INJECTOR_PREFIX}.{}", self.namespace);
+        let target = self
+            .webhooks
+            .iter_mut()
+            .find(|w| w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector);
+        match (target, validate::dns1123_subdomain(name)) {
+            (Some(w), Ok(())) => {
+                w.name = name.to_string();
+                Ok(())
+            }
+            (Some(_), Err(why)) => Err(ConfigError {
+                source_name: "--topology-injector".into(),
+                message: format!("{name:?} is not a valid object name: it {why}"),
+            }),
+            (None, _) => Err(ConfigError {
+                source_name: "--topology-injector".into(),
+                message: format!(
+                    "profile {} declares no topology injector ({injector}) to rename",
+                    self.profile
+                ),
+            }),
+        }
+    }
+
     /// Every Secret name the config manages (the CA Secret first).
     pub fn secret_names(&self) -> Vec<&str> {
         std::iter::once(self.ca.secret_name.as_str())

@@ -84,6 +84,8 @@ pub struct TargetSpec {
     pub local: Option<Option<PathBuf>>,
     pub config_home: Option<PathBuf>,
     pub disable_topology_injector: bool,
+    /// `--topology-injector NAME`: the topology injector's name, when not Envoy Gateway's.
+    pub topology_injector: Option<String>,
 }
 
 /// The configuration source the arguments select.
@@ -104,6 +106,9 @@ pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), 
     let mut config = Config::resolve(&source(target), &overrides, &Env::from_process())?;
     if target.disable_topology_injector && !config.disable_topology_injector() {
         tracing::debug!("--disable-topology-injector: the config declares no topology injector");
+    }
+    if let Some(name) = &target.topology_injector {
+        config.name_topology_injector(name)?;
     }
     let local = local_dir(
         target.local.clone(),

@@ -32,6 +32,17 @@ pub async fn checked<S: SecretStore>(
         None => vec![],
     };
     let families = super::health(config, &observed, &report, &targets, now);
+    let mut report = report;
+    report.targets = targets
+        .iter()
+        .map(|t| crate::report::TargetRow {
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+            secret: t.secret.clone(),
+            status: t.state.name(),
+            text: t.state.text(),
+        })
+        .collect();
     Ok((report, families))
 }
 
@@ -56,6 +67,7 @@ async fn targets(
             }
             Err(e) => return Err(e.into()),
             Ok(WebhookObserved::Absent) => TargetState::Absent,
+            Ok(WebhookObserved::Present(o)) if o.injected.is_some() => TargetState::CertManager,
             Ok(WebhookObserved::Present(o)) => {
                 let key = config.layout_of(&t.bundle_from).bundle;
                 let bundle = observed

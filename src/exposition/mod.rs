@@ -28,7 +28,7 @@ const SECRET_STATUSES: [&str; 4] = ["ok", "due", "missing", "invalid"];
 /// The rotation phases (`certgen_rotation_phase`).
 pub const PHASES: [&str; 4] = ["steady", "trust", "leaves", "cleanup"];
 /// The states of a `caBundle` target (`certgen_cabundle_target_status`).
-const TARGET_STATUSES: [&str; 4] = ["in_sync", "drifted", "absent", "refused"];
+const TARGET_STATUSES: [&str; 5] = ["in_sync", "drifted", "absent", "refused", "cert_manager"];
 
 /// A `caBundle` target (webhook configuration, APIService) as read for the metrics.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,15 +52,31 @@ pub enum TargetState {
     Absent,
     /// This identity may not read it (403).
     Refused,
+    /// cert-manager's CA injector writes its `caBundle` (it carries one of the injector's
+    /// annotations): certgen never does.
+    CertManager,
 }
 
 impl TargetState {
-    fn name(self) -> &'static str {
+    /// Its name in the metrics' `status` label and in `check`'s JSON.
+    pub fn name(self) -> &'static str {
         match self {
             Self::InSync => "in_sync",
             Self::Drifted => "drifted",
             Self::Absent => "absent",
             Self::Refused => "refused",
+            Self::CertManager => "cert_manager",
+        }
+    }
+
+    /// What `check`'s table says.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::InSync => "in step",
+            Self::Drifted => "drifted (a run rewrites it)",
+            Self::Absent => "not found",
+            Self::Refused => "not readable (403)",
+            Self::CertManager => "managed by cert-manager (its CA injector writes it)",
         }
     }
 }
@@ -296,7 +312,7 @@ pub fn health(
 
     let mut target = Family::gauge(
         "certgen_cabundle_target_status",
-        "The state of each caBundle target (webhook configuration, APIService) against the ca.crt of the Secret it follows: 1 for the current state (in_sync, drifted, absent, refused), 0 for the others.",
+        "The state of each caBundle target (webhook configuration, APIService) against the ca.crt of the Secret it follows: 1 for the current state (in_sync, drifted, absent, refused, cert_manager: its CA injector writes it and certgen never does), 0 for the others.",
     );
     for t in targets {
         for s in TARGET_STATUSES {

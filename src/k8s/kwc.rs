@@ -140,6 +140,11 @@ pub async fn get_target(
         Ok(None) => return Ok((ObservedTarget::Absent, None)),
         Err(e) => return Err(failure("get", t, e)),
     };
+    let injected = object
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(crate::certmanager::injected);
     let observed = match t.kind {
         WebhookKind::ApiService => ObservedTarget::Present {
             entries: vec![ObservedEntry {
@@ -152,6 +157,7 @@ pub async fn get_target(
                 .pointer("/spec/insecureSkipTLSVerify")
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            injected,
         },
         _ => ObservedTarget::Present {
             entries: object
@@ -175,6 +181,7 @@ pub async fn get_target(
                 })
                 .collect(),
             insecure_skip_tls_verify: false,
+            injected,
         },
     };
     Ok((observed, Some(object)))

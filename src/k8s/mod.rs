@@ -9,6 +9,7 @@
 //! module must not decide anything: what to write, restart or wait for is decided elsewhere.
 
 mod access;
+pub mod certificates;
 mod client;
 mod endpoints;
 pub mod events;

@@ -165,6 +165,21 @@ impl KubeStore {
     fn api_error(&self, verb: &'static str, name: &str, err: kube::Error) -> StoreError {
         ApiFailure::from_kube(verb, "secrets", "", &self.namespace, name, err)
     }
+
+    /// A Secret cert-manager issued into, with the `Certificate` its annotation names as read
+    /// (one request, only for such a Secret): whether cert-manager still issues into it.
+    pub(super) async fn with_certificate(&self, o: Observed) -> Result<Observed, StoreError> {
+        let Observed::Present(mut s) = o else {
+            return Ok(o);
+        };
+        if let Some(name) = crate::certmanager::certificate_of(&s.annotations, &s.name) {
+            let client = self.api.clone().into_client();
+            s.certificate = Some(Box::new(
+                super::certificates::certificate(&client, &self.namespace, name).await?,
+            ));
+        }
+        Ok(Observed::Present(s))
+    }
 }
 
 fn is_status(err: &kube::Error, code: u16) -> bool {
@@ -197,7 +212,8 @@ impl SecretStore for KubeStore {
                     .lock()
                     .unwrap()
                     .insert(name.to_string(), secret.clone());
-                Ok(Observed::Present(from_secret(secret)))
+                self.with_certificate(Observed::Present(from_secret(secret)))
+                    .await
             }
             Err(e) => Err(self.api_error("get", name, e)),
         }
@@ -317,5 +333,6 @@ pub(super) fn from_secret(secret: Secret) -> StoredSecret {
             .collect(),
         version: meta.resource_version.unwrap_or_default(),
         divergent: Vec::new(),
+        certificate: None,
     }
 }

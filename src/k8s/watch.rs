@@ -38,13 +38,31 @@ pub enum Change {
     /// The API server refused the Secrets' LIST or WATCH (403); the watch retries.
     SecretsRefused,
     /// A complete LIST of the targets of a kind: each present one's caBundles, by name.
-    TargetsListed(WebhookKind, Vec<(String, Vec<Vec<u8>>)>),
+    TargetsListed(WebhookKind, Vec<(String, TargetSeen)>),
     /// A target was created or changed.
-    TargetApplied(WebhookKind, String, Vec<Vec<u8>>),
+    TargetApplied(WebhookKind, String, TargetSeen),
     /// A target was deleted.
     TargetDeleted(WebhookKind, String),
     /// The API server refused the LIST or WATCH of a target kind (403); the watch retries.
     TargetsRefused(WebhookKind),
+}
+
+/// A `caBundle` target as the watch saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetSeen {
+    /// Each entry's `caBundle`.
+    pub bundles: Vec<Vec<u8>>,
+    /// cert-manager's CA injector writes them (it carries one of its annotations).
+    pub injected: bool,
+}
+
+impl From<Vec<Vec<u8>>> for TargetSeen {
+    fn from(bundles: Vec<Vec<u8>>) -> Self {
+        Self {
+            bundles,
+            injected: false,
+        }
+    }
 }
 
 /// The watcher's configuration: the whole collection in one LIST (no pages: one request, as
@@ -147,16 +165,23 @@ pub async fn targets(
         let name = names.iter().next().expect("one name");
         config = config.fields(&format!("metadata.name={name}"));
     }
-    let keep = |o: DynamicObject| -> Option<(String, Vec<Vec<u8>>)> {
+    let keep = |o: DynamicObject| -> Option<(String, TargetSeen)> {
         let name = o.metadata.name.clone().filter(|n| names.contains(n))?;
-        match super::webhooks::bundles(kind, &o.data) {
-            Ok(b) => Some((name, b)),
+        let injected = o
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(crate::certmanager::injected)
+            .is_some();
+        let bundles = match super::webhooks::bundles(kind, &o.data) {
+            Ok(b) => b,
             Err(e) => {
                 // A bundle that is not base64 holds nothing the Secret's ca.crt could equal.
                 tracing::warn!("{}: {e}", super::webhooks::describe(kind, &name));
-                Some((name, vec![e.into_bytes()]))
+                vec![e.into_bytes()]
             }
-        }
+        };
+        Some((name, TargetSeen { bundles, injected }))
     };
     let mut listing = Vec::new();
     let mut failing = false;

@@ -79,11 +79,20 @@ impl WebhookStore {
         ApiFailure::from_kube(verb, plural, group, "", name, e)
     }
 
-    /// Reads a target; `Absent` only on 404. A consistent read (no resourceVersion).
+    /// Reads a target; `Absent` only on 404. A consistent read (no resourceVersion). Envoy
+    /// Gateway's topology injector (`envoy-gateway-topology-injector.<namespace>`) not found
+    /// under that name is looked for by its label, [`TOPOLOGY_INJECTOR_LABEL`].
     pub async fn get(&self, kind: WebhookKind, name: &str) -> Result<WebhookObserved, StoreError> {
-        match self.api(kind).get_opt(name).await {
-            Ok(None) => Ok(WebhookObserved::Absent),
-            Ok(Some(object)) => {
+        let found = match self.api(kind).get_opt(name).await {
+            Ok(None) => self.topology_injector(kind, name).await?,
+            Ok(found) => found,
+            Err(e) => return Err(Self::failure("get", kind, name, e)),
+        };
+        match found {
+            None => Ok(WebhookObserved::Absent),
+            Some(object) => {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                let name = name.as_str();
                 let bundles = bundles(kind, &object.data).map_err(|message| {
                     StoreError::Api(Box::new(ApiFailure {
                         verb: "get",
@@ -102,10 +111,104 @@ impl WebhookStore {
                     version: object.metadata.resource_version.clone().unwrap_or_default(),
                     bundles,
                     written_at: super::written_at(&object.metadata),
+                    injected: object
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(crate::certmanager::injected),
                     token: Some(Arc::new(object)),
                 })))
             }
-            Err(e) => Err(Self::failure("get", kind, name, e)),
+        }
+    }
+
+    /// Envoy Gateway's topology injector, when `name` is its chart's name
+    /// (`envoy-gateway-topology-injector.<namespace>`) and no object has it: Kustomize's
+    /// `namePrefix`/`nameSuffix` rename it, and keep its label. The one MutatingWebhookConfiguration
+    /// labelled `app.kubernetes.io/component=topology-injector` whose webhook's Service is in
+    /// `<namespace>` is taken, and named in the log; none is absence; several are an error that
+    /// names them and `--topology-injector`.
+    async fn topology_injector(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, StoreError> {
+        let Some(namespace) = name
+            .strip_prefix(crate::config::TOPOLOGY_INJECTOR_PREFIX)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .filter(|_| kind == WebhookKind::MutatingWebhookConfiguration)
+        else {
+            return Ok(None);
+        };
+        let lp = kube::api::ListParams::default().labels(TOPOLOGY_INJECTOR_LABEL);
+        let list = match self.api(kind).list(&lp).await {
+            Ok(list) => list,
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                tracing::warn!(
+                    "{}: not found, and this identity may not list mutatingwebhookconfigurations to find it by label {TOPOLOGY_INJECTOR_LABEL}; name it with --topology-injector",
+                    describe(kind, name)
+                );
+                return Ok(None);
+            }
+            Err(e) => return Err(Self::failure("list", kind, "", e)),
+        };
+        let mut found: Vec<DynamicObject> = list
+            .items
+            .into_iter()
+            .filter(|o| serves_from(&o.data, namespace))
+            .collect();
+        match found.len() {
+            0 => Ok(None),
+            1 => {
+                let o = found.remove(0);
+                tracing::info!(
+                    "{} not found: using {}, labelled {TOPOLOGY_INJECTOR_LABEL} with its webhook's Service in namespace {namespace} (--topology-injector names it explicitly)",
+                    describe(kind, name),
+                    describe(kind, o.metadata.name.as_deref().unwrap_or_default())
+                );
+                Ok(Some(o))
+            }
+            _ => Err(StoreError::Api(Box::new(ApiFailure {
+                verb: "list",
+                resource: "mutatingwebhookconfigurations",
+                namespace: String::new(),
+                name: String::new(),
+                status: None,
+                message: format!(
+                    "{name} not found, and several objects labelled {TOPOLOGY_INJECTOR_LABEL} have their webhook's Service in namespace {namespace}: {}",
+                    found
+                        .iter()
+                        .filter_map(|o| o.metadata.name.as_deref())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                hint: "; name the one certgen keeps in step with --topology-injector NAME".into(),
+            }))),
+        }
+    }
+
+    /// Sets annotation `key` to `value` on a target (a JSON merge patch of the annotation
+    /// alone): `false` when it does not exist.
+    pub async fn annotate(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<bool, StoreError> {
+        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        let pp = kube::api::PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..kube::api::PatchParams::default()
+        };
+        match self
+            .api(kind)
+            .patch(name, &pp, &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(Self::failure("patch", kind, name, e)),
         }
     }
 
@@ -127,6 +230,10 @@ impl WebhookStore {
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());
         object.metadata.uid = Some(read.uid.clone());
+        // Sent back as read, managedFields would overwrite the server's record, and the write
+        // would show as nobody's: left out, the server records certgen as the writer of what
+        // it changed (and another writer, such as cert-manager's CA injector, can see it).
+        object.metadata.managed_fields = None;
         let pp = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
@@ -147,6 +254,22 @@ impl WebhookStore {
             Err(e) => Err(Self::failure("update", read.kind, &read.name, e)),
         }
     }
+}
+
+/// The label Envoy Gateway's chart puts on its topology injector.
+pub const TOPOLOGY_INJECTOR_LABEL: &str = "app.kubernetes.io/component=topology-injector";
+
+/// Whether a webhook configuration's entries call a Service in `namespace`.
+fn serves_from(data: &Value, namespace: &str) -> bool {
+    data.get("webhooks")
+        .and_then(Value::as_array)
+        .is_some_and(|list| {
+            list.iter().any(|w| {
+                w.pointer("/clientConfig/service/namespace")
+                    .and_then(Value::as_str)
+                    == Some(namespace)
+            })
+        })
 }
 
 /// The `caBundle` of each entry (decoded from base64), in order.
@@ -227,6 +350,7 @@ mod tests {
             version: "1".into(),
             bundles: vec![b"a".to_vec(), b"a".to_vec()],
             written_at: None,
+            injected: None,
             token: None,
         };
         assert!(w.holds(b"a"));

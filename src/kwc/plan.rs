@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 
 use super::request::{CreateRequest, FailurePolicy, PatchRequest, Target};
+use crate::certmanager::Injected;
 use crate::config::{
     CaFile, Config, ConfigError, ConfigFile, DataKeysFile, SecretFile, SecretType, Usage,
     WebhookFile, WebhookKind,
@@ -337,6 +338,8 @@ pub enum ObservedTarget {
         entries: Vec<ObservedEntry>,
         /// An APIService's `insecureSkipTLSVerify`.
         insecure_skip_tls_verify: bool,
+        /// cert-manager's CA injector writes its `caBundle`: `patch` leaves it alone.
+        injected: Option<Injected>,
     },
 }
 
@@ -362,6 +365,8 @@ pub struct PatchPlan {
     /// Targets that already hold their bundle (and policy): no write; `true` when that bundle
     /// still keeps a prior CA.
     pub unchanged: Vec<(Target, bool)>,
+    /// Targets cert-manager's CA injector writes: never written, said why.
+    pub injected: Vec<(Target, Injected)>,
 }
 
 /// The CA bundle `patch` copies: the Secret's `--ca-name` key (`ca` when it is absent, as
@@ -501,10 +506,12 @@ pub fn plan_patch(
 ) -> Result<PatchPlan, ConfigError> {
     let mut writes = Vec::new();
     let mut unchanged = Vec::new();
+    let mut injected = Vec::new();
     for (target, state) in observed {
         let ObservedTarget::Present {
             entries,
             insecure_skip_tls_verify,
+            injected: by,
         } = state
         else {
             return Err(refuse(
@@ -515,6 +522,12 @@ pub fn plan_patch(
                 ),
             ));
         };
+        // Two writers on one caBundle would overwrite each other on every run: the injector's
+        // wins, whatever certgen would write (its failure policy included).
+        if let Some(by) = by {
+            injected.push((target.clone(), by.clone()));
+            continue;
+        }
         let (bundle, prior) = in_step(secret, entries, now, req.propagation_delay);
         let mut changes = Vec::new();
         if entries.iter().any(|e| e.ca_bundle != bundle) {
@@ -547,6 +560,7 @@ pub fn plan_patch(
         failure_policy: req.failure_policy,
         writes,
         unchanged,
+        injected,
     })
 }
 
@@ -863,7 +877,43 @@ mod tests {
                 })
                 .collect(),
             insecure_skip_tls_verify: false,
+            injected: None,
         }
+    }
+
+    #[test]
+    fn patch_never_writes_a_target_the_ca_injector_manages() {
+        let s = created();
+        let secret = patch_bundle(&patch_req(None), &stored(&s)).unwrap();
+        let t = target(WebhookKind::MutatingWebhookConfiguration);
+        let by = Injected {
+            annotation: crate::certmanager::INJECT_CA_FROM,
+            value: "ns/serving".into(),
+        };
+        let ObservedTarget::Present {
+            entries,
+            insecure_skip_tls_verify,
+            ..
+        } = entries(b"injector's", Some("Ignore"))
+        else {
+            unreachable!()
+        };
+        let observed = ObservedTarget::Present {
+            entries,
+            insecure_skip_tls_verify,
+            injected: Some(by.clone()),
+        };
+        // Whatever certgen would change (bundle and failure policy), nothing is written.
+        let plan = plan_patch(
+            &patch_req(Some(FailurePolicy::Fail)),
+            &secret,
+            &[(t.clone(), observed)],
+            now(),
+        )
+        .unwrap();
+        assert!(plan.writes.is_empty(), "{:?}", plan.writes);
+        assert!(plan.unchanged.is_empty());
+        assert_eq!(plan.injected, [(t, by)]);
     }
 
     #[test]

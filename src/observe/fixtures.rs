@@ -25,6 +25,7 @@ pub fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
         version: "1".into(),
         written_at: None,
         divergent: vec![],
+        certificate: None,
     })
 }
 

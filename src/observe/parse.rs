@@ -197,23 +197,48 @@ pub fn hmac_short(s: &StoredSecret, key: &str, bytes: usize) -> Option<String> {
     })
 }
 
+/// Who else manages a Secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Foreign {
+    /// An owner, or another manager's label: `--force` takes it over.
+    Other(String),
+    /// A cert-manager `Certificate` issues into it (or may: it could not be read). Never taken
+    /// over, `--force` or not: the two would overwrite each other.
+    CertManager(String),
+}
+
 /// Who else manages the Secret, if anyone: an owner, cert-manager, or another manager's label.
-pub fn foreign_owner(s: &StoredSecret) -> Option<String> {
+/// cert-manager manages a Secret its annotation `cert-manager.io/certificate-name` ties to a
+/// Certificate that still exists (or that could not be read); once the Certificate is deleted
+/// nobody issues into it and certgen may adopt it. Other `cert-manager.io/` annotations (the CA
+/// injector's `allow-direct-injection`, for one) do not make it cert-manager's.
+pub fn foreign_owner(s: &StoredSecret) -> Option<Foreign> {
     use crate::config::{MANAGED_BY, MANAGED_BY_LABEL};
+    use crate::secret::CertificateSeen;
     if let Some(owner) = s.owners.first() {
-        return Some(format!("it is owned by {owner} (ownerReferences)"));
+        return Some(Foreign::Other(format!(
+            "it is owned by {owner} (ownerReferences)"
+        )));
     }
-    if let Some(k) = s
-        .annotations
-        .keys()
-        .find(|k| k.starts_with("cert-manager.io/"))
-    {
-        return Some(format!("it is managed by cert-manager (annotation {k})"));
+    if let Some(name) = crate::certmanager::certificate_of(&s.annotations, &s.name) {
+        match s.certificate.as_deref() {
+            Some(CertificateSeen::Gone { .. }) => {}
+            Some(CertificateSeen::Unreadable { why, .. }) => {
+                return Some(Foreign::CertManager(format!(
+                    "it was issued by cert-manager's Certificate {name}, and whether that still exists is unknown: {why}"
+                )));
+            }
+            Some(CertificateSeen::Present { .. }) | None => {
+                return Some(Foreign::CertManager(format!(
+                    "it is managed by cert-manager: Certificate {name} issues into it"
+                )));
+            }
+        }
     }
     match s.labels.get(MANAGED_BY_LABEL) {
-        Some(v) if v != MANAGED_BY => {
-            Some(format!("it is managed by {v:?} (label {MANAGED_BY_LABEL})"))
-        }
+        Some(v) if v != MANAGED_BY && v != "cert-manager" => Some(Foreign::Other(format!(
+            "it is managed by {v:?} (label {MANAGED_BY_LABEL})"
+        ))),
         _ => None,
     }
 }

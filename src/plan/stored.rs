@@ -92,14 +92,28 @@ impl Judge<'_> {
 
     /// Refuses a Secret another manager owns (unless forced) or of the wrong type (always).
     fn check_common(&self, s: &StoredSecret, want_type: &str) -> Result<(), Invalid> {
-        if let Some(owner) = parse::foreign_owner(s)
-            && !self.options.force
-        {
-            return Err(self.invalid(
-                &s.name,
-                format!("refusing to take it over: {owner}"),
-                "remove it from the other manager, choose another Secret name, or run with --force",
-            ));
+        match parse::foreign_owner(s) {
+            Some(parse::Foreign::CertManager(why)) => {
+                return Err(self.invalid(
+                    &s.name,
+                    format!("refusing to write it: {why}"),
+                    format!(
+                        "nothing was written. Leave it to cert-manager and remove it from certgen's config, or hand it to certgen: delete the Certificate (`kubectl delete certificate -n NAMESPACE {}`), then run certgen again: it adopts the CA the Secret trusts and rotates from there (docs/cert-manager.md). --force does not take a Secret from a live Certificate: the two would overwrite each other",
+                        s.certificate.as_ref().map_or_else(
+                            || crate::certmanager::certificate_of(&s.annotations, &s.name).unwrap_or("NAME").to_string(),
+                            |c| c.name().to_string()
+                        )
+                    ),
+                ));
+            }
+            Some(parse::Foreign::Other(owner)) if !self.options.force => {
+                return Err(self.invalid(
+                    &s.name,
+                    format!("refusing to take it over: {owner}"),
+                    "remove it from the other manager, choose another Secret name, or run with --force",
+                ));
+            }
+            _ => {}
         }
         if s.type_ != want_type {
             return Err(self.invalid(

@@ -413,11 +413,7 @@ fn an_expired_prior_is_dropped_from_every_bundle() {
 #[test]
 fn foreign_owned_secrets_are_refused_unless_forced() {
     let ca = new_ca(NOW);
-    let owners: [fn(&mut StoredSecret); 3] = [
-        |s| {
-            s.annotations
-                .insert("cert-manager.io/certificate-name".into(), "envoy".into());
-        },
+    let owners: [fn(&mut StoredSecret); 2] = [
         |s| s.owners.push("Certificate/envoy".into()),
         |s| {
             s.labels.insert(MANAGED_BY_LABEL.into(), "Helm".into());
@@ -448,6 +444,136 @@ fn foreign_owned_secrets_are_refused_unless_forced() {
         );
         assert_eq!(action_of(&forced.unwrap(), "envoy"), Action::Renew);
     }
+}
+
+#[test]
+fn a_secret_cert_manager_issues_into_is_refused_even_when_forced() {
+    use crate::secret::CertificateSeen;
+    let ca = new_ca(NOW);
+    let issued_by = |certificate: Option<CertificateSeen>| {
+        move |s: &mut StoredSecret| {
+            s.annotations
+                .insert("cert-manager.io/certificate-name".into(), "envoy".into());
+            s.certificate = certificate.clone().map(Box::new);
+        }
+    };
+    let live = [
+        // Read in a cluster: the Certificate exists, or could not be read.
+        Some(CertificateSeen::Present {
+            name: "envoy".into(),
+            handed_over: None,
+        }),
+        Some(CertificateSeen::Unreadable {
+            name: "envoy".into(),
+            why: "403".into(),
+        }),
+        // Not looked up (no cluster): taken as live.
+        None,
+    ];
+    for certificate in live {
+        let mut world = World::installed(&ca, NOW);
+        world.edit("envoy", issued_by(certificate.clone()));
+        for force in [false, true] {
+            let err = world
+                .plan(
+                    NOW,
+                    Options {
+                        overwrite: true,
+                        force,
+                        ..immediate()
+                    },
+                )
+                .unwrap_err();
+            assert_eq!(err.object, "Secret ns/envoy");
+            assert!(err.problem.contains("cert-manager"), "{err}");
+            assert!(err.fix.contains("delete the Certificate"), "{err}");
+            assert!(
+                err.fix
+                    .contains("kubectl delete certificate -n NAMESPACE envoy"),
+                "{err}"
+            );
+        }
+    }
+    // Once the Certificate is deleted, nobody issues into the Secret: certgen adopts it.
+    let mut world = World::installed(&ca, NOW);
+    world.edit(
+        "envoy",
+        issued_by(Some(CertificateSeen::Gone {
+            name: "envoy".into(),
+        })),
+    );
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Keep);
+    // The CA injector's mark on a Secret it reads from does not make it cert-manager's.
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy", |s| {
+        s.annotations.insert(
+            "cert-manager.io/allow-direct-injection".into(),
+            "true".into(),
+        );
+    });
+    assert_eq!(
+        action_of(&world.plan(NOW, Options::default()).unwrap(), "envoy"),
+        Action::Keep
+    );
+}
+
+#[test]
+fn after_a_hand_over_to_cert_manager_the_plan_stands_down() {
+    use crate::secret::CertificateSeen;
+    let ca = new_ca(NOW);
+    let handed = |s: &mut StoredSecret| {
+        s.annotations
+            .insert("cert-manager.io/certificate-name".into(), s.name.clone());
+        s.certificate = Some(Box::new(CertificateSeen::Present {
+            name: s.name.clone(),
+            handed_over: Some("envoy-gateway".into()),
+        }));
+    };
+    let mut world = World::installed(&ca, NOW);
+    for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        world.edit(name, handed);
+    }
+    // Whatever is asked, even a CA rotation, nothing of the TLS Secrets or the CA is written,
+    // and each says who manages it; a missing HMAC Secret is still certgen's to create.
+    world
+        .state
+        .secrets
+        .insert("envoy-oidc-hmac".into(), crate::secret::Observed::Absent);
+    for options in [
+        Options::default(),
+        Options {
+            overwrite: true,
+            ..immediate()
+        },
+    ] {
+        let plan = world
+            .plan(NOW + time::Duration::days(2000), options)
+            .unwrap();
+        assert_eq!(plan.ca.action, Action::Keep);
+        assert!(
+            plan.ca.reason.contains("cert-manager's CA Issuer"),
+            "{}",
+            plan.ca.reason
+        );
+        for name in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+            let s = plan.secrets.iter().find(|s| s.name == name).unwrap();
+            assert_eq!(s.action, Action::Keep, "{name}");
+            assert!(s.reason.contains("managed by cert-manager"), "{}", s.reason);
+        }
+        assert!(action_of(&plan, "envoy-oidc-hmac").writes());
+        assert!(matches!(plan.phase, Phase::Steady));
+    }
+    // Only part of them handed over: refused, naming the one left.
+    let mut world = World::installed(&ca, NOW);
+    world.edit("envoy", handed);
+    let err = world.plan(NOW, Options::default()).unwrap_err();
+    assert_eq!(err.object, "Secret ns/envoy-gateway");
+    assert!(err.problem.contains("handed over to cert-manager"), "{err}");
+    assert!(
+        err.fix.contains("certgen handover cert-manager --apply"),
+        "{err}"
+    );
 }
 
 #[test]

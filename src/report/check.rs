@@ -56,6 +56,25 @@ pub struct CheckReport {
     /// When certgen must run again at the latest (filled in by the caller).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_renewal: Option<NextRenewal>,
+    /// The `caBundle` targets as read (in a cluster; filled in by the caller).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetRow>,
+}
+
+/// One `caBundle` target's state.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRow {
+    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
+    pub kind: String,
+    pub name: String,
+    /// The Secret whose `ca.crt` it follows.
+    pub secret: String,
+    /// `in_sync`, `drifted`, `absent`, `refused`, `cert_manager` (the metric's states).
+    pub status: &'static str,
+    /// What the table says of the status.
+    #[serde(skip)]
+    pub text: &'static str,
 }
 
 impl BundleEntry {
@@ -115,6 +134,7 @@ impl CheckReport {
             rotation,
             secrets: rows,
             next_renewal,
+            targets: Vec::new(),
         }
     }
 }
@@ -201,6 +221,15 @@ impl CheckReport {
                 })
                 .collect();
             out.push_str(&format!("  {:<width$}  {}\n", r.secret, cas.join(", ")));
+        }
+        if !self.targets.is_empty() {
+            out.push_str("\nCABUNDLE TARGETS\n");
+            for t in &self.targets {
+                out.push_str(&format!(
+                    "  {} {} (follows {}): {}\n",
+                    t.kind, t.name, t.secret, t.text
+                ));
+            }
         }
         if let Some(rot) = &self.rotation {
             out.push_str(&format!("\nROTATION: {rot}\n"));

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
+use crate::certmanager::{Injected, injected_note};
 use crate::config::{Webhook, WebhookKind};
 use crate::error::Error;
 use crate::observe::Snapshot;
@@ -22,14 +23,19 @@ use crate::store::StoreError;
 /// What a read of one configured target found.
 #[derive(Debug, Clone)]
 pub(super) enum Read {
-    /// The API server refused a request on it (403), now or earlier in the run: left alone.
+    /// The API server refused a request on it (403), now or earlier in the run, or
+    /// cert-manager's CA injector manages it: left alone.
     Refused,
+    /// cert-manager's CA injector writes its `caBundle`: certgen never does.
+    Injected(Injected),
     Absent,
     Present(Box<TargetRead>),
 }
 
-/// A target the API server refused (403): left alone for the rest of the run, with the
-/// report line that says so. Data the caller keeps, not state of the adapter.
+/// A target left alone for the rest of the run, with the report line that says so: the API
+/// server refused it (403), or cert-manager's CA injector writes its `caBundle` (two writers
+/// on one `caBundle` would overwrite each other on every run). Data the caller keeps, not
+/// state of the adapter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// `MutatingWebhookConfiguration name`.
@@ -66,7 +72,8 @@ fn refusal(target: &Webhook, e: &StoreError) -> Option<Refusal> {
 }
 
 /// Reads one target, unless it is in `refused`; a 403 is a [`Read::Refused`] with its
-/// [`Refusal`], any other error is given back.
+/// [`Refusal`], as is a target cert-manager's CA injector manages ([`Read::Injected`]); any
+/// other error is given back.
 async fn read_one(
     api: &dyn CaBundleTargets,
     target: &Webhook,
@@ -77,7 +84,14 @@ async fn read_one(
     }
     match api.read(target.kind, &target.name).await {
         Ok(TargetObserved::Absent) => Ok((Read::Absent, None)),
-        Ok(TargetObserved::Present(o)) => Ok((Read::Present(o), None)),
+        Ok(TargetObserved::Present(o)) => match &o.injected {
+            Some(by) => {
+                let what = describe(target.kind, &target.name);
+                let note = injected_note(&what, by);
+                Ok((Read::Injected(by.clone()), Some(Refusal { what, note })))
+            }
+            None => Ok((Read::Present(o), None)),
+        },
         Err(e) => match refusal(target, &e) {
             Some(r) => Ok((Read::Refused, Some(r))),
             None => Err(e),
@@ -311,6 +325,9 @@ pub fn plan(
         };
         match read {
             Read::Refused => {}
+            Read::Injected(by) => plans.push(keep(format!(
+                "managed by cert-manager: its CA injector writes this caBundle ({by}); certgen never does"
+            ))),
             Read::Absent => plans.push(keep(format!(
                 "not found; its caBundle would follow Secret {}",
                 target.bundle_from
@@ -524,6 +541,7 @@ mod tests {
             version: "7".into(),
             bundles: vec![bundle.to_vec()],
             written_at: None,
+            injected: None,
             token: None,
         }))
     }
@@ -554,6 +572,33 @@ mod tests {
         );
         assert!(plan(&[target("w")], &[Some(Read::Refused)], &wanted, "trust").is_empty());
         assert!(plan(&[target("w")], &[None], &wanted, "trust").is_empty());
+    }
+
+    #[test]
+    fn a_target_the_ca_injector_manages_is_never_written() {
+        let ca = ca();
+        let wanted =
+            BTreeMap::from([("gw".to_string(), Wanted::Stored(ca.cert.pem().into_bytes()))]);
+        let by = Injected {
+            annotation: crate::certmanager::INJECT_CA_FROM_SECRET,
+            value: "ns/gw".into(),
+        };
+        // Behind its Secret or not, planned or dry-run: kept, saying why.
+        let plans = plan(
+            &[target("w")],
+            &[Some(Read::Injected(by.clone()))],
+            &wanted,
+            "trust",
+        );
+        let [TargetPlan::Keep { reason, .. }] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert!(reason.contains("managed by cert-manager"), "{reason}");
+        assert!(
+            reason.contains("cert-manager.io/inject-ca-from-secret: ns/gw"),
+            "{reason}"
+        );
+        assert_eq!(plans[0].entry().action, Action::Keep);
     }
 
     #[test]

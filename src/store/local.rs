@@ -495,6 +495,7 @@ impl SecretStore for LocalStore {
             annotations: contents.annotations,
             owners: Vec::new(),
             divergent: contents.divergent,
+            certificate: None,
         }))
     }
 

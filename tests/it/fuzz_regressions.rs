@@ -131,6 +131,7 @@ mod found {
             version: "1".into(),
             written_at: written_at.map(|w| OffsetDateTime::parse(w, &Rfc3339).unwrap()),
             divergent: vec![],
+            certificate: None,
         })
     }
 

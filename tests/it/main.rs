@@ -30,6 +30,10 @@
 //! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
 //!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`;
 //!   `create` renewing a due Secret with its caBundle in step: `cluster::kwc_renew`
+//! - beside cert-manager (its real controller and CA injector): a caBundle the injector
+//!   manages is never written, the hand-over both ways and kube-webhook-certgen's switch to
+//!   cert-manager with peers or an admission webhook called throughout: `cluster::cert_manager`;
+//!   the topology injector found by its label: `cluster::webhook`
 //! - the Helm chart and the plain manifests: `cluster::chart`
 //! - Prometheus metrics (`check --output prometheus`, a run's textfile and Pushgateway push),
 //!   checked by `promtool`, and the chart's alerts (`promtool test rules`): `metrics`,

@@ -14,7 +14,7 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, WebhookKind};
 use crate::exposition::{self, CaBundleTarget, Family, TargetState};
-use crate::k8s::watch::Change;
+use crate::k8s::watch::{Change, TargetSeen};
 use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::secret::{Observed, StoredSecret};
@@ -32,7 +32,7 @@ pub enum Sync {
 }
 
 /// The `caBundle`s (one per entry) of each present target of a kind, by name.
-type Bundles = BTreeMap<String, Vec<Vec<u8>>>;
+type Bundles = BTreeMap<String, TargetSeen>;
 
 /// The exporter's view of the cluster.
 #[derive(Debug, Clone)]
@@ -128,14 +128,14 @@ impl State {
     }
 
     /// A complete LIST of the targets of `kind`: each present object's caBundles by name.
-    pub fn targets_listed(&mut self, kind: WebhookKind, found: Vec<(String, Vec<Vec<u8>>)>) {
+    pub fn targets_listed(&mut self, kind: WebhookKind, found: Vec<(String, TargetSeen)>) {
         self.count(resource(kind), found.len() as u64);
         let entry = self.targets.entry(kind_name(kind)).or_default();
         *entry = (Sync::Synced, found.into_iter().collect());
     }
 
     /// A target of `kind` was created or changed.
-    pub fn target_applied(&mut self, kind: WebhookKind, name: String, bundles: Vec<Vec<u8>>) {
+    pub fn target_applied(&mut self, kind: WebhookKind, name: String, bundles: TargetSeen) {
         self.count(resource(kind), 1);
         self.targets
             .entry(kind_name(kind))
@@ -200,7 +200,8 @@ impl State {
                 Sync::Refused => TargetState::Refused,
                 Sync::Synced => match found.get(&t.name) {
                     None => TargetState::Absent,
-                    Some(bundles) => {
+                    Some(seen) if seen.injected => TargetState::CertManager,
+                    Some(TargetSeen { bundles, .. }) => {
                         let key = config.layout_of(&t.bundle_from).bundle;
                         let bundle = observed
                             .get(&t.bundle_from)

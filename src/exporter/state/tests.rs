@@ -87,7 +87,10 @@ fn the_same_families_as_check_from_the_same_secrets() {
         .data["ca.crt"]
         .clone();
     let injector = config.webhooks[0].clone();
-    state.targets_listed(injector.kind, vec![(injector.name.clone(), vec![bundle])]);
+    state.targets_listed(
+        injector.kind,
+        vec![(injector.name.clone(), vec![bundle].into())],
+    );
     assert!(state.ready());
     let from_state = state.families(&config, NOW, ApiRequests::default());
 
@@ -134,9 +137,20 @@ fn targets_follow_their_events_and_a_refusal() {
     state.targets_listed(t.kind, vec![]);
     let text = render(&state.families(&config, NOW, ApiRequests::default()));
     assert_eq!(status(&text), "absent");
-    state.target_applied(t.kind, t.name.clone(), vec![b"old".to_vec()]);
+    state.target_applied(t.kind, t.name.clone(), vec![b"old".to_vec()].into());
     let text = render(&state.families(&config, NOW, ApiRequests::default()));
     assert_eq!(status(&text), "drifted");
+    // cert-manager's CA injector writes it (its bundle is never the Secret's alone).
+    state.target_applied(
+        t.kind,
+        t.name.clone(),
+        crate::k8s::watch::TargetSeen {
+            bundles: vec![b"injected".to_vec()],
+            injected: true,
+        },
+    );
+    let text = render(&state.families(&config, NOW, ApiRequests::default()));
+    assert_eq!(status(&text), "cert_manager");
     state.target_deleted(t.kind, &t.name);
     let text = render(&state.families(&config, NOW, ApiRequests::default()));
     assert_eq!(status(&text), "absent");

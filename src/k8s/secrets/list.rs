@@ -58,11 +58,12 @@ pub(super) async fn get_many(
             (s.name.clone(), s)
         })
         .collect();
-    Ok(names
-        .iter()
-        .map(|name| match found.get(*name) {
-            Some(s) => Observed::Present(s.clone()),
+    let mut read = Vec::with_capacity(names.len());
+    for name in names {
+        read.push(match found.get(*name) {
+            Some(s) => store.with_certificate(Observed::Present(s.clone())).await?,
             None => Observed::Absent,
-        })
-        .collect())
+        });
+    }
+    Ok(read)
 }

@@ -490,7 +490,13 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     for verb in ["list", "patch"] {
         assert_eq!(names("", "pods", verb), ["*"]);
     }
-    assert_eq!(g.len(), 3 + 4 + 4 + 1 + 1 + 3 + 2, "nothing more: {g:?}");
+    // Beside cert-manager: whether the Certificate a Secret's annotation names still exists.
+    assert_eq!(names("cert-manager.io", "certificates", "get"), ["*"]);
+    assert_eq!(
+        g.len(),
+        3 + 4 + 4 + 1 + 1 + 3 + 2 + 1,
+        "nothing more: {g:?}"
+    );
     let binding = object(&docs, "RoleBinding");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], "ops");

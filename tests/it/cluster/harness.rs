@@ -92,7 +92,9 @@ const PEERS: [PeerSpec; 4] = [
     },
 ];
 
-fn config_yaml(ns: &str) -> String {
+/// The harness's config: the three TLS Secrets with a SAN each (`NAME.NS.svc`, what the
+/// peers dial), the restart-only consumer `envoy-ratelimit`.
+pub(super) fn config_yaml(ns: &str) -> String {
     let secret = |name: &str| {
         format!(
             "  - name: {name}\n    type: tls\n    dnsNames: [\"{name}.{{namespace}}.svc\"]\n    usages: [server, client]\n    validity: 30d\n    renewBefore: 1d\n"
@@ -130,7 +132,9 @@ impl Peer {
         };
         if self.spec.openssl {
             // A rolling restart: the new pod starts and becomes ready, clients move to it, and
-            // only then is the old one stopped (after in-flight handshakes finish).
+            // only then is the old one stopped (after in-flight handshakes finish: 3 s, since a
+            // loaded 2-core machine took more than 1 s to finish one, which the client then saw
+            // as a connection reset).
             let snap = self.volume.dir().join(format!(
                 ".loaded-{}",
                 certgen::pki::hex(&certgen::pki::random_bytes(4))
@@ -141,7 +145,7 @@ impl Peer {
             let old = self.openssl.lock().unwrap().replace(child);
             if let Some(mut old) = old {
                 std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_secs(1));
+                    std::thread::sleep(Duration::from_secs(3));
                     let _ = old.kill();
                     let _ = old.wait();
                 });
@@ -257,134 +261,10 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
         ])
         .propagation_delay(&propagation_delay());
     // The restart-only peers' Deployment, rolled out by kwok.
-    let deployments = c
-        .create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
+    c.create_deployment(&ns.name, &deployment("envoy-ratelimit", 1, json!({})))
         .await;
     certgen.run_async().await.ok();
-
-    let pods = tempfile::tempdir().unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let failures = Arc::new(Failures {
-        list: Mutex::new(vec![]),
-        handshakes: AtomicU64::new(0),
-        started: Instant::now(),
-    });
-    let mut peers = Vec::new();
-    let secrets = c.secrets(&ns.name);
-    for spec in &PEERS {
-        let volume = Arc::new(Volume::new(&pods.path().join(spec.name)));
-        volume.mount(&secrets.get(spec.secret).await.unwrap());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let peer = Arc::new(Peer {
-            spec,
-            volume,
-            port: AtomicU16::new(port),
-            loaded: Mutex::new(None),
-            openssl: Mutex::new(None),
-        });
-        if spec.openssl {
-            drop(listener); // s_server binds a port itself
-        } else {
-            tokio::spawn(serve(peer.clone(), listener, stop.clone()));
-        }
-        peer.load();
-        peers.push(peer);
-    }
-
-    let mut tasks = Vec::new();
-    // Kubelet stand-ins: one per pod, each with its own random delay; hot peers reload what
-    // it mounts.
-    for peer in &peers {
-        let reload = peer.clone();
-        tasks.push(kubelet(
-            secrets.clone(),
-            peer.spec.secret,
-            peer.volume.clone(),
-            Duration::from_millis(25),
-            max_sync_delay(),
-            stop.clone(),
-            move || {
-                if reload.spec.reload == Reload::Hot {
-                    reload.load();
-                }
-            },
-        ));
-    }
-    // Restarts: restart-only peers reload (with a freshly mounted Secret) when the pod template
-    // changes, after a random delay.
-    {
-        let (peers, stop, secrets, deployments) = (
-            peers.clone(),
-            stop.clone(),
-            secrets.clone(),
-            deployments.clone(),
-        );
-        tasks.push(tokio::spawn(async move {
-            let template =
-                |d: &Deployment| serde_json::to_string(&d.spec.as_ref().unwrap().template).unwrap();
-            let mut last = template(&deployments.get("envoy-ratelimit").await.unwrap());
-            while !stop.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(25)).await;
-                let Ok(d) = deployments.get("envoy-ratelimit").await else {
-                    continue;
-                };
-                let now = template(&d);
-                if now != last {
-                    last = now;
-                    tokio::time::sleep(random_up_to(max_sync_delay())).await;
-                    for peer in peers.iter().filter(|p| p.spec.reload == Reload::Restart) {
-                        peer.volume
-                            .mount(&secrets.get(peer.spec.secret).await.unwrap());
-                        let p = peer.clone();
-                        tokio::task::spawn_blocking(move || p.load()).await.unwrap();
-                    }
-                }
-            }
-        }));
-    }
-    // Handshakes: every client to every server, continuously.
-    for from in &peers {
-        for to in &peers {
-            let (from, to, stop, failures, ns) = (
-                from.clone(),
-                to.clone(),
-                stop.clone(),
-                failures.clone(),
-                ns.name.clone(),
-            );
-            tasks.push(tokio::spawn(async move {
-                let mut n = 0u64;
-                while !stop.load(Ordering::SeqCst) {
-                    n += 1;
-                    let result = if from.spec.openssl {
-                        if !n.is_multiple_of(10) {
-                            tokio::time::sleep(Duration::from_millis(20)).await;
-                            continue;
-                        }
-                        let (f, t, ns) = (from.clone(), to.clone(), ns.clone());
-                        tokio::task::spawn_blocking(move || s_client(&f, &t, &ns))
-                            .await
-                            .unwrap()
-                    } else {
-                        handshake(&from, &to, &ns).await
-                    };
-                    failures.handshakes.fetch_add(1, Ordering::SeqCst);
-                    if let Err(why) = result {
-                        failures.record(from.spec.name, to.spec.name, why);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-            }));
-        }
-    }
-
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        failures.list.lock().unwrap().is_empty(),
-        "failures before any rotation: {:?}",
-        failures.list.lock().unwrap()
-    );
+    let peers = Peers::start(c, &ns.name).await;
     for i in 0..rotations {
         let r = certgen
             .clone()
@@ -395,18 +275,194 @@ async fn run_harness(c: &Cluster, strategy: &str, rotations: usize) -> (u64, Vec
         // Let the last changes reach every pod before the next rotation starts.
         tokio::time::sleep(max_sync_delay() + Duration::from_millis(100)).await;
     }
-    stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        let _ = t.await;
-    }
-    for peer in &peers {
-        if let Some(mut child) = peer.openssl.lock().unwrap().take() {
-            let _ = child.kill();
-            let _ = child.wait();
+    peers.stop().await
+}
+
+/// The four peers handshaking with each other in namespace `ns` (whose TLS Secrets, named as
+/// in [`config_yaml`], and Deployment `envoy-ratelimit` exist), until [`Peers::stop`]: hot peers
+/// follow their Secrets through the kubelet stand-in, restart-only ones the Deployment's pod
+/// template. Whatever writes the Secrets meanwhile (certgen, cert-manager) is under test.
+pub(super) struct Peers {
+    stop: Arc<AtomicBool>,
+    /// Stops the servers, once every client stopped (a server gone under a client's dial
+    /// would count as a failed handshake).
+    servers_stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    peers: Vec<Arc<Peer>>,
+    failures: Arc<Failures>,
+    _pods: tempfile::TempDir,
+}
+
+impl Peers {
+    /// Starts the peers and checks that they handshake without a failure before anything
+    /// changes.
+    pub(super) async fn start(c: &Cluster, ns: &str) -> Self {
+        let deployments = c.deployments(ns);
+        let pods = tempfile::tempdir().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let servers_stop = Arc::new(AtomicBool::new(false));
+        let failures = Arc::new(Failures {
+            list: Mutex::new(vec![]),
+            handshakes: AtomicU64::new(0),
+            started: Instant::now(),
+        });
+        let mut peers = Vec::new();
+        let secrets = c.secrets(ns);
+        for spec in &PEERS {
+            let volume = Arc::new(Volume::new(&pods.path().join(spec.name)));
+            volume.mount(&secrets.get(spec.secret).await.unwrap());
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let peer = Arc::new(Peer {
+                spec,
+                volume,
+                port: AtomicU16::new(port),
+                loaded: Mutex::new(None),
+                openssl: Mutex::new(None),
+            });
+            if spec.openssl {
+                drop(listener); // s_server binds a port itself
+            } else {
+                tokio::spawn(serve(peer.clone(), listener, servers_stop.clone()));
+            }
+            peer.load();
+            peers.push(peer);
+        }
+
+        let mut tasks = Vec::new();
+        // Kubelet stand-ins: one per pod, each with its own random delay; hot peers reload
+        // what it mounts.
+        for peer in &peers {
+            let reload = peer.clone();
+            tasks.push(kubelet(
+                secrets.clone(),
+                peer.spec.secret,
+                peer.volume.clone(),
+                Duration::from_millis(25),
+                max_sync_delay(),
+                stop.clone(),
+                move || {
+                    if reload.spec.reload == Reload::Hot {
+                        reload.load();
+                    }
+                },
+            ));
+        }
+        // Restarts: restart-only peers reload (with a freshly mounted Secret) when the pod
+        // template changes, after a random delay.
+        {
+            let (peers, stop, secrets, deployments) = (
+                peers.clone(),
+                stop.clone(),
+                secrets.clone(),
+                deployments.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                let template = |d: &Deployment| {
+                    serde_json::to_string(&d.spec.as_ref().unwrap().template).unwrap()
+                };
+                let mut last = template(&deployments.get("envoy-ratelimit").await.unwrap());
+                while !stop.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                    let Ok(d) = deployments.get("envoy-ratelimit").await else {
+                        continue;
+                    };
+                    let now = template(&d);
+                    if now != last {
+                        last = now;
+                        tokio::time::sleep(random_up_to(max_sync_delay())).await;
+                        for peer in peers.iter().filter(|p| p.spec.reload == Reload::Restart) {
+                            peer.volume
+                                .mount(&secrets.get(peer.spec.secret).await.unwrap());
+                            let p = peer.clone();
+                            tokio::task::spawn_blocking(move || p.load()).await.unwrap();
+                        }
+                    }
+                }
+            }));
+        }
+        // Handshakes: every client to every server, continuously.
+        for from in &peers {
+            for to in &peers {
+                let (from, to, stop, failures, ns) = (
+                    from.clone(),
+                    to.clone(),
+                    stop.clone(),
+                    failures.clone(),
+                    ns.to_string(),
+                );
+                tasks.push(tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::SeqCst) {
+                        n += 1;
+                        let result = if from.spec.openssl {
+                            if !n.is_multiple_of(10) {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                                continue;
+                            }
+                            let (f, t, ns) = (from.clone(), to.clone(), ns.clone());
+                            tokio::task::spawn_blocking(move || s_client(&f, &t, &ns))
+                                .await
+                                .unwrap()
+                        } else {
+                            handshake(&from, &to, &ns).await
+                        };
+                        failures.handshakes.fetch_add(1, Ordering::SeqCst);
+                        if let Err(why) = result {
+                            failures.record(from.spec.name, to.spec.name, why);
+                        }
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }));
+            }
+        }
+
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            failures.list.lock().unwrap().is_empty(),
+            "failures before any change: {:?}",
+            failures.list.lock().unwrap()
+        );
+        Self {
+            stop,
+            servers_stop,
+            tasks,
+            peers,
+            failures,
+            _pods: pods,
         }
     }
-    let list = failures.list.lock().unwrap().clone();
-    (failures.handshakes.load(Ordering::SeqCst), list)
+
+    /// Handshakes so far, and the failed ones.
+    pub(super) fn counts(&self) -> (u64, usize) {
+        (
+            self.failures.handshakes.load(Ordering::SeqCst),
+            self.failures.list.lock().unwrap().len(),
+        )
+    }
+
+    /// Waits until every peer has loaded what its Secret holds now (hot peers) and the
+    /// stand-ins' longest delay passed.
+    pub(super) async fn settle(&self) {
+        tokio::time::sleep(max_sync_delay() + Duration::from_millis(300)).await;
+    }
+
+    /// Stops every peer: (handshakes, failures).
+    pub(super) async fn stop(self) -> (u64, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        self.servers_stop.store(true, Ordering::SeqCst);
+        for peer in &self.peers {
+            if let Some(mut child) = peer.openssl.lock().unwrap().take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        let list = self.failures.list.lock().unwrap().clone();
+        (self.failures.handshakes.load(Ordering::SeqCst), list)
+    }
 }
 
 fn rotations(default: usize) -> usize {

@@ -156,15 +156,28 @@ impl Webhook {
         secret: &str,
         keys: (&'static str, &'static str),
     ) {
+        self.follow_switching(c, ns, secret, Arc::new(Mutex::new(keys)));
+    }
+
+    /// [`Webhook::follow`], with the Secret's keys the webhook serves read from `keys` at every
+    /// poll: switching them is a restarted pod serving other files.
+    pub(super) fn follow_switching(
+        &self,
+        c: &Cluster,
+        ns: &str,
+        secret: &str,
+        keys: Arc<Mutex<(&'static str, &'static str)>>,
+    ) {
         let api = c.secrets(ns);
         let secret = secret.to_string();
         let serving = self.serving.clone();
         tokio::spawn(async move {
             let mut seen: Option<(Vec<u8>, Vec<u8>)> = None;
             loop {
+                let (cert_key, key_key) = *keys.lock().unwrap();
                 if let Ok(Some(s)) = api.get_opt(&secret).await {
                     let d = data_map(s);
-                    if let (Some(cert), Some(key)) = (d.get(keys.0), d.get(keys.1)) {
+                    if let (Some(cert), Some(key)) = (d.get(cert_key), d.get(key_key)) {
                         let now = Some((cert.clone(), key.clone()));
                         if now != seen {
                             let first = seen.is_none() && serving.lock().unwrap().is_none();

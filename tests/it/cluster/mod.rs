@@ -19,6 +19,7 @@
 //! - [`helm`]: the test helm, for the chart.
 
 mod bad_input;
+mod cert_manager;
 mod chart;
 mod consumers;
 mod eg_compat;

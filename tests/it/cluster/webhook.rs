@@ -527,3 +527,99 @@ async fn a_dry_run_lists_each_planned_ca_bundle_write_and_restart() {
     assert_ne!(cas[0], "new", "{report}");
     assert_eq!(cas[1], ca.short_fingerprint().as_str(), "{report}");
 }
+
+/// Envoy Gateway installed through Kustomize (envoyproxy/gateway#8354): a `namePrefix`
+/// renames the topology injector, keeping its label. A run that does not find
+/// `envoy-gateway-topology-injector.<namespace>` keeps the caBundle of the one labelled
+/// `app.kubernetes.io/component=topology-injector` whose webhook's Service is in its
+/// namespace, names it in the report, and leaves an injector of another namespace alone;
+/// `--topology-injector` names it explicitly; two candidates are an error naming both.
+#[tokio::test]
+async fn the_topology_injector_is_found_by_its_label_when_kustomize_renamed_it() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-kustomize").await;
+    let other = c.namespace("certgen-kustomize-other").await;
+    let api = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    let labelled = |name: &str, service_ns: &str| {
+        let mut w = injector(name, service_ns);
+        w.metadata.labels.get_or_insert_default().insert(
+            "app.kubernetes.io/component".into(),
+            "topology-injector".into(),
+        );
+        w
+    };
+    let renamed = format!("eg-envoy-gateway-topology-injector.{}", ns.name);
+    let foreign = format!("eg-envoy-gateway-topology-injector.{}", other.name);
+    let mut cleanup = Vec::new();
+    for (name, service_ns) in [(&renamed, &ns.name), (&foreign, &other.name)] {
+        api.create(&PostParams::default(), &labelled(name, service_ns))
+            .await
+            .unwrap();
+        cleanup.push(DeleteOnDrop::new::<MutatingWebhookConfiguration>(name));
+    }
+    let first_bundle = |w: &MutatingWebhookConfiguration| {
+        w.webhooks.as_ref().unwrap()[0]
+            .client_config
+            .ca_bundle
+            .clone()
+    };
+
+    let run = c.certgen(&ns.name).args(["-v"]).run();
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let report = run.json();
+    let secret = c.secrets(&ns.name).get("envoy-gateway").await.unwrap();
+    let bundle = secret.data.unwrap()["ca.crt"].clone();
+    assert_eq!(
+        first_bundle(&api.get(&renamed).await.unwrap()),
+        Some(bundle)
+    );
+    assert!(
+        report["secrets"]
+            .to_string()
+            .contains(&format!("MutatingWebhookConfiguration {renamed}")),
+        "the report names the object used: {report}"
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("using MutatingWebhookConfiguration {renamed}")),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        first_bundle(&api.get(&foreign).await.unwrap()),
+        None,
+        "another namespace's injector is left alone"
+    );
+
+    // Named explicitly: that object, no search.
+    let dry = c
+        .certgen(&ns.name)
+        .args(["--overwrite", "--dry-run", "--topology-injector", &renamed])
+        .run();
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(
+        dry.json()["secrets"].to_string().contains(&renamed),
+        "{}",
+        dry.stdout
+    );
+    let bad = c
+        .certgen(&ns.name)
+        .args(["--topology-injector", "Not_A_Name"])
+        .run();
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("--topology-injector"), "{}", bad.stderr);
+
+    // Two candidates in the namespace: which one is meant cannot be told.
+    let second = format!("second-topology-injector.{}", ns.name);
+    api.create(&PostParams::default(), &labelled(&second, &ns.name))
+        .await
+        .unwrap();
+    cleanup.push(DeleteOnDrop::new::<MutatingWebhookConfiguration>(&second));
+    let ambiguous = c.certgen(&ns.name).run();
+    assert_ne!(ambiguous.code, 0);
+    let all = format!("{}{}", ambiguous.stdout, ambiguous.stderr);
+    assert!(
+        all.contains(&renamed) && all.contains(&second) && all.contains("--topology-injector"),
+        "{all}"
+    );
+}

@@ -74,6 +74,7 @@ fn tls_secret(name: &str, data: BTreeMap<String, Vec<u8>>) -> StoredSecret {
         version: String::new(),
         written_at: None,
         divergent: vec![],
+        certificate: None,
     }
 }
 

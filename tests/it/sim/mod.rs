@@ -176,6 +176,7 @@ impl World {
                 version: String::new(),
                 written_at: None,
                 divergent: vec![],
+                certificate: None,
             },
         };
         secret

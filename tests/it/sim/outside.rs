@@ -361,6 +361,7 @@ impl CaBundleTargets for Sim {
                         version: t.rv.to_string(),
                         bundles: vec![t.raw.clone()],
                         written_at: t.written_at,
+                        injected: None,
                         token: None,
                     }))
                 }
