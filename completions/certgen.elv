@@ -165,7 +165,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --ca-name 'Key of the CA certificate in the Secret'
             cand --cert-name 'Key of the serving certificate in the Secret'
             cand --key-name 'Key of the serving certificate''s private key in the Secret'
-            cand --validity 'Validity of the CA and the serving certificate (certgen''s addition) [default: 36500d, kube-webhook-certgen''s 100 years]'
+            cand --validity 'Validity of the CA and the serving certificate (certgen''s addition) [default: 36500d, kube-webhook-certgen''s 100 years]. With a caBundle target, an existing Secret whose certificates last longer (kube-webhook-certgen''s 100 years) is rotated to certificates of this validity, staged, once'
             cand --renew-before 'Renew the CA and the serving certificate this long before they expire (certgen''s addition) [default: a third of --validity]. An existing Secret that is due is renewed only with a caBundle target (--webhook-name or --apiservice-name), through a staged rotation; without one it is kept, with a warning'
             cand --webhook-name 'The ValidatingWebhookConfiguration and MutatingWebhookConfiguration whose caBundle follows the Secret''s CA through a renewal, as `patch` names them (certgen''s addition)'
             cand --apiservice-name 'An APIService whose caBundle follows the Secret''s CA through a renewal (certgen''s addition)'

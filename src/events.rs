@@ -73,16 +73,40 @@ pub fn of_step(phase: &Phase, entries: &[Entry]) -> Vec<EventLine> {
         .filter_map(|e| {
             let reason = reason(e.action, phase)?;
             let (kind, name) = object(e)?;
-            Some(line(
-                "Normal",
-                reason,
-                kind,
-                name,
-                e.action.name(),
-                e.reason.clone(),
-            ))
+            let note = match e.action {
+                Action::Create => created_note(e),
+                _ => e.reason.clone(),
+            };
+            Some(line("Normal", reason, kind, name, e.action.name(), note))
         })
         .collect()
+}
+
+/// What a `Created` Event says: what was created, and why (the plan's reason, `missing` for a
+/// Secret that did not exist). CAs by short fingerprint only.
+fn created_note(e: &Entry) -> String {
+    let short = |fp: &str| fp.get(..16).unwrap_or(fp).to_string();
+    let until = e
+        .not_after
+        .as_deref()
+        .map(|t| format!(", valid until {t}"))
+        .unwrap_or_default();
+    let what = match (e.kind, e.ca_sha256.as_deref()) {
+        (Kind::Ca, Some(fp)) => format!("created the CA keypair (CA {}{until})", short(fp)),
+        (Kind::Ca, None) => format!("created the CA keypair{until}"),
+        (Kind::Tls, Some(fp)) => format!(
+            "created a certificate and key signed by CA {}{until}, with the trust bundle",
+            short(fp)
+        ),
+        (Kind::Tls, None) => format!("created a certificate and key{until}, with the trust bundle"),
+        (Kind::Hmac, _) => "created a new random HMAC key".to_string(),
+        (Kind::Webhook, _) => "wrote the caBundle".to_string(),
+    };
+    let why = match e.reason.as_str() {
+        "missing" => "the Secret did not exist".to_string(),
+        other => other.to_string(),
+    };
+    format!("{what}: {why}")
 }
 
 /// One Normal Event per workload certgen restarted.
@@ -285,6 +309,36 @@ mod tests {
                 .iter()
                 .all(|l| l.type_ == "Normal" && l.outcome == "planned")
         );
+    }
+
+    #[test]
+    fn a_created_event_says_what_was_created_and_why() {
+        let fp = "ab".repeat(32);
+        let created = |kind, reason: &str| {
+            let e = Entry {
+                reason: reason.into(),
+                ca_sha256: (kind != Kind::Hmac).then(|| fp.clone()),
+                not_after: Some("2031-06-01T12:00:00Z".into()),
+                ..entry("s", kind, Action::Create)
+            };
+            of_step(&Phase::Steady, &[e]).remove(0).note
+        };
+        assert_eq!(
+            created(Kind::Ca, "missing"),
+            "created the CA keypair (CA abababababababab, valid until 2031-06-01T12:00:00Z): the Secret did not exist"
+        );
+        assert_eq!(
+            created(Kind::Tls, "missing"),
+            "created a certificate and key signed by CA abababababababab, valid until 2031-06-01T12:00:00Z, with the trust bundle: the Secret did not exist"
+        );
+        assert_eq!(
+            created(Kind::Hmac, "missing"),
+            "created a new random HMAC key: the Secret did not exist"
+        );
+        // Another reason is passed on as it is; the full fingerprint never is.
+        let note = created(Kind::Tls, "a data key was empty");
+        assert!(note.ends_with(": a data key was empty"), "{note}");
+        assert!(!note.contains(&fp), "{note}");
     }
 
     const NOW: OffsetDateTime = time::macros::datetime!(2026-06-01 12:00 UTC);

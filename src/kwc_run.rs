@@ -22,11 +22,16 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
     let plan = plan_create(&req, &observed, now)?;
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
     match plan {
-        CreatePlan::Renew { config, due, notes } => {
+        CreatePlan::Renew {
+            config,
+            due,
+            notes,
+            rotate,
+        } => {
             for note in &notes {
                 tracing::warn!("{note}");
             }
-            renew(&client, *config, &req, &due, args.common.dry_run).await
+            renew(&client, *config, &req, &due, rotate, args.common.dry_run).await
         }
         CreatePlan::Keep { notes } => {
             for note in &notes {
@@ -70,6 +75,7 @@ async fn renew(
     config: crate::config::Config,
     req: &CreateRequest,
     due: &[String],
+    rotate: bool,
     dry_run: bool,
 ) -> Result<Report, Error> {
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
@@ -80,6 +86,9 @@ async fn renew(
         strategy: crate::config::Strategy::Staged,
         propagation_delay: req.renewal.propagation_delay,
         dry_run,
+        // Certificates that outlive --validity move to a new CA, staged like any rotation. A
+        // rotation already under way is resumed, never started again (`plan::Options::after`).
+        overwrite: rotate,
         poke: true,
         timeout: req.renewal.timeout,
         ..crate::config::RunOptions::default()

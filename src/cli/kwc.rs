@@ -69,7 +69,9 @@ pub struct KwcCreateArgs {
     #[arg(long, value_name = "KEY", default_value = "key")]
     pub key_name: String,
     /// Validity of the CA and the serving certificate (certgen's addition) [default: 36500d,
-    /// kube-webhook-certgen's 100 years].
+    /// kube-webhook-certgen's 100 years]. With a caBundle target, an existing Secret whose
+    /// certificates last longer (kube-webhook-certgen's 100 years) is rotated to certificates
+    /// of this validity, staged, once.
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
           help_heading = "certgen's additions: renewal")]
     pub validity: Option<std::time::Duration>,

@@ -203,6 +203,24 @@ impl SecretStore for KubeStore {
         super::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc)
     }
 
+    async fn known_missing(&self, probe: &str) -> bool {
+        // A server-side dry run of the create a run would send: the API server authorizes it
+        // and runs admission (NamespaceLifecycle answers 404 for a namespace that does not
+        // exist), and stores nothing. Any other answer (created, 403, 409) says nothing.
+        let secret = Secret {
+            metadata: ObjectMeta {
+                name: Some(probe.to_string()),
+                ..ObjectMeta::default()
+            },
+            ..Secret::default()
+        };
+        let params = PostParams {
+            dry_run: true,
+            field_manager: Some(FIELD_MANAGER.into()),
+        };
+        matches!(self.api.create(&params, &secret).await, Err(e) if is_status(&e, 404))
+    }
+
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
         // No resourceVersion: a consistent (quorum) read, as a read that gates writes must be.
         match self.api.get_opt(name).await {

@@ -59,6 +59,9 @@ pub enum CreatePlan {
         /// Why it is due, if it is (empty: nothing is, or a renewal in progress continues).
         due: Vec<String>,
         notes: Vec<String>,
+        /// The certificates outlive `--validity`: rotate to a new CA (staged) even if the
+        /// engine's own rules see nothing due.
+        rotate: bool,
     },
 }
 
@@ -156,7 +159,13 @@ pub fn plan_create(
         Err(_) if req.renewal.targets.is_empty() => None,
         other => other?,
     };
-    let due = due(&config, &bundle, &leaf, now);
+    let mut due = due(&config, &bundle, &leaf, now);
+    let outlived = config
+        .as_ref()
+        .map(|_| outlives(&bundle, &leaf, req.renewal.validity))
+        .unwrap_or_default();
+    let rotate = !outlived.is_empty();
+    due.extend(outlived);
     if req.renewal.targets.is_empty() {
         if !due.is_empty() {
             notes.push(format!(
@@ -176,7 +185,40 @@ pub fn plan_create(
         config: Box::new(config),
         due,
         notes,
+        rotate,
     })
+}
+
+/// Why the Secret's certificates outlive `--validity`: its CA or serving certificate lasts
+/// longer than asked (by more than a tenth, which covers the backdating of `notBefore`). This is
+/// how a Secret of kube-webhook-certgen's 100-year certificates moves to short ones: `create`
+/// with `--validity` and a caBundle target rotates it, staged, once; the new certificates last
+/// `--validity`, so later runs find nothing to do.
+fn outlives(bundle: &[Cert], leaf: &Cert, validity: std::time::Duration) -> Vec<String> {
+    let limit = time::Duration::try_from(validity + validity / 10).unwrap_or(time::Duration::MAX);
+    let lifetime = |c: &Cert| c.not_after - c.not_before;
+    // In whole days, as --validity is usually written (36500d), or as --validity says it.
+    let days = |d: time::Duration| match d.whole_days() {
+        0 => HumanDuration(d.unsigned_abs()).to_string(),
+        n => format!("{n}d"),
+    };
+    let asked = HumanDuration(validity);
+    let mut why = Vec::new();
+    if let Some(ca) = bundle.iter().find(|ca| ca.signed(leaf))
+        && lifetime(ca) > limit
+    {
+        why.push(format!(
+            "its CA lasts {}, longer than --validity {asked}",
+            days(lifetime(ca))
+        ));
+    }
+    if lifetime(leaf) > limit {
+        why.push(format!(
+            "the serving certificate lasts {}, longer than --validity {asked}",
+            days(lifetime(leaf))
+        ));
+    }
+    why
 }
 
 /// Why the Secret is due, by the rules of the engine's config: its CA within `--renew-before`
@@ -676,7 +718,10 @@ mod tests {
         let plan = |at| plan_create(&r, &stored(&s), at).unwrap();
         // Nothing due: the engine still runs (it writes nothing, or finishes a renewal in
         // progress), with no reason given.
-        let CreatePlan::Renew { config, due, notes } = plan(now()) else {
+        let CreatePlan::Renew {
+            config, due, notes, ..
+        } = plan(now())
+        else {
             panic!("expected the engine")
         };
         assert!(due.is_empty() && notes.is_empty(), "{due:?} {notes:?}");
@@ -726,6 +771,55 @@ mod tests {
             notes
                 .iter()
                 .any(|n| n.contains("certgen renews Secrets of type")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn certificates_that_outlive_validity_rotate_once_and_only_with_targets() {
+        // kube-webhook-certgen's Secret: 100-year certificates.
+        let mut old = req();
+        old.renewal.targets = vec![target(WebhookKind::ValidatingWebhookConfiguration)];
+        let s = created_with(&old);
+        // The same Secret with the default --validity: nothing outlives it.
+        let CreatePlan::Renew { due, rotate, .. } = plan_create(&old, &stored(&s), now()).unwrap()
+        else {
+            panic!("expected the engine")
+        };
+        assert!(due.is_empty() && !rotate, "{due:?}");
+        // --validity=90d: both outlive it, and the engine is asked to rotate.
+        let mut short = old.clone();
+        short.renewal.validity = std::time::Duration::from_secs(90 * 86_400);
+        short.renewal.renew_before = std::time::Duration::from_secs(30 * 86_400);
+        let CreatePlan::Renew { due, rotate, .. } =
+            plan_create(&short, &stored(&s), now()).unwrap()
+        else {
+            panic!("expected the engine")
+        };
+        assert!(rotate, "{due:?}");
+        assert_eq!(
+            due,
+            [
+                "its CA lasts 36500d, longer than --validity 90d",
+                "the serving certificate lasts 36500d, longer than --validity 90d"
+            ]
+        );
+        // Once rotated, the new certificates last --validity: nothing more to do.
+        let renewed = created_with(&short);
+        let CreatePlan::Renew { due, rotate, .. } =
+            plan_create(&short, &stored(&renewed), now()).unwrap()
+        else {
+            panic!("expected the engine")
+        };
+        assert!(due.is_empty() && !rotate, "{due:?}");
+        // Without a target: kept, with the reason and what to pass.
+        short.renewal.targets.clear();
+        let CreatePlan::Keep { notes } = plan_create(&short, &stored(&s), now()).unwrap() else {
+            panic!("expected keep")
+        };
+        assert!(
+            notes[0].contains("lasts 36500d, longer than --validity 90d")
+                && notes[0].contains("pass --webhook-name"),
             "{notes:?}"
         );
     }

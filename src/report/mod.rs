@@ -151,6 +151,9 @@ pub struct Report {
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// What a dry run found that the real run would fail on (a namespace that does not exist).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The run lock's Lease, when the run held one: whether it was taken over from a crashed
     /// run, and how its renewals went.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -408,6 +411,7 @@ impl Report {
             api_requests: None,
             next_renewal: None,
             skipped: Vec::new(),
+            warnings: Vec::new(),
             lock: None,
             error: None,
             events: Vec::new(),
@@ -551,6 +555,9 @@ impl Report {
         }
         for s in &self.skipped {
             out.push_str(&format!("Skipped: {s}\n"));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("Warning: {w}\n"));
         }
         if let Some(l) = &self.lock {
             if let Some(old) = &l.took_over {

@@ -204,7 +204,24 @@ async fn dry_run<S: SecretStore>(
     report.pods = pods;
     let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
     report.skipped.extend(refused);
+    if let Some(warning) = missing_namespace(store, &look).await {
+        tracing::warn!("{warning}");
+        report.warnings.push(warning);
+    }
     Ok(report)
+}
+
+/// A dry run in a cluster that found nothing stored: whether that is because the namespace
+/// does not exist, which the real run would find only at its first write (exit 5).
+async fn missing_namespace<S: SecretStore>(store: &S, look: &Outcome) -> Option<String> {
+    let ns = store.namespace()?;
+    let first = look.report.secrets.iter().find(|e| e.action.writes())?;
+    if !look.observed.nothing_stored() || !store.known_missing(&first.secret).await {
+        return None;
+    }
+    Some(format!(
+        "namespace {ns} does not exist: the run would fail at its first write (exit 5); create it first (kubectl create namespace {ns}) or pass the namespace of your install with -n"
+    ))
 }
 
 /// Whether the look found none of the Secrets in a cluster (a fresh install): every write is

@@ -82,6 +82,13 @@ pub trait SecretStore {
     fn now(&self) -> time::OffsetDateTime {
         time::OffsetDateTime::now_utc()
     }
+    /// Whether the place the store writes to is known not to exist (a cluster's namespace),
+    /// found without writing: asked by a dry run that found nothing stored, which `probe` (a
+    /// Secret it would create) names. `false` when the store cannot tell.
+    async fn known_missing(&self, probe: &str) -> bool {
+        let _ = probe;
+        false
+    }
     /// Makes every write so far durable and finishes its clean-up. Call it once after the last
     /// write of a run (and before releasing the run lock). A no-op for stores whose writes are
     /// durable when `put` returns (the Kubernetes API).

@@ -404,6 +404,8 @@ fn rendered_rules(helm: &Path, extra: &[&str]) -> serde_json::Value {
         "envoy-gateway-system",
         "--set",
         "prometheusRule.enabled=true",
+        "--api-versions",
+        "monitoring.coreos.com/v1/PrometheusRule",
         "--show-only",
         "templates/prometheusrule.yaml",
     ];

@@ -197,7 +197,38 @@ async fn bad_stored_input_in_the_cluster_is_refused_with_nothing_written() {
         r.stderr
     );
 
-    // A namespace that does not exist: the API's answer names verb, resource and namespace.
+    // A namespace that does not exist: a dry run says so (and what to do) instead of planning
+    // writes that would fail; the real run's error names verb, resource and namespace.
+    let r = c
+        .certgen("no-such-namespace-certgen")
+        .quiet()
+        .args(["--dry-run"])
+        .run()
+        .ok();
+    let warnings = r.json()["warnings"].to_string();
+    assert!(
+        warnings.contains("namespace no-such-namespace-certgen does not exist")
+            && warnings.contains("kubectl create namespace no-such-namespace-certgen"),
+        "{}",
+        r.stdout
+    );
+    let mut text = crate::util::certgen();
+    text.arg("--kubeconfig").arg(&c.kubeconfig).args([
+        "-n",
+        "no-such-namespace-certgen",
+        "--dry-run",
+    ]);
+    let text = crate::util::Run::of(&mut text).ok();
+    assert!(
+        text.stdout
+            .contains("Warning: namespace no-such-namespace-certgen does not exist"),
+        "{}",
+        text.stdout
+    );
+    // In a namespace that exists, a fresh install's dry run warns of nothing.
+    let ns = c.namespace("fresh-dry-run").await;
+    let r = c.certgen(&ns.name).quiet().args(["--dry-run"]).run().ok();
+    assert!(r.json()["warnings"].is_null(), "{}", r.stdout);
     let r = c.certgen("no-such-namespace-certgen").quiet().run();
     assert_eq!(r.code, 5, "{}", r.stderr);
     assert!(

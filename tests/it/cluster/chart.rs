@@ -37,11 +37,16 @@ const MANIFESTS_HEADER: &str = "\
 #   CERTGEN_UPDATE_DOCS=1 cargo test --test it cluster::chart
 #
 # kubectl apply -f deploy/manifests/certgen.yaml    (the namespace must exist)
-# creates the ServiceAccount, a least-privilege Role and RoleBinding, and a Job that runs
-# certgen once, and a CronJob that runs it daily to renew what is due. The helm.sh/hook
-# annotations only matter to Helm. A Job cannot be changed in place: to run certgen again by
-# hand, `kubectl delete job certgen -n envoy-gateway-system` and apply again. For another
-# namespace or schedule, render the chart with your values.
+# creates, in envoy-gateway-system: a Job that runs certgen once and a CronJob that runs it
+# daily to renew what is due, each with its own ServiceAccount (certgen-hook, certgen) and a
+# least-privilege Role and RoleBinding; cluster-wide: a ClusterRole and ClusterRoleBinding per
+# ServiceAccount, limited by name to the topology injector's webhook configuration (its
+# caBundle); in default: a Role and RoleBinding per ServiceAccount to record Events about that
+# webhook configuration. The helm.sh/hook annotations only matter to Helm. A Job cannot be
+# changed in place: to run certgen again by hand, `kubectl delete job certgen -n
+# envoy-gateway-system` and apply again. `kubectl delete -f deploy/manifests/certgen.yaml`
+# removes all of it (not the Secrets). For another namespace or schedule, render the chart
+# with your values.
 ";
 
 /// `helm template` of the chart as release `certgen` in `ns`, with `extra` arguments.
@@ -67,14 +72,31 @@ pub(super) fn documents(yaml: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The one rendered object of `kind`.
+/// The one rendered object of `kind` the hook Job's run uses (its ServiceAccount, Role, ...),
+/// or the only one of a kind that has no identity (Job, CronJob).
 pub(super) fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     let found: Vec<&Value> = docs
         .iter()
-        .filter(|d| d["kind"] == kind && !for_cluster_events(d))
+        .filter(|d| d["kind"] == kind && !for_cluster_events(d) && !of_release(d))
         .collect();
     assert_eq!(found.len(), 1, "expected one {kind} in {docs:#?}");
     found[0]
+}
+
+/// The one rendered object of `kind` of the release's own identity (the CronJob's), which
+/// `helm uninstall` deletes.
+pub(super) fn release_object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == kind && !for_cluster_events(d) && of_release(d))
+        .collect();
+    assert_eq!(found.len(), 1, "expected one release {kind} in {docs:#?}");
+    found[0]
+}
+
+/// Whether `d` belongs to the release's identity (the CronJob's), not the hook Job's.
+fn of_release(d: &Value) -> bool {
+    d["metadata"]["labels"]["app.kubernetes.io/component"] == "release"
 }
 
 /// Whether `d` is the Role (or its binding) in `default` that lets certgen record the Events of
@@ -90,7 +112,7 @@ fn for_cluster_events(d: &Value) -> bool {
 fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
     let role = docs
         .iter()
-        .find(|d| d["kind"] == "Role" && for_cluster_events(d))?;
+        .find(|d| d["kind"] == "Role" && for_cluster_events(d) && !of_release(d))?;
     let g = grants(&rules(role));
     let expected: BTreeMap<(String, String, String), Vec<String>> = ["get", "create", "patch"]
         .iter()
@@ -104,7 +126,7 @@ fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
     assert_eq!(g, expected, "events only, nothing else in default");
     let binding = docs
         .iter()
-        .find(|d| d["kind"] == "RoleBinding" && for_cluster_events(d))
+        .find(|d| d["kind"] == "RoleBinding" && for_cluster_events(d) && !of_release(d))
         .expect("the events Role is bound");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
@@ -129,6 +151,8 @@ fn args(workload: &Value) -> Vec<String> {
     serde_json::from_value(containers[0]["args"].clone()).unwrap()
 }
 
+/// A hook's weight, checked to be a pre-install/pre-upgrade hook that Helm deletes once the hook
+/// has run (the Job itself stays for its logs until the next hook replaces it).
 fn hook_weight(obj: &Value) -> i64 {
     let a = &obj["metadata"]["annotations"];
     assert_eq!(
@@ -136,11 +160,12 @@ fn hook_weight(obj: &Value) -> i64 {
         "{} is a pre-install/pre-upgrade hook",
         obj["kind"]
     );
-    assert_eq!(
-        a["helm.sh/hook-delete-policy"], "before-hook-creation",
-        "{}",
-        obj["kind"]
-    );
+    let policy = if obj["kind"] == "Job" {
+        "before-hook-creation"
+    } else {
+        "before-hook-creation,hook-succeeded"
+    };
+    assert_eq!(a["helm.sh/hook-delete-policy"], policy, "{}", obj["kind"]);
     a["helm.sh/hook-weight"]
         .as_str()
         .unwrap_or_else(|| panic!("{} has a hook weight", obj["kind"]))
@@ -220,8 +245,12 @@ fn the_role_names_each_builtin_profiles_secrets() {
             "profile {name}"
         );
         // caBundle targets: the topology injector is Envoy Gateway's; another profile gets no
-        // ClusterRole (nothing cluster-scoped to write) and no Role in default.
-        let cluster_roles = docs.iter().filter(|d| d["kind"] == "ClusterRole").count();
+        // ClusterRole (nothing cluster-scoped to write) and no Role in default. (One per
+        // identity: the hook Job's and the CronJob's.)
+        let cluster_roles = docs
+            .iter()
+            .filter(|d| d["kind"] == "ClusterRole" && !of_release(d))
+            .count();
         let events_role = cluster_events_role(&docs, "ops").is_some();
         let injector = *name == "envoy-gateway";
         assert_eq!(
@@ -347,22 +376,21 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
     // What the manifests hold, for people who read them rather than the chart.
     let docs = documents(&generated);
     let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    let identity = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "Role",
+        "RoleBinding",
+        "RoleBinding",
+    ];
     assert_eq!(
         kinds,
-        [
-            "CronJob",
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
-            "Role",
-            "RoleBinding",
-            "RoleBinding",
-            "Job"
-        ],
-        "the CronJob is on by default: a hook alone renews only on upgrades; the ClusterRole \
-         lets certgen keep the topology injector's caBundle in step, the Role in default record \
-         its Events"
+        [&identity[..], &["CronJob"], &identity[..], &["Job"]].concat(),
+        "the CronJob is on by default: a hook alone renews only on upgrades; the hook Job and \
+         the CronJob each have their identity; the ClusterRole lets certgen keep the topology \
+         injector's caBundle in step, the Role in default record its Events"
     );
     assert!(
         docs.iter()
@@ -424,12 +452,52 @@ fn the_chart_renders_ordered_hooks_secure_pods_and_a_role_limited_by_name() {
     assert_eq!(cron["spec"]["concurrencyPolicy"], "Forbid");
 
     let job = object(&docs, "Job");
+    // Two identities with the same rights: the hook Job's (hooks, gone once the hook has run)
+    // and the CronJob's (release objects, which helm uninstall deletes).
+    assert_eq!(
+        pod_spec(job)["serviceAccountName"],
+        object(&docs, "ServiceAccount")["metadata"]["name"]
+    );
+    assert_eq!(
+        pod_spec(cron)["serviceAccountName"],
+        release_object(&docs, "ServiceAccount")["metadata"]["name"]
+    );
+    assert_ne!(
+        pod_spec(job)["serviceAccountName"],
+        pod_spec(cron)["serviceAccountName"]
+    );
+    for kind in [
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ] {
+        let (hook, release) = (object(&docs, kind), release_object(&docs, kind));
+        assert!(
+            release["metadata"]["annotations"]
+                .get("helm.sh/hook")
+                .is_none(),
+            "the release's {kind} is no hook"
+        );
+        assert_eq!(hook["rules"], release["rules"], "{kind}: the same rights");
+        assert_eq!(
+            hook["roleRef"]["kind"], release["roleRef"]["kind"],
+            "{kind}"
+        );
+    }
+    for kind in ["RoleBinding", "ClusterRoleBinding"] {
+        assert_eq!(
+            release_object(&docs, kind)["subjects"][0]["name"],
+            pod_spec(cron)["serviceAccountName"]
+        );
+        assert_eq!(
+            release_object(&docs, kind)["roleRef"]["name"],
+            release_object(&docs, &kind.replace("Binding", ""))["metadata"]["name"]
+        );
+    }
     for w in [job, cron] {
         assert_secure(w);
-        assert_eq!(
-            pod_spec(w)["serviceAccountName"],
-            object(&docs, "ServiceAccount")["metadata"]["name"]
-        );
         let a = args(w);
         for (flag, value) in [
             ("--namespace", "ops"),
@@ -692,12 +760,18 @@ async fn certgen_runs_with_exactly_the_rendered_role_and_fails_clearly_without_a
         )
         .await
         .unwrap();
-    let sa: ServiceAccount =
-        serde_json::from_value(object(&docs, "ServiceAccount").clone()).unwrap();
-    Api::<ServiceAccount>::namespaced(c.client.clone(), &ns.name)
-        .create(&PostParams::default(), &sa)
-        .await
-        .unwrap();
+    // Both identities' ServiceAccounts: the Job's pod runs as the hook's, the CronJob's as the
+    // release's.
+    for sa in [
+        object(&docs, "ServiceAccount"),
+        release_object(&docs, "ServiceAccount"),
+    ] {
+        let sa: ServiceAccount = serde_json::from_value(sa.clone()).unwrap();
+        Api::<ServiceAccount>::namespaced(c.client.clone(), &ns.name)
+            .create(&PostParams::default(), &sa)
+            .await
+            .unwrap();
+    }
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &ns.name);
     let dry = PostParams {
         dry_run: true,
@@ -878,12 +952,136 @@ async fn helm_installs_and_upgrades_the_chart_with_its_hooks_in_a_restricted_nam
     let cronjobs: Api<k8s_openapi::api::batch::v1::CronJob> =
         Api::namespaced(c.client.clone(), &ns.name);
     assert!(cronjobs.get_opt("certgen").await.unwrap().is_some());
-
-    // Uninstall removes the CronJob; the hook resources stay, as the chart's notes say.
+    // The hook's own identity went once the hook had run; the CronJob's is the release's.
+    let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns.name);
+    assert!(sas.get_opt("certgen-hook").await.unwrap().is_none());
+    assert!(sas.get_opt("certgen").await.unwrap().is_some());
     helm_in_ns(&["uninstall", RELEASE, "--wait"]);
     assert!(cronjobs.get_opt("certgen").await.unwrap().is_none());
-    let sas: Api<ServiceAccount> = Api::namespaced(c.client.clone(), &ns.name);
-    assert!(sas.get_opt("certgen").await.unwrap().is_some());
+}
+
+/// Every object labelled as `release`'s, cluster-wide (cluster-scoped and in every namespace,
+/// `default` included), as `kind/name` lines: what `kubectl get` lists of every kind that can
+/// be listed.
+fn left_of(c: &Cluster, release: &str) -> Vec<String> {
+    let kubeconfig = c.kubeconfig.to_str().unwrap();
+    let kinds = c
+        .kubectl()
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "api-resources",
+            "--verbs=list",
+            "-o",
+            "name",
+        ])
+        .output()
+        .unwrap();
+    assert!(kinds.status.success(), "{kinds:?}");
+    let kinds: Vec<String> = String::from_utf8_lossy(&kinds.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let out = c
+        .kubectl()
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "get",
+            &kinds.join(","),
+            "-A",
+            "-o",
+            "name",
+        ])
+        .args(["-l", &format!("app.kubernetes.io/instance={release}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn helm_uninstall_and_the_notes_command_leave_nothing_of_the_release() {
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("chart-uninstall").await;
+    // A release of its own name, so that nothing of another test carries its label.
+    let release = format!("cg-{}", ns.name.rsplit('-').next().unwrap());
+    let chart = chart_dir();
+    let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
+    let helm_in_ns = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--kubeconfig", &kubeconfig, "--namespace", &ns.name]);
+        run_helm(&helm, &all)
+    };
+    // Every identity and feature the chart has: the hook Job and the CronJob, the topology
+    // injector's ClusterRole and its Events' Role in default, the exporter; and alerts asked
+    // for on a cluster without the Prometheus Operator.
+    let install = [
+        "install",
+        &release,
+        chart.to_str().unwrap(),
+        "--set",
+        "metrics.enabled=true",
+        "--set",
+        "prometheusRule.enabled=true",
+        "--wait",
+        "--timeout",
+        "120s",
+    ];
+    let out = helm_in_ns(&install);
+    assert!(out.contains("STATUS: deployed"), "{out}");
+    assert!(
+        out.contains("no PrometheusRule CRD") && out.contains("the alerts were not installed"),
+        "{out}"
+    );
+    let upgrade = helm_in_ns(&[&["upgrade"][..], &install[1..]].concat());
+    assert!(upgrade.contains("STATUS: deployed"), "{upgrade}");
+    let left = left_of(&c, &release);
+    assert!(
+        left.iter().any(|o| o.starts_with("clusterrole.")),
+        "the release's own ClusterRole: {left:?}"
+    );
+    assert!(
+        left.iter().all(|o| !o.contains("-hook")),
+        "nothing of the hook's identity outlives the hook: {left:?}"
+    );
+
+    // Uninstall, then exactly the commands the notes give.
+    helm_in_ns(&["uninstall", &release, "--wait"]);
+    let commands: Vec<Vec<String>> = out
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("kubectl "))
+        .map(|l| l.split_whitespace().skip(1).map(str::to_string).collect())
+        .collect();
+    assert!(!commands.is_empty(), "the notes give the commands: {out}");
+    for args in &commands {
+        let run = c
+            .kubectl()
+            .args(["--kubeconfig", &kubeconfig])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "kubectl {args:?}: {run:?}");
+    }
+    // The garbage collector deletes the Job's pods after the Job.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let left = loop {
+        let left = left_of(&c, &release);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            break left;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(left.is_empty(), "left after uninstall: {left:?}");
 }
 
 /// The exporter's objects of a rendering (`app.kubernetes.io/component: exporter`).

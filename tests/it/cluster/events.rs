@@ -55,13 +55,26 @@ async fn a_staged_rotation_records_its_events_in_order_and_continues_series_acro
         .json();
     let lines = report["events"].as_array().unwrap();
     assert!(lines.iter().all(|l| l["outcome"] == "recorded"), "{report}");
-    let created: Vec<String> = events(&api)
+    let created: Vec<(String, String)> = events(&api)
         .await
         .into_iter()
         .filter(|e| e.0 == "Created")
-        .map(|e| e.2)
+        .map(|e| (e.2, e.4.note.unwrap_or_default()))
         .collect();
     assert_eq!(created.len(), 5, "{created:?}");
+    // Each note says what was created and why, not the bare word "missing".
+    for (name, note) in &created {
+        assert!(
+            note.ends_with(": the Secret did not exist"),
+            "{name}: {note}"
+        );
+        let what = match name.as_str() {
+            "envoy-gateway-ca" => "created the CA keypair (CA ",
+            "envoy-oidc-hmac" => "created a new random HMAC key",
+            _ => "created a certificate and key signed by CA ",
+        };
+        assert!(note.starts_with(what), "{name}: {note}");
+    }
 
     // A staged rotation: its Events in order, on the objects concerned.
     let before: Vec<String> = events(&api)
@@ -318,6 +331,7 @@ async fn the_topology_injectors_bundle_moves_are_events_in_default_under_the_cha
     // checked by the API server's RBAC.
     let identity: Vec<serde_json::Value> = documents(&template(&helm, &ns.name, &[]))
         .into_iter()
+        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "hook")
         .filter(|d| {
             matches!(
                 d["kind"].as_str(),

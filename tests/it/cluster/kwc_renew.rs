@@ -245,6 +245,92 @@ async fn create_renews_a_due_secret_with_the_ca_bundle_in_step_under_load() {
     serves(&bundle, &data["cert"], "127.0.0.1").unwrap();
 }
 
+/// The way off kube-webhook-certgen's 100-year certificates: `create` with `--validity` and the
+/// webhook named rotates the Secret, staged, to certificates of that validity, once.
+#[tokio::test]
+async fn create_moves_a_100_year_secret_to_validity_staged_under_load() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-kwc-100y").await;
+    let webhook = Webhook::start().await;
+    let _v = configuration(&c, &ns.name, webhook.port).await;
+    let hook = format!("{}-admission", ns.name);
+    let (kubeconfig, _rbac) = identity(&c, &ns.name).await;
+
+    // kube-webhook-certgen's install: create and patch with their defaults (100 years).
+    let first = certgen(&kubeconfig, &create_args(&ns.name, &[])).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let patch = vec![
+        "patch".to_string(),
+        format!("--webhook-name={hook}"),
+        "--patch-mutating=false".into(),
+        format!("--namespace={}", ns.name),
+        format!("--secret-name={SECRET}"),
+    ];
+    let p = certgen(&kubeconfig, &patch).await;
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let old_ca = cas(&data_map(c.secrets(&ns.name).get(SECRET).await.unwrap())["ca"]);
+    webhook.follow(&c, &ns.name, SECRET, ("cert", "key"));
+
+    // Then `create --validity=90d` with the webhook, re-run as a CronJob would, until the
+    // Secret is on a new CA alone.
+    let mut args = create_args(&ns.name, &["--validity=90d"]);
+    args.extend([
+        format!("--webhook-name={hook}"),
+        "--patch-mutating=false".into(),
+        "--propagation-delay=3s".into(),
+    ]);
+    let started = Instant::now();
+    let mut runs = 0;
+    let mut renewed = false;
+    let counts = under_load(&c, &ns.name, &webhook, async {
+        while started.elapsed() < Duration::from_secs(120) && !renewed {
+            let run = certgen(&kubeconfig, &args).await;
+            runs += 1;
+            assert_eq!(run.code, 0, "create: {}\n{}", run.stdout, run.stderr);
+            if runs == 1 {
+                assert!(
+                    run.stderr
+                        .contains("lasts 36500d, longer than --validity 90d"),
+                    "the first run says why it renews: {}",
+                    run.stderr
+                );
+            }
+            let data = data_map(c.secrets(&ns.name).get(SECRET).await.unwrap());
+            serves(&ca_bundle(&c, &hook).await, &data["cert"], "127.0.0.1")
+                .unwrap_or_else(|e| panic!("after run {runs}: {e}"));
+            let now = cas(&data["ca"]);
+            renewed = now.len() == 1 && now[0] != old_ca[0];
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+    .await;
+    report("create --validity=90d on a 100-year Secret", &counts);
+    assert!(
+        renewed,
+        "rotated to a new CA within 2 minutes ({runs} runs)"
+    );
+    assert_eq!(
+        (counts.rejected, counts.handshake_failures),
+        (0, 0),
+        "{:?}",
+        counts.sample
+    );
+    // The new certificates last 90 days (plus the 5 minutes notBefore is backdated).
+    let data = data_map(c.secrets(&ns.name).get(SECRET).await.unwrap());
+    let leaf = certgen::pki::parse_single_cert(&data["cert"]).unwrap();
+    let ca = &cas(&data["ca"])[0];
+    for cert in [&leaf, ca] {
+        let lifetime = cert.not_after - cert.not_before;
+        assert!(lifetime <= time::Duration::days(90) + time::Duration::minutes(5));
+    }
+    // Once: the next run finds nothing to do.
+    let before = versions(&c, &ns.name).await;
+    let again = certgen(&kubeconfig, &args).await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stdout.contains("nothing written"), "{}", again.stdout);
+    assert_eq!(versions(&c, &ns.name).await, before);
+}
+
 #[tokio::test]
 async fn create_keeps_a_due_secret_without_a_target_and_says_what_to_pass() {
     let Some(c) = cluster().await else { return };

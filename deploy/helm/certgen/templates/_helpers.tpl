@@ -28,6 +28,54 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- .Values.serviceAccount.name | default (include "certgen.fullname" .) -}}
 {{- end -}}
 
+{{/*
+Who runs certgen, each with an identity of its own (ServiceAccount, Roles, bindings, ConfigMap):
+- "hook": the pre-install/pre-upgrade hook Job. Its objects are Helm hooks, created before it
+  (lower weights) and deleted by Helm once the hook has run (hook-succeeded, which Helm also
+  applies to the hooks that succeeded before a failed one), so nothing of it outlives the hook
+  but the Job itself, kept for its logs.
+- "release": the CronJob (and the exporter's config). Ordinary release objects, which
+  `helm uninstall` deletes.
+A JSON list of the identities the values ask for.
+*/}}
+{{- define "certgen.identities" -}}
+{{- $ids := list -}}
+{{- if .Values.job.enabled -}}
+{{- $ids = append $ids "hook" -}}
+{{- end -}}
+{{- if .Values.cronJob.enabled -}}
+{{- $ids = append $ids "release" -}}
+{{- end -}}
+{{- toJson $ids -}}
+{{- end -}}
+
+{{/* The name of an identity's object: (dict "base" NAME "identity" "hook"|"release"); the
+hook's carry "-hook". */}}
+{{- define "certgen.identityName" -}}
+{{- if eq .identity "hook" -}}
+{{- printf "%s-hook" (.base | trunc 58 | trimSuffix "-") -}}
+{{- else -}}
+{{- .base | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Helm hook annotations of an identity's object created at `weight` (none for the
+release's): (dict "identity" ID "weight" W). */}}
+{{- define "certgen.identityAnnotations" -}}
+{{- if eq .identity "hook" -}}
+helm.sh/hook: pre-install,pre-upgrade
+helm.sh/hook-weight: {{ .weight | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the release keeps a ConfigMap of the config: for the CronJob or the exporter. */}}
+{{- define "certgen.releaseConfigMap" -}}
+{{- if and (include "certgen.configText" .) (or .Values.cronJob.enabled .Values.metrics.enabled) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{/* The config as YAML text, or "" when the built-in profile is used. */}}
 {{- define "certgen.configText" -}}
 {{- if kindIs "string" .Values.config -}}
@@ -148,13 +196,15 @@ that kind. */}}
 {{- end -}}
 
 {{/*
-The pod spec shared by the hook Job and the CronJob. Call with (dict "root" $ "args" LIST),
-LIST being the workload's own extra arguments.
+The pod spec shared by the hook Job and the CronJob. Call with (dict "root" $ "args" LIST
+"identity" ID), LIST being the workload's own extra arguments and ID its identity ("hook" or
+"release").
 */}}
 {{- define "certgen.podSpec" -}}
 {{- $root := .root -}}
+{{- $identity := .identity -}}
 {{- with $root -}}
-serviceAccountName: {{ include "certgen.serviceAccountName" . }}
+serviceAccountName: {{ include "certgen.identityName" (dict "base" (include "certgen.serviceAccountName" .) "identity" $identity) }}
 automountServiceAccountToken: true
 restartPolicy: Never
 {{- with .Values.imagePullSecrets }}
@@ -200,7 +250,7 @@ volumes:
   {{- if include "certgen.configText" . }}
   - name: config
     configMap:
-      name: {{ include "certgen.fullname" . }}
+      name: {{ include "certgen.identityName" (dict "base" (include "certgen.fullname" .) "identity" $identity) }}
   {{- end }}
 {{- with .Values.nodeSelector }}
 nodeSelector:
