@@ -40,10 +40,12 @@ use crate::secret::Observed;
 
 mod held;
 mod stored;
+mod valid;
 mod writes;
 
 pub(crate) use self::stored::pending as pending_ca;
 use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};
+pub use self::valid::{Broken, Held, all_usages, ca_refusal, step_check};
 pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 
 /// The run's flags that change what is planned: they never change during a run, except that
@@ -100,6 +102,9 @@ pub struct Known {
     /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
     /// store's clock: gates count from it too.
     pub other_written_at: Option<OffsetDateTime>,
+    /// The writer's own clock now ([`crate::store::SecretStore::writer_now`]): a write that
+    /// recorded it counts as no older than this clock says, besides the store's.
+    pub writer_now: Option<OffsetDateTime>,
 }
 
 /// What this step does, and so what comes after it.
@@ -226,7 +231,7 @@ impl Signer {
 }
 
 /// The plan for the CA Secret.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CaPlan {
     pub name: String,
     pub action: Action,
@@ -289,7 +294,7 @@ pub enum Kind {
 }
 
 /// The whole plan of one step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub ca: CaPlan,
     pub secrets: Vec<SecretPlan>,
@@ -322,8 +327,16 @@ fn after(at: OffsetDateTime, d: Duration) -> OffsetDateTime {
         .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
 }
 
-/// Why a certificate is due for renewal at `now`, if it is.
-pub(crate) fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
+/// Why a certificate is due for renewal at `now`, if it is: not valid yet (a verifier rejects
+/// it before its `notBefore`: it was issued by a clock ahead of the store's), expired, or
+/// within `renew_before` of its expiry.
+pub fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
+    if now < cert.not_before {
+        return Some(format!(
+            "is not valid before {} (issued by a clock ahead of the store's)",
+            crate::timefmt::rfc3339(cert.not_before)
+        ));
+    }
     let left = cert.not_after - now;
     if left <= time::Duration::ZERO {
         Some(format!("expired {} ago", days(-left)))
@@ -360,6 +373,12 @@ pub(crate) fn san_drift(cert: &Cert, t: &TlsSecret) -> Option<String> {
         parts.push(format!("drops {}", removed.join(", ")));
     }
     Some(format!("SANs changed in the config: {}", parts.join("; ")))
+}
+
+/// Why a TLS verifier would reject this stored leaf whatever its CA, if it would: it lacks a
+/// usage its Secret is configured for, or carries a critical extension verifiers do not know.
+pub fn leaf_refusal(cert: &Cert, t: &TlsSecret) -> Option<String> {
+    crate::pki::leaf_shape_problem(cert, t.leaf.usages)
 }
 
 fn same(bundle: &[Cert], target: &[Cert]) -> bool {
@@ -432,7 +451,9 @@ impl LeafIn<'_> {
                 if !signer.signed(&l.cert) {
                     return Some("issued by a CA other than the active one".into());
                 }
-                due(&l.cert, self.cfg.renew_before, now).or_else(|| san_drift(&l.cert, self.cfg))
+                due(&l.cert, self.cfg.renew_before, now)
+                    .or_else(|| san_drift(&l.cert, self.cfg))
+                    .or_else(|| leaf_refusal(&l.cert, self.cfg))
             }
         }
     }
@@ -440,13 +461,19 @@ impl LeafIn<'_> {
     /// Why this leaf is issued again by `active` in this step, if doing so helps: a leaf that
     /// is due only because it is clipped to the active CA's expiry would be due again at once,
     /// so it waits for the next CA (which the CA's own, longer, renewBefore brings first).
+    ///
+    /// Likewise a leaf that is not valid yet because the active CA is not (a leaf's
+    /// `notBefore` never precedes its CA's): the same CA would issue it with the same
+    /// `notBefore`. A leaf not valid yet from a valid CA is issued again by it at once: the
+    /// bundles trust that CA already, so no gate is needed.
     fn renewal(&self, active: &Cert, now: OffsetDateTime) -> Option<String> {
         let why = self.issue_reason(active, now)?;
         if let Parsed::Ok(l) = &self.parsed
             && active.signed(&l.cert)
             && !l.cert.is_expired_at(now)
             && san_drift(&l.cert, self.cfg).is_none()
-            && due(active, self.cfg.renew_before, now).is_some()
+            && (due(active, self.cfg.renew_before, now).is_some()
+                || (now < l.cert.not_before && now < active.not_before))
         {
             return None;
         }
@@ -492,7 +519,13 @@ pub fn plan(
     known: Known,
     object: &dyn Fn(&str) -> String,
 ) -> Result<Plan, Invalid> {
-    let judge = Judge { options, object };
+    let verifier = crate::pki::Verifier::new(now);
+    let refuse_ca = |c: &Cert| ca_refusal(config, &verifier, c);
+    let judge = Judge {
+        options,
+        object,
+        refuse_ca: &refuse_ca,
+    };
     judge.foreign_files(observed.ca.iter().chain(observed.secrets.values()))?;
     let ca_name = config.ca.secret_name.as_str();
     let ca = judge.ca(ca_name, observed.ca())?;
@@ -510,11 +543,22 @@ pub fn plan(
     // The gate counts from the newest write to any TLS Secret (a write time in the future, from
     // a clock that went back, counts as now).
     let state = observed.digest();
+    // A write counts as no older than the writer's clock says either (a step of one clock
+    // alone never shortens a gate).
     let last_write = config
         .tls
         .iter()
         .filter_map(|t| observed.get(&t.name).present())
-        .filter_map(|s| s.written_at)
+        .filter_map(|s| {
+            let stamp = s.annotations.get(crate::store::WRITER_CLOCK);
+            let w = s.written_at?;
+            Some(crate::store::written_no_older_than(
+                w,
+                stamp,
+                now,
+                known.writer_now,
+            ))
+        })
         .chain(known.other_written_at)
         .map(|w| w.min(now))
         .max();
@@ -826,6 +870,7 @@ impl Input<'_> {
             return self.resume(&ca, pending);
         }
         if let (Some(derived), Some(active)) = (&ca.derived, &ca.active)
+            && !ca.agreed
             && !active.cert().is_expired_at(self.now)
             && self.options.strategy == Strategy::Staged
         {
@@ -1393,6 +1438,8 @@ impl Input<'_> {
                         .unwrap_or_default()
                 ),
             )
+        } else if let (true, Some(found)) = (ca.agreed, &ca.derived) {
+            (Action::UpdateBundle, found.clone())
         } else {
             (
                 Action::UpdateBundle,

@@ -86,8 +86,10 @@ pub struct World {
     objects: BTreeMap<String, Object>,
     pub versions: Vec<Version>,
     next_rv: u64,
-    /// The store clock's offset from the virtual clock (a step back of the server's clock).
+    /// The store clock's offset from the virtual clock (a step of the server's clock).
     pub clock_offset: time::Duration,
+    /// The writer's (certgen's process) clock's offset from the virtual clock.
+    pub writer_offset: time::Duration,
     start: tokio::time::Instant,
     /// Every CA fingerprint ever published in any Secret, and the run that published it first.
     pub cas: BTreeMap<[u8; 32], usize>,
@@ -117,6 +119,7 @@ impl World {
             versions: Vec::new(),
             next_rv: 1,
             clock_offset: time::Duration::ZERO,
+            writer_offset: time::Duration::ZERO,
             start: tokio::time::Instant::now(),
             cas: BTreeMap::new(),
             hmac_writes: BTreeMap::new(),
@@ -138,6 +141,11 @@ impl World {
     /// The store's clock: the true instant, unless the server's clock stepped.
     pub fn store_now(&self) -> OffsetDateTime {
         self.true_now() + self.clock_offset
+    }
+
+    /// The writer's (certgen's process) wall clock: the true instant, unless it stepped.
+    pub fn writer_now(&self) -> OffsetDateTime {
+        self.true_now() + self.writer_offset
     }
 
     pub fn get(&self, name: &str) -> Option<&StoredSecret> {
@@ -359,6 +367,10 @@ impl SecretStore for Session {
 
     fn now(&self) -> OffsetDateTime {
         self.world.lock().unwrap().store_now()
+    }
+
+    fn writer_now(&self) -> OffsetDateTime {
+        self.world.lock().unwrap().writer_now()
     }
 
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
