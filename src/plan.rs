@@ -860,7 +860,22 @@ impl Input<'_> {
     }
 
     fn decide(&self, ca: CaSecret) -> Result<Decision, Invalid> {
-        if ca.broken.is_some() {
+        if let Some(broken) = &ca.broken {
+            // An unusable CA Secret (replaced with --force) is no reason to break peers: the
+            // CA the held leaves share is adopted without its key and a new CA is staged
+            // against it, as when the CA Secret is missing. Without such a CA, one write.
+            if self.options.strategy == Strategy::Staged
+                && let Some(adopted) = self.infer_adopted()
+            {
+                let reason =
+                    format!("the CA Secret is unusable ({broken}); replaced because of --force");
+                let ca = CaSecret {
+                    version: ca.version.clone(),
+                    active: Some(adopted.clone()),
+                    ..CaSecret::default()
+                };
+                return self.start(&ca, &adopted, reason);
+            }
             return Ok(self.one_write(&ca, None));
         }
         // Trust is what the Secrets hold, whoever wrote them: the CA Secret's CAs as consumers

@@ -163,7 +163,8 @@ fn the_gate_counts_from_the_last_bundle_write() {
 }
 
 /// The store's clock stepping back never opens a gate early; a pending CA that is not valid
-/// yet (written while the clock ran ahead) is not promoted before it is.
+/// yet (written while both clocks ran ahead) is not promoted before it is; with the store's
+/// clock alone ahead, what is issued is valid at once (issued at the earlier clock).
 #[test]
 fn clock_steps_never_open_a_gate_early() {
     check(
@@ -174,17 +175,33 @@ fn clock_steps_never_open_a_gate_early() {
             Op::Run(plain()),
         ],
     );
-    runtime().block_on(async {
+    for writer_too in [false, true] {
+        runtime().block_on(clock_ahead_during_the_trust_phase(writer_too));
+    }
+}
+
+async fn clock_ahead_during_the_trust_phase(writer_too: bool) {
+    {
         let config = config();
         let world = World::new();
         assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
-        // The server's clock runs an hour ahead while the trust phase is written, then is
-        // corrected.
+        // The server's clock (and the writer's, with `writer_too`) runs an hour ahead while
+        // the trust phase is written, then is corrected.
         world.lock().unwrap().clock_offset = time::Duration::hours(1);
+        if writer_too {
+            world.lock().unwrap().writer_offset = time::Duration::hours(1);
+        }
         run(&world, &config, 2, crash(overwrite(), 4)).await;
         world.lock().unwrap().clock_offset = time::Duration::ZERO;
+        world.lock().unwrap().writer_offset = time::Duration::ZERO;
         tokio::time::advance(DELAY * 2).await;
         let e = run(&world, &config, 3, plain()).await;
+        if !writer_too {
+            assert_eq!(e.code, 0, "the pending CA is valid: {}", e.message);
+            let end = world.lock().unwrap().true_now();
+            check_pairs(&world.lock().unwrap(), end).unwrap();
+            return;
+        }
         assert_eq!(e.code, 3, "the pending CA is not valid yet: {}", e.message);
         let end = world.lock().unwrap().true_now();
         check_pairs(&world.lock().unwrap(), end).unwrap();
@@ -192,7 +209,7 @@ fn clock_steps_never_open_a_gate_early() {
         assert_eq!(run(&world, &config, 4, plain()).await.code, 0);
         let end = world.lock().unwrap().true_now();
         check_pairs(&world.lock().unwrap(), end).unwrap();
-    });
+    }
 }
 
 /// `--rotate-hmac` replaces the HMAC Secret once per run, not at every step and retry.
