@@ -963,7 +963,11 @@ impl Input<'_> {
         if self.options.overwrite {
             return Some("--overwrite: rotating the CA".into());
         }
-        if let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now) {
+        // (A CA not valid yet is no reason to rotate: nothing is signed with it before it
+        // is, and the clock that made it so may be the store's, stepped back.)
+        if self.now >= active.cert().not_before
+            && let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now)
+        {
             return Some(format!("the CA {d}"));
         }
         if let Active::Adopted(cert) = active {
@@ -1125,9 +1129,23 @@ impl Input<'_> {
                 let renewal = l.renewal(active.cert(), self.now);
                 // The current CA signs a leaf meanwhile only when certgen holds its key and
                 // every held bundle trusts it (another writer may have left bundles that do
-                // not), and not over a leaf another CA signed that its own bundle keeps.
+                // not), and not over a leaf another CA signed that its own bundle keeps. A
+                // leaf of another CA moves to the current one only once the gate is open: the
+                // bundles may have taken the current CA just now (a CA Secret restored to a
+                // trust gate: this step's own trust write), and no leaf of a CA is written
+                // before a gate that follows that CA's trust write.
+                // Nor while it is not valid yet (a clock stepped back since it was made):
+                // what it signs would not be valid yet either.
+                let moves = l.ok().is_some_and(|leaf| !active.cert().signed(&leaf.cert));
                 let signer = match active {
-                    Active::Keyed(k) if own.is_none() && active_held => Some(k),
+                    Active::Keyed(k)
+                        if own.is_none()
+                            && active_held
+                            && self.now >= k.cert.not_before
+                            && (!moves || self.gate.open(self.now)) =>
+                    {
+                        Some(k)
+                    }
                     _ => None,
                 };
                 match (renewal, signer, l.ok()) {
@@ -1393,6 +1411,7 @@ impl Input<'_> {
         let target_refs = refs(target);
         let mut secrets = Vec::new();
         let mut waits_for_cleanup = false;
+        let mut waits_for_ca = false;
         for (l, why) in self.leaves.iter().zip(&renewals) {
             if !drop_prior && let Some(z) = self.held_back(l, target) {
                 waits_for_cleanup = true;
@@ -1413,6 +1432,9 @@ impl Input<'_> {
                 }
                 _ => (target, target_refs.clone()),
             };
+            // The active CA signs nothing before it is valid: what it signed would not be.
+            waits_for_ca |= why.is_some() && self.now < active_cert.not_before;
+            let why = why.as_ref().filter(|_| self.now >= active_cert.not_before);
             secrets.push(match (why, l.ok()) {
                 (Some(why), _) => l.issue(
                     Signer::Held(key.clone()),
@@ -1434,7 +1456,11 @@ impl Input<'_> {
                     Some(why) => format!("{why}; renewed by the next CA (the current one expires first)"),
                     None => format!("valid until {}", leaf.cert.not_after.date()),
                 }),
-                (None, None) => unreachable!("missing and broken leaves always have a reason"),
+                // (Missing or broken while the CA is not valid yet.)
+                (None, None) => l.keep(format!(
+                    "issued once the CA is valid, at {}",
+                    crate::timefmt::rfc3339(active_cert.not_before)
+                )),
             });
         }
         let ca_action = if same(&ca.bundle, target) && !ca.drop_pending {
@@ -1468,6 +1494,21 @@ impl Input<'_> {
         }
         let writes = plan.action.writes() || secrets.iter().any(|s| s.action.writes());
         let phase = match (&prior, writes) {
+            // Leaves wait for the CA to be valid (a clock stepped back since it was made).
+            (_, false) if waits_for_ca => {
+                let reason = format!(
+                    "leaves are issued once the CA {} is valid, at {}",
+                    active_cert.short_fingerprint(),
+                    crate::timefmt::rfc3339(active_cert.not_before)
+                );
+                Phase::Gate {
+                    ready_at: active_cert.not_before,
+                    reason,
+                    pending: None,
+                    state: self.gate.state,
+                    optional: false,
+                }
+            }
             (None, _) => Phase::Steady,
             (Some(_), _) if drop_prior => Phase::Cleanup { last: true },
             (Some(_), true) => Phase::Leaves,

@@ -186,10 +186,13 @@ pub fn step_check<'a>(
                     && !immediate
                     && let Some(why) = fails(leaf, b.bundle, u)
                 {
+                    // (A bundle none of whose CAs a verifier can use, all expired say,
+                    // accepts nothing already.)
                     let kept = h
                         .before_leaf
                         .as_ref()
-                        .is_some_and(|before| fails(before, b.bundle, u).is_some());
+                        .is_some_and(|before| fails(before, b.bundle, u).is_some())
+                        || b.bundle.iter().all(|c| verifier.anchor(c, u).is_some());
                     if !kept {
                         return refuse(false, b.old[0], why.0);
                     }
@@ -203,12 +206,16 @@ pub fn step_check<'a>(
                     let Some(why) = fails(leaf, b.bundle, u) else {
                         continue;
                     };
+                    // (A leaf not valid at this instant by its own dates, expired or not
+                    // valid yet, is rejected by every bundle already.)
+                    let dead = leaf.is_expired_at(verifier.at()) || verifier.at() < leaf.not_before;
                     let culprit = b.new.iter().find(|t| {
                         leaf_new
-                            || held[**t]
-                                .before_bundle
-                                .as_ref()
-                                .is_none_or(|before| fails(leaf, before, u).is_none())
+                            || (!dead
+                                && held[**t]
+                                    .before_bundle
+                                    .as_ref()
+                                    .is_none_or(|before| fails(leaf, before, u).is_none()))
                     });
                     if let Some(t) = culprit {
                         return refuse(true, t, why.0);

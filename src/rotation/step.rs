@@ -264,6 +264,7 @@ fn check_step<S: SecretStore>(
     if !live_check() {
         return Ok(());
     }
+    let started = std::time::Instant::now();
     let verifier = crate::pki::Verifier::new(now);
     // Each distinct bundle parsed once (a thousand Secrets share a few).
     let mut parsed: BTreeMap<Vec<u8>, Option<Vec<Cert>>> = BTreeMap::new();
@@ -297,7 +298,15 @@ fn check_step<S: SecretStore>(
             },
         );
     }
-    plan::step_check(config, &verifier, &held, options.strategy).map_err(|b| plan::Invalid {
+    let verdict = plan::step_check(config, &verifier, &held, options.strategy);
+    // What the check cost (bench/verifier reads it).
+    tracing::debug!(
+        secrets = held.len(),
+        verifications = verifier.verifications.get(),
+        micros = started.elapsed().as_micros() as u64,
+        "pre-write check: every leaf against every bundle consumers may hold"
+    );
+    verdict.map_err(|b| plan::Invalid {
         object: store.object(&b.leaf),
         problem: b.to_string(),
         fix: "nothing was written. certgen's planner should never plan such a step: if another tool changed these Secrets since certgen's last run, restore them from one writer; otherwise please report it with the output of `certgen check` and `certgen --dry-run`".into(),
