@@ -62,15 +62,7 @@ pub async fn look<S: SecretStore>(
     options: Options,
     known: Known,
 ) -> Result<Outcome, Error> {
-    run(
-        store,
-        config,
-        (options, known),
-        Mode::Look,
-        &Guard::new(&|| true),
-        None,
-    )
-    .await
+    looking(store, config, (options, known), Mode::Look).await
 }
 
 /// [`look`] for `--dry-run`: the step's keys and certificates are made in memory and the
@@ -82,15 +74,17 @@ pub async fn dry_look<S: SecretStore>(
     options: Options,
     known: Known,
 ) -> Result<Outcome, Error> {
-    run(
-        store,
-        config,
-        (options, known),
-        Mode::DryRun,
-        &Guard::new(&|| true),
-        None,
-    )
-    .await
+    looking(store, config, (options, known), Mode::DryRun).await
+}
+
+/// A step that writes nothing, as [`look`] or [`dry_look`].
+async fn looking<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    flags: (Options, Known),
+    mode: Mode,
+) -> Result<Outcome, Error> {
+    run(store, config, flags, mode, &Guard::new(&|| true), None).await
 }
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race

@@ -261,7 +261,11 @@ fn certificates_not_valid_yet_are_due_and_replaced() {
     openssl_all(&d);
     assert!(cross_pairs(&[("after", &after)]).is_empty(), "{}", r.stdout);
     let ca_after = std::fs::read(d.join("envoy-gateway-ca/tls.crt")).unwrap();
-    assert_eq!(ca_before, ca_after, "the same CA issues them again, no gate: {}", r.stdout);
+    assert_eq!(
+        ca_before, ca_after,
+        "the same CA issues them again, no gate: {}",
+        r.stdout
+    );
     assert_eq!(crate::util::check_local(&d, &[]).code, 0);
 }
 

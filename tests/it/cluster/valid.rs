@@ -40,7 +40,11 @@ async fn a_ca_secret_restored_to_the_trust_gate_after_the_rotation_brings_nothin
     let certgen = || c.certgen(ns).propagation_delay("2s");
     c.certgen(ns).quiet().run().ok();
     let trust = certgen().quiet().arg("--overwrite").args(a).run();
-    assert_eq!(trust.code, 3, "the trust step, then the gate: {}", trust.stderr);
+    assert_eq!(
+        trust.code, 3,
+        "the trust step, then the gate: {}",
+        trust.stderr
+    );
     // A backup of the CA Secret at the trust gate, as `kubectl get -o yaml` makes it.
     let out = c
         .kubectl()
@@ -67,7 +71,10 @@ async fn a_ca_secret_restored_to_the_trust_gate_after_the_rotation_brings_nothin
     let failures = cross_pairs(&[("0", &s0), ("restored", &restored), ("1", &s1)]);
     assert!(failures.is_empty(), "{failures:#?}\n{}", r.stdout);
     for leaf in LEAF_SECRETS {
-        assert_eq!(s0[leaf]["tls.crt"], s1[leaf]["tls.crt"], "{leaf}: issued again");
+        assert_eq!(
+            s0[leaf]["tls.crt"], s1[leaf]["tls.crt"],
+            "{leaf}: issued again"
+        );
     }
     let written: Vec<String> = r.json()["secrets"]
         .as_array()

@@ -939,7 +939,10 @@ pub enum Op {
     ClockBack(Duration),
     /// A clock steps by this many seconds, forward or back: the store's (the API server's)
     /// or the writer's (certgen's process), between runs.
-    ClockStep { store: bool, secs: i64 },
+    ClockStep {
+        store: bool,
+        secs: i64,
+    },
     /// The same step while a run is between its steps, this long after it started.
     StepDuring(RunSpec, Duration, bool, i64),
     /// Another writer changes Secrets between runs.
