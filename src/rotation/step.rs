@@ -66,7 +66,7 @@ pub async fn look<S: SecretStore>(
 }
 
 /// [`look`] for `--dry-run`: the step's keys and certificates are made in memory and the
-/// verifier's check runs on them as before a real write ([`check_step`]), so a step the run
+/// verifier's check runs on them as before a real write, so a step the run
 /// would refuse is refused here with the same line. Nothing is written; the keys are dropped.
 pub async fn dry_look<S: SecretStore>(
     store: &S,
