@@ -170,6 +170,8 @@ impl Applied {
 /// What this step generated: the new CA, when the plan makes one.
 struct Made {
     new_ca: Option<CaKey>,
+    /// The writer's clock, recorded on every write ([`crate::store::WRITER_CLOCK`]).
+    writer_clock: String,
 }
 
 impl Made {
@@ -220,12 +222,18 @@ impl Made {
                 (key.clone(), bytes)
             })
             .collect();
-        let annotations = planned
+        let mut annotations: BTreeMap<String, String> = planned
             .ca_annotation
             .as_ref()
             .map(|r| self.cert(r))
             .map(|ca| BTreeMap::from([(CA_ANNOTATION.to_string(), ca.fingerprint_hex())]))
             .unwrap_or_default();
+        if !planned.relinks() {
+            annotations.insert(
+                crate::store::WRITER_CLOCK.to_string(),
+                self.writer_clock.clone(),
+            );
+        }
         let write = SecretWrite {
             name: name.to_string(),
             type_: planned.type_,
@@ -240,9 +248,16 @@ impl Made {
     }
 }
 
+/// What a step's writes must pass before the first of them (the verifier's check of every
+/// state consumers may hold, `rotation::step`), given what the step leaves: a refusal
+/// stops the step with nothing written.
+pub type Check<'a> = &'a dyn Fn(&Applied) -> Result<(), crate::plan::Invalid>;
+
 /// Executes `plan` (made from `observed` at `now`): the CA Secret first, then the other
-/// Secrets, concurrently. Every write goes through `guard`; what was done is recorded in
-/// `applied`, also when a write fails.
+/// Secrets, concurrently. Every write goes through `guard`, and none is made unless `check`
+/// accepts what the step leaves; what was done is recorded in `applied`, also when a write
+/// fails. With `dry`, it stops after `check`: keys and certificates made, nothing written.
+#[allow(clippy::too_many_arguments)] // the step's inputs, each used once
 pub async fn apply<S: SecretStore>(
     store: &S,
     plan: Plan,
@@ -250,6 +265,8 @@ pub async fn apply<S: SecretStore>(
     now: OffsetDateTime,
     applied: &mut Applied,
     guard: &Guard<'_>,
+    check: Check<'_>,
+    dry: bool,
 ) -> Result<(), ApplyError> {
     let phase = plan.phase.name();
     // Every key this step needs, generated side by side (RSA keys take long and are
@@ -267,18 +284,23 @@ pub async fn apply<S: SecretStore>(
         .chain(issues.iter().map(|(_, i)| i.spec.key_algorithm))
         .collect();
     let mut keys = generate_keys(&algorithms)?.into_iter();
+    // Certificates are valid from the earlier of the store's clock and the writer's: neither
+    // clock running ahead of the consumers' makes a certificate that is not valid yet.
+    let writer_now = store.writer_now();
+    let issue_at = now.min(writer_now);
     let made = Made {
         new_ca: match &plan.ca.new {
             Some(spec) => {
                 let key = keys.next().expect("a key per algorithm");
-                Some(issue_ca_with_key(spec, key, now)?.0)
+                Some(issue_ca_with_key(spec, key, issue_at)?.0)
             }
             None => None,
         },
+        writer_clock: writer_now.unix_timestamp_nanos().to_string(),
     };
     let mut issued: BTreeMap<&str, Issued> = BTreeMap::new();
     for ((name, issue), key) in issues.into_iter().zip(keys) {
-        let leaf = issue_leaf_with_key(&issue.spec, key, made.key(&issue.signer), now)?;
+        let leaf = issue_leaf_with_key(&issue.spec, key, made.key(&issue.signer), issue_at)?;
         issued.insert(name, leaf);
     }
 
@@ -321,6 +343,12 @@ pub async fn apply<S: SecretStore>(
     // store's, which reads back no file larger).
     for write in ca_write.iter().chain(writes.iter().map(|(w, ..)| w)) {
         fits(store, write)?;
+    }
+    // Nor unless every leaf consumers may present verifies against every bundle they may hold,
+    // before and after these writes.
+    check(applied).map_err(ApplyError::Invalid)?;
+    if dry {
+        return Ok(());
     }
     if let Some(write) = ca_write {
         put(store, &write, guard).await?;

@@ -167,6 +167,8 @@ pub fn check(
 ) -> CheckReport {
     let mut rows: Vec<Checked> = Vec::new();
     let mut rotation = None;
+    // The one judge of what is valid: rustls-webpki at `now` (`pki::Verifier`).
+    let verifier = crate::pki::Verifier::new(now);
 
     // The CA.
     let mut ca = Checked::new(&config.ca.secret_name, "ca");
@@ -189,6 +191,14 @@ pub fn check(
                     }
                     if let Some(why) = due(&cert, config.ca.renew_before, now) {
                         ca.findings.push(Finding::CaDue(why));
+                    }
+                    if let Some(why) =
+                        crate::plan::ca_refusal(config, &verifier, &cert).filter(|_| cert.is_ca)
+                    {
+                        ca.unusable(
+                            "tls.crt",
+                            format!("TLS verifiers would reject this CA: {why}"),
+                        );
                     }
                     ca.row.issuer = Some(cert.short_fingerprint());
                     ca.row = ca.row.with_cert(&cert, now);
@@ -256,7 +266,7 @@ pub fn check(
     rows.push(ca);
 
     // The leaves, then trust between them.
-    let mut leaves: Vec<(usize, Cert, Vec<Cert>)> = Vec::new();
+    let mut leaves: Vec<(usize, Cert, Vec<Cert>, crate::pki::Usages)> = Vec::new();
     for t in &config.tls {
         let mut r = Checked::new(&t.name, "tls");
         let Some(s) = observed.get(&t.name).present() else {
@@ -318,15 +328,16 @@ pub fn check(
                 _ => {}
             }
             r.row = r.row.with_cert(&leaf, now);
-            leaves.push((rows.len(), leaf, bundle));
+            leaves.push((rows.len(), leaf, bundle, t.leaf.usages));
         }
         rows.push(r);
     }
-    // Each leaf against each distinct unexpired bundle CA once (a signature check each), then
-    // every peer's bundle by fingerprint: N x CAs signature checks, not N x N (a thousand
-    // Secrets whose bundles hold the same CA would otherwise cost a million).
+    // Each leaf against each distinct unexpired bundle CA once (the verifier's judgement, for
+    // its Secret's usages), then every peer's bundle by fingerprint: N x CAs verifications,
+    // not N x N (a thousand Secrets whose bundles hold the same CA would otherwise cost a
+    // million).
     let mut bundle_cas: Vec<&Cert> = Vec::new();
-    for ca in leaves.iter().flat_map(|(_, _, b)| b) {
+    for ca in leaves.iter().flat_map(|(_, _, b, _)| b) {
         if !ca.is_expired_at(now)
             && !bundle_cas
                 .iter()
@@ -335,16 +346,22 @@ pub fn check(
             bundle_cas.push(ca);
         }
     }
-    for (index, leaf, _) in &leaves {
+    for (index, leaf, _, usages) in &leaves {
         let signers: Vec<[u8; 32]> = bundle_cas
             .iter()
-            .filter(|ca| ca.signed(leaf))
+            .filter(|ca| {
+                verifier
+                    .verify(leaf, std::slice::from_ref(**ca), *usages)
+                    .is_ok()
+            })
             .map(|ca| ca.fingerprint())
             .collect();
         let rejecting: Vec<String> = leaves
             .iter()
-            .filter(|(_, _, bundle)| !bundle.iter().any(|ca| signers.contains(&ca.fingerprint())))
-            .map(|(peer, _, _)| rows[*peer].row.secret.clone())
+            .filter(|(_, _, bundle, _)| {
+                !bundle.iter().any(|ca| signers.contains(&ca.fingerprint()))
+            })
+            .map(|(peer, _, _, _)| rows[*peer].row.secret.clone())
             .collect();
         if !rejecting.is_empty() {
             rows[*index].findings.push(Finding::Untrusted(rejecting));

@@ -472,6 +472,8 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (report, families) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
+            // Judged at the file system's now, the clock the Secrets' times are on.
+            let now = store.now();
             let (report, families) =
                 exposition::collect::checked(&config, &store, None, now).await?;
             (report.with_problems(store.exposed_keys()), families)

@@ -41,10 +41,12 @@ use crate::secret::Observed;
 mod handed;
 mod held;
 mod stored;
+mod valid;
 mod writes;
 
 pub(crate) use self::stored::pending as pending_ca;
 use self::stored::{Active, CaSecret, Judge, Leaf, Parsed};
+pub use self::valid::{Broken, Held, all_usages, ca_refusal, step_check};
 pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 
 /// The run's flags that change what is planned: they never change during a run, except that
@@ -101,6 +103,9 @@ pub struct Known {
     /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
     /// store's clock: gates count from it too.
     pub other_written_at: Option<OffsetDateTime>,
+    /// The writer's own clock now ([`crate::store::SecretStore::writer_now`]): a write that
+    /// recorded it counts as no older than this clock says, besides the store's.
+    pub writer_now: Option<OffsetDateTime>,
 }
 
 /// What this step does, and so what comes after it.
@@ -227,7 +232,7 @@ impl Signer {
 }
 
 /// The plan for the CA Secret.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CaPlan {
     pub name: String,
     pub action: Action,
@@ -290,7 +295,7 @@ pub enum Kind {
 }
 
 /// The whole plan of one step.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Plan {
     pub ca: CaPlan,
     pub secrets: Vec<SecretPlan>,
@@ -323,8 +328,16 @@ fn after(at: OffsetDateTime, d: Duration) -> OffsetDateTime {
         .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
 }
 
-/// Why a certificate is due for renewal at `now`, if it is.
-pub(crate) fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
+/// Why a certificate is due for renewal at `now`, if it is: not valid yet (a verifier rejects
+/// it before its `notBefore`: it was issued by a clock ahead of the store's), expired, or
+/// within `renew_before` of its expiry.
+pub fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<String> {
+    if now < cert.not_before {
+        return Some(format!(
+            "is not valid before {} (issued by a clock ahead of the store's)",
+            crate::timefmt::rfc3339(cert.not_before)
+        ));
+    }
     let left = cert.not_after - now;
     if left <= time::Duration::ZERO {
         Some(format!("expired {} ago", days(-left)))
@@ -361,6 +374,12 @@ pub(crate) fn san_drift(cert: &Cert, t: &TlsSecret) -> Option<String> {
         parts.push(format!("drops {}", removed.join(", ")));
     }
     Some(format!("SANs changed in the config: {}", parts.join("; ")))
+}
+
+/// Why a TLS verifier would reject this stored leaf whatever its CA, if it would: it lacks a
+/// usage its Secret is configured for, or carries a critical extension verifiers do not know.
+pub fn leaf_refusal(cert: &Cert, t: &TlsSecret) -> Option<String> {
+    crate::pki::leaf_shape_problem(cert, t.leaf.usages)
 }
 
 fn same(bundle: &[Cert], target: &[Cert]) -> bool {
@@ -433,7 +452,9 @@ impl LeafIn<'_> {
                 if !signer.signed(&l.cert) {
                     return Some("issued by a CA other than the active one".into());
                 }
-                due(&l.cert, self.cfg.renew_before, now).or_else(|| san_drift(&l.cert, self.cfg))
+                due(&l.cert, self.cfg.renew_before, now)
+                    .or_else(|| san_drift(&l.cert, self.cfg))
+                    .or_else(|| leaf_refusal(&l.cert, self.cfg))
             }
         }
     }
@@ -441,13 +462,19 @@ impl LeafIn<'_> {
     /// Why this leaf is issued again by `active` in this step, if doing so helps: a leaf that
     /// is due only because it is clipped to the active CA's expiry would be due again at once,
     /// so it waits for the next CA (which the CA's own, longer, renewBefore brings first).
+    ///
+    /// Likewise a leaf that is not valid yet because the active CA is not (a leaf's
+    /// `notBefore` never precedes its CA's): the same CA would issue it with the same
+    /// `notBefore`. A leaf not valid yet from a valid CA is issued again by it at once: the
+    /// bundles trust that CA already, so no gate is needed.
     fn renewal(&self, active: &Cert, now: OffsetDateTime) -> Option<String> {
         let why = self.issue_reason(active, now)?;
         if let Parsed::Ok(l) = &self.parsed
             && active.signed(&l.cert)
             && !l.cert.is_expired_at(now)
             && san_drift(&l.cert, self.cfg).is_none()
-            && due(active, self.cfg.renew_before, now).is_some()
+            && (due(active, self.cfg.renew_before, now).is_some()
+                || (now < l.cert.not_before && now < active.not_before))
         {
             return None;
         }
@@ -493,7 +520,13 @@ pub fn plan(
     known: Known,
     object: &dyn Fn(&str) -> String,
 ) -> Result<Plan, Invalid> {
-    let judge = Judge { options, object };
+    let verifier = crate::pki::Verifier::new(now);
+    let refuse_ca = |c: &Cert| ca_refusal(config, &verifier, c);
+    let judge = Judge {
+        options,
+        object,
+        refuse_ca: &refuse_ca,
+    };
     judge.foreign_files(observed.ca.iter().chain(observed.secrets.values()))?;
     if let Some((ca, mut secrets)) = handed::stand_down(config, observed, object)? {
         secrets.extend(hmac_plans(&judge, config, observed, options)?);
@@ -519,11 +552,22 @@ pub fn plan(
     // The gate counts from the newest write to any TLS Secret (a write time in the future, from
     // a clock that went back, counts as now).
     let state = observed.digest();
+    // A write counts as no older than the writer's clock says either (a step of one clock
+    // alone never shortens a gate).
     let last_write = config
         .tls
         .iter()
         .filter_map(|t| observed.get(&t.name).present())
-        .filter_map(|s| s.written_at)
+        .filter_map(|s| {
+            let stamp = s.annotations.get(crate::store::WRITER_CLOCK);
+            let w = s.written_at?;
+            Some(crate::store::written_no_older_than(
+                w,
+                stamp,
+                now,
+                known.writer_now,
+            ))
+        })
         .chain(known.other_written_at)
         .map(|w| w.min(now))
         .max();
@@ -825,7 +869,22 @@ impl Input<'_> {
     }
 
     fn decide(&self, ca: CaSecret) -> Result<Decision, Invalid> {
-        if ca.broken.is_some() {
+        if let Some(broken) = &ca.broken {
+            // An unusable CA Secret (replaced with --force) is no reason to break peers: the
+            // CA the held leaves share is adopted without its key and a new CA is staged
+            // against it, as when the CA Secret is missing. Without such a CA, one write.
+            if self.options.strategy == Strategy::Staged
+                && let Some(adopted) = self.infer_adopted()
+            {
+                let reason =
+                    format!("the CA Secret is unusable ({broken}); replaced because of --force");
+                let ca = CaSecret {
+                    version: ca.version.clone(),
+                    active: Some(adopted.clone()),
+                    ..CaSecret::default()
+                };
+                return self.start(&ca, &adopted, reason);
+            }
             return Ok(self.one_write(&ca, None));
         }
         // Trust is what the Secrets hold, whoever wrote them: the CA Secret's CAs as consumers
@@ -835,6 +894,7 @@ impl Input<'_> {
             return self.resume(&ca, pending);
         }
         if let (Some(derived), Some(active)) = (&ca.derived, &ca.active)
+            && !ca.agreed
             && !active.cert().is_expired_at(self.now)
             && self.options.strategy == Strategy::Staged
         {
@@ -912,7 +972,11 @@ impl Input<'_> {
         if self.options.overwrite {
             return Some("--overwrite: rotating the CA".into());
         }
-        if let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now) {
+        // (A CA not valid yet is no reason to rotate: nothing is signed with it before it
+        // is, and the clock that made it so may be the store's, stepped back.)
+        if self.now >= active.cert().not_before
+            && let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now)
+        {
             return Some(format!("the CA {d}"));
         }
         if let Active::Adopted(cert) = active {
@@ -1074,9 +1138,23 @@ impl Input<'_> {
                 let renewal = l.renewal(active.cert(), self.now);
                 // The current CA signs a leaf meanwhile only when certgen holds its key and
                 // every held bundle trusts it (another writer may have left bundles that do
-                // not), and not over a leaf another CA signed that its own bundle keeps.
+                // not), and not over a leaf another CA signed that its own bundle keeps. A
+                // leaf of another CA moves to the current one only once the gate is open: the
+                // bundles may have taken the current CA just now (a CA Secret restored to a
+                // trust gate: this step's own trust write), and no leaf of a CA is written
+                // before a gate that follows that CA's trust write.
+                // Nor while it is not valid yet (a clock stepped back since it was made):
+                // what it signs would not be valid yet either.
+                let moves = l.ok().is_some_and(|leaf| !active.cert().signed(&leaf.cert));
                 let signer = match active {
-                    Active::Keyed(k) if own.is_none() && active_held => Some(k),
+                    Active::Keyed(k)
+                        if own.is_none()
+                            && active_held
+                            && self.now >= k.cert.not_before
+                            && (!moves || self.gate.open(self.now)) =>
+                    {
+                        Some(k)
+                    }
                     _ => None,
                 };
                 match (renewal, signer, l.ok()) {
@@ -1342,6 +1420,7 @@ impl Input<'_> {
         let target_refs = refs(target);
         let mut secrets = Vec::new();
         let mut waits_for_cleanup = false;
+        let mut waits_for_ca = false;
         for (l, why) in self.leaves.iter().zip(&renewals) {
             if !drop_prior && let Some(z) = self.held_back(l, target) {
                 waits_for_cleanup = true;
@@ -1362,6 +1441,9 @@ impl Input<'_> {
                 }
                 _ => (target, target_refs.clone()),
             };
+            // The active CA signs nothing before it is valid: what it signed would not be.
+            waits_for_ca |= why.is_some() && self.now < active_cert.not_before;
+            let why = why.as_ref().filter(|_| self.now >= active_cert.not_before);
             secrets.push(match (why, l.ok()) {
                 (Some(why), _) => l.issue(
                     Signer::Held(key.clone()),
@@ -1383,7 +1465,11 @@ impl Input<'_> {
                     Some(why) => format!("{why}; renewed by the next CA (the current one expires first)"),
                     None => format!("valid until {}", leaf.cert.not_after.date()),
                 }),
-                (None, None) => unreachable!("missing and broken leaves always have a reason"),
+                // (Missing or broken while the CA is not valid yet.)
+                (None, None) => l.keep(format!(
+                    "issued once the CA is valid, at {}",
+                    crate::timefmt::rfc3339(active_cert.not_before)
+                )),
             });
         }
         let ca_action = if same(&ca.bundle, target) && !ca.drop_pending {
@@ -1402,6 +1488,8 @@ impl Input<'_> {
                         .unwrap_or_default()
                 ),
             )
+        } else if let (true, Some(found)) = (ca.agreed, &ca.derived) {
+            (Action::UpdateBundle, found.clone())
         } else {
             (
                 Action::UpdateBundle,
@@ -1415,6 +1503,21 @@ impl Input<'_> {
         }
         let writes = plan.action.writes() || secrets.iter().any(|s| s.action.writes());
         let phase = match (&prior, writes) {
+            // Leaves wait for the CA to be valid (a clock stepped back since it was made).
+            (_, false) if waits_for_ca => {
+                let reason = format!(
+                    "leaves are issued once the CA {} is valid, at {}",
+                    active_cert.short_fingerprint(),
+                    crate::timefmt::rfc3339(active_cert.not_before)
+                );
+                Phase::Gate {
+                    ready_at: active_cert.not_before,
+                    reason,
+                    pending: None,
+                    state: self.gate.state,
+                    optional: false,
+                }
+            }
             (None, _) => Phase::Steady,
             (Some(_), _) if drop_prior => Phase::Cleanup { last: true },
             (Some(_), true) => Phase::Leaves,

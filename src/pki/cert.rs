@@ -58,6 +58,18 @@ pub struct Cert {
     pub dns_names: Vec<String>,
     pub ip_addresses: Vec<IpAddr>,
     public_key: Vec<u8>,
+    /// Whether its keyUsage allows signing certificates (`None`: no keyUsage extension).
+    pub(crate) key_cert_sign: Option<bool>,
+    /// Its extendedKeyUsage, when it has one.
+    pub(crate) eku: Option<Eku>,
+}
+
+/// The key purposes of an extendedKeyUsage extension that TLS cares about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Eku {
+    pub any: bool,
+    pub server: bool,
+    pub client: bool,
 }
 
 impl std::fmt::Debug for Cert {
@@ -100,6 +112,18 @@ impl Cert {
             }
         }
         let is_ca = matches!(x509.basic_constraints(), Ok(Some(bc)) if bc.value.ca);
+        let key_cert_sign = match x509.key_usage() {
+            Ok(Some(ku)) => Some(ku.value.key_cert_sign()),
+            _ => None,
+        };
+        let eku = match x509.extended_key_usage() {
+            Ok(Some(e)) => Some(Eku {
+                any: e.value.any,
+                server: e.value.server_auth,
+                client: e.value.client_auth,
+            }),
+            _ => None,
+        };
         Ok(Self {
             fingerprint: Sha256::digest(der).into(),
             subject: x509.subject().to_string(),
@@ -111,6 +135,8 @@ impl Cert {
             dns_names,
             ip_addresses,
             public_key: x509.public_key().subject_public_key.data.to_vec(),
+            key_cert_sign,
+            eku,
             der: der.to_vec(),
         })
     }

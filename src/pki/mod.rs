@@ -1,5 +1,8 @@
 //! Pure PKI: key generation, issuing CAs and leaves, parsing PEM, and the trust-bundle rules.
 //!
+//! Whether a certificate is usable is decided by a real path verifier (rustls-webpki) in
+//! `verify.rs`, with the few rules it leaves to its caller written down there.
+//!
 //! Nothing here touches files, the network or the clock: the caller passes `now`. CA and leaf
 //! specifications are different types, so a leaf can never be issued with `keyCertSign`.
 //! Private keys travel as [`SecretPem`], whose `Debug` never shows the key.
@@ -8,6 +11,7 @@ mod bundle;
 mod cert;
 mod issue;
 mod keys;
+mod verify;
 
 pub use bundle::{
     BundleError, MAX_BUNDLE, check_bundle, choose_prior_ca, rotation_bundle, steady_bundle,
@@ -18,6 +22,7 @@ pub use issue::{
     issue_ca_with_key, issue_leaf, issue_leaf_with_key,
 };
 pub use keys::generate_keys;
+pub use verify::{Rejection, Verifier, anchor_problem, ca_shape_problem, leaf_shape_problem};
 
 use std::fmt;
 

@@ -14,7 +14,12 @@
 //! - the CA that signed the held leaves, trusted by their bundles, is the **active** trust,
 //!   adopted without its key (as when migrating from Envoy Gateway's certgen);
 //! - the derived CA Secret is written with the trust step, so a crash leaves a state the next
-//!   run reads the same way.
+//!   run reads the same way;
+//! - when every held leaf is signed by certgen's **pending** CA (the CA Secret was restored or
+//!   reverted to a state from before the rotation's leaves, its trust gate say), the held
+//!   Secrets agree on that CA: it is the active one, nothing is issued again, and no leaf of the
+//!   CA Secret's old active CA is written, whose trust write no gate may have followed for the
+//!   consumers as they are now.
 //!
 //! The rest of the planner then applies its one rule unchanged: a step writes only what every
 //! version consumers may still hold accepts. Pure, like the rest of the plan.
@@ -37,7 +42,13 @@ impl Input<'_> {
         if self.options.strategy == Strategy::Immediate {
             return ca;
         }
-        if held.is_empty() || held.iter().all(|l| l.bundle.contains(active.cert())) {
+        if held.is_empty() {
+            return ca;
+        }
+        if let Some(agreed) = self.agreed(&ca, &active, &held) {
+            return agreed;
+        }
+        if held.iter().all(|l| l.bundle.contains(active.cert())) {
             return ca;
         }
         // The CA certgen moves every leaf to: the pending CA of a rotation in progress (never
@@ -137,6 +148,48 @@ impl Input<'_> {
             derived: Some(derived),
             ..ca
         }
+    }
+
+    /// The CA Secret as the held Secrets agree on it, when they agree on a CA other than its
+    /// active one: every held leaf signed by the one CA whose key certgen holds as pending
+    /// (a CA Secret restored or reverted to a state before the rotation to it went on, say to
+    /// its trust gate). That CA is the active one: nothing is issued again, and no leaf of the
+    /// old active CA is written (its trust write may be older than any gate the held Secrets
+    /// have seen; their bundles are what decides). The CA Secret is rewritten with the next
+    /// step to say so. `None`: they agree on the active CA, or on nothing.
+    fn agreed(&self, ca: &CaSecret, active: &Active, held: &[&Leaf]) -> Option<CaSecret> {
+        let pending = ca.pending.as_ref()?;
+        if pending.cert == *active.cert()
+            || pending.cert.is_expired_at(self.now)
+            || !held.iter().all(|l| pending.cert.signed(&l.cert))
+        {
+            return None;
+        }
+        let lacking = held
+            .iter()
+            .filter(|l| !l.bundle.contains(&pending.cert))
+            .count();
+        let derived = format!(
+            "the TLS Secrets hold {} leaves, every one signed by certgen's pending CA {}{}, while the CA Secret names CA {} as active (restored or reverted to an earlier state of the rotation?): {} is taken as the active CA and the CA Secret is brought up to date; nothing is issued again",
+            held.len(),
+            pending.cert.short_fingerprint(),
+            match lacking {
+                0 => " and trusted by every bundle".to_string(),
+                n => format!(" ({n} bundles lack it: it is added to them)"),
+            },
+            active.cert().short_fingerprint(),
+            pending.cert.short_fingerprint(),
+        );
+        Some(CaSecret {
+            version: ca.version.clone(),
+            active: Some(Active::Keyed(pending.clone())),
+            bundle: Vec::new(),
+            pending: None,
+            broken: None,
+            drop_pending: true,
+            derived: Some(derived),
+            agreed: true,
+        })
     }
 
     /// The CA that signed `leaf`, among every CA certificate the held Secrets and the CA

@@ -12,6 +12,8 @@ use crate::secret::{Layout, Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 #[derive(Debug)]
 pub(super) struct Leaf {
     pub cert: Cert,
+    /// The CAs of its `ca.crt` that a TLS verifier would use: a CA it would reject
+    /// ([`super::valid::ca_refusal`]) trusts nothing, and the planner treats it as absent.
     pub bundle: Vec<Cert>,
 }
 
@@ -55,12 +57,18 @@ pub(super) struct CaSecret {
     /// certgen's last run): `active` and `pending` were derived from the held Secrets
     /// (`plan/held.rs`), and the next write of the CA Secret records them.
     pub derived: Option<String>,
+    /// `derived` is the CA the held Secrets already agree on (no rotation to stage): the
+    /// planner maintains it as the active CA.
+    pub agreed: bool,
 }
 
 /// Judges stored Secrets under the run's options, naming objects for messages.
 pub(super) struct Judge<'a> {
     pub options: Options,
     pub object: &'a dyn Fn(&str) -> String,
+    /// Why a TLS verifier would reject a CA for this config's leaves, if it would
+    /// ([`super::valid::ca_refusal`]).
+    pub refuse_ca: &'a dyn Fn(&Cert) -> Option<String>,
 }
 
 impl Judge<'_> {
@@ -188,6 +196,10 @@ impl Judge<'_> {
             }) => return broken(format!("{bundle_key}: {e}")),
             Field::Ok(b) => b.certs,
         };
+        let bundle = bundle
+            .into_iter()
+            .filter(|c| (self.refuse_ca)(c).is_none())
+            .collect();
         Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))
     }
 
@@ -203,7 +215,17 @@ impl Judge<'_> {
             ..CaSecret::default()
         };
         let data = parse::ca(s);
-        match active(data.cert, data.key, data.bundle) {
+        let refused = |cert: &Cert, key: &str| {
+            (self.refuse_ca)(cert).map(|why| {
+                format!(
+                    "{key}: CA {} would be rejected by TLS verifiers: {why}",
+                    cert.short_fingerprint()
+                )
+            })
+        };
+        let active = active(data.cert, data.key, data.bundle)
+            .and_then(|(a, b)| refused(a.cert(), "tls.crt").map_or(Ok((a, b)), Err));
+        match active {
             Ok((active, bundle)) => {
                 out.active = Some(active);
                 out.bundle = bundle;
@@ -219,7 +241,9 @@ impl Judge<'_> {
         ) {
             return Ok(out);
         }
-        match pending(data.next_cert, data.next_key) {
+        let pending = pending(data.next_cert, data.next_key)
+            .and_then(|p| refused(&p.cert, "next.crt").map_or(Ok(p), Err));
+        match pending {
             Ok(p) => out.pending = Some(p),
             // With --force an unusable pending CA is dropped and a rotation starts afresh.
             Err(problem) => {

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 pub use self::gate::{POKE_SETTLE, wait_timer};
 pub use self::progress::{Learned, Progress};
-pub use self::step::{MAX_ATTEMPTS, Outcome, look, step};
+pub use self::step::{MAX_ATTEMPTS, Outcome, dry_look, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
@@ -114,7 +114,12 @@ pub async fn run<S: SecretStore>(
         seen.note(Learned::OtherWritten(at));
     }
     let options = seen.plan_options(&inv.options);
-    let look = match look(store, inv.config, options, seen.known()).await {
+    let looked = if inv.options.dry_run {
+        dry_look(store, inv.config, options, seen.known()).await
+    } else {
+        look(store, inv.config, options, seen.known()).await
+    };
+    let look = match looked {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
         Err(Error::Invalid(e)) if !inv.options.dry_run => {

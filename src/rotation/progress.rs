@@ -143,6 +143,7 @@ impl Progress {
             trust_confirmed: self.trust_confirmed,
             gate_waited: self.gate_waited,
             other_written_at: self.other_written_at,
+            writer_now: None,
         }
     }
 }

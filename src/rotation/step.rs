@@ -62,15 +62,29 @@ pub async fn look<S: SecretStore>(
     options: Options,
     known: Known,
 ) -> Result<Outcome, Error> {
-    run(
-        store,
-        config,
-        (options, known),
-        Mode::Look,
-        &Guard::new(&|| true),
-        None,
-    )
-    .await
+    looking(store, config, (options, known), Mode::Look).await
+}
+
+/// [`look`] for `--dry-run`: the step's keys and certificates are made in memory and the
+/// verifier's check runs on them as before a real write, so a step the run
+/// would refuse is refused here with the same line. Nothing is written; the keys are dropped.
+pub async fn dry_look<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    options: Options,
+    known: Known,
+) -> Result<Outcome, Error> {
+    looking(store, config, (options, known), Mode::DryRun).await
+}
+
+/// A step that writes nothing, as [`look`] or [`dry_look`].
+async fn looking<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    flags: (Options, Known),
+    mode: Mode,
+) -> Result<Outcome, Error> {
+    run(store, config, flags, mode, &Guard::new(&|| true), None).await
 }
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
@@ -94,6 +108,8 @@ pub async fn step<S: SecretStore>(
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Look,
+    /// A look whose step is made in memory and checked, as `--dry-run` reports it.
+    DryRun,
     Write,
 }
 
@@ -143,17 +159,52 @@ async fn run<S: SecretStore>(
             Some(_) => {}
         }
         let now = store.now();
+        let known = Known {
+            writer_now: Some(store.writer_now()),
+            ..known
+        };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
         let phase = plan.phase.clone();
-        if mode == Mode::Look {
-            return Ok(looked(store, config, plan, observed));
-        }
         let mut progress = Applied {
             layouts: layouts(config),
             ..Applied::default()
         };
-        let result = apply(store, plan, &observed, now, &mut progress, guard).await;
+        let verify = |after: &Applied| check_step(store, config, &observed, after, now, options);
+        match mode {
+            Mode::Look => return Ok(looked(store, config, plan, observed)),
+            Mode::DryRun => {
+                let (made, observed) = (plan.clone(), observed.clone());
+                match apply(
+                    store,
+                    made,
+                    &observed,
+                    now,
+                    &mut progress,
+                    guard,
+                    &verify,
+                    true,
+                )
+                .await
+                {
+                    Ok(()) => return Ok(looked(store, config, plan, observed)),
+                    Err(ApplyError::Invalid(e)) => return Err(e.into()),
+                    Err(e) => return Err(again(e, MAX_ATTEMPTS).unwrap_err()),
+                }
+            }
+            Mode::Write => {}
+        }
+        let result = apply(
+            store,
+            plan,
+            &observed,
+            now,
+            &mut progress,
+            guard,
+            &verify,
+            false,
+        )
+        .await;
         ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
         // A stored CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac.
@@ -190,6 +241,81 @@ async fn run<S: SecretStore>(
             }
         }
     }
+}
+
+/// The verifier's check before a step's writes ([`plan::step_check`]): every TLS Secret as
+/// read (`observed`) and as the step leaves it (`after`), each leaf against each bundle at the
+/// store's `now`. A refusal names the pair: the Secret whose leaf is rejected, the Secret whose
+/// bundle rejects it, and why; nothing has been written.
+fn check_step<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    observed: &Snapshot,
+    after: &Applied,
+    now: OffsetDateTime,
+    options: Options,
+) -> Result<(), plan::Invalid> {
+    if !live_check() {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let verifier = crate::pki::Verifier::new(now);
+    // Each distinct bundle parsed once (a thousand Secrets share a few).
+    let mut parsed: BTreeMap<Vec<u8>, Option<Vec<Cert>>> = BTreeMap::new();
+    let mut parse = |bytes: &[u8]| -> Option<Vec<Cert>> {
+        if let Some(p) = parsed.get(bytes) {
+            return p.clone();
+        }
+        let p = crate::pki::parse_cert_chain(bytes).ok();
+        parsed.insert(bytes.to_vec(), p.clone());
+        p
+    };
+    let mut held = BTreeMap::new();
+    for t in &config.tls {
+        let before = observed.get(&t.name).present();
+        let before_data = |key: &str| before.and_then(|s| s.data.get(key));
+        let before_bundle = before_data(&t.layout.bundle).and_then(|b| parse(b));
+        let after_bundle = after.bundles.get(&t.name).and_then(|b| parse(b));
+        let before_leaf = before_data(&t.layout.cert)
+            .and_then(|b| crate::pki::parse_cert_chain(b).ok())
+            .and_then(|c| c.into_iter().next());
+        let after_leaf = after.leaves.get(&t.name).cloned();
+        let fresh = after_leaf.is_some() && after_leaf != before_leaf;
+        held.insert(
+            t.name.clone(),
+            plan::Held {
+                before_leaf,
+                before_bundle,
+                after_leaf,
+                after_bundle,
+                fresh,
+            },
+        );
+    }
+    let verdict = plan::step_check(config, &verifier, &held, options.strategy);
+    // What the check cost (bench/verifier reads it).
+    tracing::debug!(
+        secrets = held.len(),
+        verifications = verifier.verifications.get(),
+        micros = started.elapsed().as_micros() as u64,
+        "pre-write check: every leaf against every bundle consumers may hold"
+    );
+    verdict.map_err(|b| plan::Invalid {
+        object: store.object(&b.leaf),
+        problem: b.to_string(),
+        fix: "nothing was written. certgen's planner should never plan such a step: if another tool changed these Secrets since certgen's last run, restore them from one writer; otherwise please report it with the output of `certgen check` and `certgen --dry-run`".into(),
+    })
+}
+
+/// Whether the verifier's check before each step's writes runs: always, but for certgen's own
+/// tests, which turn it off to show that the planner alone keeps the invariant
+/// (`CERTGEN_TEST_LIVE_VERIFIER=off`, cargo feature `test-hooks`).
+fn live_check() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if std::env::var("CERTGEN_TEST_LIVE_VERIFIER").as_deref() == Ok("off") {
+        return false;
+    }
+    true
 }
 
 /// The outcome of a step whose last attempt (number `attempt`, every write in `done`) applied

@@ -38,6 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::beneath::{self, Exposed, Kind, Refusal};
+use super::clock;
 use super::{SecretStore, StoreError};
 use crate::pki::hex;
 use crate::secret::{
@@ -484,6 +485,10 @@ impl SecretStore for LocalStore {
                 time::OffsetDateTime::from_unix_timestamp(secs)
                     .ok()
                     .map(|t| t + time::Duration::nanoseconds(nanos.into()))
+            })
+            .map(|at| {
+                let stamp = contents.annotations.get(clock::WRITTEN_BOOT);
+                clock::no_older_than(at, stamp, || self.now())
             });
         Ok(Observed::Present(StoredSecret {
             name: name.to_string(),
@@ -531,6 +536,10 @@ impl SecretStore for LocalStore {
             data.remove(key);
         }
         annotations.extend(write.annotations.clone());
+        // When it is written on the machine's monotonic clock (see `clock.rs`).
+        if let Some(stamp) = clock::stamp() {
+            annotations.insert(clock::WRITTEN_BOOT.to_string(), stamp);
+        }
         let secret_key = |k: &str| write.secret_keys.iter().any(|s| s == k) || self.is_secret(k);
         if let Some(key) = data
             .keys()
@@ -624,6 +633,11 @@ impl SecretStore for LocalStore {
             }
         }
         Ok(())
+    }
+
+    /// The file system's clock, the one write times are on (`clock.rs`).
+    fn now(&self) -> time::OffsetDateTime {
+        clock::now(&self.root)
     }
 
     async fn flush(&self) -> Result<(), StoreError> {
@@ -910,7 +924,9 @@ mod tests {
         let keys: Vec<&str> = read.data.keys().map(String::as_str).collect();
         assert_eq!(keys, ["tls.crt", "tls.key"]);
         assert!(!tmp.path().join("ca/next.crt").exists());
-        assert_eq!(read.annotations.len(), 2, "{:?}", read.annotations);
+        // (Besides the two, the stamp of the machine's monotonic clock: `clock.rs`.)
+        assert_eq!(read.annotations.len(), 3, "{:?}", read.annotations);
+        assert!(read.annotations.contains_key(clock::WRITTEN_BOOT));
         assert_eq!(read.divergent, vec![]);
 
         let hmac = SecretWrite {

@@ -8,6 +8,7 @@
 //! Kubernetes: [`ApiFailure`] is plain data, filled in by the adapter.
 
 mod beneath;
+mod clock;
 mod local;
 
 pub use self::beneath::{Refusal, open_or_create as open_lock_file, open_root};
@@ -89,11 +90,46 @@ pub trait SecretStore {
         let _ = probe;
         false
     }
+    /// The writer's own wall clock (this process's): a second opinion beside the store's. A
+    /// certificate is issued at the earlier of the two, so a store clock ahead of its
+    /// consumers' yields no leaf that is not valid yet; and every write records it
+    /// ([`WRITER_CLOCK`]), so a gate counts the smaller of the two clocks' elapsed times and a
+    /// step of either clock alone never shortens it.
+    fn writer_now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc()
+    }
     /// Makes every write so far durable and finishes its clean-up. Call it once after the last
     /// write of a run (and before releasing the run lock). A no-op for stores whose writes are
     /// durable when `put` returns (the Kubernetes API).
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+/// The annotation each write carries: the writer's wall clock when it wrote, in nanoseconds
+/// since the Unix epoch ([`SecretStore::writer_now`]).
+pub const WRITER_CLOCK: &str = "certgen.dev/writer-clock";
+
+/// The write time a gate counts from, for a Secret the store says was written at
+/// `written_at` and that recorded the writer's clock `stamp`: no older than the writer's clock
+/// says (`writer_now`), nor than the store's (`now`). A step of either clock between the write
+/// and now makes that clock's elapsed time wrong in one direction only: the smaller one is
+/// taken, so the gate is never shorter.
+pub fn written_no_older_than(
+    written_at: time::OffsetDateTime,
+    stamp: Option<&String>,
+    now: time::OffsetDateTime,
+    writer_now: Option<time::OffsetDateTime>,
+) -> time::OffsetDateTime {
+    let stamp = stamp
+        .and_then(|s| s.parse::<i128>().ok())
+        .and_then(|n| time::OffsetDateTime::from_unix_timestamp_nanos(n).ok());
+    match (stamp, writer_now) {
+        (Some(then), Some(writer_now)) => {
+            let elapsed = (writer_now - then).max(time::Duration::ZERO);
+            written_at.max(now - elapsed)
+        }
+        _ => written_at,
     }
 }
 

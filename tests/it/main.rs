@@ -40,6 +40,9 @@
 //!   `cluster::metrics`; `certgen exporter` (watches, `/metrics` through a staged rotation, as the
 //!   chart's exporter identity): `cluster::exporter`
 //! - Kubernetes Events of runs and rotations: `cluster::events`
+//! - valid is what a TLS verifier says (a CA Secret restored mid-rotation, clocks an hour off
+//!   with real libfaketime, CAs no verifier accepts, each checked by `openssl verify`): `valid`,
+//!   `cluster::valid`
 //! - the test control plane itself: `cluster::smoke`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`
@@ -69,3 +72,4 @@ mod rotation;
 mod sim;
 mod snapshots;
 mod util;
+mod valid;

@@ -42,6 +42,7 @@ mod rotation;
 mod rotation_speed;
 mod smoke;
 mod store;
+mod valid;
 mod webhook;
 
 use std::collections::BTreeMap;

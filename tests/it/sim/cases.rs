@@ -163,7 +163,8 @@ fn the_gate_counts_from_the_last_bundle_write() {
 }
 
 /// The store's clock stepping back never opens a gate early; a pending CA that is not valid
-/// yet (written while the clock ran ahead) is not promoted before it is.
+/// yet (written while both clocks ran ahead) is not promoted before it is; with the store's
+/// clock alone ahead, what is issued is valid at once (issued at the earlier clock).
 #[test]
 fn clock_steps_never_open_a_gate_early() {
     check(
@@ -174,17 +175,33 @@ fn clock_steps_never_open_a_gate_early() {
             Op::Run(plain()),
         ],
     );
-    runtime().block_on(async {
+    for writer_too in [false, true] {
+        runtime().block_on(clock_ahead_during_the_trust_phase(writer_too));
+    }
+}
+
+async fn clock_ahead_during_the_trust_phase(writer_too: bool) {
+    {
         let config = config();
         let world = World::new();
         assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
-        // The server's clock runs an hour ahead while the trust phase is written, then is
-        // corrected.
+        // The server's clock (and the writer's, with `writer_too`) runs an hour ahead while
+        // the trust phase is written, then is corrected.
         world.lock().unwrap().clock_offset = time::Duration::hours(1);
+        if writer_too {
+            world.lock().unwrap().writer_offset = time::Duration::hours(1);
+        }
         run(&world, &config, 2, crash(overwrite(), 4)).await;
         world.lock().unwrap().clock_offset = time::Duration::ZERO;
+        world.lock().unwrap().writer_offset = time::Duration::ZERO;
         tokio::time::advance(DELAY * 2).await;
         let e = run(&world, &config, 3, plain()).await;
+        if !writer_too {
+            assert_eq!(e.code, 0, "the pending CA is valid: {}", e.message);
+            let end = world.lock().unwrap().true_now();
+            check_pairs(&world.lock().unwrap(), end).unwrap();
+            return;
+        }
         assert_eq!(e.code, 3, "the pending CA is not valid yet: {}", e.message);
         let end = world.lock().unwrap().true_now();
         check_pairs(&world.lock().unwrap(), end).unwrap();
@@ -192,7 +209,7 @@ fn clock_steps_never_open_a_gate_early() {
         assert_eq!(run(&world, &config, 4, plain()).await.code, 0);
         let end = world.lock().unwrap().true_now();
         check_pairs(&world.lock().unwrap(), end).unwrap();
-    });
+    }
 }
 
 /// `--rotate-hmac` replaces the HMAC Secret once per run, not at every step and retry.
@@ -374,6 +391,12 @@ pub(super) fn arb_op() -> impl Strategy<Value = Op> {
         ]
         .prop_map(Op::Advance),
         1 => prop_oneof![Just(S * 30), Just(Duration::from_secs(3600))].prop_map(Op::ClockBack),
+        // Clock steps of an hour either way, of the store or of the writer, between runs or
+        // while one runs.
+        1 => (any::<bool>(), prop_oneof![Just(3600i64), Just(-3600i64)])
+            .prop_map(|(store, secs)| Op::ClockStep { store, secs }),
+        1 => (arb_spec(), prop_oneof![Just(S), Just(DELAY / 2)], any::<bool>(), prop_oneof![Just(3600i64), Just(-3600i64)])
+            .prop_map(|(spec, after, store, secs)| Op::StepDuring(spec, after, store, secs)),
         // Another writer: between runs, or while a run is between its steps.
         1 => arb_foreign().prop_map(Op::Foreign),
         1 => (arb_spec(), prop_oneof![Just(S), Just(DELAY / 2), Just(DELAY + S * 5)], arb_foreign())
@@ -606,6 +629,8 @@ fn arb_foreign() -> impl Strategy<Value = foreign::Foreign> {
         1 => (1u8..16, 1usize..4).prop_map(|(which, runs_back)| Foreign::Restore { which, runs_back }),
         1 => (1u8..16).prop_map(|which| Foreign::FreshCa { which }),
         1 => (1u8..16).prop_map(|which| Foreign::Delete { which }),
+        2 => (1u8..16, any::<usize>()).prop_map(|(which, at)| Foreign::RestoreAt { which, at }),
+        1 => (0usize..5).prop_map(|kind| Foreign::PlantCa { kind }),
     ]
 }
 
@@ -728,5 +753,88 @@ fn foreign_writes_found_at_random() {
     ];
     for (start, ops) in cases {
         check(start, &ops);
+    }
+}
+
+/// Class 1 of issue 31, exhaustively: after a completed staged rotation, any subset of the
+/// Secrets (the CA Secret alone included) restored to its state at any point of that rotation
+/// (a backup taken at its trust gate, between two of its steps), then the CronJob's plain run;
+/// and the same restore while a plain run is between its steps. Before the fix, the CA Secret
+/// restored alone to the trust gate made the next run write the old CA's leaves with no gate.
+#[test]
+fn a_restore_to_any_point_of_a_rotation() {
+    use foreign::Foreign;
+    let (mut trajectories, mut pairs, mut foreign) = (0, 0, 0);
+    // The writes of one staged --overwrite from certgen's steady state (and the install's).
+    let writes = runtime().block_on(async {
+        let world = World::new();
+        let config = config();
+        assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+        assert_eq!(run(&world, &config, 2, overwrite()).await.code, 0);
+        let n = world.lock().unwrap().history.len();
+        n
+    });
+    for at in 0..=writes {
+        for which in [0b1000u8, 0b1111, 0b0111, 0b1001, 0b0110] {
+            for during in [false, true] {
+                let restore = Foreign::RestoreAt { which, at };
+                let ops = if during {
+                    vec![Op::Run(overwrite()), Op::During(plain(), S, restore)]
+                } else {
+                    vec![
+                        Op::Run(overwrite()),
+                        Op::Advance(DELAY * 2),
+                        Op::Foreign(restore),
+                        Op::Run(plain()),
+                    ]
+                };
+                let out = check(Start::Steady, &ops);
+                trajectories += 1;
+                pairs += out.checked.pairs;
+                foreign += out.checked.foreign_failures;
+            }
+        }
+    }
+    eprintln!(
+        "restores to any point of a rotation: {trajectories} trajectories, {pairs} pairs checked, {foreign} failing pairs charged to the restore, 0 to certgen"
+    );
+}
+
+/// Class 3 of issue 31: a CA no TLS verifier accepts for the profile's leaves (each
+/// constraint) planted in the CA Secret with its key is refused with the reason (exit 2,
+/// nothing written), never adopted; `--force` replaces it staged, and every pair verifies.
+#[test]
+fn a_planted_ca_no_verifier_accepts_is_refused() {
+    use foreign::{CONSTRAINTS, Foreign};
+    for kind in 0..CONSTRAINTS.len() {
+        runtime().block_on(async {
+            let config = config();
+            let world = World::new();
+            assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
+            tokio::time::advance(DELAY * 2).await;
+            Foreign::PlantCa { kind }.write(&world, &config);
+            let writes = world.lock().unwrap().log.len();
+            let e = run(&world, &config, 2, plain()).await;
+            assert_eq!(e.code, 2, "{}: {}", CONSTRAINTS[kind], e.message);
+            assert!(
+                e.message.contains("would be rejected by TLS verifiers"),
+                "{}",
+                e.message
+            );
+            assert_eq!(world.lock().unwrap().log.len(), writes, "nothing written");
+            let forced = RunSpec {
+                force: true,
+                ..plain()
+            };
+            assert_eq!(run(&world, &config, 3, forced).await.code, 0);
+            for i in 4..8 {
+                tokio::time::advance(DELAY + S).await;
+                assert_eq!(run(&world, &config, i, plain()).await.code, 0);
+            }
+            let w = world.lock().unwrap();
+            let end = w.true_now();
+            check_pairs(&w, end).unwrap();
+            check_current(&w, end).unwrap();
+        });
     }
 }

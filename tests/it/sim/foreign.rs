@@ -9,6 +9,9 @@
 //! - Another tool's fresh CA with leaves, certgen's CA Secret included (key and all).
 //! - A deleted Secret.
 //! - A hand-edited `ca.crt`: its first CA dropped, or a stray CA put in second place.
+//! - A restore of any subset of the Secrets (the CA Secret alone included) to their state at
+//!   any point of the history so far: mid-rotation, at a trust gate, between two steps.
+//! - A CA no verifier accepts (one constraint of each kind) planted in the CA Secret.
 //!
 //! Each write lands at the store's time, like any write. The oracle (`check_pairs`) checks every
 //! pair of versions that may be held from then on, the foreign ones included; a failure that
@@ -52,6 +55,72 @@ pub enum Foreign {
         secret: usize,
         append: bool,
     },
+    /// The chosen Secrets as they were at any point of the history so far (`at` modulo the
+    /// number of writes, 0: before the first): a backup taken mid-rotation restored, or a
+    /// GitOps revert to a commit made then; the CA Secret alone included.
+    RestoreAt {
+        which: Which,
+        at: usize,
+    },
+    /// A CA no TLS verifier accepts for the profile's leaves (`kind`: see
+    /// [`constrained_ca`]) planted in the CA Secret with its key.
+    PlantCa {
+        kind: usize,
+    },
+}
+
+/// The constraints a planted CA carries, one per kind: an unknown critical extension, name
+/// constraints excluding the namespace, permitting only another domain, no keyCertSign, and
+/// an extendedKeyUsage of clientAuth only.
+pub const CONSTRAINTS: [&str; 5] = [
+    "critical",
+    "excluded",
+    "permitted",
+    "no-cert-sign",
+    "client-only",
+];
+
+/// A self-signed CA of constraint `kind` (see [`CONSTRAINTS`]) issued at `at`: its PEM and its
+/// key's PEM.
+pub fn constrained_ca(kind: &str, at: time::OffsetDateTime) -> (String, String) {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CustomExtension, DnType, ExtendedKeyUsagePurpose,
+        GeneralSubtree, IsCa, KeyPair, KeyUsagePurpose, NameConstraints,
+    };
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("constrained {kind}"));
+    params.not_before = at - time::Duration::minutes(5);
+    params.not_after = at + time::Duration::days(3650);
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    match kind {
+        "critical" => {
+            let mut ext =
+                CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 55555, 1], vec![5, 0]);
+            ext.set_criticality(true);
+            params.custom_extensions.push(ext);
+        }
+        "excluded" => {
+            params.name_constraints = Some(NameConstraints {
+                permitted_subtrees: vec![],
+                excluded_subtrees: vec![GeneralSubtree::DnsName("envoy-gateway-system".into())],
+            });
+        }
+        "permitted" => {
+            params.name_constraints = Some(NameConstraints {
+                permitted_subtrees: vec![GeneralSubtree::DnsName("example.com".into())],
+                excluded_subtrees: vec![],
+            });
+        }
+        "no-cert-sign" => params.key_usages = vec![KeyUsagePurpose::DigitalSignature],
+        "client-only" => params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth],
+        other => panic!("unknown constraint {other}"),
+    }
+    let pem = params.self_signed(&key).unwrap().pem();
+    (pem, key.serialize_pem())
 }
 
 fn names(which: Which) -> impl Iterator<Item = &'static str> {
@@ -82,9 +151,11 @@ impl Foreign {
     /// Whether it replaces or deletes certgen's CA Secret.
     pub fn touches_ca(&self) -> bool {
         match *self {
-            Self::Restore { which, .. } | Self::FreshCa { which } | Self::Delete { which } => {
-                which & 0b1000 != 0
-            }
+            Self::Restore { which, .. }
+            | Self::RestoreAt { which, .. }
+            | Self::FreshCa { which }
+            | Self::Delete { which } => which & 0b1000 != 0,
+            Self::PlantCa { .. } => true,
             Self::EnvoyGateway { .. } | Self::HandEdit { .. } => false,
         }
     }
@@ -158,6 +229,33 @@ impl Foreign {
                 for name in names(which) {
                     w.delete(name);
                 }
+            }
+            Self::RestoreAt { which, at } => {
+                let cut = at % (w.history.len() + 1);
+                for name in names(which) {
+                    let then = w.history[..cut]
+                        .iter()
+                        .rev()
+                        .find(|(n, _)| n == name)
+                        .and_then(|(_, s)| s.clone());
+                    match then {
+                        Some(s) => {
+                            if w.get(name).map(|c| &c.data) != Some(&s.data) {
+                                w.replace(s);
+                            }
+                        }
+                        None => w.delete(name),
+                    }
+                }
+            }
+            Self::PlantCa { kind } => {
+                let (pem, key) = constrained_ca(CONSTRAINTS[kind % CONSTRAINTS.len()], now);
+                let data = BTreeMap::from([
+                    ("ca.crt".to_string(), pem.clone().into_bytes()),
+                    ("tls.crt".to_string(), pem.into_bytes()),
+                    ("tls.key".to_string(), key.into_bytes()),
+                ]);
+                w.replace(tls_secret(CA, data));
             }
             Self::HandEdit { secret, append } => {
                 let name = TLS[secret % TLS.len()];

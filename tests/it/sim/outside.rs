@@ -322,6 +322,10 @@ impl SecretStore for Sim {
         self.session.now()
     }
 
+    fn writer_now(&self) -> OffsetDateTime {
+        self.session.writer_now()
+    }
+
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
         self.session.get(name).await
     }

@@ -38,6 +38,10 @@ impl SecretStore for Undoing {
         self.session.now()
     }
 
+    fn writer_now(&self) -> OffsetDateTime {
+        self.session.writer_now()
+    }
+
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
         self.session.get(name).await
     }

@@ -38,9 +38,17 @@ pub fn command(program: &Path) -> Command {
     cmd
 }
 
-/// The binary under test.
+/// The binary under test: this build's, or `CERTGEN_TEST_BINARY` (to show that a test fails
+/// with an earlier build, say).
 pub fn certgen() -> Command {
-    command(Path::new(env!("CARGO_BIN_EXE_certgen")))
+    command(&binary())
+}
+
+/// The path of the binary under test (see [`certgen`]).
+pub fn binary() -> PathBuf {
+    std::env::var_os("CERTGEN_TEST_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_certgen")))
 }
 
 /// The result of one run.

@@ -1,0 +1,228 @@
+//! The verifier's judgement ([`crate::pki::Verifier`]) in the planner's terms: which CA the
+//! planner may use at all, and the check every step passes before its writes.
+//!
+//! - [`ca_refusal`]: a CA that a TLS verifier would reject for the leaves this config issues
+//!   (an unknown critical extension, no keyCertSign, an extendedKeyUsage without a configured
+//!   usage, nameConstraints that exclude a configured name) is never adopted, staged or used
+//!   to sign: the planner refuses it with the reason.
+//! - [`step_check`]: before a step writes, every leaf consumers may present is verified
+//!   against every bundle consumers may hold at the same time (the state as read, and the
+//!   state this step leaves), at the store's now, for each Secret's configured usages; and each
+//!   leaf the step issues against its own bundle. The planner's rules are meant to make this
+//!   pass; it runs live as defence in depth, and a step that fails it is refused before
+//!   anything is written.
+//!
+//! A pair the step does not make worse is not the step's doing: a pair both of whose parts are
+//! as read; a new leaf that a bundle as read rejects when it rejected the leaf it replaces too;
+//! a new bundle that rejects a leaf as read which the bundle it replaces rejected too (another
+//! writer's breakage, a leaf or CA that expired before the run). Pure: `now` is the verifier's.
+
+use std::collections::BTreeMap;
+
+use crate::config::{Config, Strategy};
+use crate::pki::{Cert, Usages, Verifier, ca_shape_problem};
+
+/// The usages of every leaf the config issues, together: a CA signs them all.
+pub fn all_usages(config: &Config) -> Usages {
+    config.tls.iter().fold(Usages::default(), |u, t| Usages {
+        server: u.server || t.leaf.usages.server,
+        client: u.client || t.leaf.usages.client,
+    })
+}
+
+/// Why a TLS verifier would reject `ca` as the CA of this config's leaves (whatever the time:
+/// validity is the planner's own question), if it would.
+pub fn ca_refusal(config: &Config, verifier: &Verifier, ca: &Cert) -> Option<String> {
+    if let Some(why) = ca_shape_problem(ca, all_usages(config)) {
+        return Some(why);
+    }
+    config.tls.iter().find_map(|t| {
+        verifier
+            .name_constraints(ca, &t.leaf.dns_names, &t.leaf.ip_addresses)
+            .map(|why| format!("{why} (Secret {})", t.name))
+    })
+}
+
+/// One TLS Secret as consumers may hold it: as read, and as the step leaves it.
+#[derive(Debug, Clone, Default)]
+pub struct Held {
+    pub before_leaf: Option<Cert>,
+    pub before_bundle: Option<Vec<Cert>>,
+    pub after_leaf: Option<Cert>,
+    pub after_bundle: Option<Vec<Cert>>,
+    /// The step issues this Secret's leaf.
+    pub fresh: bool,
+}
+
+/// A pair the check refused: `leaf` of one Secret, rejected by the bundle of another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    /// The Secret whose leaf is presented (the client, or the server, of a handshake).
+    pub leaf: String,
+    /// Whether that leaf is the one this step writes (else: as read).
+    pub leaf_new: bool,
+    /// The Secret whose bundle rejects it (the peer verifying it).
+    pub bundle: String,
+    /// Whether that bundle is the one this step writes (else: as read).
+    pub bundle_new: bool,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = |new: bool| {
+            if new {
+                "as this step writes it"
+            } else {
+                "as read"
+            }
+        };
+        write!(
+            f,
+            "this step would break mutual TLS: {}'s leaf ({}) is rejected by {}'s bundle ({}): {}",
+            self.leaf,
+            state(self.leaf_new),
+            self.bundle,
+            state(self.bundle_new),
+            self.reason
+        )
+    }
+}
+
+/// The check before a step's writes (see the module's documentation). `held`: every TLS Secret
+/// of the config by name. With `--strategy immediate` (one write of bundle and leaf, for
+/// consumers that all restart) a new leaf is not checked against bundles as read, nor a new
+/// bundle against leaves as read; the state the step leaves is.
+pub fn step_check<'a>(
+    config: &Config,
+    verifier: &Verifier,
+    held: &'a BTreeMap<String, Held>,
+    strategy: Strategy,
+) -> Result<(), Broken> {
+    let usages: BTreeMap<&str, Usages> = config
+        .tls
+        .iter()
+        .map(|t| (t.name.as_str(), t.leaf.usages))
+        .collect();
+    let changed = |h: &Held| {
+        (
+            h.after_leaf.is_some() && h.after_leaf != h.before_leaf,
+            h.after_bundle.is_some() && h.after_bundle != h.before_bundle,
+        )
+    };
+    // Every distinct bundle consumers may hold, with who holds it as read and who gets it now.
+    struct Instance<'b> {
+        bundle: &'b [Cert],
+        old: Vec<&'b str>,
+        new: Vec<&'b str>,
+    }
+    let mut bundles: Vec<Instance<'a>> = Vec::new();
+    for (name, h) in held {
+        let (_, bundle_changed) = changed(h);
+        let mut put = |bundle: &'a Vec<Cert>, new: bool| {
+            let i = match bundles.iter().position(|b| b.bundle == bundle.as_slice()) {
+                Some(i) => i,
+                None => {
+                    bundles.push(Instance {
+                        bundle,
+                        old: Vec::new(),
+                        new: Vec::new(),
+                    });
+                    bundles.len() - 1
+                }
+            };
+            if new {
+                bundles[i].new.push(name);
+            } else {
+                bundles[i].old.push(name);
+            }
+        };
+        if let Some(b) = &h.before_bundle {
+            put(b, false);
+        }
+        if bundle_changed && let Some(b) = &h.after_bundle {
+            put(b, true);
+        }
+    }
+    let immediate = strategy == Strategy::Immediate;
+    let fails = |leaf: &Cert, bundle: &[Cert], u: Usages| verifier.verify(leaf, bundle, u).err();
+    for (name, h) in held {
+        let u = usages.get(name.as_str()).copied().unwrap_or_default();
+        let (leaf_changed, _) = changed(h);
+        // Each freshly issued leaf against its own bundle, no excuse.
+        if h.fresh
+            && let (Some(leaf), Some(bundle)) = (&h.after_leaf, &h.after_bundle)
+            && let Some(why) = fails(leaf, bundle, u)
+        {
+            return Err(Broken {
+                leaf: name.clone(),
+                leaf_new: true,
+                bundle: name.clone(),
+                bundle_new: true,
+                reason: why.0,
+            });
+        }
+        let versions = [
+            (h.before_leaf.as_ref(), false),
+            (h.after_leaf.as_ref().filter(|_| leaf_changed), true),
+        ];
+        for (leaf, leaf_new) in versions {
+            let Some(leaf) = leaf else { continue };
+            for b in &bundles {
+                let old_instance = !b.old.is_empty();
+                let new_instance = !b.new.is_empty();
+                let refuse = |bundle_new: bool, of: &str, why: String| {
+                    Err(Broken {
+                        leaf: name.clone(),
+                        leaf_new,
+                        bundle: of.to_string(),
+                        bundle_new,
+                        reason: why,
+                    })
+                };
+                // A new leaf against bundles held as read.
+                if leaf_new
+                    && old_instance
+                    && !immediate
+                    && let Some(why) = fails(leaf, b.bundle, u)
+                {
+                    // (A bundle none of whose CAs a verifier can use, all expired say,
+                    // accepts nothing already.)
+                    let kept = h
+                        .before_leaf
+                        .as_ref()
+                        .is_some_and(|before| fails(before, b.bundle, u).is_some())
+                        || b.bundle.iter().all(|c| verifier.anchor(c, u).is_some());
+                    if !kept {
+                        return refuse(false, b.old[0], why.0);
+                    }
+                }
+                if !new_instance {
+                    continue;
+                }
+                // A leaf against bundles this step writes: a new leaf always; one as read
+                // unless each Secret getting the bundle rejected it before too.
+                if leaf_new || !immediate {
+                    let Some(why) = fails(leaf, b.bundle, u) else {
+                        continue;
+                    };
+                    // (A leaf not valid at this instant by its own dates, expired or not
+                    // valid yet, is rejected by every bundle already.)
+                    let dead = leaf.is_expired_at(verifier.at()) || verifier.at() < leaf.not_before;
+                    let culprit = b.new.iter().find(|t| {
+                        leaf_new
+                            || (!dead
+                                && held[**t]
+                                    .before_bundle
+                                    .as_ref()
+                                    .is_none_or(|before| fails(leaf, before, u).is_none()))
+                    });
+                    if let Some(t) = culprit {
+                        return refuse(true, t, why.0);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
