@@ -25,7 +25,7 @@
 //! - A poke counts once a renewal of its node's Lease is seen after it (a read after the poke
 //!   showed one version, a later read another) and [`POKE_SETTLE`] has passed since that
 //!   renewal: the kubelet was live after the poke, and had the settle time from then to act.
-//! - A kubelet whose Lease is older than 1.5 renewal intervals is seen not live. Its pods hold
+//! - A kubelet whose Lease is older than 1.25 renewal intervals is seen not live. Its pods hold
 //!   the gate for as long as it stays so; the timer never opens it for them (a run ends at
 //!   `--timeout`, exit 3, the next run goes on).
 //! - A kubelet seen back after such a gap may act on stale caches: every watch it had broke,
@@ -172,9 +172,12 @@ impl Kubelet {
         }
     }
 
-    /// Longer than this without a renewal, the kubelet is not live: 1.5 renewal intervals.
+    /// Longer than this without a renewal, the kubelet is not live: 1.25 renewal intervals
+    /// (12.5 s). A cut that can break its connections lasts at least 15 s (client-go's HTTP/2
+    /// health check closes a connection 15 s after an unanswered ping), so every such cut
+    /// shows as a gap, with room for a read a second late and a renewal time rounded up.
     fn gap(&self) -> Duration {
-        self.interval + self.interval / 2
+        self.interval + self.interval / 4
     }
 
     /// Records a read of its Lease at `mono` (monotonic) and `now` (the store's clock).
@@ -1310,12 +1313,12 @@ mod tests {
     async fn a_kubelet_seen_down_holds_the_gate_past_its_timer() {
         let (mut ev, pods, t0) = written();
         ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
-        // No renewal for 16 s (1.5 intervals of a 40 s Lease is 15 s): seen not live.
-        for s in [5, 10, 16, 121, 600] {
+        // No renewal for 13 s (1.25 intervals of a 40 s Lease is 12.5 s): seen not live.
+        for s in [5, 10, 12, 13, 121, 600] {
             let (m, n) = at(t0, s);
             ev.saw(NODE, lease(1, T0), m, n);
             let v = ev.verdict(&pods, n, m, DELAY);
-            assert_eq!(held(&v), s >= 16, "{s}s: {v:?}");
+            assert_eq!(held(&v), s >= 13, "{s}s: {v:?}");
         }
         assert!(ev.held.contains_key("proxy-a"));
         // A write whose timer had passed before the kubelet went silent is not held.
@@ -1385,10 +1388,10 @@ mod tests {
         ev.wrote(&["envoy".to_string()], T0);
         let pods = vec![pod("proxy-a", "u1", "envoy", T0 - secs(600))];
         ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
-        // Never silent longer than 15 s at a read, but the renewal read at 4 s came 16 s
+        // Never silent longer than 12.5 s at a read, but the renewal read at 4 s came 14 s
         // after the one before it: a gap all the same.
-        ev.saw(NODE, lease(1, T0 - secs(12)), t0, T0);
-        ev.saw(NODE, lease(1, T0 - secs(12)), t0 + dur(3), T0 + secs(3));
+        ev.saw(NODE, lease(1, T0 - secs(10)), t0, T0);
+        ev.saw(NODE, lease(1, T0 - secs(10)), t0 + dur(2), T0 + secs(2));
         ev.saw(NODE, lease(2, T0 + secs(4)), t0 + dur(4), T0 + secs(4));
         let (m, n) = at(t0, 20);
         let v = ev.verdict(&pods, n, m, DELAY);
