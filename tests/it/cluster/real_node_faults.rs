@@ -143,7 +143,6 @@ impl Drop for Healed<'_> {
 /// The pod running on the real node, its outside peer, and the namespace.
 struct Setup {
     ns: super::TestNs,
-    port: u16,
     outside: Arc<Outside>,
     pause: std::path::PathBuf,
     _dir: tempfile::TempDir,
@@ -195,7 +194,6 @@ async fn setup(c: &Cluster, node: &Node, prefix: &str) -> Setup {
     let pause = dir.path().join("pause");
     Setup {
         ns,
-        port,
         outside,
         pause,
         _dir: dir,
@@ -244,7 +242,6 @@ fn go(s: &Setup) {
 /// The run's end: exit 0, the handshakes (after the peer saw the result for a few seconds), and
 /// the report's gates.
 async fn finish(
-    c: &Cluster,
     s: &Setup,
     run: tokio::task::JoinHandle<crate::util::Run>,
 ) -> (Value, String) {
@@ -275,7 +272,6 @@ async fn finish(
         })
         .collect::<Vec<_>>()
         .join("; ");
-    let _ = c;
     (report, gates)
 }
 
@@ -306,58 +302,64 @@ fn assert_clean(outside: &Outside) {
     );
 }
 
+/// A rotation with `fault` (`stop` or `cut`) put in place before the pokes of its `step`-th step
+/// and undone (`undo`) `hold` later, `delay` the `--propagation-delay`: the gate the fault hit
+/// (the `step`-th) must open on evidence only after it, and the peer outside the node must see no
+/// failed handshake.
+async fn through(
+    name: &str,
+    prefix: &str,
+    step: usize,
+    delay: &str,
+    (fault_verb, undo): (&str, &str),
+    hold: u64,
+) {
+    let Some(c) = cluster().await else { return };
+    let Some(node) = real_node() else { return };
+    let s = setup(&c, &node, prefix).await;
+    let _healed = Healed(&node);
+    let started = Instant::now();
+    let run = rotate_paused(&c, &s, step, delay, &[]).await;
+    fault(&node, fault_verb);
+    go(&s);
+    tokio::time::sleep(Duration::from_secs(hold)).await;
+    fault(&node, undo);
+    let (report, gates) = finish(&s, run).await;
+    record(name, started.elapsed(), &gates, &s.outside);
+    assert_clean(&s.outside);
+    let gate = &report["gates"][step - 1];
+    assert_eq!(gate["openedBy"], "evidence", "{gates}");
+    assert!(gate["seconds"].as_f64().unwrap() > hold as f64, "{gates}");
+}
+
 /// The kubelet stopped before the trust step's pokes and continued 30 s later (longer than its
 /// Lease's renewal gap): the trust gate must not open on the pokes the API server accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubelet_stopped_through_the_trust_gate_holds_it() {
-    let Some(c) = cluster().await else { return };
-    let Some(node) = real_node() else { return };
-    let s = setup(&c, &node, "kstop").await;
-    let _healed = Healed(&node);
-    let started = Instant::now();
-    let run = rotate_paused(&c, &s, 1, "2m", &[]).await;
-    fault(&node, "stop");
-    go(&s);
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    fault(&node, "cont");
-    let (report, gates) = finish(&c, &s, run).await;
-    record(
+    through(
         "kubelet stopped 30 s through the trust gate",
-        started.elapsed(),
-        &gates,
-        &s.outside,
-    );
-    assert_clean(&s.outside);
-    let first = &report["gates"][0];
-    assert_eq!(first["openedBy"], "evidence", "{gates}");
-    assert!(first["seconds"].as_f64().unwrap() > 30.0, "{gates}");
+        "kstop",
+        1,
+        "2m",
+        ("stop", "cont"),
+        30,
+    )
+    .await;
 }
 
 /// The kubelet cut from the API server before the leaves step's pokes, for 30 s: the leaves
 /// gate must wait until it is back and its watches with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubelet_cut_off_through_the_leaves_gate_holds_it() {
-    let Some(c) = cluster().await else { return };
-    let Some(node) = real_node() else { return };
-    let s = setup(&c, &node, "kcut").await;
-    let _healed = Healed(&node);
-    let started = Instant::now();
-    let run = rotate_paused(&c, &s, 2, "2m", &[]).await;
-    fault(&node, "cut");
-    go(&s);
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    fault(&node, "heal");
-    let (report, gates) = finish(&c, &s, run).await;
-    record(
+    through(
         "kubelet cut off 30 s through the leaves gate",
-        started.elapsed(),
-        &gates,
-        &s.outside,
-    );
-    assert_clean(&s.outside);
-    let second = &report["gates"][1];
-    assert_eq!(second["openedBy"], "evidence", "{gates}");
-    assert!(second["seconds"].as_f64().unwrap() > 30.0, "{gates}");
+        "kcut",
+        2,
+        "2m",
+        ("cut", "heal"),
+        30,
+    )
+    .await;
 }
 
 /// The kubelet stopped before the trust step's pokes and restarted 8 s later (a new process,
@@ -375,7 +377,7 @@ async fn a_kubelet_restarted_mid_rotation_holds_the_gate_until_it_is_back() {
     go(&s);
     tokio::time::sleep(Duration::from_secs(8)).await;
     fault(&node, "restart");
-    let (report, gates) = finish(&c, &s, run).await;
+    let (report, gates) = finish(&s, run).await;
     record(
         "kubelet restarted mid-rotation",
         started.elapsed(),
@@ -406,7 +408,7 @@ async fn a_pod_created_while_its_kubelet_is_cut_off_proves_nothing() {
     go(&s);
     tokio::time::sleep(Duration::from_secs(30)).await;
     fault(&node, "heal");
-    let (report, gates) = finish(&c, &s, run).await;
+    let (report, gates) = finish(&s, run).await;
     record(
         "pod created while its kubelet is cut off",
         started.elapsed(),
@@ -424,27 +426,13 @@ async fn a_pod_created_while_its_kubelet_is_cut_off_proves_nothing() {
 /// for a pod whose kubelet is seen down.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stall_longer_than_the_propagation_delay_still_holds_the_gate() {
-    let Some(c) = cluster().await else { return };
-    let Some(node) = real_node() else { return };
-    let s = setup(&c, &node, "klong").await;
-    let _healed = Healed(&node);
-    let started = Instant::now();
-    let run = rotate_paused(&c, &s, 1, "15s", &[]).await;
-    fault(&node, "stop");
-    go(&s);
-    tokio::time::sleep(Duration::from_secs(40)).await;
-    fault(&node, "cont");
-    let (report, gates) = finish(&c, &s, run).await;
-    record(
+    through(
         "kubelet stopped 40 s, --propagation-delay 15s",
-        started.elapsed(),
-        &gates,
-        &s.outside,
-    );
-    assert_clean(&s.outside);
-    assert!(
-        report["gates"][0]["seconds"].as_f64().unwrap() > 40.0,
-        "{gates}"
-    );
-    let _ = s.port;
+        "klong",
+        1,
+        "15s",
+        ("stop", "cont"),
+        40,
+    )
+    .await;
 }

@@ -23,8 +23,6 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
@@ -113,7 +111,7 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
     // The probed variant: envoy-gateway's Service on port 18000, its endpoint a TEST-NET
     // address that certgen's probes dial on 127.0.0.1 (the peer's port), and a config whose
     // only hot consumer is that one (the proxies serve nothing a probe could dial).
-    probed_service(&c, &ns.name).await;
+    super::probe::service(&c, &ns.name, "192.0.2.10").await;
     let profile = crate::util::profile();
     let start = profile
         .find("  - name: envoy-proxies")
@@ -245,29 +243,4 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
         "{out}"
     );
     assert!(immediate.tally.client_failures() > 0, "{out}");
-}
-
-/// The envoy-gateway Service (port 18000, no selector) with an EndpointSlice at 192.0.2.10,
-/// which the probed run's dials map to the peer's loopback port.
-async fn probed_service(c: &super::Cluster, ns: &str) {
-    let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-gateway"},
-        "spec": {"ports": [{"name": "grpc", "port": 18000, "protocol": "TCP"}]}
-    }))
-    .unwrap();
-    Api::<Service>::namespaced(c.client.clone(), ns)
-        .create(&PostParams::default(), &svc)
-        .await
-        .unwrap();
-    let slice: EndpointSlice = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-gateway-1", "labels": {"kubernetes.io/service-name": "envoy-gateway"}},
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": ["192.0.2.10"], "conditions": {"ready": true}}],
-        "ports": [{"name": "grpc", "port": 18000, "protocol": "TCP"}]
-    }))
-    .unwrap();
-    Api::<EndpointSlice>::namespaced(c.client.clone(), ns)
-        .create(&PostParams::default(), &slice)
-        .await
-        .unwrap();
 }
