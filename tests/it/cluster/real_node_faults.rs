@@ -38,6 +38,8 @@ use super::{Cluster, cluster, data, rolled_out};
 #[derive(Default)]
 struct Outside {
     ok: AtomicU64,
+    /// Dials that found nothing listening (the pod between two containers): not handshakes.
+    unreachable: AtomicU64,
     failed: Mutex<Vec<String>>,
     stop: AtomicBool,
 }
@@ -46,9 +48,10 @@ impl Outside {
     fn line(&self) -> String {
         let failed = self.failed.lock().unwrap();
         format!(
-            "{} handshakes, {} failed{}",
+            "{} handshakes, {} failed ({} dials found nothing listening){}",
             self.ok.load(Ordering::SeqCst) + failed.len() as u64,
             failed.len(),
+            self.unreachable.load(Ordering::SeqCst),
             failed
                 .iter()
                 .take(5)
@@ -58,8 +61,9 @@ impl Outside {
     }
 }
 
-/// One handshake with the pod at `port`, as a healthy `envoy` pod would make it now.
-async fn handshake(secrets: &Api<Secret>, ns: &str, port: u16) -> Result<(), String> {
+/// One handshake with the pod at `port`, as a healthy `envoy` pod would make it now; `Ok(false)`
+/// when nothing listens there.
+async fn handshake(secrets: &Api<Secret>, ns: &str, port: u16) -> Result<bool, String> {
     let s = secrets
         .get("envoy")
         .await
@@ -70,13 +74,17 @@ async fn handshake(secrets: &Api<Secret>, ns: &str, port: u16) -> Result<(), Str
         &data(&s, "tls.key"),
     )
     .ok_or("the stored envoy Secret does not load")?;
-    let tcp = tokio::time::timeout(
+    let tcp = match tokio::time::timeout(
         Duration::from_secs(2),
         tokio::net::TcpStream::connect(("127.0.0.1", port)),
     )
     .await
-    .map_err(|_| "connect: timed out".to_string())?
-    .map_err(|e| format!("connect: {e}"))?;
+    {
+        Ok(Ok(tcp)) => tcp,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Ok(false),
+        Ok(Err(e)) => return Err(format!("connect: {e}")),
+        Err(_) => return Err("connect: timed out".to_string()),
+    };
     let name = ServerName::try_from(format!("envoy-gateway.{ns}.svc")).unwrap();
     let mut tls = tokio::time::timeout(
         Duration::from_secs(3),
@@ -91,7 +99,7 @@ async fn handshake(secrets: &Api<Secret>, ns: &str, port: u16) -> Result<(), Str
         .await
         .map_err(|_| "no answer".to_string())?
         .map_err(|e| format!("the pod rejected our leaf: {e}"))?;
-    Ok(())
+    Ok(true)
 }
 
 fn spawn_outside(c: &Cluster, ns: &str, port: u16) -> Arc<Outside> {
@@ -101,8 +109,11 @@ fn spawn_outside(c: &Cluster, ns: &str, port: u16) -> Arc<Outside> {
     tokio::spawn(async move {
         while !o.stop.load(Ordering::SeqCst) {
             match handshake(&secrets, &ns, port).await {
-                Ok(()) => {
+                Ok(true) => {
                     o.ok.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(false) => {
+                    o.unreachable.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(e) => o
                     .failed
@@ -241,10 +252,7 @@ fn go(s: &Setup) {
 
 /// The run's end: exit 0, the handshakes (after the peer saw the result for a few seconds), and
 /// the report's gates.
-async fn finish(
-    s: &Setup,
-    run: tokio::task::JoinHandle<crate::util::Run>,
-) -> (Value, String) {
+async fn finish(s: &Setup, run: tokio::task::JoinHandle<crate::util::Run>) -> (Value, String) {
     let r = run.await.unwrap();
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let report: Value = serde_json::from_str(&r.stdout).unwrap();
