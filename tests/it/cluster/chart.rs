@@ -78,19 +78,47 @@ pub(super) fn object<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
 }
 
 /// Whether `d` is the Role (or its binding) in `default` that lets certgen record the Events of
-/// cluster-scoped objects (the topology injector's caBundle writes): [`object`] leaves it aside,
-/// [`cluster_events_role`] checks it.
+/// cluster-scoped objects (the topology injector's caBundle writes), or the one in
+/// `kube-node-lease` that lets it read the kubelets' heartbeats: [`object`] leaves them aside,
+/// [`cluster_events_role`] and [`kubelets_role`] check them.
 fn for_cluster_events(d: &Value) -> bool {
     matches!(d["kind"].as_str(), Some("Role" | "RoleBinding"))
-        && d["metadata"]["namespace"] == "default"
+        && matches!(
+            d["metadata"]["namespace"].as_str(),
+            Some("default" | "kube-node-lease")
+        )
+}
+
+/// The Role in `kube-node-lease`, checked: `get` on leases only (every node's, since node names
+/// are not known at install), bound to certgen's ServiceAccount in `sa_namespace`.
+fn kubelets_role(docs: &[Value], sa_namespace: &str) {
+    let in_lease_ns = |d: &&Value| d["metadata"]["namespace"] == "kube-node-lease";
+    let role = docs
+        .iter()
+        .filter(in_lease_ns)
+        .find(|d| d["kind"] == "Role")
+        .expect("a Role in kube-node-lease");
+    let g = grants(&rules(role));
+    let expected: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::from([(
+        ("coordination.k8s.io".into(), "leases".into(), "get".into()),
+        vec!["*".to_string()],
+    )]);
+    assert_eq!(g, expected, "get on the node Leases, nothing else");
+    let binding = docs
+        .iter()
+        .filter(in_lease_ns)
+        .find(|d| d["kind"] == "RoleBinding")
+        .expect("the kubelets' Role is bound");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
 }
 
 /// The Role in `default` for the Events of cluster-scoped objects, checked: events only, bound
 /// to certgen's ServiceAccount in `sa_namespace`; `None` when the chart rendered none.
 fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
-    let role = docs
-        .iter()
-        .find(|d| d["kind"] == "Role" && for_cluster_events(d))?;
+    let role = docs.iter().find(|d| {
+        d["kind"] == "Role" && for_cluster_events(d) && d["metadata"]["namespace"] == "default"
+    })?;
     let g = grants(&rules(role));
     let expected: BTreeMap<(String, String, String), Vec<String>> = ["get", "create", "patch"]
         .iter()
@@ -104,7 +132,11 @@ fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
     assert_eq!(g, expected, "events only, nothing else in default");
     let binding = docs
         .iter()
-        .find(|d| d["kind"] == "RoleBinding" && for_cluster_events(d))
+        .find(|d| {
+            d["kind"] == "RoleBinding"
+                && for_cluster_events(d)
+                && d["metadata"]["namespace"] == "default"
+        })
         .expect("the events Role is bound");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
@@ -356,6 +388,8 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
             "ClusterRoleBinding",
             "Role",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "RoleBinding",
             "Job"
@@ -372,6 +406,7 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
         "every namespaced object names its namespace, so `kubectl apply -f` needs no -n"
     );
     assert!(cluster_events_role(&docs, MANIFESTS_NAMESPACE).is_some());
+    kubelets_role(&docs, MANIFESTS_NAMESPACE);
     let webhooks = object(&docs, "ClusterRole");
     assert_eq!(
         webhooks["rules"],
