@@ -163,7 +163,13 @@ pub(super) async fn at_gate<S: SecretStore>(
                     "{name} gate: every pod that mounts what changed holds it ({})",
                     summary(&pods)
                 );
-                let r = report("evidence", None, pods);
+                // A pod that only its timer covered makes the gate the timer's.
+                let by = if pods.iter().any(|p| p.opened_by == "timer") {
+                    "timer"
+                } else {
+                    "evidence"
+                };
+                let r = report(by, None, pods);
                 let events = crate::events::of_gate(ca, &r, &kubelets);
                 progress.note(Learned::GateOpened {
                     report: r,
