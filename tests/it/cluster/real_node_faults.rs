@@ -327,7 +327,9 @@ async fn through(
     let s = setup(&c, &node, prefix).await;
     let _healed = Healed(&node);
     let started = Instant::now();
-    let run = rotate_paused(&c, &s, step, delay, &[]).await;
+    // --wait: the gate before the cleanup is one a run without it leaves to the next run when
+    // a kubelet holds it (nothing breaks meanwhile); this one waits.
+    let run = rotate_paused(&c, &s, step, delay, &["--wait"]).await;
     fault(&node, fault_verb);
     go(&s);
     tokio::time::sleep(Duration::from_secs(hold)).await;
