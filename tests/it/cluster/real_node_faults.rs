@@ -413,7 +413,13 @@ async fn a_pod_created_while_its_kubelet_is_cut_off_proves_nothing() {
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), &s.ns.name);
     for p in pods.list(&ListParams::default()).await.unwrap() {
         let name = p.metadata.name.unwrap();
-        pods.delete(&name, &DeleteParams::default()).await.unwrap();
+        // Forced (grace period 0): the object goes at once, the cut-off kubelet's container
+        // serves on until the kubelet is back, and only the replacement is listed.
+        let now = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..DeleteParams::default()
+        };
+        pods.delete(&name, &now).await.unwrap();
     }
     go(&s);
     tokio::time::sleep(Duration::from_secs(30)).await;
