@@ -70,8 +70,8 @@ use crate::report::{GatePod, PodReport};
 use crate::store::StoreError;
 
 /// How long after a kubelet was seen live after a poke certgen takes it to have re-projected
-/// the pod's Secrets: the largest delay measured on a real kubelet under stress, plus a
-/// margin (CONTRIBUTING.md, "Pushed propagation").
+/// the pod's Secrets: ten times the largest delay measured on an idle real kubelet (0.51 s,
+/// CONTRIBUTING.md, "Pushed propagation"); `bench/poke-settle` measures it under stress.
 pub const POKE_SETTLE: Duration = Duration::from_secs(5);
 
 /// How long after a kubelet came back from a gap in its Lease renewals its Secret watches may
