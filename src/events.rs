@@ -1,6 +1,8 @@
 //! The Kubernetes Events of a run, planned as data ([`EventLine`]): one per write of each step
 //! (its reason from the write and the step's phase: `TrustAdded`, `CAPromoted`,
-//! `LeavesRotated`, `TrustCleanedUp`, `Renewed`, ...), one per restart (`Restarted`), and the
+//! `LeavesRotated`, `TrustCleanedUp`, `Renewed`, ...), one per restart (`Restarted`), one per
+//! gate (`GateOpened`, on the CA Secret: what opened it for each pod) and a `Warning` on each
+//! pod whose kubelet held a gate or put it behind (`KubeletNotLive`, `KubeletBehind`), and the
 //! `Warning`s of the state a run leaves: a certificate past its renewal time, an expired CA, a
 //! rotation stuck past its gate.
 //!
@@ -18,7 +20,7 @@ use crate::exposition::Rotation;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
 use crate::plan::{Action, Kind, Phase};
-use crate::report::{ConsumerReport, Entry, EventLine};
+use crate::report::{ConsumerReport, Entry, EventLine, GateReport};
 
 fn line(
     type_: &'static str,
@@ -129,6 +131,76 @@ pub fn of_restarts(consumers: &[ConsumerReport]) -> Vec<EventLine> {
             )
         })
         .collect()
+}
+
+/// The longest note a gate's Event carries (the API server takes up to 1 kB).
+const GATE_NOTE: usize = 900;
+
+/// The Events of a gate: one Normal `GateOpened` on the CA Secret `ca_secret` saying what
+/// opened it for each pod (or `GateHeld` when the run ended before it opened), and one Warning
+/// per pod in `kubelets` (pod → (node, what was seen)): `KubeletNotLive` when its kubelet was
+/// not seen live, `KubeletBehind` when it came back from a gap and the gate waited for its
+/// watches.
+pub fn of_gate(
+    ca_secret: &str,
+    gate: &GateReport,
+    kubelets: &std::collections::BTreeMap<String, (String, String)>,
+) -> Vec<EventLine> {
+    let held = gate.opened_by == "held";
+    let mut note = if held {
+        format!(
+            "the {} gate did not open in {}s:",
+            gate.gate,
+            gate.seconds.round()
+        )
+    } else {
+        format!(
+            "the {} gate opened by {} after {}s:",
+            gate.gate,
+            gate.opened_by,
+            gate.seconds.round()
+        )
+    };
+    if gate.pods.is_empty() {
+        note.push_str(" no pod mounts what changed, or none could be observed");
+    }
+    for (i, p) in gate.pods.iter().enumerate() {
+        let item = format!(" {} ({}),", p.name, p.opened_by);
+        if note.len() + item.len() > GATE_NOTE {
+            note.push_str(&format!(" and {} more", gate.pods.len() - i));
+            break;
+        }
+        note.push_str(&item);
+    }
+    let note = note.trim_end_matches(',').to_string();
+    let mut out = vec![line(
+        "Normal",
+        if held { "GateHeld" } else { "GateOpened" },
+        "Secret",
+        ca_secret,
+        "gate",
+        note,
+    )];
+    for (pod, (_, why)) in kubelets {
+        let not_live = gate
+            .pods
+            .iter()
+            .any(|p| &p.name == pod && p.opened_by == "held")
+            || why.contains("has not renewed");
+        out.push(line(
+            "Warning",
+            if not_live {
+                "KubeletNotLive"
+            } else {
+                "KubeletBehind"
+            },
+            "Pod",
+            pod,
+            "gate",
+            format!("certgen's {} gate waited for this pod: {why}", gate.gate),
+        ));
+    }
+    out
 }
 
 /// The Warnings of the state a run left: a certificate past its renewal time (the run could

@@ -146,6 +146,23 @@ pub struct PodView {
     /// The restart fingerprint its template carried (`certgen.dev/restart-fingerprint`): a pod
     /// of the rollout certgen started for those contents.
     pub restart_fingerprint: Option<String>,
+    /// The node it is bound to (`spec.nodeName`): whose kubelet projects its volumes. `None`
+    /// while it is not scheduled.
+    pub node: Option<String>,
+}
+
+/// A node's kubelet heartbeat as read: its Lease `kube-node-lease/<node>`, which the kubelet
+/// renews every quarter of `leaseDurationSeconds` (10 s by default) while it runs and reaches
+/// the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeletLease {
+    /// The Lease's resourceVersion: a renewal changes it.
+    pub version: String,
+    /// When the API server stored its last change (the newest `managedFields` time: the
+    /// store's clock, whole seconds). `None` when the object does not say.
+    pub renewed_at: Option<time::OffsetDateTime>,
+    /// `spec.leaseDurationSeconds`.
+    pub duration_seconds: Option<u32>,
 }
 
 /// What became of one poke.
@@ -159,7 +176,8 @@ pub enum PokeAnswer {
     Recreated,
 }
 
-/// The namespace's pods: listed with what they mount, and poked.
+/// The namespace's pods: listed with what they mount, and poked; and the heartbeat of the
+/// kubelets that run them (what a poke proves depends on whether the pod's kubelet was live).
 pub trait PodsApi: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
@@ -174,6 +192,11 @@ pub trait PodsApi: Send + Sync {
         fingerprint: &'a str,
         at: time::OffsetDateTime,
     ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>>;
+    /// The Lease of `node`'s kubelet; `None` when it does not exist.
+    fn kubelet<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<KubeletLease>, StoreError>>;
 }
 
 /// Why a Service's endpoints could not be found.

@@ -1,14 +1,17 @@
 //! Pods in one namespace: listed with the Secrets they mount, and "poked" (an annotation on the
-//! pod's own metadata) so that their kubelet re-projects those Secrets now. What to poke, and
-//! what a poke proves, is [`crate::rotation`]'s (`gate.rs`); this module only converts and calls.
+//! pod's own metadata) so that their kubelet re-projects those Secrets now; and the heartbeat of
+//! the kubelets that run them (the node Lease `kube-node-lease/<node>`, read by name). What to
+//! poke, and what a poke proves, is [`crate::rotation`]'s (`gate.rs`); this module only converts
+//! and calls.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-pub use crate::outside::{PodView, PokeAnswer};
+pub use crate::outside::{KubeletLease, PodView, PokeAnswer};
 use crate::store::{ApiFailure, StoreError};
 use crate::workload::Kind;
 
@@ -25,9 +28,13 @@ pub const POKED_AT: &str = "certgen.dev/poked-at";
 #[cfg(feature = "test-hooks")]
 pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
 
-/// Pods in one namespace.
+/// Where kubelets keep their heartbeat Leases, one per node, named after it.
+pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Pods in one namespace, and the node Leases of their kubelets.
 pub struct Pods {
     api: Api<Pod>,
+    leases: Api<Lease>,
     namespace: String,
 }
 
@@ -39,9 +46,34 @@ impl Pods {
     /// Pods in `namespace`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self {
-            api: Api::namespaced(client, namespace),
+            api: Api::namespaced(client.clone(), namespace),
+            leases: Api::namespaced(client, NODE_LEASE_NAMESPACE),
             namespace: namespace.to_string(),
         }
+    }
+
+    /// The heartbeat Lease of `node`'s kubelet (`kube-node-lease/<node>`), by name; `None` when
+    /// it does not exist.
+    pub async fn kubelet(&self, node: &str) -> Result<Option<KubeletLease>, StoreError> {
+        let lease = self.leases.get_opt(node).await.map_err(|e| {
+            ApiFailure::from_kube(
+                "get",
+                "leases",
+                "coordination.k8s.io",
+                NODE_LEASE_NAMESPACE,
+                node,
+                e,
+            )
+        })?;
+        Ok(lease.map(|l| KubeletLease {
+            version: l.metadata.resource_version.clone().unwrap_or_default(),
+            renewed_at: super::written_at(&l.metadata),
+            duration_seconds: l
+                .spec
+                .as_ref()
+                .and_then(|s| s.lease_duration_seconds)
+                .and_then(|d| u32::try_from(d).ok()),
+        }))
     }
 
     /// The namespace.
@@ -144,6 +176,11 @@ fn view(p: &Pod) -> PodView {
             .annotations
             .as_ref()
             .and_then(|a| a.get(crate::rollout::FINGERPRINT).cloned()),
+        node: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
     }
 }
 
@@ -170,7 +207,7 @@ mod tests {
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "name": "envoy-proxy-7d9f", "uid": "rs", "controller": true}],
             },
-            "spec": {"containers": [{"name": "c"}], "volumes": [
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c"}], "volumes": [
                 {"name": "a", "secret": {"secretName": "envoy"}},
                 {"name": "b", "projected": {"sources": [
                     {"secret": {"name": "envoy-gateway"}},
@@ -188,6 +225,7 @@ mod tests {
         );
         assert_eq!(v.owner, Some((Kind::Deployment, "envoy-proxy".to_string())));
         assert!(!v.terminating && !v.finished);
+        assert_eq!(v.node.as_deref(), Some("node-1"));
         assert_eq!(
             v.created,
             Some(time::macros::datetime!(2026-11-25 01:02:03 UTC))

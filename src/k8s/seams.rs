@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::{Pods, ServiceEndpoints, WebhookStore, service_endpoints};
 use crate::config::WebhookKind;
 use crate::outside::{
-    CaBundleTargets, Endpoints, EndpointsError, Kind, PodView, PodsApi, PokeAnswer,
+    CaBundleTargets, Endpoints, EndpointsError, Kind, KubeletLease, PodView, PodsApi, PokeAnswer,
     RolloutProgress, TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use crate::rollout::{RolloutError, Target};
@@ -92,6 +92,13 @@ impl PodsApi for Pods {
         at: time::OffsetDateTime,
     ) -> BoxFuture<'a, Result<PokeAnswer, StoreError>> {
         Pods::poke(self, name, uid, fingerprint, at).boxed()
+    }
+
+    fn kubelet<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<KubeletLease>, StoreError>> {
+        Pods::kubelet(self, node).boxed()
     }
 }
 

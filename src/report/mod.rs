@@ -11,7 +11,7 @@ mod pods;
 use serde::Serialize;
 
 pub use self::check::{BundleEntry, CheckReport, Row, TargetRow};
-pub use self::pods::{GateReport, PodReport, merge as merge_pods};
+pub use self::pods::{GatePod, GateReport, PodReport, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;
 use crate::pki::Cert;

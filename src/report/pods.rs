@@ -23,12 +23,34 @@ pub struct PodReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateReport {
-    /// Why it waited (the plan's reason).
-    pub reason: String,
-    /// evidence (every pod poked and settled, created since, or gone), probe, or timer.
+    /// Which gate: `trust → leaves`, `leaves → cleanup`, or `before the next step`.
+    pub gate: String,
+    /// evidence (every pod shown to hold what was written), probe, timer, or `held` (not
+    /// opened: the run ended first).
     pub opened_by: String,
     /// Seconds waited, on this process's clock.
     pub seconds: f64,
+    /// When the timer opened it (RFC 3339, to the second): only when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timer_at: Option<String>,
+    /// What opened it for each pod that mounts what changed (or why it still waits).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pods: Vec<GatePod>,
+}
+
+/// One pod at a gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatePod {
+    pub name: String,
+    /// The node whose kubelet projects its volumes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// probe, poke plus live kubelet, created after the write, gone, restarted, timer, or
+    /// held (its kubelet not seen live when the run ended).
+    pub opened_by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The text lines of the pods and gates.
@@ -53,10 +75,28 @@ pub fn text(pods: &[PodReport], gates: &[GateReport]) -> String {
         out.push('\n');
     }
     for g in gates {
+        let how = match (g.opened_by.as_str(), &g.timer_at) {
+            ("timer", Some(at)) => format!("opened by --propagation-delay ({at})"),
+            ("held", _) => "not opened: held until the run ended".to_string(),
+            (by, _) => format!("opened by {by}"),
+        };
         out.push_str(&format!(
-            "Gate: opened by {} after {:.1}s ({})\n",
-            g.opened_by, g.seconds, g.reason
+            "Gate ({}): {how} after {}s\n",
+            g.gate,
+            g.seconds.round()
         ));
+        for p in &g.pods {
+            let node = p
+                .node
+                .as_ref()
+                .map(|n| format!(" (node {n})"))
+                .unwrap_or_default();
+            out.push_str(&format!("  {}{node}: {}", p.name, p.opened_by));
+            if let Some(d) = &p.detail {
+                out.push_str(&format!("; {d}"));
+            }
+            out.push('\n');
+        }
     }
     out
 }

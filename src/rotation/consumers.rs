@@ -506,6 +506,67 @@ async fn probe_all(
     Ok(())
 }
 
+/// Whether every hot-reloading consumer has a probe (and there is one): then probes alone can
+/// open a gate.
+pub fn all_hot_probed(config: &Config) -> bool {
+    let mut hot = config.consumers.iter().filter(|c| c.reload == Reload::Hot);
+    hot.clone().next().is_some() && hot.all(|c| c.probe.is_some())
+}
+
+/// Whether every hot-reloading consumer demonstrably serves the leaf `outcome` holds for the
+/// Secret its probe names, issued by the active CA: every probed endpoint presents it (and
+/// accepts a client certificate from that CA). Retries until `until`.
+pub async fn leaves_confirmed(
+    config: &Config,
+    client: Option<&dyn Endpoints>,
+    outcome: &Outcome,
+    until: Instant,
+) -> bool {
+    let Some(signer) = &outcome.signer else {
+        return false;
+    };
+    let Ok(identity) = ClientIdentity::issue(signer, OffsetDateTime::now_utc()) else {
+        return false;
+    };
+    let roots = [signer.cert.clone()];
+    for consumer in config.consumers.iter().filter(|c| c.reload == Reload::Hot) {
+        let Some(p) = &consumer.probe else {
+            return false;
+        };
+        let Some(leaf) = outcome.leaves.get(&p.secret) else {
+            return false;
+        };
+        let endpoints = match (client, &p.service) {
+            (Some(client), Some(service)) => match client.ready(service, p.port).await {
+                Ok(e) if !e.is_empty() => e,
+                _ => return false,
+            },
+            _ => p.addresses.clone(),
+        };
+        let expected = Expected {
+            secret: p.secret.clone(),
+            leaf: leaf.clone(),
+            issuer: signer.cert.clone(),
+        };
+        for endpoint in endpoints {
+            let r = probe::probe_until(
+                &endpoint,
+                &p.server_name,
+                &roots,
+                &expected,
+                &identity,
+                until,
+            )
+            .await;
+            if !r.ok {
+                tracing::info!(consumer = %consumer.name, endpoint = %endpoint, "does not serve the stored leaf yet: {}", r.detail);
+                return false;
+            }
+        }
+    }
+    true
+}
+
 /// Whether every hot-reloading consumer demonstrably trusts `pending`: each has a probe, and
 /// every probed endpoint completes a handshake presenting a client certificate from `pending`
 /// (the server still presents its current leaf, from `active`). Retries until `until`.

@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 
 use tokio::time::Instant;
 
-pub use self::gate::{POKE_SETTLE, wait_timer};
+#[cfg(feature = "test-hooks")]
+pub use self::gate::PAUSE_BEFORE_POKES_ENV;
+pub use self::gate::{POKE_SETTLE, WATCHES_BACK, wait_timer};
 pub use self::progress::{Learned, Progress};
 pub use self::step::{MAX_ATTEMPTS, Outcome, dry_look, look, step};
 use crate::apply::Guard;
@@ -542,7 +544,8 @@ async fn after_step<S: SecretStore>(
             let by = store.now() + time::Duration::seconds(1);
             evidence.wrote(tls, by);
         }
-        push.after_step(evidence, outcome, store.now()).await?;
+        push.after_step(evidence, outcome, store.now(), &|| store.now())
+            .await?;
     }
     progress.note(Learned::Wrote(synced.clone()));
     // Acted on: never a second new CA, or new HMAC bytes, in one invocation.

@@ -65,10 +65,12 @@ pub enum Learned {
         reports: Vec<ConsumerReport>,
         events: Vec<EventLine>,
     },
-    /// A gate opened for the stored state with this digest (`None`: opened by a probe).
+    /// A gate opened for the stored state with this digest (`None`: opened by a probe, or not
+    /// opened at all), with its Events.
     GateOpened {
         report: GateReport,
         state: Option<[u8; 32]>,
+        events: Vec<EventLine>,
     },
     /// Probes confirmed the pending CA with this fingerprint.
     TrustConfirmed([u8; 32]),
@@ -98,8 +100,13 @@ impl Progress {
                 self.events.extend(events);
                 report::merge_consumers(&mut self.consumers, reports);
             }
-            Learned::GateOpened { report, state } => {
+            Learned::GateOpened {
+                report,
+                state,
+                events,
+            } => {
                 self.gates.push(report);
+                self.events.extend(events);
                 if state.is_some() {
                     self.gate_waited = state;
                 }
@@ -171,13 +178,16 @@ mod tests {
     fn a_waited_gate_holds_until_the_next_step() {
         let mut p = Progress::default();
         let report = GateReport {
-            reason: "r".into(),
+            gate: "trust → leaves".into(),
             opened_by: "timer".into(),
             seconds: 1.0,
+            timer_at: None,
+            pods: vec![],
         };
         p.note(Learned::GateOpened {
             report,
             state: Some([1; 32]),
+            events: vec![],
         });
         assert_eq!(p.known().gate_waited, Some([1; 32]));
         p.note(Learned::Stepped { attempts: 2 });

@@ -10,7 +10,7 @@ use super::step::Outcome;
 use super::{CLEANUP_WAIT, Invocation, consumers, gate};
 use crate::error::Error;
 use crate::plan::Phase;
-use crate::report::GateReport;
+use crate::report::{GatePod, GateReport};
 use crate::store::SecretStore;
 
 /// How a gate ended.
@@ -28,6 +28,43 @@ pub(super) enum GateEnd {
 fn until_ready<S: SecretStore>(store: &S, ready_at: time::OffsetDateTime) -> std::time::Duration {
     let left = (ready_at - store.now()).max(time::Duration::ZERO);
     std::time::Duration::try_from(left).unwrap_or(std::time::Duration::MAX)
+}
+
+/// Which gate a gate phase is, for people: the one before the leaves (`pending` CA staged),
+/// the one before a cleanup only (`optional`), or another.
+fn gate_name(pending: bool, optional: bool) -> &'static str {
+    match (pending, optional) {
+        (true, _) => "trust → leaves",
+        (false, true) => "leaves → cleanup",
+        (false, false) => "before the next step",
+    }
+}
+
+/// What the probes of the hot-reloading consumers can prove at this gate: at the trust gate
+/// that each accepts a client certificate from the pending CA, at the others that each serves
+/// the leaf as stored. `false` when not every hot consumer can be probed, or by `until`.
+async fn probed(inv: &Invocation<'_>, outcome: &Outcome, until: Instant) -> bool {
+    if !consumers::all_hot_probed(inv.config) {
+        return false;
+    }
+    match &outcome.phase {
+        Phase::Gate {
+            pending: Some(_), ..
+        } => {
+            let (Some(pending), signer) = (&outcome.pending, outcome.signer.as_ref()) else {
+                return false;
+            };
+            consumers::trust_confirmed(
+                inv.config,
+                inv.client,
+                pending,
+                signer.map(|s| &s.cert),
+                until,
+            )
+            .await
+        }
+        _ => consumers::leaves_confirmed(inv.config, inv.client, outcome, until).await,
+    }
 }
 
 /// Waits at the gate `outcome` ends in, as long as it takes and the deadline allows.
@@ -49,67 +86,189 @@ pub(super) async fn at_gate<S: SecretStore>(
     else {
         return Ok(GateEnd::Open);
     };
-    let until = Instant::now()
-        .checked_add(until_ready(store, *ready_at))
-        .map_or(inv.deadline, |t| t.min(inv.deadline));
+    let name = gate_name(pending.is_some(), *optional);
     let started = Instant::now();
-    let opened = |by: &str| GateReport {
-        reason: reason.clone(),
+    let report = |by: &str, timer_at: Option<String>, pods: Vec<GatePod>| GateReport {
+        gate: name.to_string(),
         opened_by: by.to_string(),
         seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        timer_at,
+        pods,
     };
-    // Evidence first: every pod that mounts what changed was poked and had time to load it,
-    // was created since, or is gone (gate.rs).
+    let ca = &inv.config.ca.secret_name;
+    let probe_until = Instant::now()
+        .checked_add(until_ready(store, *ready_at))
+        .map_or(inv.deadline, |t| t.min(inv.deadline));
+    // A cleanup nobody waits for (in a cluster, without --wait) is left to the next run when
+    // what is left is far away or a kubelet not live: nothing breaks meanwhile.
+    let impatient = *optional && inv.client.is_some() && !inv.options.wait;
+    // Evidence first, with the probes alongside: every pod that mounts what changed shown to
+    // hold it (gate.rs), or every hot-reloading consumer shown by a probe to hold it.
     if let Some(push) = push {
         tracing::info!(
             phase = "gate",
-            "{reason}; pods that mount what changed were poked: waiting for the evidence"
+            "{name} gate: the pods that mount what changed were poked; waiting for their kubelets"
         );
         let other = progress.other_written_at;
-        if push
-            .wait(evidence, outcome, other, &|| store.now(), until)
-            .await?
-        {
-            tracing::info!(
-                phase = "gate",
-                "every pod that mounts what changed has loaded it (poked, created since, or gone)"
+        let store_now = || store.now();
+        let waited = {
+            let probes = probed(inv, outcome, probe_until);
+            let waited = push.wait(
+                evidence,
+                outcome,
+                other,
+                &store_now,
+                (inv.deadline, impatient),
             );
-            progress.note(Learned::GateOpened {
-                report: opened("evidence"),
-                state: Some(*state),
-            });
-            return Ok(GateEnd::Open);
+            tokio::pin!(probes, waited);
+            let mut probes_done = false;
+            loop {
+                tokio::select! {
+                    w = &mut waited => break Some(w?),
+                    ok = &mut probes, if !probes_done => {
+                        if ok {
+                            break None;
+                        }
+                        probes_done = true;
+                    }
+                }
+            }
+        };
+        let kubelets = evidence.held.clone();
+        match waited {
+            None => {
+                tracing::info!(
+                    phase = "gate",
+                    "{name} gate: every hot-reloading consumer's probe shows it holds what was written"
+                );
+                let r = report("probe", None, vec![]);
+                let events = crate::events::of_gate(ca, &r, &kubelets);
+                progress.note(Learned::GateOpened {
+                    report: r,
+                    state: if pending.is_some() {
+                        None
+                    } else {
+                        Some(*state)
+                    },
+                    events,
+                });
+                if let Some(fp) = pending {
+                    progress.note(Learned::TrustConfirmed(*fp));
+                }
+                return Ok(GateEnd::Open);
+            }
+            Some(gate::Waited::Open(pods)) => {
+                tracing::info!(
+                    phase = "gate",
+                    "{name} gate: every pod that mounts what changed holds it ({})",
+                    summary(&pods)
+                );
+                // A pod that only its timer covered makes the gate the timer's.
+                let by = if pods.iter().any(|p| p.opened_by == "timer") {
+                    "timer"
+                } else {
+                    "evidence"
+                };
+                let r = report(by, None, pods);
+                let events = crate::events::of_gate(ca, &r, &kubelets);
+                progress.note(Learned::GateOpened {
+                    report: r,
+                    state: Some(*state),
+                    events,
+                });
+                return Ok(GateEnd::Open);
+            }
+            Some(gate::Waited::Stopped {
+                held,
+                waiting,
+                timer,
+            }) => {
+                let mut pods: Vec<GatePod> = held
+                    .iter()
+                    .chain(&waiting)
+                    .map(|w| {
+                        let (pod, why) = w.split_once(" (").unwrap_or((w.as_str(), ""));
+                        GatePod {
+                            name: pod.to_string(),
+                            node: kubelets.get(pod).map(|(n, _)| n.clone()),
+                            opened_by: if held.contains(w) { "held" } else { "waiting" }.into(),
+                            detail: Some(why.trim_end_matches(')').to_string()),
+                        }
+                    })
+                    .collect();
+                pods.sort_by(|a, b| a.name.cmp(&b.name));
+                let r = report("held", None, pods);
+                let events = crate::events::of_gate(ca, &r, &kubelets);
+                progress.note(Learned::GateOpened {
+                    report: r,
+                    state: None,
+                    events,
+                });
+                let after = timer.unwrap_or(*ready_at);
+                if impatient {
+                    let why = if held.is_empty() {
+                        "certgen does not wait that long without --wait"
+                    } else {
+                        "a kubelet is not seen live, and certgen does not wait for it without --wait"
+                    };
+                    let note = format!(
+                        "{reason}; {why}, so a later run finishes it (the chart's CronJob does){}",
+                        if held.is_empty() {
+                            format!(", after {}", crate::timefmt::rfc3339(after))
+                        } else {
+                            format!(": {}", held.join(", "))
+                        }
+                    );
+                    tracing::info!(phase = "gate", "{note}");
+                    return Ok(GateEnd::Stop {
+                        note: Some(note),
+                        error: None,
+                    });
+                }
+                let why = if held.is_empty() {
+                    format!("still waiting for {}", waiting.join(", "))
+                } else {
+                    format!(
+                        "held by pods whose kubelet is not seen live: {}",
+                        held.join(", ")
+                    )
+                };
+                return Ok(GateEnd::Stop {
+                    note: None,
+                    error: Some(Error::Timeout(format!(
+                        "the {name} gate did not open before --timeout: {why}. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen to finish"
+                    ))),
+                });
+            }
+            Some(gate::Waited::Unobservable) => {}
         }
     }
-    // Probes can open the trust-to-leaves gate early: when every hot-reloading consumer accepts
-    // a client certificate from the pending CA, it has the new trust.
-    if let (Some(fp), Some(pending)) = (pending, &outcome.pending) {
+    // The pods cannot be observed: probes can still open it early, else the timer.
+    let until = probe_until;
+    if probed(inv, outcome, until).await {
         tracing::info!(
             phase = "gate",
-            "{reason}; probing hot-reloading consumers for the new trust"
+            "{name} gate: every hot-reloading consumer's probe shows it holds what was written"
         );
-        let signer = outcome.signer.as_ref().map(|s| &s.cert);
-        if consumers::trust_confirmed(inv.config, inv.client, pending, signer, until).await {
-            tracing::info!(
-                phase = "gate",
-                "every hot-reloading consumer accepts the pending CA"
-            );
-            progress.note(Learned::GateOpened {
-                report: opened("probe"),
-                state: None,
-            });
+        progress.note(Learned::GateOpened {
+            report: report("probe", None, vec![]),
+            state: if pending.is_some() {
+                None
+            } else {
+                Some(*state)
+            },
+            events: vec![],
+        });
+        if let Some(fp) = pending {
             progress.note(Learned::TrustConfirmed(*fp));
-            return Ok(GateEnd::Open);
         }
+        return Ok(GateEnd::Open);
     }
     let left = until_ready(store, *ready_at);
     let fits = Instant::now()
         .checked_add(left)
         .is_some_and(|t| t <= inv.deadline);
-    // A cleanup no evidence can open is left to the next run when it is far away (in a
-    // cluster, without --wait): nothing breaks meanwhile, and a run should not sit for minutes
-    // on a step nobody waits for (docs/rotation.md).
-    let leave = *optional && inv.client.is_some() && !inv.options.wait && left > CLEANUP_WAIT;
+    let leave = impatient && left > CLEANUP_WAIT;
     if !fits || leave {
         return Ok(stop(reason, *ready_at, *optional, fits));
     }
@@ -117,10 +276,27 @@ pub(super) async fn at_gate<S: SecretStore>(
     // The wait was timed on this process's monotonic clock: for the state it was computed for,
     // the gate is open even if the store's clock disagrees.
     progress.note(Learned::GateOpened {
-        report: opened("timer"),
+        report: report("timer", Some(crate::timefmt::rfc3339(*ready_at)), vec![]),
         state: Some(*state),
+        events: vec![],
     });
     Ok(GateEnd::Open)
+}
+
+/// "3 poke plus live kubelet, 1 created after the write": how many pods each kind of evidence
+/// covered.
+fn summary(pods: &[GatePod]) -> String {
+    let mut by: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for p in pods {
+        *by.entry(p.opened_by.as_str()).or_default() += 1;
+    }
+    if by.is_empty() {
+        return "no pod mounts what changed".into();
+    }
+    by.iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The end of a run at a gate it will not wait for: an `optional` cleanup is left to the next

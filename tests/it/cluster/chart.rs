@@ -100,19 +100,50 @@ fn of_release(d: &Value) -> bool {
 }
 
 /// Whether `d` is the Role (or its binding) in `default` that lets certgen record the Events of
-/// cluster-scoped objects (the topology injector's caBundle writes): [`object`] leaves it aside,
-/// [`cluster_events_role`] checks it.
+/// cluster-scoped objects (the topology injector's caBundle writes), or the one in
+/// `kube-node-lease` that lets it read the kubelets' heartbeats: [`object`] leaves them aside,
+/// [`cluster_events_role`] and [`kubelets_role`] check them.
 fn for_cluster_events(d: &Value) -> bool {
     matches!(d["kind"].as_str(), Some("Role" | "RoleBinding"))
-        && d["metadata"]["namespace"] == "default"
+        && matches!(
+            d["metadata"]["namespace"].as_str(),
+            Some("default" | "kube-node-lease")
+        )
+}
+
+/// The Role in `kube-node-lease`, checked: `get` on leases only (every node's, since node names
+/// are not known at install), bound to certgen's ServiceAccount in `sa_namespace`.
+fn kubelets_role(docs: &[Value], sa_namespace: &str) {
+    let in_lease_ns = |d: &&Value| d["metadata"]["namespace"] == "kube-node-lease";
+    let role = docs
+        .iter()
+        .filter(in_lease_ns)
+        .find(|d| d["kind"] == "Role" && !of_release(d))
+        .expect("a Role in kube-node-lease");
+    let g = grants(&rules(role));
+    let expected: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::from([(
+        ("coordination.k8s.io".into(), "leases".into(), "get".into()),
+        vec!["*".to_string()],
+    )]);
+    assert_eq!(g, expected, "get on the node Leases, nothing else");
+    let binding = docs
+        .iter()
+        .filter(in_lease_ns)
+        .find(|d| d["kind"] == "RoleBinding" && !of_release(d))
+        .expect("the kubelets' Role is bound");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
 }
 
 /// The Role in `default` for the Events of cluster-scoped objects, checked: events only, bound
 /// to certgen's ServiceAccount in `sa_namespace`; `None` when the chart rendered none.
 fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
-    let role = docs
-        .iter()
-        .find(|d| d["kind"] == "Role" && for_cluster_events(d) && !of_release(d))?;
+    let role = docs.iter().find(|d| {
+        d["kind"] == "Role"
+            && for_cluster_events(d)
+            && d["metadata"]["namespace"] == "default"
+            && !of_release(d)
+    })?;
     let g = grants(&rules(role));
     let expected: BTreeMap<(String, String, String), Vec<String>> = ["get", "create", "patch"]
         .iter()
@@ -126,7 +157,12 @@ fn cluster_events_role(docs: &[Value], sa_namespace: &str) -> Option<()> {
     assert_eq!(g, expected, "events only, nothing else in default");
     let binding = docs
         .iter()
-        .find(|d| d["kind"] == "RoleBinding" && for_cluster_events(d) && !of_release(d))
+        .find(|d| {
+            d["kind"] == "RoleBinding"
+                && for_cluster_events(d)
+                && d["metadata"]["namespace"] == "default"
+                && !of_release(d)
+        })
         .expect("the events Role is bound");
     assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
     assert_eq!(binding["subjects"][0]["namespace"], sa_namespace);
@@ -382,6 +418,8 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
         "ClusterRoleBinding",
         "Role",
         "Role",
+        "Role",
+        "RoleBinding",
         "RoleBinding",
         "RoleBinding",
     ];
@@ -390,7 +428,8 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
         [&identity[..], &["CronJob"], &identity[..], &["Job"]].concat(),
         "the CronJob is on by default: a hook alone renews only on upgrades; the hook Job and \
          the CronJob each have their identity; the ClusterRole lets certgen keep the topology \
-         injector's caBundle in step, the Role in default record its Events"
+         injector's caBundle in step, the Roles in default record its Events and in \
+         kube-node-lease read the kubelets' heartbeats"
     );
     assert!(
         docs.iter()
@@ -400,6 +439,7 @@ fn the_plain_manifests_are_the_chart_rendered_with_its_defaults() {
         "every namespaced object names its namespace, so `kubectl apply -f` needs no -n"
     );
     assert!(cluster_events_role(&docs, MANIFESTS_NAMESPACE).is_some());
+    kubelets_role(&docs, MANIFESTS_NAMESPACE);
     let webhooks = object(&docs, "ClusterRole");
     assert_eq!(
         webhooks["rules"],

@@ -37,6 +37,7 @@ mod pokes;
 mod probe;
 mod profiles_compat;
 mod real_node;
+mod real_node_faults;
 mod real_node_kinds;
 mod rotation;
 mod rotation_speed;

@@ -18,7 +18,7 @@ use crate::util::tls::{s_server, tls_server};
 use crate::util::{Run, consumer, tempdir};
 
 /// The envoy-gateway Service on port 18000, with an EndpointSlice at a TEST-NET address.
-async fn service(c: &Cluster, ns: &str, address: &str) {
+pub(super) async fn service(c: &Cluster, ns: &str, address: &str) {
     let svc: Service = serde_json::from_value(json!({
         "metadata": {"name": "envoy-gateway"},
         "spec": {"ports": [{"name": "grpc", "port": 18000, "protocol": "TCP"}]}

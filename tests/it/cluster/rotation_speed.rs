@@ -8,7 +8,10 @@
 //!    `--wait`, so that it waits for the cleanup's gate as runs did before, rather than leave
 //!    the cleanup to the next run);
 //! 2. `--overwrite --wait`: pokes, gates opened on evidence;
-//! 3. `--overwrite --strategy immediate --wait`: one write (it must fail handshakes, or the
+//! 3. `--overwrite --wait` with every hot-reloading consumer probed (a config whose hot
+//!    consumer, `envoy-gateway`, has its probe; the proxies, which serve nothing, are left out of
+//!    the consumers): probes open both gates;
+//! 4. `--overwrite --strategy immediate --wait`: one write (it must fail handshakes, or the
 //!    peers' check could not see a failure).
 //!
 //! For each: seconds per phase (the steps' writes, restarts and rollouts; each gate) and end to
@@ -105,13 +108,32 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
         rolled_out(&deployments, name, Duration::from_secs(180)).await;
     }
     converged(&c, &ns.name, &results, Duration::from_secs(120)).await;
+    // The probed variant: envoy-gateway's Service on port 18000, its endpoint a TEST-NET
+    // address that certgen's probes dial on 127.0.0.1 (the peer's port), and a config whose
+    // only hot consumer is that one (the proxies serve nothing a probe could dial).
+    super::probe::service(&c, &ns.name, "192.0.2.10").await;
+    let profile = crate::util::profile();
+    let start = profile
+        .find("  - name: envoy-proxies")
+        .expect("the proxies' consumer");
+    let end = start
+        + profile[start..]
+            .find("webhooks:")
+            .expect("webhooks after the consumers");
+    let config = format!("{}{}", &profile[..start], &profile[end..]);
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("probed.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let config_arg = config_path.to_str().unwrap().to_string();
+    let probed = ["--overwrite", "--wait", "--config", config_arg.as_str()];
 
-    let variants: [(&'static str, &[&str]); 3] = [
+    let variants: [(&'static str, &[&str]); 4] = [
         (
             "staged, timer only (--no-poke)",
             &["--overwrite", "--no-poke", "--wait"],
         ),
         ("staged, pokes and evidence", &["--overwrite", "--wait"]),
+        ("staged, every hot consumer probed", &probed),
         (
             "immediate",
             &["--overwrite", "--strategy", "immediate", "--wait"],
@@ -126,6 +148,10 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
             .certgen(&ns.name)
             .propagation_delay("2m")
             .args(flags)
+            .env(
+                "CERTGEN_TEST_DIAL_OVERRIDE",
+                format!("192.0.2.10:18000={gw}"),
+            )
             .args(["--timeout", "10m"])
             .run_async()
             .await;
@@ -190,16 +216,21 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
             r.requests
         );
     }
-    let (timer, poke, immediate) = (&rows[0], &rows[1], &rows[2]);
+    let (timer, poke, probed, immediate) = (&rows[0], &rows[1], &rows[2], &rows[3]);
     let ratio = timer.total / poke.total;
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
     let _ = writeln!(
         out,
-        "targets: pokes end to end {:.1} s <= 30 s: {}; timer / pokes = {ratio:.1}x >= 8x: {}; 0 failed TLS handshakes in both staged rotations: {}; immediate fails some: {}",
+        "targets: pokes end to end {:.1} s <= 30 s: {}; probed end to end {:.1} s <= 10 s: {}; timer / pokes = {ratio:.1}x >= 8x: {}; 0 failed TLS handshakes in the staged rotations: {}; immediate fails some: {}",
         poke.total,
         verdict(poke.total <= 30.0),
+        probed.total,
+        verdict(probed.total <= 10.0),
         verdict(ratio >= 8.0),
-        verdict(timer.tally.of_kind("tls") == 0 && poke.tally.of_kind("tls") == 0),
+        verdict(
+            timer.tally.of_kind("tls") + poke.tally.of_kind("tls") + probed.tally.of_kind("tls")
+                == 0
+        ),
         verdict(immediate.tally.client_failures() > 0),
     );
     let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rotation-speed.txt");
@@ -207,7 +238,7 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
     eprintln!("{out}");
     assert!(rows.iter().all(|r| r.code == 0), "{out}");
     assert_eq!(
-        timer.tally.of_kind("tls") + poke.tally.of_kind("tls"),
+        timer.tally.of_kind("tls") + poke.tally.of_kind("tls") + probed.tally.of_kind("tls"),
         0,
         "{out}"
     );

@@ -4,14 +4,23 @@
 //! and pokes are outside actions like Secret writes, each one a point where a run can be killed,
 //! lose an answer, or fail before it lands.
 //!
-//! The oracle follows each holder, not each Secret:
+//! Every pod runs on one of two nodes, whose kubelets renew their Lease (`kube-node-lease`)
+//! every 10 s on their own schedule, and may be stalled (a stopped process: it sees nothing and
+//! renews nothing until it resumes, then catches up in order) or cut off from the API server
+//! (it renews nothing and sees no pod update until it is back, and its Secret cache stays as it
+//! was when the cut began until its watches come back, up to a minute after). The runs read
+//! those Leases through the same seam as the Kubernetes adapter.
+//!
+//! The oracle follows each holder, not each Secret, and charges a pod with what its kubelet
+//! projected, not with what was poked:
 //! - a hot pod holds a version of its Secret from when it landed (or the pod started, if later)
-//!   until the kubelet's propagation delay after the next version landed, or until
-//!   [`POKE_SETTLE`] after a poke that landed after it was replaced (a poke makes the pod's
-//!   held version current), or until the pod is gone; a pod created later mounts what is
-//!   current then;
-//! - a restart-only pod holds what its Secret was when the pod started, until it is gone: only
-//!   a restart (a new pod) changes it;
+//!   until its kubelet certainly projected a newer one: [`POKE_SETTLE`] of running time after
+//!   it saw a poke that landed after the version was replaced, if its Secret cache then held a
+//!   newer version; or the kubelet's propagation delay after it last ran with a fresh cache
+//!   (its periodic sync); or until the pod is gone. A pod created later mounts what its
+//!   kubelet's cache holds when the kubelet starts it (stale after a cut);
+//! - a restart-only pod holds what its kubelet's cache held when the pod started, until it is
+//!   gone: only a restart (a new pod) changes it;
 //! - the API server holds each `caBundle` version until [`POKE_SETTLE`] after the next one (its
 //!   informer), and calls the webhook served by `envoy-gateway`'s pods: every `caBundle` it may
 //!   hold must verify every leaf those pods may serve at the same instant.
@@ -28,8 +37,8 @@ use std::time::Duration;
 use certgen::config::{Config, Reload, WebhookKind, Workload};
 use certgen::lock;
 use certgen::outside::{
-    CaBundleTargets, Kind, PodView, PodsApi, PokeAnswer, RolloutProgress, RolloutStatus,
-    TargetObserved, TargetRead, WorkloadView, Workloads,
+    CaBundleTargets, Kind, KubeletLease, PodView, PodsApi, PokeAnswer, RolloutProgress,
+    RolloutStatus, TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::rollout::{RolloutError, Target};
@@ -48,6 +57,142 @@ use super::{
 /// How long a restart-only consumer's rollout takes (new pod created at the restart, the old
 /// one gone this long after).
 pub const ROLLOUT: Duration = Duration::from_secs(3);
+
+/// The nodes the pods run on.
+pub const NODES: [&str; 2] = ["node-a", "node-b"];
+/// How often a kubelet renews its Lease (a quarter of a 40 s Lease, the kubelet's default).
+pub const RENEW: Duration = Duration::from_secs(10);
+
+/// The shortest cut that can break a kubelet's connection: client-go's HTTP/2 health check
+/// closes a connection `PingTimeout` (15 s) after an unanswered ping
+/// (`k8s.io/apimachinery/pkg/util/net/http.go`). A shorter cut delays its watches' events but
+/// keeps them, in order.
+pub const CUT_BREAKS: Duration = Duration::from_secs(15);
+
+/// What goes wrong with a kubelet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// The process is stopped: it sees and renews nothing, then catches up in order.
+    Stall,
+    /// Cut off from the API server: it renews nothing and sees no pod update until it is back,
+    /// and its Secret cache stays as it was when the cut began until its watches are back.
+    Cut,
+}
+
+/// One fault of one kubelet, on the true clock.
+#[derive(Clone, Copy, Debug)]
+pub struct KubeletFault {
+    pub kind: FaultKind,
+    pub from: OffsetDateTime,
+    pub until: OffsetDateTime,
+    /// After a cut: how long after it is back its Secret watches return.
+    pub watches: Duration,
+}
+
+impl KubeletFault {
+    /// Whether it broke the kubelet's watches: a cut of at least [`CUT_BREAKS`].
+    fn breaks(&self) -> bool {
+        self.kind == FaultKind::Cut && self.until - self.from >= d(CUT_BREAKS)
+    }
+}
+
+/// A node and its kubelet.
+#[derive(Clone, Debug)]
+pub struct Node {
+    /// Its first renewal (true clock); then every [`RENEW`], restarting from each fault's end.
+    pub first: OffsetDateTime,
+    pub faults: Vec<KubeletFault>,
+}
+
+fn d(x: Duration) -> time::Duration {
+    time::Duration::try_from(x).unwrap()
+}
+
+impl Node {
+    fn fault_at(&self, t: OffsetDateTime) -> Option<&KubeletFault> {
+        self.faults.iter().find(|f| f.from <= t && t < f.until)
+    }
+
+    /// Its last Lease renewal at or before `t`.
+    pub fn last_renewal(&self, t: OffsetDateTime) -> Option<OffsetDateTime> {
+        if let Some(f) = self.fault_at(t) {
+            return self.last_renewal(f.from - time::Duration::NANOSECOND);
+        }
+        let anchor = self
+            .faults
+            .iter()
+            .filter(|f| f.until <= t)
+            .map(|f| f.until)
+            .max()
+            .unwrap_or(self.first);
+        if t < anchor {
+            return None;
+        }
+        let period = d(RENEW).whole_nanoseconds();
+        let n = (t - anchor).whole_nanoseconds() / period;
+        Some(anchor + time::Duration::nanoseconds((n * period) as i64))
+    }
+
+    /// When the kubelet sees what the API server had at `t`: at once, or when its fault ends.
+    fn sees(&self, t: OffsetDateTime) -> OffsetDateTime {
+        self.fault_at(t).map_or(t, |f| f.until)
+    }
+
+    /// The instant whose current Secret its cache holds at `t`: `t`, or the start of a cut
+    /// whose watches are not back yet.
+    fn cache_at(&self, t: OffsetDateTime) -> OffsetDateTime {
+        self.faults
+            .iter()
+            .find(|f| f.breaks() && f.from <= t && t < f.until + d(f.watches))
+            .map_or(t, |f| f.from)
+    }
+
+    /// When a projection it begins at `seen` is done: [`POKE_SETTLE`] of running time (a
+    /// stall that begins meanwhile delays it).
+    fn done(&self, seen: OffsetDateTime) -> OffsetDateTime {
+        let end = seen + d(POKE_SETTLE);
+        self.faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::Stall && f.from >= seen && f.from < end)
+            .map(|f| f.until + d(POKE_SETTLE))
+            .min()
+            .unwrap_or(end)
+    }
+
+    /// The first instant at or after `t` at which it runs with a fresh cache.
+    fn fresh_from(&self, mut t: OffsetDateTime) -> OffsetDateTime {
+        loop {
+            let stale = self.faults.iter().find(|f| {
+                let end = if f.breaks() {
+                    f.until + d(f.watches)
+                } else {
+                    f.until
+                };
+                f.from <= t && t < end
+            });
+            match stale {
+                Some(f) if f.breaks() => t = f.until + d(f.watches),
+                Some(f) => t = f.until,
+                None => return t,
+            }
+        }
+    }
+
+    /// By when its periodic sync has certainly projected what is current at `t`: `lag` after
+    /// it runs with a fresh cache, with no fault meanwhile.
+    fn synced_by(&self, t: OffsetDateTime, lag: time::Duration) -> OffsetDateTime {
+        let mut from = self.fresh_from(t);
+        while let Some(f) = self
+            .faults
+            .iter()
+            .filter(|f| f.from >= from && f.from < from + lag)
+            .min_by_key(|f| f.from)
+        {
+            from = self.fresh_from(f.from);
+        }
+        from + lag
+    }
+}
 
 /// A version of the `caBundle` target, as the API server holds it.
 #[derive(Clone, Debug)]
@@ -98,6 +243,8 @@ pub struct Pod {
     pub fingerprint: Option<String>,
     /// When pokes landed on it (true clock).
     pub pokes: Vec<OffsetDateTime>,
+    /// The node it runs on.
+    pub node: String,
 }
 
 /// The outside world of the runs.
@@ -105,6 +252,7 @@ pub struct OutsideWorld {
     pub target: Option<TargetState>,
     pub deps: BTreeMap<String, Dep>,
     pub pods: Vec<Pod>,
+    pub nodes: BTreeMap<String, Node>,
     next_uid: u64,
     /// Every outside action that landed, in order: (run, what).
     pub log: Vec<(usize, String)>,
@@ -122,6 +270,18 @@ impl OutsideWorld {
             target: None,
             deps: BTreeMap::new(),
             pods: Vec::new(),
+            // Each kubelet renews on its own schedule: node-a 3 s into each period, node-b 8 s.
+            nodes: NODES
+                .iter()
+                .zip([3, 8])
+                .map(|(n, phase)| {
+                    let node = Node {
+                        first: at - time::Duration::seconds(60 - phase),
+                        faults: vec![],
+                    };
+                    (n.to_string(), node)
+                })
+                .collect(),
             next_uid: 1,
             log: Vec::new(),
             sequence: Vec::new(),
@@ -188,6 +348,7 @@ impl OutsideWorld {
         };
         for i in 0..replicas {
             let uid = self.uid();
+            let node = NODES[(self.next_uid as usize) % NODES.len()].to_string();
             self.pods.push(Pod {
                 name: format!("{dep}-{generation}-{i}"),
                 uid,
@@ -198,6 +359,7 @@ impl OutsideWorld {
                 gone: None,
                 fingerprint: fingerprint.clone(),
                 pokes: vec![],
+                node,
             });
         }
     }
@@ -206,6 +368,24 @@ impl OutsideWorld {
         self.pods
             .iter()
             .filter(move |p| p.gone.is_none_or(|g| g > now))
+    }
+
+    /// Gives `node`'s kubelet a fault from `from` for `length` (true clock).
+    pub fn fault(
+        &mut self,
+        node: &str,
+        kind: FaultKind,
+        from: OffsetDateTime,
+        length: Duration,
+        watches: Duration,
+    ) {
+        let n = self.nodes.get_mut(node).expect("a known node");
+        n.faults.push(KubeletFault {
+            kind,
+            from,
+            until: from + d(length),
+            watches,
+        });
     }
 
     /// Deletes a live pod and creates another under the same name (a node drained, a pod
@@ -248,6 +428,9 @@ pub enum Mutation {
     SkipRestart,
     /// A poke that does not land is answered as if it had (a lost poke taken for evidence).
     LostPokeAnswered,
+    /// Every kubelet's Lease reads as just renewed: the gate cannot tell a kubelet that acts
+    /// on a poke from one that does not (a poke counted on the API server's word alone).
+    KubeletAlwaysLive,
 }
 
 impl Sim {
@@ -564,6 +747,7 @@ impl PodsApi for Sim {
                     owner: Some((Kind::Deployment, p.deployment.clone())),
                     secrets: [p.secret.clone()].into(),
                     restart_fingerprint: p.fingerprint.clone(),
+                    node: Some(p.node.clone()),
                 })
                 .collect())
         }
@@ -595,6 +779,36 @@ impl PodsApi for Sim {
             p.pokes.push(true_now);
             Ok(PokeAnswer::Done)
         })
+        .boxed()
+    }
+
+    fn kubelet<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<KubeletLease>, StoreError>> {
+        async move {
+            self.read().await?;
+            let (now, offset) = {
+                let w = self.world().lock().unwrap();
+                (w.true_now(), w.clock_offset)
+            };
+            let o = self.outside.lock().unwrap();
+            let Some(n) = o.nodes.get(node) else {
+                return Ok(None);
+            };
+            let renewed = if self.mutation == Mutation::KubeletAlwaysLive {
+                Some(now)
+            } else {
+                n.last_renewal(now)
+            };
+            Ok(renewed.map(|r| KubeletLease {
+                version: r.unix_timestamp_nanos().to_string(),
+                // As the API server keeps managedFields times (whole seconds), rounded up as
+                // certgen's adapter does.
+                renewed_at: Some(truncated(r + offset) + time::Duration::SECOND),
+                duration_seconds: Some(40),
+            }))
+        }
         .boxed()
     }
 }
@@ -655,6 +869,22 @@ pub enum Step {
     Advance(Duration),
     /// A run, and this long after it started, the pod of this name is deleted and recreated.
     RecreateDuring(RunSpec, Duration, &'static str),
+    /// A run, during which a kubelet has a fault: this long after the run started, for this
+    /// long; after a cut, its Secret watches come back `watches` after it does.
+    FaultDuring(RunSpec, Fault),
+}
+
+/// A kubelet fault during a run.
+#[derive(Clone, Copy, Debug)]
+pub struct Fault {
+    pub node: &'static str,
+    pub kind: FaultKind,
+    pub after: Duration,
+    pub length: Duration,
+    pub watches: Duration,
+    /// This long after the fault began, the pod of this name (on that node) is deleted and
+    /// recreated: a pod created while its kubelet is stalled or cut off.
+    pub recreate: Option<(&'static str, Duration)>,
 }
 
 /// Where a trajectory of the whole world starts.
@@ -765,6 +995,23 @@ pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Resul
                 ended.push(e);
             }
             Step::Advance(d) => tokio::time::advance(*d).await,
+            Step::FaultDuring(spec, f) => {
+                let i = next();
+                let from = world.lock().unwrap().true_now() + d(f.after);
+                outside
+                    .lock()
+                    .unwrap()
+                    .fault(f.node, f.kind, from, f.length, f.watches);
+                let (e, ()) =
+                    tokio::join!(run(&world, &outside, &config, i, *spec, mutation), async {
+                        if let Some((pod, after)) = f.recreate {
+                            tokio::time::sleep(f.after + after).await;
+                            let now = world.lock().unwrap().true_now();
+                            outside.lock().unwrap().recreate(pod, now);
+                        }
+                    });
+                ended.push(e);
+            }
             Step::RecreateDuring(spec, after, pod) => {
                 let i = next();
                 let (e, ()) =
@@ -861,20 +1108,27 @@ struct Holding<'a> {
 
 /// Every holding of every pod, by the rules in the module's comment.
 fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Holding<'a>> {
-    let lag = time::Duration::try_from(DELAY).unwrap();
-    let settle = time::Duration::try_from(POKE_SETTLE).unwrap();
+    let lag = d(DELAY);
     let mut out = Vec::new();
     for p in &o.pods {
+        let node = &o.nodes[&p.node];
         let gone = p.gone.unwrap_or(end).min(end);
         let versions: Vec<&super::Version> =
             w.versions.iter().filter(|v| v.secret == p.secret).collect();
+        // The version current at `t`, by its index.
+        let current_at = |t: OffsetDateTime| {
+            versions
+                .iter()
+                .rposition(|v| v.from <= t && v.until.is_none_or(|u| u > t))
+        };
+        // When the kubelet started the pod, and the version its cache held then.
+        let start = node.sees(p.created);
+        let mounted = current_at(node.cache_at(start));
         if p.reload == Reload::Restart {
-            // What it read at start: the version current when it started, or the first one if
-            // it waited for its Secret to exist.
-            let at_start = versions.iter().rev().find(|v| v.from <= p.created);
-            let v = at_start
-                .filter(|v| v.until.is_none_or(|u| u > p.created))
-                .or(versions.iter().find(|v| v.from > p.created));
+            // What it read at start, or the first version if it waited for its Secret.
+            let v = mounted
+                .map(|i| versions[i])
+                .or(versions.iter().find(|v| v.from > p.created).copied());
             if let Some(v) = v {
                 let from = v.from.max(p.created);
                 if from < gone {
@@ -883,21 +1137,29 @@ fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Hold
             }
             continue;
         }
-        for v in versions {
+        for (i, v) in versions.iter().enumerate() {
             let from = v.from.max(p.created);
             let until = match v.until {
                 None => gone,
-                // Replaced before the pod started: it mounted a later one.
-                Some(replaced) if replaced <= p.created => continue,
+                // Replaced before the pod started: it mounted a later one, unless its
+                // kubelet's cache still held this one when it started the pod.
+                Some(replaced) if replaced <= p.created && mounted != Some(i) => continue,
                 Some(replaced) => {
+                    let after = replaced.max(start);
+                    // Certainly projected a newer version: a poke it saw with a newer version
+                    // in its cache, or its periodic sync.
                     let poked = p
                         .pokes
                         .iter()
                         .filter(|k| **k >= replaced)
-                        .map(|k| *k + settle)
+                        .filter_map(|k| {
+                            let seen = node.sees(*k);
+                            let newer = current_at(node.cache_at(seen)).is_some_and(|c| c > i);
+                            newer.then(|| node.done(seen))
+                        })
                         .min();
-                    let kubelet = replaced + lag;
-                    poked.map_or(kubelet, |k| k.min(kubelet)).min(gone)
+                    let synced = node.synced_by(after, lag);
+                    poked.map_or(synced, |k| k.min(synced)).min(gone)
                 }
             };
             if from < until {
@@ -915,7 +1177,7 @@ fn holding<'a>(
     until: OffsetDateTime,
 ) -> Holding<'a> {
     Holding {
-        holder: format!("pod {} ({})", p.name, p.uid),
+        holder: format!("pod {} ({}, {})", p.name, p.uid, p.node),
         from,
         until,
         leaf: v.leaf.as_ref(),
@@ -1282,4 +1544,94 @@ fn the_whole_world_oracle_catches_broken_outside_actions() {
     };
     let e = mutated(Mutation::None, immediate);
     assert!(e.contains("is rejected by"), "{e}");
+}
+
+fn fault(node: &'static str, kind: FaultKind, after: u64, length: u64, watches: f64) -> Fault {
+    Fault {
+        node,
+        kind,
+        after: Duration::from_secs(after),
+        length: Duration::from_secs(length),
+        watches: Duration::from_secs_f64(watches),
+        recreate: None,
+    }
+}
+
+/// Kubelets stalled or cut off at any point of a staged rotation (its trust gate, its leaves
+/// gate, between them), for less than a renewal gap, for longer than the Lease's gap, for longer
+/// than `--propagation-delay`; cuts whose Secret watches come back at once, after 16 s or after a
+/// minute; and a pod created on the faulty node while its kubelet is stalled or cut off: the
+/// invariant holds on what each kubelet actually projected, and every run ends 0 or 3.
+#[test]
+fn kubelets_stalled_cut_off_or_coming_back_keep_the_invariant() {
+    let mut totals = Sizes::default();
+    let mut trajectories = 0;
+    let mut steps = Vec::new();
+    for node in NODES {
+        for kind in [FaultKind::Stall, FaultKind::Cut] {
+            for after in [0, 7, 30] {
+                for length in [8, 25, 200] {
+                    let watches = if kind == FaultKind::Cut { 60.0 } else { 0.0 };
+                    steps.push(fault(node, kind, after, length, watches));
+                }
+            }
+        }
+        for watches in [0.4, 16.0] {
+            steps.push(fault(node, FaultKind::Cut, 3, 30, watches));
+        }
+    }
+    for kind in [FaultKind::Stall, FaultKind::Cut] {
+        for pod in ["envoy-gateway-1-0", "envoy-proxy-1-1"] {
+            let node = if pod == "envoy-proxy-1-1" {
+                "node-a"
+            } else {
+                "node-b"
+            };
+            let mut f = fault(node, kind, 2, 40, 30.0);
+            f.recreate = Some((pod, Duration::from_secs(5)));
+            steps.push(f);
+        }
+    }
+    for f in steps {
+        let sizes = check(From::Steady, &[Step::FaultDuring(overwrite(), f)]);
+        trajectories += 1;
+        totals.pairs += sizes.pairs;
+        totals.webhook_pairs += sizes.webhook_pairs;
+        totals.pokes += sizes.pokes;
+        totals.runs += sizes.runs;
+    }
+    eprintln!(
+        "kubelet faults: {trajectories} trajectories, {} runs, {} pokes, {} pairs checked ({} API server against webhook)",
+        totals.runs, totals.pokes, totals.pairs, totals.webhook_pairs
+    );
+}
+
+/// The oracle is not vacuous for kubelet faults: a gate that takes the API server's word for a
+/// poke (every kubelet reads as live) fails it when a kubelet is stalled through the trust gate,
+/// or cut off through the leaves gate, or a pod is created while its kubelet is cut off.
+#[test]
+fn the_oracle_catches_a_gate_that_ignores_the_kubelet() {
+    let cases = [
+        fault("node-b", FaultKind::Stall, 0, 70, 0.0),
+        fault("node-a", FaultKind::Cut, 0, 70, 60.0),
+        {
+            let mut f = fault("node-b", FaultKind::Cut, 1, 60, 60.0);
+            f.recreate = Some(("envoy-gateway-1-0", Duration::from_secs(3)));
+            f
+        },
+    ];
+    for f in cases {
+        let steps = [Step::FaultDuring(overwrite(), f)];
+        let e = runtime()
+            .block_on(trajectory(
+                From::Steady,
+                &steps,
+                Mutation::KubeletAlwaysLive,
+            ))
+            .expect_err("a gate that ignores the kubelet must fail the oracle");
+        eprintln!("{f:?}: {e}");
+        assert!(e.contains("is rejected by"), "{e}");
+        // And the real rule keeps it.
+        check(From::Steady, &steps);
+    }
 }
