@@ -234,14 +234,20 @@ fn reason(e: &webpki::Error, leaf: &Cert, usages: Usages) -> String {
 /// Key of a cached verdict: the leaf, the bundle's CAs, the usages.
 type PairKey = ([u8; 32], Vec<[u8; 32]>, bool, bool);
 
+/// Key of a cached anchor verdict: the CA, and whether it must serve clients and servers.
+type AnchorKey = ([u8; 32], bool, bool);
+
+/// Key of a cached name-constraint verdict: the CA and the leaf's names.
+type ConstraintKey = ([u8; 32], Vec<String>);
+
 /// The verifier with its verdicts remembered by content (a thousand Secrets holding the same
 /// bundle are judged once per distinct leaf and bundle). One per plan or check: the instant is
 /// fixed.
 pub struct Verifier {
     at: OffsetDateTime,
     pairs: RefCell<HashMap<PairKey, Result<(), Rejection>>>,
-    anchors: RefCell<HashMap<([u8; 32], bool, bool), Option<String>>>,
-    constraints: RefCell<HashMap<([u8; 32], Vec<String>), Option<String>>>,
+    anchors: RefCell<HashMap<AnchorKey, Option<String>>>,
+    constraints: RefCell<HashMap<ConstraintKey, Option<String>>>,
     /// How many leaf verifications webpki ran (for the benchmark and tests).
     pub verifications: std::cell::Cell<usize>,
 }
