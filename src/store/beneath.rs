@@ -65,9 +65,10 @@ fn kind_of(mode: u32) -> Kind {
     }
 }
 
-/// The user certgen runs as.
+/// The user certgen runs as (asked once: every trust check compares with it).
 pub fn euid() -> u32 {
-    rustix::process::geteuid().as_raw()
+    static EUID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *EUID.get_or_init(|| rustix::process::geteuid().as_raw())
 }
 
 /// Opens `name` in `dir` with `flags`, never following a link and never leaving `dir`.
@@ -130,30 +131,49 @@ fn noun(kind: Kind) -> &'static str {
     }
 }
 
-/// Opens the directory `name` in `dir` (no link followed), checked with [`trusted_dir`];
-/// `None` when it does not exist.
+/// Opens the directory `name` in `dir` (no link followed), trusted: a directory under `DIR` (a
+/// Secret's, a version's) must be owned by the user running certgen and not writable by group
+/// or others. `None` when it does not exist.
 pub fn open_dir(dir: BorrowedFd<'_>, name: &str) -> Result<Option<OwnedFd>, Refusal> {
+    Ok(open_dir_stat(dir, name)?.map(|(fd, _)| fd))
+}
+
+/// [`open_dir`], with the mode the directory had when it was checked.
+fn open_dir_stat(dir: BorrowedFd<'_>, name: &str) -> Result<Option<(OwnedFd, u32)>, Refusal> {
     let flags = OFlags::RDONLY | OFlags::DIRECTORY;
     match open(dir, name, flags, 0) {
         Ok(fd) => {
-            trusted_dir(fd.as_fd())?;
-            Ok(Some(fd))
+            let st = rustix::fs::fstat(&fd)?;
+            trusted(&st, 0o022)?;
+            Ok(Some((fd, st.st_mode & 0o7777)))
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(not_a(dir, name, Kind::Dir, e)),
     }
 }
 
-/// Creates the directory `name` in `dir` with `mode` unless it exists, opens it, and sets
-/// its mode to `mode` (a run tightens the modes of what it owns).
-pub fn make_dir(dir: BorrowedFd<'_>, name: &str, mode: u32) -> Result<OwnedFd, Refusal> {
-    match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
-        Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+/// A directory [`make_dir`] opened: whether this call created it (so `dir` has a new entry to
+/// make durable).
+pub struct MadeDir {
+    pub fd: OwnedFd,
+    pub created: bool,
+}
+
+/// Creates the directory `name` in `dir` with `mode` unless it exists, opens it, and gives it
+/// `mode` if it has another (a run tightens the modes of what it owns; a new directory has it
+/// unless the umask took bits away).
+pub fn make_dir(dir: BorrowedFd<'_>, name: &str, mode: u32) -> Result<MadeDir, Refusal> {
+    let created = match rustix::fs::mkdirat(dir, name, Mode::from_raw_mode(mode)) {
+        Ok(()) => true,
+        Err(rustix::io::Errno::EXIST) => false,
         Err(e) => return Err(e.into()),
+    };
+    let (fd, had) =
+        open_dir_stat(dir, name)?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+    if had != mode {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
     }
-    let fd = open_dir(dir, name)?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-    rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-    Ok(fd)
+    Ok(MadeDir { fd, created })
 }
 
 /// How a private key that group or others may read is treated.
@@ -167,10 +187,12 @@ pub enum Exposed {
     Report,
 }
 
-/// A file as read: its bytes, and the mode it had when a private key was readable by group or
-/// others (tightened, or to be reported, as [`Exposed`] said).
+/// A file as read: its bytes, its modification time (seconds, nanoseconds), and the mode it had
+/// when a private key was readable by group or others (tightened, or to be reported, as
+/// [`Exposed`] said).
 pub struct FileRead {
     pub bytes: Vec<u8>,
+    pub modified: (i64, u32),
     pub exposed: Option<u32>,
 }
 
@@ -204,7 +226,8 @@ pub fn read_file(
             size(limit)
         )));
     }
-    let mut bytes = Vec::new();
+    // Room for the whole file and one byte more: one read fills it, one more finds the end.
+    let mut bytes = Vec::with_capacity(st.st_size as usize + 1);
     File::from(fd).take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(Refusal::Untrusted(format!(
@@ -212,7 +235,11 @@ pub fn read_file(
             size(limit)
         )));
     }
-    Ok(FileRead { bytes, exposed })
+    Ok(FileRead {
+        bytes,
+        modified: (st.st_mtime as i64, st.st_mtime_nsec as u32),
+        exposed,
+    })
 }
 
 fn size(limit: u64) -> String {
@@ -224,13 +251,21 @@ fn size(limit: u64) -> String {
 }
 
 /// Creates the file `name` in `dir` (it must not exist: a link there is not followed) with
-/// `mode`, whatever the umask, and writes `value`.
-pub fn create_file(dir: BorrowedFd<'_>, name: &str, value: &[u8], mode: u32) -> io::Result<()> {
+/// `mode`, whatever the umask, and writes `value`. The file is not synced: the open file is
+/// handed back for [`sync_all`].
+pub fn create_file(
+    dir: BorrowedFd<'_>,
+    name: &str,
+    value: &[u8],
+    mode: u32,
+) -> io::Result<OwnedFd> {
     use std::io::Write;
     let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
     let fd = open(dir, name, flags, mode)?;
     rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode))?;
-    File::from(fd).write_all(value)
+    let mut file = File::from(fd);
+    file.write_all(value)?;
+    Ok(file.into())
 }
 
 /// Opens (creating it with `mode` if missing) the file `name` in `dir` for writing, never
@@ -255,6 +290,17 @@ pub fn read_link(dir: BorrowedFd<'_>, name: &str) -> io::Result<Option<String>> 
     match rustix::fs::readlinkat(dir, name, Vec::new()) {
         Ok(target) => Ok(Some(target.to_string_lossy().into_owned())),
         Err(rustix::io::Errno::NOENT) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What stands at `name` in `dir` when it is a link: its target; otherwise what it is (one
+/// system call for a link, two for anything else).
+pub fn link_or_kind(dir: BorrowedFd<'_>, name: &str) -> io::Result<Result<String, Option<Kind>>> {
+    match rustix::fs::readlinkat(dir, name, Vec::new()) {
+        Ok(target) => Ok(Ok(target.to_string_lossy().into_owned())),
+        Err(rustix::io::Errno::NOENT) => Ok(Err(None)),
+        Err(rustix::io::Errno::INVAL) => Ok(Err(kind(dir, name)?)),
         Err(e) => Err(e.into()),
     }
 }
@@ -297,34 +343,96 @@ pub fn remove_tree(dir: BorrowedFd<'_>, name: &str) -> io::Result<()> {
     }
 }
 
-/// The names in the directory `dir` (without `.` and `..`) and what each is.
+/// The names in the directory `dir` (without `.` and `..`) and what each is. Reads from the
+/// descriptor's position: list a directory once per descriptor, right after opening it. The
+/// kind comes with each name (`getdents64`'s `d_type`); only a file system that does not give it
+/// costs a `stat` per name.
 pub fn list(dir: BorrowedFd<'_>) -> io::Result<Vec<(String, Kind)>> {
     let mut out = Vec::new();
-    for entry in rustix::fs::Dir::read_from(dir)? {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let mut entries = rustix::fs::RawDir::new(dir, &mut buf);
+    while let Some(entry) = entries.next() {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
         if name == "." || name == ".." {
             continue;
         }
-        let kind = match kind(dir, &name)? {
-            Some(k) => k,
-            None => continue, // removed meanwhile
+        let kind = match entry.file_type() {
+            rustix::fs::FileType::RegularFile => Kind::File,
+            rustix::fs::FileType::Directory => Kind::Dir,
+            rustix::fs::FileType::Symlink => Kind::Link,
+            rustix::fs::FileType::Unknown => match kind(dir, &name)? {
+                Some(k) => k,
+                None => continue, // removed meanwhile
+            },
+            _ => Kind::Other,
         };
         out.push((name, kind));
     }
     Ok(out)
 }
 
-/// Syncs the file system holding `dir` (`syncfs(2)`).
-pub fn syncfs(dir: BorrowedFd<'_>) -> io::Result<()> {
-    Ok(rustix::fs::syncfs(dir)?)
+/// Makes each of `fds` durable (`fsync(2)`), all at once: up to [`SYNC_THREADS`] threads, each
+/// taking the next descriptor. Concurrent fsyncs share the device's cache flushes (the block
+/// layer merges flushes that wait together) and a journal's commits, so a round costs about
+/// one flush, where one fsync after another costs one each. Only what certgen wrote is written
+/// out: unlike `syncfs(2)`, other processes' unwritten data on the same file system is left
+/// alone. The first error is returned, after every descriptor was tried.
+pub fn sync_all(fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    use std::sync::atomic::AtomicUsize;
+    let next = AtomicUsize::new(0);
+    let first_error = std::sync::Mutex::new(None);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(fd) = fds.get(i) else { break };
+            if let Err(e) = rustix::fs::fsync(fd) {
+                first_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(io::Error::from(e));
+            }
+        }
+    };
+    let helpers = fds.len().min(SYNC_THREADS).saturating_sub(1);
+    std::thread::scope(|scope| {
+        for _ in 0..helpers {
+            // A thread that cannot start leaves its share to the others.
+            let _ = std::thread::Builder::new().spawn_scoped(scope, work);
+        }
+        work();
+    });
+    match first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
-/// A directory under `DIR` (a Secret's, a version's) is trusted when the user running certgen
-/// owns it and neither group nor others may write it.
-pub fn trusted_dir(fd: BorrowedFd<'_>) -> Result<(), Refusal> {
-    let st = rustix::fs::fstat(fd)?;
-    trusted(&st, 0o022)
+/// How many fsyncs [`sync_all`] has in flight at once.
+pub const SYNC_THREADS: usize = 16;
+
+/// Makes `DIR` (mode 0700) and the directories above it that are missing, each one's name made
+/// durable in its parent (`DIR`'s own entries are synced with the writes into it).
+fn make_root(root: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let missing: Vec<&Path> = root
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err())
+        .collect();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)?;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let parents = missing
+        .iter()
+        .filter_map(|p| p.parent())
+        .map(|p| match p.as_os_str().is_empty() {
+            true => rustix::fs::open(".", flags, Mode::empty()),
+            false => rustix::fs::open(p, flags, Mode::empty()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    sync_all(&parents.iter().map(AsFd::as_fd).collect::<Vec<_>>())
 }
 
 /// Refuses what another user owns, or what has any of the `forbidden` mode bits.
@@ -352,18 +460,14 @@ fn trusted(st: &rustix::fs::Stat, forbidden: u32) -> Result<(), Refusal> {
 /// either.
 pub fn open_root(root: &Path, create: bool) -> Result<Option<OwnedFd>, (String, Refusal)> {
     let at = |p: &Path, r: Refusal| (p.display().to_string(), r);
-    if create {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(root)
-            .map_err(|e| at(root, e.into()))?;
-    }
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
     let fd = match rustix::fs::open(root, flags, Mode::empty()) {
         Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT) if !create => return Ok(None),
+        Err(rustix::io::Errno::NOENT) if create => {
+            make_root(root).map_err(|e| at(root, e.into()))?;
+            rustix::fs::open(root, flags, Mode::empty()).map_err(|e| at(root, e.into()))?
+        }
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(e) => return Err(at(root, e.into())),
     };
     let st = rustix::fs::fstat(&fd).map_err(|e| at(root, e.into()))?;

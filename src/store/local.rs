@@ -20,22 +20,28 @@
 //! reads `..data/<key>`. A read reports every visible name that is not the link into `..data`
 //! ([`StoredSecret::divergent`]); any write of the Secret puts the links back.
 //!
-//! Durability, with few syncs. Two promises hold across a power loss, not only a crash of the
-//! process: (1) no torn Secret: a `..data` switch is made only after every file of the version
-//! it points to is on disk; (2) order: a Secret's switch is on disk before any later write's
+//! Durability, in rounds of fsyncs. Two promises hold across a power loss, not only a crash of
+//! the process: (1) no torn Secret: a `..data` switch is made only after every file of the
+//! version it points to, the version directory, and the version's name in the Secret's
+//! directory are on disk; (2) order: a Secret's switch is on disk before any later write's
 //! switch is made, so the CA Secret (written first, alone) is durable before anything it signs.
-//! Syncing each file, each version directory and each Secret directory costs ~6 `fsync`s per
-//! Secret. Instead a write stages its version directory without syncing, yields (so the other
-//! writes of the run, which the engine issues together, stage theirs too), then one
-//! `syncfs(2)` makes all staged files and all earlier switches durable at once; only then are
-//! the switches made. Old version directories are removed only after a later sync, so a lost
-//! switch can never point at a removed directory. [`SecretStore::flush`] syncs the last
-//! switches. A run writing the CA and then its leaves costs 3 syncs in all.
+//! A write stages its version directory without syncing, yields (so the other writes of the
+//! run, which the engine issues together, stage theirs too), then one round makes everything
+//! written since the last round durable: an `fsync(2)` of each file and version directory
+//! staged, of each Secret directory with a new entry (a version, a switch, a key's link), and of
+//! `DIR` when a Secret directory was made ([`beneath::sync_all`]: all at once, so the round
+//! costs about one device flush, not one per file). Only then are the switches made. Old
+//! version directories are removed only after a later round, so a lost switch can never point
+//! at a removed directory. [`SecretStore::flush`] makes the last switches durable. A run
+//! writing the CA and then its leaves costs 3 rounds. Only certgen's own files are written out:
+//! `syncfs(2)`, which this store used before, also waits for every other process's unwritten
+//! data on the file system, so a run's time depended on its neighbours. The argument, what
+//! survives a power cut at each point, and how the tests check it: `docs/durability.md`.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::beneath::{self, Exposed, Kind, Refusal};
 use super::clock;
@@ -68,11 +74,15 @@ struct Contents {
     /// `certgen --local`) may write through the links into the current version, which leaves
     /// the `..data` link's own time alone.
     modified: Option<(i64, u32)>,
+    /// The `..data` link's own modification time: certgen's last write of the Secret.
+    switched: Option<(i64, u32)>,
 }
 
 /// Secrets as directories under one root.
 pub struct LocalStore {
     root: PathBuf,
+    /// `DIR`, opened and checked once, then every name is looked up from it.
+    root_fd: OnceLock<OwnedFd>,
     sync: Mutex<SyncState>,
     /// `--force`: a `..data` link whose version directory is gone reads as an absent Secret,
     /// which the run then writes afresh.
@@ -86,20 +96,34 @@ pub struct LocalStore {
     exposed: Mutex<Vec<(String, String, u32)>>,
 }
 
-/// What is on disk and what may still be only in the page cache.
+/// What is on disk and what may still be only in the page cache: everything written since the
+/// last round of fsyncs, to be synced in the next.
 #[derive(Default)]
 struct SyncState {
     /// Version directories staged so far in this process (each write takes the next number).
     staged: u64,
     /// Every version directory numbered up to this one is durable.
     synced: u64,
-    /// A `..data` switch was made after the last sync.
-    switched: bool,
-    /// Old version directories (Secret, version), removed once the switch away from them is
-    /// durable.
-    obsolete: Vec<(String, String)>,
-    /// How many syncs this store made (for tests).
-    syncs: u64,
+    /// Files and version directories written since the last round, each synced once.
+    written: Vec<OwnedFd>,
+    /// Secret directories with an entry made since the last round (a version directory, the
+    /// `..data` switch, a key's link), by Secret.
+    dirs: BTreeMap<String, Arc<OwnedFd>>,
+    /// `DIR` has a Secret directory made since the last round.
+    root: bool,
+    /// Old version directories (the Secret's directory, its path, the version), removed once the
+    /// switch away from them is durable.
+    obsolete: Vec<(Arc<OwnedFd>, PathBuf, String)>,
+    /// How many rounds of fsyncs this store made, and how many fsyncs in all (for tests).
+    rounds: u64,
+    fsyncs: u64,
+}
+
+impl SyncState {
+    /// Whether something written is not yet known to be durable.
+    fn dirty(&self) -> bool {
+        !self.written.is_empty() || !self.dirs.is_empty() || self.root
+    }
 }
 
 /// A store error for `path` from a refusal: the trust rule's own message, or `doing` and the
@@ -113,6 +137,7 @@ impl LocalStore {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self {
             root: root.into(),
+            root_fd: OnceLock::new(),
             sync: Mutex::new(SyncState::default()),
             replace_dangling: false,
             secret_keys: Vec::new(),
@@ -172,32 +197,49 @@ impl LocalStore {
         self.sync.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// `DIR`, opened and checked ([`beneath::open_root`]); `None` when it does not exist and
-    /// `create` is not set.
-    fn open_root(&self, create: bool) -> Result<Option<OwnedFd>, StoreError> {
-        beneath::open_root(&self.root, create)
-            .map_err(|(path, r)| refused(Path::new(&path), "open the --local directory", r))
+    /// `DIR`, opened and checked ([`beneath::open_root`]) on first use and kept open: every
+    /// later name is looked up from this descriptor, so `DIR` and the directories above it are
+    /// checked once per run, and a `DIR` moved away meanwhile is not followed to another place.
+    /// `None` when it does not exist and `create` is not set.
+    fn open_root(&self, create: bool) -> Result<Option<BorrowedFd<'_>>, StoreError> {
+        if let Some(fd) = self.root_fd.get() {
+            return Ok(Some(fd.as_fd()));
+        }
+        let opened = beneath::open_root(&self.root, create)
+            .map_err(|(path, r)| refused(Path::new(&path), "open the --local directory", r))?;
+        Ok(opened.map(|fd| self.root_fd.get_or_init(|| fd).as_fd()))
     }
 
-    /// Makes everything written under the root so far durable (one `syncfs`), then removes the
-    /// version directories whose replacement is now durable.
-    fn sync_all(&self, state: &mut SyncState) -> Result<(), StoreError> {
-        let root = self
-            .open_root(false)?
-            .ok_or_else(|| Self::err(&self.root, "cannot sync to disk: it is gone"))?;
+    /// One round: makes everything written since the last round durable (an fsync of each
+    /// file, version directory and Secret directory written, and of `DIR` if a Secret directory
+    /// was made, all at once: [`beneath::sync_all`]), then removes the version directories
+    /// whose replacement is now durable.
+    fn sync_round(&self, state: &mut SyncState) -> Result<(), StoreError> {
         let upto = state.staged;
-        beneath::syncfs(root.as_fd())
+        let root = if state.root {
+            self.open_root(false)?
+        } else {
+            None
+        };
+        let written = std::mem::take(&mut state.written);
+        let dirs = std::mem::take(&mut state.dirs);
+        let fds: Vec<BorrowedFd<'_>> = written
+            .iter()
+            .map(AsFd::as_fd)
+            .chain(dirs.values().map(|dir| dir.as_fd()))
+            .chain(root)
+            .collect();
+        beneath::sync_all(&fds)
             .map_err(|e| Self::err(&self.root, format!("cannot sync to disk: {e}")))?;
         state.synced = upto;
-        state.switched = false;
-        state.syncs += 1;
-        for (secret, version) in state.obsolete.drain(..) {
-            if let Ok(Some(dir)) = beneath::open_dir(root.as_fd(), &secret)
-                && let Err(e) = beneath::remove_tree(dir.as_fd(), &version)
-            {
+        state.root = false;
+        state.rounds += 1;
+        state.fsyncs += fds.len() as u64;
+        for (dir, path, version) in state.obsolete.drain(..) {
+            if let Err(e) = beneath::remove_tree(dir.as_fd(), &version) {
                 tracing::warn!(
                     "cannot remove the old version {}: {e}",
-                    self.dir(&secret).join(&version).display()
+                    path.join(&version).display()
                 );
             }
         }
@@ -217,14 +259,15 @@ impl LocalStore {
 
     /// Reads the file `name` of the Secret `secret` in the directory `dir` (at `path`): a
     /// regular file, trusted, at most [`MAX_FILE`] bytes; a private key others may read is
-    /// made 0600 or reported ([`LocalStore::reporting_exposed_keys`]).
+    /// made 0600 or reported ([`LocalStore::reporting_exposed_keys`]). With its modification
+    /// time.
     fn read_file(
         &self,
         secret: &str,
         dir: BorrowedFd<'_>,
         path: &Path,
         name: &str,
-    ) -> Result<Vec<u8>, StoreError> {
+    ) -> Result<(Vec<u8>, (i64, u32)), StoreError> {
         let policy = if self.is_secret(name) {
             self.exposed_keys
         } else {
@@ -245,7 +288,7 @@ impl LocalStore {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((secret.to_string(), shown, mode));
         }
-        Ok(read.bytes)
+        Ok((read.bytes, read.modified))
     }
 
     /// Reads a Secret directory in one consistent version. A writer may switch `..data` and
@@ -253,14 +296,15 @@ impl LocalStore {
     fn read(&self, name: &str) -> Result<Option<Contents>, StoreError> {
         let link = || -> Option<String> {
             let root = self.open_root(false).ok()??;
-            let dir = beneath::open_dir(root.as_fd(), name).ok()??;
+            let dir = beneath::open_dir(root, name).ok()??;
             beneath::read_link(dir.as_fd(), DATA).ok()?
         };
         let mut attempts = 0;
         loop {
-            let before = link();
-            match self.read_once(name) {
-                Err(e) if attempts < 10 && link() != before => {
+            // The link the read followed; looked at again only when the read fails.
+            let mut seen = None;
+            match self.read_once(name, &mut seen) {
+                Err(e) if attempts < 10 && seen.is_some() && link() != seen => {
                     attempts += 1;
                     tracing::debug!("{e}; the Secret changed while being read, reading it again");
                 }
@@ -269,13 +313,17 @@ impl LocalStore {
         }
     }
 
-    /// One read, `..data` resolved once.
-    fn read_once(&self, name: &str) -> Result<Option<Contents>, StoreError> {
+    /// One read, `..data` resolved once (its target put in `seen`).
+    fn read_once(
+        &self,
+        name: &str,
+        seen: &mut Option<String>,
+    ) -> Result<Option<Contents>, StoreError> {
         let Some(root) = self.open_root(false)? else {
             return Ok(None);
         };
         let path = self.dir(name);
-        let dir = match beneath::open_dir(root.as_fd(), name) {
+        let dir = match beneath::open_dir(root, name) {
             Ok(Some(dir)) => dir,
             Ok(None) => return Ok(None),
             Err(r) => return Err(refused(&path, "read", r)),
@@ -306,15 +354,13 @@ impl LocalStore {
                 ));
             }
         };
+        seen.clone_from(&current);
         let mut data = BTreeMap::new();
         let mut annotations = BTreeMap::new();
         let mut modified: Option<(i64, u32)> = None;
-        let mut saw = |dir: BorrowedFd<'_>, key: &str| {
-            if let Ok(t) = beneath::mtime(dir, key) {
-                modified = Some(modified.map_or(t, |m| m.max(t)));
-            }
-        };
+        let mut switched = None;
         if let Some(version) = &current {
+            switched = beneath::mtime(dir, DATA).ok();
             let vpath = path.join(version);
             let vdir = match beneath::open_dir(dir, version) {
                 Ok(Some(vdir)) => vdir,
@@ -354,8 +400,9 @@ impl LocalStore {
                 } else if key.starts_with('.') {
                     continue;
                 } else if kind == Kind::File {
-                    saw(vdir, &key);
-                    data.insert(key.clone(), self.read_file(name, vdir, &vpath, &key)?);
+                    let (bytes, t) = self.read_file(name, vdir, &vpath, &key)?;
+                    modified = modified.max(Some(t));
+                    data.insert(key, bytes);
                 } else {
                     // certgen writes only regular files here.
                     return Err(refused(
@@ -382,8 +429,9 @@ impl LocalStore {
                         ));
                     }
                     Kind::File => {
-                        saw(dir, &key);
-                        data.insert(key.clone(), self.read_file(name, dir, &path, &key)?);
+                        let (bytes, t) = self.read_file(name, dir, &path, &key)?;
+                        modified = modified.max(Some(t));
+                        data.insert(key, bytes);
                     }
                     Kind::Dir | Kind::Other => {}
                 }
@@ -404,6 +452,7 @@ impl LocalStore {
             annotations,
             divergent,
             modified,
+            switched,
         }))
     }
 
@@ -418,19 +467,17 @@ impl LocalStore {
         value: &[u8],
     ) -> Result<Option<Divergence>, StoreError> {
         let shown = path.join(key);
-        let found = match beneath::kind(dir, key) {
+        let found = match beneath::link_or_kind(dir, key) {
             Err(e) => return Err(Self::err(&shown, format!("cannot read: {e}"))),
-            Ok(None) => Found::Missing,
-            Ok(Some(Kind::Link)) => {
-                let target = beneath::read_link(dir, key)
-                    .map_err(|e| Self::err(&shown, format!("cannot read: {e}")))?;
-                if target.as_deref() == Some(&format!("{DATA}/{key}")) {
+            Ok(Err(None)) => Found::Missing,
+            Ok(Ok(target)) => {
+                if target == format!("{DATA}/{key}") {
                     return Ok(None);
                 }
                 Found::Foreign
             }
-            Ok(Some(Kind::File)) => {
-                let seen = self.read_file(secret, dir, path, key)?;
+            Ok(Err(Some(Kind::File))) => {
+                let (seen, _) = self.read_file(secret, dir, path, key)?;
                 if seen == value {
                     Found::Copy
                 } else if value.starts_with(&seen) {
@@ -439,7 +486,7 @@ impl LocalStore {
                     Found::Foreign
                 }
             }
-            Ok(Some(_)) => Found::Foreign,
+            Ok(Err(Some(_))) => Found::Foreign,
         };
         Ok(Some(Divergence {
             key: key.to_string(),
@@ -464,6 +511,7 @@ impl SecretStore for LocalStore {
         };
         let data = contents.data;
         let modified = contents.modified;
+        let switched = contents.switched;
         let type_ = if data.contains_key("tls.crt") || data.contains_key("tls.key") {
             TYPE_TLS
         } else {
@@ -472,12 +520,7 @@ impl SecretStore for LocalStore {
         // The `..data` link is made afresh by every write of certgen's: its own time is the
         // write's. Another tool's write through the links (or of plain files) shows in the
         // files' own times: the newest of them all is the last write.
-        let written_at = self
-            .open_root(false)
-            .ok()
-            .flatten()
-            .and_then(|root| beneath::open_dir(root.as_fd(), name).ok().flatten())
-            .and_then(|dir| beneath::mtime(dir.as_fd(), DATA).ok())
+        let written_at = switched
             .into_iter()
             .chain(modified)
             .max()
@@ -554,48 +597,65 @@ impl SecretStore for LocalStore {
         let root = self
             .open_root(true)?
             .ok_or_else(|| Self::err(&self.root, "cannot create the directory"))?;
-        let dir = beneath::make_dir(root.as_fd(), &write.name, 0o700)
+        let made = beneath::make_dir(root, &write.name, 0o700)
             .map_err(|r| refused(&path, "create directory", r))?;
-        let dir = dir.as_fd();
+        let dir = Arc::new(made.fd);
+        let dir_fd = dir.as_fd();
         // 1. Every key of the new version in a fresh hidden directory, not yet synced.
         let version = format!("..{}", hex(&crate::pki::random_bytes(8)));
         let vpath = path.join(&version);
-        let staged = (|| -> Result<(), StoreError> {
-            let vdir = beneath::make_dir(dir, &version, 0o700)
+        let staged = (|| -> Result<Vec<OwnedFd>, StoreError> {
+            let vdir = beneath::make_dir(dir_fd, &version, 0o700)
                 .map_err(|r| refused(&vpath, "create directory", r))?;
+            let mut written = Vec::with_capacity(data.len() + 2);
             for (key, value) in &data {
                 let mode = if secret_key(key) { 0o600 } else { 0o644 };
-                beneath::create_file(vdir.as_fd(), key, value, mode)
-                    .map_err(|e| Self::err(&vpath.join(key), format!("cannot write: {e}")))?;
+                written.push(
+                    beneath::create_file(vdir.fd.as_fd(), key, value, mode)
+                        .map_err(|e| Self::err(&vpath.join(key), format!("cannot write: {e}")))?,
+                );
             }
             let json = serde_json::to_vec_pretty(&annotations).expect("annotations serialize");
-            beneath::create_file(vdir.as_fd(), ANNOTATIONS, &json, 0o600)
-                .map_err(|e| Self::err(&vpath.join(ANNOTATIONS), format!("cannot write: {e}")))
+            written.push(
+                beneath::create_file(vdir.fd.as_fd(), ANNOTATIONS, &json, 0o600).map_err(|e| {
+                    Self::err(&vpath.join(ANNOTATIONS), format!("cannot write: {e}"))
+                })?,
+            );
+            written.push(vdir.fd);
+            Ok(written)
         })();
-        if let Err(e) = staged {
-            // Nothing points to it: nothing was written that anyone reads.
-            let _ = beneath::remove_tree(dir, &version);
-            return Err(e);
-        }
+        let written = match staged {
+            Ok(written) => written,
+            Err(e) => {
+                // Nothing points to it: nothing was written that anyone reads.
+                let _ = beneath::remove_tree(dir_fd, &version);
+                return Err(e);
+            }
+        };
+        // Its files, the version directory, the version's name in the Secret's directory, and
+        // the Secret directory's name in DIR if it is new: all for the next round.
         let ticket = {
             let mut state = self.state();
             state.staged += 1;
+            state.written.extend(written);
+            state.dirs.insert(write.name.clone(), dir.clone());
+            state.root |= made.created;
             state.staged
         };
-        // 2. Let the run's other writes stage theirs, so one sync covers them all.
+        // 2. Let the run's other writes stage theirs, so one round covers them all.
         tokio::task::yield_now().await;
         // 3. This version, and every switch made before, durable before this switch is made.
         let synced = {
             let mut state = self.state();
             if state.synced < ticket {
-                self.sync_all(&mut state)
+                self.sync_round(&mut state)
             } else {
                 Ok(())
             }
         };
         // 4. One rename switches every key at once.
-        if let Err(e) = synced.and_then(|()| swap_symlink(dir, &path, DATA, &version)) {
-            let _ = beneath::remove_tree(dir, &version);
+        if let Err(e) = synced.and_then(|()| swap_symlink(dir_fd, &path, DATA, &version)) {
+            let _ = beneath::remove_tree(dir_fd, &version);
             return Err(e);
         }
         // From here on consumers may read the new version: a failure is a partial write.
@@ -603,23 +663,21 @@ impl SecretStore for LocalStore {
             StoreError::Local { path, message } => StoreError::Partial { path, message },
             other => other,
         };
-        {
-            let mut state = self.state();
-            state.switched = true;
-        }
+        // The switch (and the links below) durable in the next round.
+        self.state().dirs.insert(write.name.clone(), dir.clone());
         // 5. Each key is a link into ..data (replacing plain files of other tools, and whatever
         // stood in for a link, atomically).
         for key in data.keys() {
-            swap_symlink(dir, &path, key, &format!("{DATA}/{key}")).map_err(partial)?;
+            swap_symlink(dir_fd, &path, key, &format!("{DATA}/{key}")).map_err(partial)?;
         }
         for key in old_keys.iter().filter(|k| !data.contains_key(*k)) {
-            beneath::remove_file(dir, key)
+            beneath::remove_file(dir_fd, key)
                 .map_err(|e| partial(Self::err(&path.join(key), format!("cannot remove: {e}"))))?;
         }
         // 6. Every other version directory (the one replaced, and any a killed or failed run
         // left behind, perhaps holding old private keys) goes once this switch is durable, as
         // the kubelet's atomic writer does; temporary links of a killed run go now.
-        let entries = beneath::list(dir)
+        let entries = beneath::list(dir_fd)
             .map_err(|e| partial(Self::err(&path, format!("cannot list: {e}"))))?;
         let mut state = self.state();
         for (name, _) in entries {
@@ -627,9 +685,9 @@ impl SecretStore for LocalStore {
                 continue;
             }
             if name.starts_with("..") {
-                state.obsolete.push((write.name.clone(), name));
+                state.obsolete.push((dir.clone(), path.clone(), name));
             } else if name.starts_with('.') && name.contains(".certgen-") {
-                let _ = beneath::remove_file(dir, &name);
+                let _ = beneath::remove_file(dir_fd, &name);
             }
         }
         Ok(())
@@ -642,8 +700,8 @@ impl SecretStore for LocalStore {
 
     async fn flush(&self) -> Result<(), StoreError> {
         let mut state = self.state();
-        if state.switched || !state.obsolete.is_empty() {
-            self.sync_all(&mut state)?;
+        if state.dirty() || !state.obsolete.is_empty() {
+            self.sync_round(&mut state)?;
         }
         Ok(())
     }
@@ -654,8 +712,8 @@ impl Drop for LocalStore {
     /// (errors cannot be reported here; `flush` reports them).
     fn drop(&mut self) {
         let mut state = self.state();
-        if state.switched || !state.obsolete.is_empty() {
-            let _ = self.sync_all(&mut state);
+        if state.dirty() || !state.obsolete.is_empty() {
+            let _ = self.sync_round(&mut state);
         }
     }
 }
@@ -721,7 +779,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_of_writes_costs_three_syncs_and_leaves_one_version_each() {
+    fn a_run_of_writes_costs_three_rounds_of_fsyncs_and_leaves_one_version_each() {
         let tmp = tempfile::tempdir().unwrap();
         let store = LocalStore::new(tmp.path());
         let leaves = ["a", "b", "c", "d"];
@@ -734,8 +792,16 @@ mod tests {
                 .unwrap();
             store.flush().await.unwrap();
         });
-        assert_eq!(store.state().syncs, 3);
-        // A rewrite of one Secret: one sync before its switch, one at flush; the old version
+        // Each write: 3 files (tls.crt, tls.key, the annotations), its version directory, its
+        // Secret directory. Round 1: the CA's 5 and DIR (a new Secret directory); round 2: the
+        // CA's switch (its directory), the leaves' 4 x 5, and DIR; round 3: the leaves'
+        // switches. Each file and directory once per round, whatever it had written.
+        let counts = |store: &LocalStore| {
+            let state = store.state();
+            (state.rounds, state.fsyncs)
+        };
+        assert_eq!(counts(&store), (3, 6 + 22 + 4));
+        // A rewrite of one Secret: one round before its switch, one at flush; the old version
         // directory goes once the switch is durable.
         let v = get(&store, "a").version;
         block_on(async {
@@ -745,7 +811,7 @@ mod tests {
                 .unwrap();
             store.flush().await.unwrap();
         });
-        assert_eq!(store.state().syncs, 5);
+        assert_eq!(counts(&store), (5, 32 + 5 + 1));
         let versions = fs::read_dir(tmp.path().join("a"))
             .unwrap()
             .filter(|e| {
@@ -758,7 +824,7 @@ mod tests {
         assert_eq!(fs::read(tmp.path().join("a/tls.crt")).unwrap(), b"a2");
         // Nothing pending: flush does not sync again.
         block_on(store.flush()).unwrap();
-        assert_eq!(store.state().syncs, 5);
+        assert_eq!(store.state().rounds, 5);
     }
 
     #[test]

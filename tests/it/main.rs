@@ -6,6 +6,7 @@
 //! - the local store, and `check` on a directory: `local`
 //! - the Kubernetes store (create, renew, races, RBAC, one LIST): `cluster::store`
 //! - refused input, and what `--force` repairs: `bad_input`, `cluster::bad_input`
+//! - local mode's power-cut promises, on the system calls of real runs (strace): `durability`
 //! - local mode against a hostile directory (links, other users' files, modes), bounded
 //!   config reads, exit codes after partial writes, JSON errors, unusable inputs: `hostile`
 //! - rotation (staging, kills at every write, concurrent runs, the Lease, gates): `rotation`,
@@ -56,6 +57,7 @@
 mod bad_input;
 mod cluster;
 mod docs;
+mod durability;
 mod eg_compat;
 mod faults;
 mod fuzz_regressions;
