@@ -35,6 +35,7 @@ pub mod rollout;
 pub mod rotation;
 pub mod secret;
 pub mod store;
+pub mod text;
 pub mod timefmt;
 pub mod workload;
 
@@ -156,8 +157,11 @@ fn init_logging(cli: &Cli) {
         _ => "trace",
     };
     // Only certgen's own events: client libraries may log request bodies at debug level, and
-    // request bodies carry private keys.
-    let filter = EnvFilter::new(format!("warn,certgen={level}"));
+    // request bodies carry private keys. kube-runtime's watcher logs each failed retry with a
+    // debug dump, which certgen reports itself once per change of state (src/k8s/watch.rs);
+    // under -q other libraries say only errors.
+    let others = if cli.global.quiet { "error" } else { "warn" };
+    let filter = EnvFilter::new(format!("{others},kube_runtime=off,certgen={level}"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -451,33 +455,30 @@ pub(crate) async fn cluster_job(
     Ok((report.with_next_renewal(&config), failure))
 }
 
-/// The local store for `config` in `dir`: its HMAC keys are secret too, and with `--force` a
-/// Secret whose `..data` link dangles is written afresh.
+/// The local store for `config` in `dir`: the private keys of its layouts (HMAC keys
+/// included) are kept 0600, and with `--force` a Secret whose `..data` link dangles is written
+/// afresh.
 fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> LocalStore {
     LocalStore::new(dir)
         .replacing_dangling(force)
-        .with_secret_keys(config.hmac.iter().map(|h| h.key.clone()))
+        .with_secret_keys(config.private_data_keys())
 }
 
 /// `certgen check`: observe, check, print the report; exit 1 when action is due.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target.spec())?;
-    let now = time::OffsetDateTime::now_utc();
-    // The caBundle targets are read for the metrics only.
-    let prometheus = target.output == OutputFormat::Prometheus;
+    // The caBundle targets are read whatever the output: a run writes a drifted one, so the
+    // verdict depends on them.
     let (report, families) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
-            let (report, families) =
-                exposition::collect::checked(&config, &store, None, now).await?;
-            (report.with_problems(store.exposed_keys()), families)
+            exposition::collect::checked(&config, &store, None).await?
         }
         None => {
             let client = k8s::client(target.cluster()).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
             let webhooks = k8s::WebhookStore::new(client);
-            let webhooks = prometheus.then_some(&webhooks);
-            exposition::collect::checked(&config, &store, webhooks, now).await?
+            exposition::collect::checked(&config, &store, Some(&webhooks)).await?
         }
     };
     match target.output {

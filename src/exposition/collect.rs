@@ -1,14 +1,13 @@
-//! The reads behind the metrics: one observation of the Secrets (the same one `check` makes),
-//! `check`'s judgement of it, and one read of each `caBundle` target, turned into gauge
-//! families by [`super::health`]. After a run, the same plus the run's outcome.
+//! The reads behind `certgen check` and the metrics: one observation of the Secrets, one read of
+//! each `caBundle` target, `check`'s judgement of them, turned into gauge families by
+//! [`super::health`]. After a run, the same plus the run's outcome.
 //!
 //! It reads through the same store and webhook adapter as a run, and writes nothing.
 
 use std::path::PathBuf;
 
-use time::OffsetDateTime;
-
 use super::{CaBundleTarget, Family, RunOutcome, TargetState};
+use crate::check::Context;
 use crate::cli::TargetArgs;
 use crate::config::Config;
 use crate::error::Error;
@@ -17,21 +16,29 @@ use crate::observe::{self, Snapshot};
 use crate::report::CheckReport;
 use crate::store::{LocalStore, SecretStore, StoreError};
 
-/// `check`'s report of the store, and (with `webhooks`) its gauges, `caBundle` targets
-/// included.
+/// `check`'s report of the store and (with `webhooks`, in a cluster) of the `caBundle`
+/// targets, and its gauges, judged at the store's "now" (the clock a run's gates use). A
+/// Secret that cannot be read is reported on its row (a run stops on it), not an error that
+/// would hide the others.
 pub async fn checked<S: SecretStore>(
     config: &Config,
     store: &S,
     webhooks: Option<&WebhookStore>,
-    now: OffsetDateTime,
 ) -> Result<(CheckReport, Vec<Family>), Error> {
-    let observed = observe::observe(store, config).await?;
-    let report = crate::check::check(config, &observed, now, store.describe());
+    let (observed, unreadable) = observe::observe_each(store, config).await?;
+    let now = store.now();
     let targets = match webhooks {
         Some(api) => targets(config, &observed, api).await?,
         None => vec![],
     };
-    let families = super::health(config, &observed, &report, &targets, now);
+    let ctx = Context {
+        propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
+        targets,
+        unreadable,
+    };
+    let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
+        .with_exposed_keys(store.exposed_keys());
+    let families = super::health(config, &observed, &report, now);
     Ok((report, families))
 }
 
@@ -62,10 +69,7 @@ async fn targets(
                     .get(&t.bundle_from)
                     .present()
                     .and_then(|s| s.data.get(&key));
-                match bundle {
-                    Some(b) if !o.holds(b) => TargetState::Drifted,
-                    _ => TargetState::InSync,
-                }
+                TargetState::of_entries(&o.bundles, bundle.map(Vec::as_slice))
             }
         };
         let kind = describe(t.kind, &t.name);
@@ -88,14 +92,16 @@ pub async fn after_run(
     target: &TargetArgs,
     outcome: RunOutcome,
 ) -> String {
-    let now = OffsetDateTime::now_utc();
     let health = match local {
-        Some(dir) => checked(config, &LocalStore::new(dir), None, now).await,
+        Some(dir) => {
+            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
+            checked(config, &store, None).await
+        }
         None => match crate::k8s::client(target.cluster()).await {
             Ok(client) => {
                 let store = KubeStore::new(client.clone(), &config.namespace);
                 let webhooks = WebhookStore::new(client);
-                checked(config, &store, Some(&webhooks), now).await
+                checked(config, &store, Some(&webhooks)).await
             }
             Err(e) => Err(e),
         },

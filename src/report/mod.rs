@@ -10,7 +10,7 @@ mod pods;
 
 use serde::Serialize;
 
-pub use self::check::{BundleEntry, CheckReport, Row};
+pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow};
 pub use self::pods::{GateReport, PodReport, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;

@@ -37,6 +37,8 @@
 //!   chart's exporter identity): `cluster::exporter`
 //! - Kubernetes Events of runs and rotations: `cluster::events`
 //! - the test control plane itself: `cluster::smoke`
+//! - one judgement: `check` exits 0 exactly when a plain run writes and refuses nothing,
+//!   over generated stores through the binary: `one_judgement`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`
 //! - no key material in any output, no way to skip TLS verification: `hygiene`
@@ -58,9 +60,11 @@ mod kwc;
 mod layout;
 mod local;
 mod metrics;
+mod one_judgement;
 mod pki_verify;
 mod probe;
 mod profiles_compat;
+mod read_side;
 mod rotation;
 mod sim;
 mod snapshots;

@@ -23,17 +23,31 @@ use crate::metrics::{assert_valid_exposition, value};
 use crate::util::KILLED;
 
 /// A running exporter, stopped (SIGKILL to its own PID) if the test ends without stopping it.
-struct Exporter {
+pub(crate) struct Exporter {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
+    /// Every line it wrote to standard error so far.
+    pub(crate) lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Exporter {
     fn start(kubeconfig: &Path, ns: &str) -> Self {
+        Self::start_with(kubeconfig, ns, &[], &[])
+    }
+
+    /// With `args` after the usual ones, and `env`; waits until it says where it listens.
+    pub(crate) fn start_with(
+        kubeconfig: &Path,
+        ns: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut child = crate::util::certgen()
             .args(["exporter", "--kubeconfig"])
             .arg(kubeconfig)
             .args(["-n", ns, "--listen", "127.0.0.1:0"])
+            .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -41,6 +55,8 @@ impl Exporter {
             .unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("exporter: {line}");
@@ -48,16 +64,17 @@ impl Exporter {
                     let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
                     let _ = tx.send(port.parse::<u16>().unwrap());
                 }
+                seen.lock().unwrap().push(line);
             }
         });
         let port = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the exporter says where it listens");
-        Self { child, port }
+        Self { child, port, lines }
     }
 
     /// `GET path`: the status code and body.
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         write!(
@@ -73,7 +90,7 @@ impl Exporter {
     }
 
     /// `/metrics` once `ok` holds for it (the watch delivers changes within seconds).
-    fn metrics_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn metrics_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let (status, body) = self.get("/metrics");
@@ -87,7 +104,7 @@ impl Exporter {
     }
 
     /// SIGTERM to its PID; it must exit 0 within 10 s.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let pid = rustix::process::Pid::from_child(&self.child);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -139,7 +156,7 @@ fn bundle_cas(text: &str, ns: &str, secret: &str) -> Vec<String> {
     cas
 }
 
-fn requests(text: &str, verb: &str) -> f64 {
+pub(crate) fn requests(text: &str, verb: &str) -> f64 {
     value(
         text,
         &format!("certgen_exporter_api_requests_total{{verb=\"{verb}\"}}"),

@@ -1,0 +1,193 @@
+//! What operators read must be true (issue 32), in local mode through the binary: the Secret
+//! type a config asks for is kept, key modes follow the Secret's layout, one unreadable file
+//! does not blank `check` or its metrics, what another tool put in a certificate is printed
+//! escaped and bounded, durations read as they were written. The cluster side (quota, partial
+//! RBAC, the exporter's watch logs) is in `cluster::read_side`; the property that `check` and
+//! a plain run agree is `one_judgement`.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::util::{Run, certgen, check_local, profile, run_local, tempdir, write};
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The built-in profile with `envoy`'s Secret given `extra` (YAML lines at its indentation).
+fn profile_with(envoy_extra: &str) -> String {
+    let text = profile();
+    let anchor = "  - name: envoy\n    type: tls\n";
+    assert!(text.contains(anchor), "{text}");
+    text.replacen(anchor, &format!("{anchor}{envoy_extra}"), 1)
+}
+
+/// Issue 32, finding 3 (local mode): a config's `secretType: Opaque` with `tls.crt` and
+/// `tls.key` data keys worked once, then every run exited 2, because the type was inferred
+/// from the file names; `check` said healthy all along.
+#[test]
+fn an_opaque_secret_with_tls_file_names_keeps_its_type() {
+    let t = tempdir();
+    let config = write(
+        t.path(),
+        "certgen.yaml",
+        &profile_with("    secretType: Opaque\n"),
+    );
+    let dir = t.path().join("certs");
+    let args = ["--config", config.to_str().unwrap()];
+    run_local(&dir, &args).ok();
+    let again = run_local(&dir, &args).ok();
+    assert_eq!(again.json()["writes"], 0, "{}", again.stdout);
+    check_local(&dir, &args).ok();
+    // A directory another tool wrote (no recorded type) is still typed by its files.
+    let plain = t.path().join("plain");
+    std::fs::create_dir_all(plain.join("envoy")).unwrap();
+    for f in ["ca.crt", "tls.crt", "tls.key"] {
+        std::fs::copy(dir.join("envoy").join(f), plain.join("envoy").join(f)).unwrap();
+    }
+    let check = check_local(&plain, &["--output", "json"]);
+    let envoy = crate::util::check_row(&check.json(), "envoy").clone();
+    assert!(
+        !envoy["problems"].to_string().contains("has type"),
+        "{envoy}"
+    );
+}
+
+/// Issue 32, finding 5: a world-readable key was reported and fixed only when its data key
+/// ended in `.key`; kube-webhook-certgen's layout names it `key`.
+#[test]
+fn key_modes_follow_the_secrets_layout() {
+    let t = tempdir();
+    let layout = "    secretType: Opaque\n    dataKeys:\n      bundle: ca\n      cert: cert\n      key: key\n";
+    let config = write(t.path(), "certgen.yaml", &profile_with(layout));
+    let dir = t.path().join("certs");
+    let args = ["--config", config.to_str().unwrap()];
+    run_local(&dir, &args).ok();
+    let key = dir.join("envoy/..data/key");
+    assert_eq!(mode(&key), 0o600, "written 0600");
+    chmod(&key, 0o644);
+    let check = check_local(&dir, &[&args[..], &["--output", "json"]].concat());
+    assert_eq!(check.code, 1, "{}", check.stdout);
+    let envoy = crate::util::check_row(&check.json(), "envoy").clone();
+    assert_eq!(envoy["status"], "invalid", "{envoy}");
+    assert!(
+        envoy["problems"].to_string().contains("has mode 0644"),
+        "{envoy}"
+    );
+    assert_eq!(check.json()["nextRun"]["writes"][0]["action"], "chmod");
+    assert_eq!(mode(&key), 0o644, "check changes nothing");
+    run_local(&dir, &args).ok();
+    assert_eq!(mode(&key), 0o600, "a run makes it 0600");
+    check_local(&dir, &args).ok();
+}
+
+/// Issue 32, finding 4: one file over the 1 MiB bound made `check` fail as a whole (exit 2),
+/// and `--output prometheus` print nothing, so a textfile consumer lost every series.
+#[test]
+fn one_oversized_file_leaves_every_other_secret_judged_and_measured() {
+    let t = tempdir();
+    let dir = t.path().join("certs");
+    run_local(&dir, &[]).ok();
+    std::fs::write(dir.join("envoy/ca.crt"), vec![b'#'; (1 << 20) + 1]).unwrap();
+    let check = check_local(&dir, &["--output", "json"]);
+    assert_eq!(check.code, 1, "{}{}", check.stdout, check.stderr);
+    let report = check.json();
+    let envoy = crate::util::check_row(&report, "envoy");
+    assert_eq!(envoy["status"], "invalid", "{envoy}");
+    assert!(
+        envoy["problems"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("cannot be read: "),
+        "{envoy}"
+    );
+    assert_eq!(
+        crate::util::check_row(&report, "envoy-gateway")["status"],
+        "ok"
+    );
+    assert_eq!(report["nextRun"]["action"], "refuses");
+    let metrics = check_local(&dir, &["--output", "prometheus"]);
+    assert_eq!(metrics.code, 1);
+    crate::metrics::assert_valid_exposition(&metrics.stdout);
+    for secret in ["envoy-gateway", "envoy-rate-limit", "envoy-gateway-ca"] {
+        assert!(
+            metrics.stdout.contains(&format!(
+                "certgen_certificate_not_after_timestamp_seconds{{namespace=\"envoy-gateway-system\",secret=\"{secret}\""
+            )),
+            "{secret}: {}",
+            metrics.stdout
+        );
+    }
+    assert!(metrics.stdout.contains(
+        "certgen_secret_status{namespace=\"envoy-gateway-system\",secret=\"envoy\",kind=\"tls\",status=\"invalid\"} 1"
+    ));
+    // The run refuses, as check said.
+    assert_eq!(run_local(&dir, &[]).code, 2);
+}
+
+/// A certificate whose subject is `cn`, self-signed, not a CA (PEM), and its key.
+fn leaf_named(cn: &str) -> (String, String) {
+    let mut params = rcgen::CertificateParams::new(vec!["x.example".to_string()]).unwrap();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(
+        rcgen::DnType::CommonName,
+        rcgen::DnValue::Utf8String(cn.to_string()),
+    );
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Issue 32, finding 7: subjects were printed raw (terminal escapes could clear the screen and
+/// print a fake "Healthy" line) and unbounded (a 64 KB common name gave a 65 KB line).
+#[test]
+fn subjects_are_escaped_and_bounded_in_what_people_read() {
+    let fake = "evil\u{1b}[2J\u{1b}[H\rHealthy: nothing is due.\u{1b}[8m";
+    let long = "A".repeat(65_536);
+    for cn in [fake.to_string(), long] {
+        let t = tempdir();
+        let dir = t.path().join("certs");
+        run_local(&dir, &[]).ok();
+        let (cert, key) = leaf_named(&cn);
+        std::fs::write(dir.join("envoy-gateway-ca/tls.crt"), cert).unwrap();
+        std::fs::write(dir.join("envoy-gateway-ca/tls.key"), key).unwrap();
+        let check = check_local(&dir, &[]);
+        assert_eq!(check.code, 1, "{}", check.stderr);
+        let run = Run::of(certgen().args(["--local", dir.to_str().unwrap()]));
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        for (what, text) in [("check", &check.stdout), ("run", &run.stderr)] {
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\r'),
+                "{what}: {text:?}"
+            );
+            let widest = text.lines().map(str::len).max().unwrap_or(0);
+            assert!(widest < 2_000, "{what}: a line of {widest} bytes");
+            assert!(text.contains("is not a CA certificate"), "{what}: {text}");
+        }
+        if cn.starts_with("evil") {
+            assert!(check.stdout.contains("\\x1b[2J"), "{}", check.stdout);
+        }
+    }
+}
+
+/// Issue 32, finding 7: durations were printed as "2months 29days 2h 52m 48s" for 90d.
+#[test]
+fn durations_read_as_they_are_written() {
+    let t = tempdir();
+    // A leaf's renewBefore must not exceed the CA's: 90d against the CA's 30d.
+    let text = profile()
+        .replacen("  renewBefore: 90d", "  renewBefore: 30d", 1)
+        .replacen("    renewBefore: 30d", "    renewBefore: 90d", 1);
+    let config = write(t.path(), "certgen.yaml", &text);
+    let run = run_local(
+        &t.path().join("certs"),
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("90d"), "{}", run.stderr);
+    assert!(!run.stderr.contains("months"), "{}", run.stderr);
+}
