@@ -193,6 +193,17 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// What it says about a state the next run keeps as it is.
+    fn note(&self) -> String {
+        match self {
+            Self::NoCa => "no CA Secret: the leaves are kept with the CA that signed them (another tool's, or certgen's whose Secret is gone); certgen creates its own CA, staged, when a leaf or that CA falls due".into(),
+            Self::UnknownIssuer => "issued by a CA whose key certgen does not hold; kept until it falls due".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -321,8 +332,16 @@ impl Checked {
         }
     }
 
-    /// The row, its status following from the findings.
-    fn finish(self) -> Row {
+    /// The row, its status following from the findings. When the next run does nothing
+    /// (`quiet`), what was found explains a state certgen keeps (another tool's CA, adopted):
+    /// notes, not problems, and the row is `ok`.
+    fn finish(self, quiet: bool) -> Row {
+        if quiet {
+            return Row {
+                notes: self.findings.iter().map(Finding::note).collect(),
+                ..self.row
+            };
+        }
         let status = if self.findings.iter().any(Finding::missing) {
             "missing"
         } else if self.findings.iter().any(Finding::invalid) {
@@ -703,7 +722,8 @@ pub fn check(
             NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
         }
     }
-    let rows = rows.into_iter().map(Checked::finish).collect();
+    let quiet = next == NextRun::Nothing;
+    let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
     CheckReport::new(config, store, rotation, rows, targets, next)
 }
 

@@ -39,6 +39,9 @@ pub struct Row {
     pub bundle: Vec<BundleEntry>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// What was found about a state the next run keeps as it is (another tool's CA, adopted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// One `caBundle` target's state.
@@ -150,6 +153,7 @@ impl Row {
             issuer: None,
             bundle: vec![],
             problems: vec![],
+            notes: vec![],
         }
     }
 
@@ -327,6 +331,16 @@ impl CheckReport {
         );
         if problems.is_empty() && !self.healthy {
             problems.push(format!("  the next run {}", self.next_run.to_text()));
+        }
+        let notes: Vec<String> = self
+            .secrets
+            .iter()
+            .flat_map(|r| r.notes.iter().map(move |n| format!("  {}: {n}", r.secret)))
+            .collect();
+        if !notes.is_empty() {
+            out.push_str("\nNOTES\n");
+            out.push_str(&notes.join("\n"));
+            out.push('\n');
         }
         if problems.is_empty() && self.healthy {
             out.push_str("\nHealthy: nothing is due.\n");

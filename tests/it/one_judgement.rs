@@ -346,6 +346,8 @@ fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, u32)> {
 struct Judged {
     check: i32,
     next_run: serde_json::Value,
+    /// Each row's status and how many problems it lists.
+    statuses: Vec<(String, usize)>,
     dry_run: i32,
     planned: Vec<String>,
     run: i32,
@@ -389,11 +391,23 @@ fn judge(dir: &Path, copy: &Path) -> Judged {
         .ok()
         .and_then(|v| v["writes"].as_u64())
         .unwrap_or(0);
+    let report =
+        serde_json::from_str::<serde_json::Value>(&check.stdout).unwrap_or(serde_json::Value::Null);
+    let statuses = report["secrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["status"].as_str().unwrap_or_default().to_string(),
+                r["problems"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
     Judged {
         check: check.code,
-        next_run: serde_json::from_str::<serde_json::Value>(&check.stdout)
-            .map(|v| v["nextRun"].clone())
-            .unwrap_or(serde_json::Value::Null),
+        next_run: report["nextRun"].clone(),
+        statuses,
         dry_run: dry.code,
         planned,
         run: run.code,
@@ -453,6 +467,16 @@ fn check_exits_0_exactly_when_a_plain_run_would_write_and_refuse_nothing() {
             let dry_quiet = j.dry_run == 0 && j.planned.is_empty();
             let run_quiet = j.run == 0 && j.run_writes == 0 && !j.changed;
             prop_assert_eq!(healthy, run_quiet, "check vs a plain run: {:?}", j);
+            // What check says row by row agrees with its exit: every Secret ok exactly when
+            // healthy, and a problem on some row whenever not.
+            prop_assert_eq!(
+                healthy,
+                j.statuses
+                    .iter()
+                    .all(|(status, problems)| status == "ok" && *problems == 0),
+                "rows against the exit: {:?}",
+                j
+            );
             prop_assert_eq!(healthy, verdict == "nothing", "{:?}", j);
             // A dry run shows the first step: quiet exactly when check is healthy, or when
             // a rotation waits at a gate (which the real run then waits out and continues).
