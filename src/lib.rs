@@ -464,12 +464,13 @@ fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> L
         .with_secret_keys(config.private_data_keys())
 }
 
-/// `certgen check`: observe, check, print the report; exit 1 when action is due.
+/// `certgen check`: observe, check, print the report; exit 1 when action is due. A Secret that
+/// cannot be read is on its row of the whole report, and the exit is 2, as a run's would be.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target.spec())?;
     // The caBundle targets are read whatever the output: a run writes a drifted one, so the
     // verdict depends on them.
-    let (report, families) = match &local {
+    let (report, families, unreadable) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
             exposition::collect::checked(&config, &store, None).await?
@@ -486,10 +487,14 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
         OutputFormat::Json => print(&report.to_json())?,
         OutputFormat::Prometheus => print(&exposition::render(&families))?,
     }
-    if report.healthy {
-        Ok(())
-    } else {
-        Err(Error::CheckFailed)
+    match unreadable {
+        // The JSON report holds it already (its row, and nextRun); said on stderr otherwise.
+        Some(e) if target.output == OutputFormat::Json => {
+            Err(Error::Reported(Box::new(Error::Store(e))))
+        }
+        Some(e) => Err(Error::Store(e)),
+        None if report.healthy => Ok(()),
+        None => Err(Error::CheckFailed),
     }
 }
 

@@ -18,14 +18,14 @@ use crate::store::{LocalStore, SecretStore, StoreError};
 
 /// `check`'s report of the store and (with `webhooks`, in a cluster) of the `caBundle`
 /// targets, and its gauges, judged at the store's "now" (the clock a run's gates use). A
-/// Secret that cannot be read is reported on its row (a run stops on it), not an error that
-/// would hide the others.
+/// Secret that cannot be read is reported on its row, not an error that would hide the others;
+/// the first such read's error comes back too, since a run stops on it (exit 2).
 pub async fn checked<S: SecretStore>(
     config: &Config,
     store: &S,
     webhooks: Option<&WebhookStore>,
-) -> Result<(CheckReport, Vec<Family>), Error> {
-    let (observed, unreadable) = observe::observe_each(store, config).await?;
+) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
+    let (observed, mut unreadable) = observe::observe_each(store, config).await?;
     let now = store.now();
     let targets = match webhooks {
         Some(api) => targets(config, &observed, api).await?,
@@ -34,12 +34,16 @@ pub async fn checked<S: SecretStore>(
     let ctx = Context {
         propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
         targets,
-        unreadable,
+        unreadable: unreadable
+            .iter()
+            .map(|(name, e)| (name.clone(), e.to_string()))
+            .collect(),
     };
     let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
         .with_exposed_keys(store.exposed_keys());
     let families = super::health(config, &observed, &report, now);
-    Ok((report, families))
+    let first = (!unreadable.is_empty()).then(|| unreadable.swap_remove(0).1);
+    Ok((report, families, first))
 }
 
 /// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
@@ -107,7 +111,7 @@ pub async fn after_run(
         },
     };
     let mut families = match health {
-        Ok((_, families)) => families,
+        Ok((_, families, _)) => families,
         Err(e) => {
             tracing::warn!(
                 "the metrics give the run's outcome only: reading the Secrets after the run failed: {e}"

@@ -97,13 +97,13 @@ pub async fn observe<S: SecretStore>(store: &S, config: &Config) -> Result<Snaps
 
 /// For `certgen check`: [`observe`], except that a Secret that exists but cannot be read
 /// (local mode: a file over the size bound, a link, another user's file) does not hide the
-/// others. It is left out of the snapshot and returned with why, so `check` reports it and
-/// judges the rest; a run stops on it. Any other error (the API server's) stops here as in
+/// others. It is left out of the snapshot and returned with its error, so `check` reports it
+/// and judges the rest; a run stops on it. Any other error (the API server's) stops here as in
 /// [`observe`].
 pub async fn observe_each<S: SecretStore>(
     store: &S,
     config: &Config,
-) -> Result<(Snapshot, Vec<(String, String)>), StoreError> {
+) -> Result<(Snapshot, Vec<(String, StoreError)>), StoreError> {
     match observe(store, config).await {
         Err(StoreError::Local { .. }) => {}
         other => return other.map(|s| (s, Vec::new())),
@@ -114,7 +114,7 @@ pub async fn observe_each<S: SecretStore>(
         let observed = match store.get(name).await {
             Ok(o) => o,
             Err(e @ StoreError::Local { .. }) => {
-                unreadable.push((name.to_string(), e.to_string()));
+                unreadable.push((name.to_string(), e));
                 continue;
             }
             Err(e) => return Err(e),

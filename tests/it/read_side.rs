@@ -93,8 +93,9 @@ fn one_oversized_file_leaves_every_other_secret_judged_and_measured() {
     let dir = t.path().join("certs");
     run_local(&dir, &[]).ok();
     std::fs::write(dir.join("envoy/ca.crt"), vec![b'#'; (1 << 20) + 1]).unwrap();
+    // Exit 2, as the run's (which stops on it), with the whole report.
     let check = check_local(&dir, &["--output", "json"]);
-    assert_eq!(check.code, 1, "{}{}", check.stdout, check.stderr);
+    assert_eq!(check.code, 2, "{}{}", check.stdout, check.stderr);
     let report = check.json();
     let envoy = crate::util::check_row(&report, "envoy");
     assert_eq!(envoy["status"], "invalid", "{envoy}");
@@ -111,7 +112,8 @@ fn one_oversized_file_leaves_every_other_secret_judged_and_measured() {
     );
     assert_eq!(report["nextRun"]["action"], "refuses");
     let metrics = check_local(&dir, &["--output", "prometheus"]);
-    assert_eq!(metrics.code, 1);
+    assert_eq!(metrics.code, 2);
+    assert!(metrics.stderr.contains("larger than"), "{}", metrics.stderr);
     crate::metrics::assert_valid_exposition(&metrics.stdout);
     for secret in ["envoy-gateway", "envoy-rate-limit", "envoy-gateway-ca"] {
         assert!(

@@ -35,17 +35,27 @@ impl Exporter {
         Self::start_with(kubeconfig, ns, &[], &[])
     }
 
-    /// With `args` after the usual ones, and `env`; waits until it says where it listens.
+    /// With `args` after the usual ones, and `env`; waits until it says where it listens (or,
+    /// when `args` hold `-q`, which silences that line, until a free port it is given answers).
     pub(crate) fn start_with(
         kubeconfig: &Path,
         ns: &str,
         args: &[&str],
         env: &[(&str, &str)],
     ) -> Self {
+        let quiet = args.contains(&"-q");
+        let given = quiet.then(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        });
+        let listen = format!("127.0.0.1:{}", given.unwrap_or(0));
         let mut child = crate::util::certgen()
             .args(["exporter", "--kubeconfig"])
             .arg(kubeconfig)
-            .args(["-n", ns, "--listen", "127.0.0.1:0"])
+            .args(["-n", ns, "--listen", &listen])
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
@@ -67,9 +77,19 @@ impl Exporter {
                 seen.lock().unwrap().push(line);
             }
         });
-        let port = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the exporter says where it listens");
+        let port = match given {
+            Some(port) => {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    assert!(Instant::now() < deadline, "the exporter never listened");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                port
+            }
+            None => rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the exporter says where it listens"),
+        };
         Self { child, port, lines }
     }
 

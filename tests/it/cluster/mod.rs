@@ -35,6 +35,7 @@ mod metrics;
 mod pokes;
 mod probe;
 mod profiles_compat;
+mod read_side;
 mod real_node;
 mod real_node_kinds;
 mod rotation;
