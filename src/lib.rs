@@ -362,7 +362,11 @@ async fn run_job(
         Some(dir) => {
             let deadline = options.deadline(tokio::time::Instant::now());
             let lock = lock::Target::File(dir.clone());
-            let store = local_store(dir, &config, options.force);
+            let mut store = local_store(dir, &config, options.force);
+            if options.dry_run {
+                // A dry run changes nothing, file modes included: it reports them.
+                store = store.reporting_exposed_keys();
+            }
             let invocation = rotation::Invocation {
                 config: &config,
                 options,
@@ -373,7 +377,12 @@ async fn run_job(
                 pods: None,
                 lock,
             };
-            let (report, failure) = rotation::run(&store, invocation).await?;
+            let (mut report, failure) = rotation::run(&store, invocation).await?;
+            report.key_modes = store
+                .exposed_keys()
+                .into_iter()
+                .map(|(_, _, problem)| problem)
+                .collect();
             Ok((report.with_next_renewal(&config), failure))
         }
         None => {

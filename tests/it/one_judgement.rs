@@ -8,7 +8,8 @@
 //! holding a CA twice, an expired or foreign CA, garbage or a private key; a leaf of another
 //! CA, expired, or with other SANs; a key missing, empty or another's; the CA key removed or a
 //! leaf in its place; a pending CA of another; an HMAC key short or empty; a file over the 1 MiB
-//! bound; a Secret deleted; a visible file replaced by a copy or by something else.
+//! bound; a Secret deleted; a visible file replaced by a copy or by something else; a private
+//! key file made readable by others.
 //! `CERTGEN_JUDGEMENT_CASES` sets how many stores (default 96).
 
 use std::path::Path;
@@ -52,6 +53,8 @@ enum Edit {
     Delete(usize),
     /// A visible file of a TLS Secret replaced by a copy (true) or by another file (false).
     Diverge(usize, bool),
+    /// A private key file made readable by others (index into every Secret's name).
+    Exposed(usize),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -130,6 +133,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         tls.clone().prop_map(Edit::Oversize),
         (0..5usize).prop_map(Edit::Delete),
         (tls, any::<bool>()).prop_map(|(i, c)| Edit::Diverge(i, c)),
+        (0..5usize).prop_map(Edit::Exposed),
     ]
 }
 
@@ -314,6 +318,19 @@ fn apply(dir: &Path, e: &Edit, f: &Foreign) {
             let names = f.config.secret_names();
             let _ = std::fs::remove_dir_all(dir.join(names[*i % names.len()]));
         }
+        Edit::Exposed(i) => {
+            use std::os::unix::fs::PermissionsExt;
+            let names = f.config.secret_names();
+            let name = names[*i % names.len()];
+            let key = match f.config.hmac.iter().find(|h| h.name == name) {
+                Some(h) => h.key.clone(),
+                None => "tls.key".into(),
+            };
+            let path = dir.join(name).join("..data").join(key);
+            if path.exists() {
+                let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644));
+            }
+        }
         Edit::Diverge(i, copy) => {
             let path = dir.join(&tls[*i].name).join("tls.crt");
             let content = read(&path);
@@ -350,6 +367,8 @@ struct Judged {
     statuses: Vec<(String, usize)>,
     dry_run: i32,
     planned: Vec<String>,
+    /// Key files the dry run says a run makes 0600.
+    key_modes: usize,
     run: i32,
     run_writes: u64,
     changed: bool,
@@ -385,6 +404,11 @@ fn judge(dir: &Path, copy: &Path) -> Judged {
     } else {
         vec![]
     };
+    let key_modes = if dry.code == 0 {
+        dry.json()["keyModes"].as_array().map_or(0, Vec::len)
+    } else {
+        0
+    };
     let before = snapshot(copy);
     let run = Run::of(local(copy).args(["--timeout", "5s"]));
     let run_writes = serde_json::from_str::<serde_json::Value>(&run.stdout)
@@ -410,6 +434,7 @@ fn judge(dir: &Path, copy: &Path) -> Judged {
         statuses,
         dry_run: dry.code,
         planned,
+        key_modes,
         run: run.code,
         run_writes,
         changed: snapshot(copy) != before,
@@ -466,7 +491,7 @@ fn check_exits_0_exactly_when_a_plain_run_would_write_and_refuse_nothing() {
             prop_assert!(matches!(j.check, 0..=2), "{j:?}");
             prop_assert!(!j.statuses.is_empty(), "a whole report: {j:?}");
             let healthy = j.check == 0;
-            let dry_quiet = j.dry_run == 0 && j.planned.is_empty();
+            let dry_quiet = j.dry_run == 0 && j.planned.is_empty() && j.key_modes == 0;
             let run_quiet = j.run == 0 && j.run_writes == 0 && !j.changed;
             prop_assert_eq!(healthy, run_quiet, "check vs a plain run: {:?}", j);
             // What check says row by row agrees with its exit: every Secret ok exactly when
@@ -493,10 +518,11 @@ fn check_exits_0_exactly_when_a_plain_run_would_write_and_refuse_nothing() {
             prop_assert_eq!(verdict == "refuses", j.dry_run == 2, "{:?}", j);
             prop_assert_eq!(verdict == "refuses", j.run == 2, "{:?}", j);
             if verdict == "writes" {
-                let mut said: Vec<String> = j.next_run["writes"]
-                    .as_array()
-                    .unwrap()
+                let writes = j.next_run["writes"].as_array().unwrap();
+                let chmods = writes.iter().filter(|w| w["action"] == "chmod").count();
+                let mut said: Vec<String> = writes
                     .iter()
+                    .filter(|w| w["action"] != "chmod")
                     .map(|w| {
                         format!(
                             "{} {}",
@@ -509,6 +535,7 @@ fn check_exits_0_exactly_when_a_plain_run_would_write_and_refuse_nothing() {
                 said.sort();
                 planned.sort();
                 prop_assert_eq!(said, planned, "{:?}", j);
+                prop_assert_eq!(chmods, j.key_modes, "{:?}", j);
             }
             Ok(())
         })

@@ -80,6 +80,17 @@ fn key_modes_follow_the_secrets_layout() {
     );
     assert_eq!(check.json()["nextRun"]["writes"][0]["action"], "chmod");
     assert_eq!(mode(&key), 0o644, "check changes nothing");
+    // Nor does a dry run: it says what the run will do.
+    let dry = run_local(&dir, &[&args[..], &["--dry-run"]].concat()).ok();
+    assert_eq!(mode(&key), 0o644, "a dry run changes nothing");
+    assert!(
+        dry.json()["keyModes"][0]
+            .as_str()
+            .unwrap()
+            .contains("has mode 0644"),
+        "{}",
+        dry.stdout
+    );
     run_local(&dir, &args).ok();
     assert_eq!(mode(&key), 0o600, "a run makes it 0600");
     check_local(&dir, &args).ok();
