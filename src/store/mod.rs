@@ -156,3 +156,37 @@ impl ApiFailure {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(namespace: &str, name: &str) -> ApiFailure {
+        ApiFailure {
+            verb: "update",
+            resource: "mutatingwebhookconfigurations",
+            namespace: namespace.into(),
+            name: name.into(),
+            status: Some(403),
+            message: "forbidden (403)".into(),
+            hint: "; grant it".into(),
+        }
+    }
+
+    /// Issue 32, finding 7: a cluster-scoped object was "in namespace \"\"".
+    #[test]
+    fn an_api_failure_names_a_namespace_only_when_there_is_one() {
+        assert_eq!(
+            failure("", "injector").to_string(),
+            "kubernetes API: update mutatingwebhookconfigurations \"injector\" failed: forbidden (403); grant it"
+        );
+        assert_eq!(
+            failure("ns", "").to_string(),
+            "kubernetes API: update mutatingwebhookconfigurations in namespace \"ns\" failed: forbidden (403); grant it"
+        );
+        assert!(!failure("ns", "").quota());
+        let mut quota = failure("ns", "s");
+        quota.message = "secrets \"s\" is forbidden: exceeded quota: q, requested: count/secrets=1 (403)".into();
+        assert!(quota.quota());
+    }
+}
