@@ -186,7 +186,9 @@ mod tests {
         );
         assert!(!failure("ns", "").quota());
         let mut quota = failure("ns", "s");
-        quota.message = "secrets \"s\" is forbidden: exceeded quota: q, requested: count/secrets=1 (403)".into();
+        quota.message =
+            "secrets \"s\" is forbidden: exceeded quota: q, requested: count/secrets=1 (403)"
+                .into();
         assert!(quota.quota());
     }
 }

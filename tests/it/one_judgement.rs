@@ -212,7 +212,7 @@ fn apply(dir: &Path, e: &Edit, f: &Foreign) {
                 BundleEdit::WithForeign => {
                     format!("{current_pem}{}", f.other_ca.cert.pem()).into_bytes()
                 }
-                BundleEdit::ForeignOnly => bundle_pem(&[f.other_ca.cert.clone()]).into_bytes(),
+                BundleEdit::ForeignOnly => bundle_pem(std::slice::from_ref(&f.other_ca.cert)).into_bytes(),
                 BundleEdit::Garbage => b"not a bundle\n".to_vec(),
                 BundleEdit::WithPrivateKey => format!(
                     "{current_pem}-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n"
