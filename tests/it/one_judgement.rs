@@ -15,22 +15,13 @@
 use std::path::Path;
 use std::process::Command;
 
-use certgen::config::{Config, Env, Overrides, Source};
+use certgen::config::Config;
 use certgen::pki::{CaKey, Cert, bundle_pem, issue_ca, issue_leaf};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as Cases, TestRunner};
 use time::OffsetDateTime;
 
-use crate::util::{KILLED, Run, certgen, kill_after_write, local, tempdir, tree};
-
-fn profile() -> Config {
-    Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides::default(),
-        &Env::default(),
-    )
-    .unwrap()
-}
+use crate::util::{KILLED, Run, builtin_config, certgen, kill_after_write, local, tempdir, tree};
 
 /// An edit of one Secret of the store.
 #[derive(Debug, Clone)]
@@ -162,7 +153,7 @@ struct Foreign {
 
 impl Foreign {
     fn new() -> Self {
-        let config = profile();
+        let config = builtin_config();
         let now = OffsetDateTime::now_utc();
         let (other_ca, _) = issue_ca(&config.ca.spec, now - time::Duration::DAY).unwrap();
         let short = certgen::pki::CaSpec {
