@@ -2,12 +2,20 @@
 //! `kubeadm certs check-expiration`.
 //!
 //! A pure function of what is stored (read through [`crate::observe`], parsed by its one
-//! parser), the config and `now`. Unlike the planner it does not stop at the first problem: it
-//! reports them all, each a typed [`Finding`] whose kind gives the Secret's status. It must not
-//! read, write or decide what a run does; the report it returns is rendered by
+//! parser), the `caBundle` targets as read, the config and `now`.
+//!
+//! **One judgement.** The verdict is the planner's: [`crate::plan::plan`] is asked what a plain
+//! run (no flags) would do with the same observation, and `check` is healthy exactly when that
+//! run would write nothing, wait for nothing and refuse nothing ([`NextRun`]). Unlike the
+//! planner, which stops at its first problem, `check` then explains: every problem it finds is
+//! a typed [`Finding`] on its Secret's row, and a write the planner makes that no finding
+//! explains is named with the planner's own reason, so a row is never `ok` while the next run
+//! acts on it. The metrics and the exporter render this same report ([`crate::exposition`]).
+//! It must not read, write or decide anything itself; the report it returns is rendered by
 //! [`crate::report`].
 
 use std::fmt;
+use std::time::Duration;
 
 use time::OffsetDateTime;
 
@@ -15,9 +23,103 @@ use crate::config::Config;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
 use crate::pki::Cert;
-use crate::plan::{due, san_drift};
-use crate::report::{BundleEntry, CheckReport, Row};
-use crate::secret::{Divergence, Observed};
+use crate::plan::{Invalid, Known, Options, Phase, Plan, due, san_drift};
+use crate::report::{BundleEntry, CheckReport, Row, TargetRow};
+pub use crate::report::{NextRun, PlannedWrite};
+use crate::secret::{Divergence, Observed, StoredSecret};
+
+/// A `caBundle` target (webhook configuration, APIService) as read for `check`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundleTarget {
+    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
+    pub kind: String,
+    pub name: String,
+    /// The managed Secret whose `ca.crt` the target's `caBundle` follows.
+    pub secret: String,
+    pub state: TargetState,
+}
+
+/// What the read of a `caBundle` target found. A run writes the targets that are
+/// [`TargetState::Drifted`] and leaves every other state alone (new states join that rule in
+/// [`TargetState::run_writes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetState {
+    /// Every entry holds the Secret's `ca.crt` (or the Secret is not there to compare with).
+    InSync,
+    /// An entry's `caBundle` differs from the Secret's `ca.crt` (another bundle, garbage, or
+    /// none): a run repairs it.
+    Drifted,
+    /// The object does not exist (certgen never creates it).
+    Absent,
+    /// This identity may not read it (403).
+    Refused,
+    /// cert-manager's CA injector writes its `caBundle` (it carries one of the injector's
+    /// annotations): certgen never does.
+    CertManager,
+}
+
+impl TargetState {
+    /// Its name in reports and the metrics' `status` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InSync => "in_sync",
+            Self::Drifted => "drifted",
+            Self::Absent => "absent",
+            Self::Refused => "refused",
+            Self::CertManager => "cert_manager",
+        }
+    }
+
+    /// What `check`'s table says.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::InSync => "in step",
+            Self::Drifted => "drifted (a run rewrites it)",
+            Self::Absent => "not found",
+            Self::Refused => "not readable (403)",
+            Self::CertManager => "managed by cert-manager (its CA injector writes it)",
+        }
+    }
+
+    /// Every state, in the order the metrics list them.
+    pub const ALL: [Self; 5] = [
+        Self::InSync,
+        Self::Drifted,
+        Self::Absent,
+        Self::Refused,
+        Self::CertManager,
+    ];
+
+    /// The state of a present target whose entries hold `entries` (one `caBundle` each), against
+    /// the `ca.crt` of the Secret it follows (`None`: not stored). The run's rule
+    /// (`outside::TargetRead::holds`): in sync when every entry holds exactly those bytes (a
+    /// configuration without entries holds anything).
+    pub fn of_entries(entries: &[Vec<u8>], bundle: Option<&[u8]>) -> Self {
+        match bundle {
+            Some(b) if !entries.iter().all(|e| e == b) => Self::Drifted,
+            _ => Self::InSync,
+        }
+    }
+
+    /// Whether a plain run writes a target in this state.
+    pub fn run_writes(self) -> bool {
+        self == Self::Drifted
+    }
+}
+
+/// What `check` judges besides the Secrets as read.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    /// How long a plain run lets consumers load a change before the next step relies on it
+    /// (the store's default: [`crate::config::propagation_delay`]).
+    pub propagation_delay: Duration,
+    /// Each `caBundle` target as read (none when they were not read).
+    pub targets: Vec<CaBundleTarget>,
+    /// Secrets whose read failed although they exist (local mode: a file over the size bound,
+    /// a link, another user's file): (Secret, why). A run refuses to go on; `check` reports
+    /// them and judges the others.
+    pub unreadable: Vec<(String, String)>,
+}
 
 /// One problem `check` found with a Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,8 +128,19 @@ pub enum Finding {
     NoCa,
     /// The Secret does not exist.
     Missing,
-    /// A data key is not there, or is empty.
-    KeyMissing(String),
+    /// The Secret exists but cannot be read (local mode: a file over the size bound, a link,
+    /// another user's file): a run stops before anything is written.
+    Unreadable(String),
+    /// Another manager owns the Secret: a run refuses to take it over (unless `--force`).
+    ForeignOwner(String),
+    /// A cert-manager `Certificate` issues into the Secret: a run refuses it, `--force` or not.
+    CertManager(String),
+    /// The Secret's type is not the one its role needs: a run refuses it (a type cannot be
+    /// changed).
+    WrongType { found: String, expected: String },
+    /// A data key a run needs is not there, or is empty. `refused`: a run refuses the Secret
+    /// (a certificate or key), rather than writing it (a trust bundle).
+    KeyMissing { key: String, refused: bool },
     /// A data key holds something unusable: not PEM, a key that does not match its
     /// certificate, a bundle against the rules.
     Unusable { key: String, problem: String },
@@ -45,6 +158,18 @@ pub enum Finding {
     OtherIssuer,
     /// The bundles of these peers do not trust the certificate.
     Untrusted(Vec<String>),
+    /// A trust bundle holds the same CA more than once: a run writes it once.
+    Duplicate {
+        key: String,
+        ca: String,
+        times: usize,
+    },
+    /// A trust bundle holds an expired CA: a run drops it.
+    ExpiredCa {
+        key: String,
+        ca: String,
+        expired: String,
+    },
     /// A staged rotation's pending CA (`next.crt`, `next.key`) a run cannot use: not a CA, a
     /// key missing or not matching. A run refuses it, or starts the rotation again with
     /// `--force`.
@@ -58,6 +183,11 @@ pub enum Finding {
     /// The TLS Secrets were written by another tool since certgen's last run: what they
     /// hold, and what the next run does about it (the planner's own reading).
     WrittenByAnotherTool { found: String, next: String },
+    /// The next run writes this Secret for a reason no other finding gives: the planner's
+    /// action and reason.
+    NextRun { action: String, reason: String },
+    /// The next run refuses to go on because of this Secret: the planner's error.
+    Refused(String),
 }
 
 impl Finding {
@@ -66,13 +196,35 @@ impl Finding {
         matches!(self, Self::NoCa | Self::Missing)
     }
 
-    /// Whether the Secret is unusable as stored (status `invalid`) rather than due for a run
-    /// (status `due`).
+    /// Whether a run refuses the Secret as stored (status `invalid`) rather than writing it
+    /// (status `due`): the planner's errors, which `--force` or a person must resolve.
     fn invalid(&self) -> bool {
-        matches!(
-            self,
-            Self::Unusable { .. } | Self::PendingCa(_) | Self::Divergent(_) | Self::HmacShort(_)
-        )
+        match self {
+            Self::KeyMissing { refused, .. } => *refused,
+            Self::Unreadable(_)
+            | Self::ForeignOwner(_)
+            | Self::CertManager(_)
+            | Self::WrongType { .. }
+            | Self::Unusable { .. }
+            | Self::NotCa { .. }
+            | Self::PendingCa(_)
+            | Self::Divergent(_)
+            | Self::HmacKey(_)
+            | Self::HmacShort(_)
+            | Self::Refused(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Finding {
+    /// What it says about a state the next run keeps as it is.
+    fn note(&self) -> String {
+        match self {
+            Self::NoCa => "no CA Secret: the leaves are kept with the CA that signed them (another tool's, or certgen's whose Secret is gone); certgen creates its own CA, staged, when a leaf or that CA falls due".into(),
+            Self::UnknownIssuer => "issued by a CA whose key certgen does not hold; kept until it falls due".into(),
+            other => other.to_string(),
+        }
     }
 }
 
@@ -83,7 +235,23 @@ impl fmt::Display for Finding {
                 "no CA Secret: leaves cannot be renewed until certgen creates one (run certgen)",
             ),
             Self::Missing => f.write_str("missing: run certgen to create it"),
-            Self::KeyMissing(key) => write!(f, "{key} is missing"),
+            Self::Unreadable(why) => write!(
+                f,
+                "cannot be read: {why} (a run stops here before writing anything)"
+            ),
+            Self::ForeignOwner(owner) => write!(
+                f,
+                "a run refuses to take it over: {owner}; remove it from the other manager, choose another Secret name, or run certgen --force"
+            ),
+            Self::CertManager(why) => write!(
+                f,
+                "a run refuses to write it: {why}; leave it to cert-manager (remove it from certgen's config), or delete the Certificate to hand it to certgen (docs/cert-manager.md)"
+            ),
+            Self::WrongType { found, expected } => write!(
+                f,
+                "has type {found:?}, expected {expected:?}: a run refuses it (a Secret's type cannot be changed; delete it only if it is certgen's own, or give certgen another Secret name)"
+            ),
+            Self::KeyMissing { key, .. } => write!(f, "{key} is missing"),
             Self::Unusable { key, problem } => write!(f, "{key}: {problem}"),
             Self::NotCa { subject } => write!(f, "tls.crt ({subject}) is not a CA certificate"),
             Self::CaDue(why) => write!(f, "the CA {why}: run certgen to rotate it"),
@@ -94,6 +262,14 @@ impl fmt::Display for Finding {
             Self::Untrusted(peers) => {
                 write!(f, "not trusted by the bundle of {}", peers.join(", "))
             }
+            Self::Duplicate { key, ca, times } => write!(
+                f,
+                "{key} holds CA {ca} {times} times: run certgen to write it once"
+            ),
+            Self::ExpiredCa { key, ca, expired } => write!(
+                f,
+                "{key} holds CA {ca}, expired {expired}: run certgen to drop it"
+            ),
             Self::PendingCa(problem) => write!(
                 f,
                 "pending CA: {problem} (a run refuses it; run certgen --force to start the rotation again)"
@@ -114,6 +290,10 @@ impl fmt::Display for Finding {
                     "written by another tool since certgen's last run: {found}; the next run: {next}"
                 )
             }
+            Self::NextRun { action, reason } => {
+                write!(f, "the next run: {action} ({reason})")
+            }
+            Self::Refused(why) => write!(f, "the next run refuses: {why}"),
         }
     }
 }
@@ -139,8 +319,59 @@ impl Checked {
         });
     }
 
-    /// The row, its status following from the findings.
-    fn finish(self) -> Row {
+    /// The findings about the Secret as a whole, which a run judges before its contents: who
+    /// manages it, and its type.
+    fn judge_common(&mut self, s: &StoredSecret, want_type: &str) {
+        match parse::foreign_owner(s) {
+            Some(parse::Foreign::Other(owner)) => self.findings.push(Finding::ForeignOwner(owner)),
+            Some(parse::Foreign::CertManager(why)) => self.findings.push(Finding::CertManager(why)),
+            None => {}
+        }
+        if s.type_ != want_type {
+            self.findings.push(Finding::WrongType {
+                found: s.type_.clone(),
+                expected: want_type.to_string(),
+            });
+        }
+    }
+
+    /// The duplicated and expired CAs of the bundle in `key`.
+    fn judge_bundle(&mut self, key: &str, certs: &[Cert], now: OffsetDateTime) {
+        let mut seen: Vec<[u8; 32]> = Vec::new();
+        for c in certs {
+            let fp = c.fingerprint();
+            if seen.contains(&fp) {
+                continue;
+            }
+            seen.push(fp);
+            let times = certs.iter().filter(|o| o.fingerprint() == fp).count();
+            if times > 1 {
+                self.findings.push(Finding::Duplicate {
+                    key: key.to_string(),
+                    ca: c.short_fingerprint(),
+                    times,
+                });
+            }
+            if c.is_expired_at(now) {
+                self.findings.push(Finding::ExpiredCa {
+                    key: key.to_string(),
+                    ca: c.short_fingerprint(),
+                    expired: crate::timefmt::rfc3339(c.not_after),
+                });
+            }
+        }
+    }
+
+    /// The row, its status following from the findings. When the next run does nothing
+    /// (`quiet`), what was found explains a state certgen keeps (another tool's CA, adopted):
+    /// notes, not problems, and the row is `ok`.
+    fn finish(self, quiet: bool) -> Row {
+        if quiet {
+            return Row {
+                notes: self.findings.iter().map(Finding::note).collect(),
+                ..self.row
+            };
+        }
         let status = if self.findings.iter().any(Finding::missing) {
             "missing"
         } else if self.findings.iter().any(Finding::invalid) {
@@ -158,26 +389,85 @@ impl Checked {
     }
 }
 
-/// Checks every Secret of `config` as stored.
+/// What a plain run does next: the planner's answer (`planned`: its first step over the same
+/// observation, `None` when a Secret could not be read), in its own words.
+fn next_run(planned: Option<&Result<Plan, Invalid>>, ctx: &Context) -> NextRun {
+    match planned {
+        None => {
+            let (object, message) = ctx.unreadable.first().cloned().unwrap_or_default();
+            NextRun::Refuses { object, message }
+        }
+        Some(Err(Invalid {
+            object,
+            problem,
+            fix,
+        })) => NextRun::Refuses {
+            object: object.clone(),
+            message: format!("{problem}; {fix}"),
+        },
+        Some(Ok(plan)) => from_plan(plan),
+    }
+}
+
+/// The next run as `plan` (a plain run's first step) has it.
+fn from_plan(plan: &Plan) -> NextRun {
+    if let Phase::Gate {
+        ready_at, reason, ..
+    } = &plan.phase
+    {
+        return NextRun::Waits {
+            until: crate::timefmt::rfc3339(*ready_at),
+            reason: reason.clone(),
+        };
+    }
+    let ca = std::iter::once((&plan.ca.name, plan.ca.action, &plan.ca.reason));
+    let secrets = plan.secrets.iter().map(|s| (&s.name, s.action, &s.reason));
+    let writes: Vec<PlannedWrite> = ca
+        .chain(secrets)
+        .filter(|(_, action, _)| action.writes())
+        .map(|(name, action, reason)| PlannedWrite {
+            object: name.clone(),
+            action: action.name().to_string(),
+            reason: reason.clone(),
+        })
+        .collect();
+    if writes.is_empty() {
+        NextRun::Nothing
+    } else {
+        NextRun::Writes { writes }
+    }
+}
+
+/// Checks every Secret of `config` as stored (`observed`), and the `caBundle` targets and
+/// unreadable Secrets of `ctx`: each problem on its row, and the verdict of a plain run.
 pub fn check(
     config: &Config,
     observed: &Snapshot,
     now: OffsetDateTime,
     store: String,
+    ctx: &Context,
 ) -> CheckReport {
     let mut rows: Vec<Checked> = Vec::new();
     let mut rotation = None;
     // The one judge of what is valid: rustls-webpki at `now` (`pki::Verifier`).
     let verifier = crate::pki::Verifier::new(now);
+    let unreadable = |name: &str| {
+        ctx.unreadable
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, why)| why.clone())
+    };
+    let ca_unreadable = unreadable(&config.ca.secret_name).is_some();
 
     // The CA.
     let mut ca = Checked::new(&config.ca.secret_name, "ca");
     let mut active: Option<Cert> = None;
     let mut known_cas: Vec<Cert> = Vec::new();
     match observed.ca().present() {
-        None if config.tls.is_empty() => {}
+        None if ca_unreadable || config.tls.is_empty() => {}
         None => ca.findings.push(Finding::NoCa),
         Some(s) => {
+            ca.judge_common(s, crate::secret::TYPE_TLS);
             let data = parse::ca(s);
             match data.cert {
                 Field::Ok(cert) => {
@@ -207,7 +497,10 @@ pub fn check(
                 }
                 Field::Bad(p) => ca.unusable("tls.crt", p),
                 Field::Absent | Field::Empty | Field::Unchecked => {
-                    ca.findings.push(Finding::KeyMissing("tls.crt".into()));
+                    ca.findings.push(Finding::KeyMissing {
+                        key: "tls.crt".into(),
+                        refused: true,
+                    });
                 }
             }
             match data.bundle {
@@ -215,6 +508,7 @@ pub fn check(
                     if let Some(e) = &b.broken {
                         ca.unusable("ca.crt", e);
                     }
+                    ca.judge_bundle("ca.crt", &b.certs, now);
                     ca.row.bundle = BundleEntry::list(&b.certs, now);
                     known_cas.extend(b.certs);
                 }
@@ -239,20 +533,24 @@ pub fn check(
             }
         }
     }
+    // What a plain run does (its first step, planned over the same observation; nothing can
+    // be planned over a Secret that could not be read).
+    let object = |name: &str| name.to_string();
+    let options = Options {
+        propagation_delay: ctx.propagation_delay,
+        ..Options::default()
+    };
+    let planned = ctx
+        .unreadable
+        .is_empty()
+        .then(|| crate::plan::plan(config, observed, now, options, Known::default(), &object));
     // Another writer since certgen's last run: the planner's reading of what the Secrets hold,
     // and what a plain run does next.
-    let object = |name: &str| name.to_string();
-    if let Ok(p) = crate::plan::plan(
-        config,
-        observed,
-        now,
-        crate::plan::Options::default(),
-        crate::plan::Known::default(),
-        &object,
-    ) && let Some(found) = p.ca.derived.clone()
+    if let Some(Ok(p)) = &planned
+        && let Some(found) = p.ca.derived.clone()
     {
         let next = match &p.phase {
-            crate::plan::Phase::Gate { reason, .. } => format!("waits: {reason}"),
+            Phase::Gate { reason, .. } => format!("waits: {reason}"),
             phase => format!(
                 "{} step: {} ({})",
                 phase.name(),
@@ -270,10 +568,13 @@ pub fn check(
     for t in &config.tls {
         let mut r = Checked::new(&t.name, "tls");
         let Some(s) = observed.get(&t.name).present() else {
-            r.findings.push(Finding::Missing);
+            if unreadable(&t.name).is_none() {
+                r.findings.push(Finding::Missing);
+            }
             rows.push(r);
             continue;
         };
+        r.judge_common(s, t.layout.type_);
         let data = parse::leaf_in(s, &t.layout);
         let (crt, key, ca_crt) = (&t.layout.cert, &t.layout.key, &t.layout.bundle);
         let leaf = match data.cert {
@@ -283,7 +584,10 @@ pub fn check(
                 None
             }
             Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing(crt.clone()));
+                r.findings.push(Finding::KeyMissing {
+                    key: crt.clone(),
+                    refused: true,
+                });
                 None
             }
         };
@@ -292,6 +596,7 @@ pub fn check(
                 if let Some(e) = &b.broken {
                     r.unusable(ca_crt, e);
                 }
+                r.judge_bundle(ca_crt, &b.certs, now);
                 b.certs
             }
             Field::Bad(p) => {
@@ -299,7 +604,10 @@ pub fn check(
                 vec![]
             }
             Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing(ca_crt.clone()));
+                r.findings.push(Finding::KeyMissing {
+                    key: ca_crt.clone(),
+                    refused: false,
+                });
                 vec![]
             }
         };
@@ -309,7 +617,10 @@ pub fn check(
                 Field::Ok(()) => {}
                 Field::Bad(p) => r.unusable(key, p),
                 Field::Absent | Field::Empty | Field::Unchecked => {
-                    r.findings.push(Finding::KeyMissing(key.clone()));
+                    r.findings.push(Finding::KeyMissing {
+                        key: key.clone(),
+                        refused: true,
+                    });
                 }
             }
             if let Some(why) = due(&leaf, t.renew_before, now) {
@@ -323,6 +634,8 @@ pub fn check(
                 .find(|ca| ca.signed(&leaf))
                 .map(Cert::short_fingerprint);
             match (&active, &r.row.issuer) {
+                // Nothing is known of the CA Secret: its own row says why.
+                _ if ca_unreadable => {}
                 (_, None) => r.findings.push(Finding::UnknownIssuer),
                 (Some(a), Some(_)) if !a.signed(&leaf) => r.findings.push(Finding::OtherIssuer),
                 _ => {}
@@ -371,12 +684,13 @@ pub fn check(
     for h in &config.hmac {
         let mut r = Checked::new(&h.name, "hmac");
         match observed.get(&h.name).present() {
+            None if unreadable(&h.name).is_some() => {}
             None => r.findings.push(Finding::Missing),
-            Some(s) if parse::hmac(s, &h.key).missing() => {
-                r.findings.push(Finding::HmacKey(h.key.clone()));
-            }
             Some(s) => {
-                if let Some(short) = parse::hmac_short(s, &h.key, h.bytes) {
+                r.judge_common(s, crate::secret::TYPE_OPAQUE);
+                if parse::hmac(s, &h.key).missing() {
+                    r.findings.push(Finding::HmacKey(h.key.clone()));
+                } else if let Some(short) = parse::hmac_short(s, &h.key, h.bytes) {
                     r.findings.push(Finding::HmacShort(short));
                 }
             }
@@ -386,6 +700,9 @@ pub fn check(
 
     // Local mode: judge what consumers read, not only certgen's own copy.
     for r in &mut rows {
+        if let Some(why) = unreadable(&r.row.secret) {
+            r.findings.push(Finding::Unreadable(why));
+        }
         let stored = observed
             .named(&r.row.secret, &config.ca.secret_name)
             .and_then(Observed::present);
@@ -393,8 +710,69 @@ pub fn check(
             r.findings.push(Finding::Divergent(d.clone()));
         }
     }
-    let rows = rows.into_iter().map(Checked::finish).collect();
-    CheckReport::new(config, store, rotation, rows)
+
+    // The verdict: what a plain run does. Each write or refusal it makes is explained on its
+    // row, by a finding above or by the planner's own reason.
+    let mut next = next_run(planned.as_ref(), ctx);
+    match &next {
+        NextRun::Writes { writes } => {
+            for w in writes {
+                if let Some(r) = rows.iter_mut().find(|r| r.row.secret == w.object)
+                    && r.findings.is_empty()
+                {
+                    r.findings.push(Finding::NextRun {
+                        action: w.action.clone(),
+                        reason: w.reason.clone(),
+                    });
+                }
+            }
+        }
+        NextRun::Refuses { object, message } => {
+            let row = rows
+                .iter_mut()
+                .position(|r| r.row.secret == *object)
+                .unwrap_or(0);
+            if !rows[row].findings.iter().any(Finding::invalid) {
+                rows[row].findings.push(Finding::Refused(message.clone()));
+            }
+        }
+        NextRun::Nothing | NextRun::Waits { .. } => {}
+    }
+    // The caBundle targets a run writes (after its Secrets' writes, if any).
+    let targets: Vec<TargetRow> = ctx
+        .targets
+        .iter()
+        .map(|t| TargetRow {
+            kind: t.kind.clone(),
+            name: t.name.clone(),
+            secret: t.secret.clone(),
+            status: t.state.name(),
+            text: t.state.text(),
+        })
+        .collect();
+    let drifted: Vec<PlannedWrite> = ctx
+        .targets
+        .iter()
+        .filter(|t| t.state.run_writes())
+        .map(|t| PlannedWrite {
+            object: format!("{} {}", t.kind, t.name),
+            action: "update-bundle".into(),
+            reason: format!(
+                "its caBundle differs from the ca.crt of Secret {}",
+                t.secret
+            ),
+        })
+        .collect();
+    if !drifted.is_empty() {
+        match &mut next {
+            NextRun::Nothing => next = NextRun::Writes { writes: drifted },
+            NextRun::Writes { writes } => writes.extend(drifted),
+            NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
+        }
+    }
+    let quiet = next == NextRun::Nothing;
+    let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
+    CheckReport::new(config, store, rotation, rows, targets, next)
 }
 
 #[cfg(test)]

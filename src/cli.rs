@@ -171,18 +171,25 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Report expiry, trust and consistency of every Secret; exit 1 when action is due.
+    ///
+    /// The verdict is the planner's: NEXT RUN says what a plain run (no flags) would do with
+    /// what was read, and check exits 0 exactly when that run would write nothing, wait for
+    /// nothing and refuse nothing. Each Secret's row says why; in a cluster the caBundle
+    /// targets are read too (a drifted one is a write). A Secret that cannot be read is on its
+    /// row of the whole report, and the exit is 2, as the run's.
     Check(CheckArgs),
     /// Built-in profiles.
     #[command(subcommand)]
     Profile(ProfileCommand),
     /// Serve the metrics of `check --output prometheus` on /metrics, from watches.
     ///
-    /// A long-running process (the chart's `metrics.enabled` Deployment): one LIST+WATCH of
-    /// the namespace's Secrets and one per kind of caBundle target keep its view current, and
-    /// each scrape computes the metrics at its own time, without any API request. Serves
-    /// /metrics, /healthz and /readyz (ready once every watch has listed); stops on SIGTERM.
-    /// Needs get, list and watch on Secrets in the namespace, and list and watch on the
-    /// caBundle targets' kinds.
+    /// A long-running process (the chart's `metrics.enabled` Deployment): one LIST (in pages of
+    /// 20) + WATCH of the namespace's Secrets and one per kind of caBundle target keep its view
+    /// current, and each scrape computes the metrics at its own time, without any API request.
+    /// Serves /metrics, /healthz and /readyz (ready once every watch has listed); stops on
+    /// SIGTERM. A connection that sends no request head within 10 s is closed, and at most 256
+    /// are open (the longest-waiting idle one makes room). Needs get, list and watch on Secrets
+    /// in the namespace, and list and watch on the caBundle targets' kinds.
     Exporter(exporter::ExporterArgs),
     /// kube-webhook-certgen's `create`: a CA and a serving certificate in a new Secret.
     ///

@@ -41,8 +41,10 @@ pub enum Error {
         "stopped after {0} steps without finishing; nothing is left half-trusted: re-run certgen to finish"
     )]
     Unfinished(usize),
-    /// What would be exit 2 (bad input, a local file error) after this run had already
-    /// written: exit 5, since "nothing was written" no longer holds.
+    /// A failure after this run had already written: what would be exit 2 (bad input, a local
+    /// file error) becomes exit 5, since "nothing was written" no longer holds; an API failure
+    /// (exit 5: a quota, a missing verb, a 422 midway) keeps its code. Either way the message
+    /// and the JSON error name what was written.
     #[error(
         "{source} (after this run had written {}; every bundle still trusts every leaf written, so fix the cause and re-run)",
         written.join(", ")
@@ -166,11 +168,12 @@ impl Error {
 
 impl Error {
     /// This error, for a run that has written `written` (or partly, when a write failed
-    /// midway): exit 2 promises nothing was, so after a write it becomes exit 5, and the
-    /// message names what was written.
+    /// midway): exit 2 promises nothing was, so after a write it becomes exit 5; every exit 5
+    /// names what was written, in the message and in the JSON error's `written`.
     pub fn after(self, written: Vec<String>) -> Self {
         let partial = matches!(self, Self::Store(StoreError::Partial { .. }));
-        if written.is_empty() || (self.code() != USAGE && !partial) {
+        let named = matches!(self.code(), USAGE | API) || partial;
+        if written.is_empty() || !named || matches!(self, Self::AfterWrites { .. }) {
             self
         } else {
             Self::AfterWrites {

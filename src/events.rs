@@ -284,7 +284,7 @@ pub fn warnings(
                     "the rotation has been in its {} phase since {}, past its gate by more than {}; see the run's log, then run certgen to resume it",
                     rotation.phase,
                     crate::timefmt::rfc3339(since),
-                    humantime::format_duration(stuck_after)
+                    crate::timefmt::HumanDuration(stuck_after)
                 ),
             ));
         }

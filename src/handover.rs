@@ -242,7 +242,14 @@ mod tests {
     }
 
     fn healthy(config: &Config) -> CheckReport {
-        CheckReport::new(config, "namespace ns".into(), None, vec![])
+        CheckReport::new(
+            config,
+            "namespace ns".into(),
+            None,
+            vec![],
+            vec![],
+            crate::report::NextRun::Nothing,
+        )
     }
 
     #[test]
@@ -334,6 +341,8 @@ mod tests {
             "namespace ns".into(),
             Some("trust since 2026-11-25T00:00:00Z".into()),
             vec![],
+            vec![],
+            crate::report::NextRun::Nothing,
         );
         let e = plan(&config, &rotating).unwrap_err();
         assert!(e.problem.contains("a rotation is in progress"), "{e}");

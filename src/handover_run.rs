@@ -30,7 +30,11 @@ pub async fn cert_manager(args: &HandoverArgs) -> Result<String, Error> {
     let store = KubeStore::new(client.clone(), &config.namespace);
     let observed = crate::observe::observe(&store, &config).await?;
     let now = k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
-    let report = crate::check::check(&config, &observed, now, store.describe());
+    let ctx = crate::check::Context {
+        propagation_delay: config::propagation_delay(None, false),
+        ..Default::default()
+    };
+    let report = crate::check::check(&config, &observed, now, store.describe(), &ctx);
     let handover = crate::handover::plan(&config, &report)?;
     if !args.apply {
         return Ok(handover.to_yaml(&config));

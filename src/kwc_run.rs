@@ -130,6 +130,20 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
     }
     let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
     let plan = plan_patch(&req, &bundle, &read, now)?;
+    let verb = match req.mode {
+        PatchMode::Patch => "patch",
+        PatchMode::Update => "update",
+    };
+    // More than one write: every verb is checked before the first, so a missing one (partial
+    // RBAC) stops the run with nothing written rather than after the first object. One write
+    // is its own check.
+    if plan.writes.len() > 1 && !args.common.dry_run {
+        for w in &plan.writes {
+            if api::may(&client, verb, &w.target).await? == Some(false) {
+                return Err(api::refused_before_writing(verb, &w.target).into());
+            }
+        }
+    }
     let mut report = Vec::new();
     let mut written: Vec<String> = Vec::new();
     for w in &plan.writes {
@@ -155,7 +169,16 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
             }
             (PatchMode::Update, None) => unreachable!("a present target was read with its object"),
         };
-        result.map_err(|e| Error::from(e).after(written.clone()))?;
+        if let Err(e) = result {
+            // What was written before the failure, as a successful run prints it; the error
+            // names it too (exit 5).
+            use std::io::Write as _;
+            let done: String = report.iter().map(|l| format!("{l}\n")).collect();
+            let _ = std::io::stdout()
+                .lock()
+                .write_all(crate::text::printable(&done).as_bytes());
+            return Err(Error::from(e).after(written.clone()));
+        }
         written.push(w.target.describe());
         tracing::info!(object = %w.target.describe(), action = "patch", changes = %changes, "patched");
         report.push(format!("{}: wrote {changes}", w.target.describe()));

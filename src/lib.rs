@@ -38,6 +38,7 @@ pub mod rollout;
 pub mod rotation;
 pub mod secret;
 pub mod store;
+pub mod text;
 pub mod timefmt;
 pub mod workload;
 
@@ -159,8 +160,11 @@ fn init_logging(cli: &Cli) {
         _ => "trace",
     };
     // Only certgen's own events: client libraries may log request bodies at debug level, and
-    // request bodies carry private keys.
-    let filter = EnvFilter::new(format!("warn,certgen={level}"));
+    // request bodies carry private keys. kube-runtime's watcher logs each failed retry with a
+    // debug dump, which certgen reports itself once per change of state (src/k8s/watch.rs);
+    // under -q other libraries say only errors.
+    let others = if cli.global.quiet { "error" } else { "warn" };
+    let filter = EnvFilter::new(format!("{others},kube_runtime=off,certgen={level}"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -364,7 +368,11 @@ async fn run_job(
         Some(dir) => {
             let deadline = options.deadline(tokio::time::Instant::now());
             let lock = lock::Target::File(dir.clone());
-            let store = local_store(dir, &config, options.force);
+            let mut store = local_store(dir, &config, options.force);
+            if options.dry_run {
+                // A dry run changes nothing, file modes included: it reports them.
+                store = store.reporting_exposed_keys();
+            }
             let invocation = rotation::Invocation {
                 config: &config,
                 options,
@@ -375,7 +383,12 @@ async fn run_job(
                 pods: None,
                 lock,
             };
-            let (report, failure) = rotation::run(&store, invocation).await?;
+            let (mut report, failure) = rotation::run(&store, invocation).await?;
+            report.key_modes = store
+                .exposed_keys()
+                .into_iter()
+                .map(|(_, _, problem)| problem)
+                .collect();
             Ok((report.with_next_renewal(&config), failure))
         }
         None => {
@@ -457,32 +470,31 @@ pub(crate) async fn cluster_job(
     Ok((report.with_next_renewal(&config), failure))
 }
 
-/// The local store for `config` in `dir`: its HMAC keys are secret too, and with `--force` a
-/// Secret whose `..data` link dangles is written afresh.
+/// The local store for `config` in `dir`: the private keys of its layouts (HMAC keys
+/// included) are kept 0600, and with `--force` a Secret whose `..data` link dangles is written
+/// afresh.
 fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> LocalStore {
     LocalStore::new(dir)
         .replacing_dangling(force)
-        .with_secret_keys(config.hmac.iter().map(|h| h.key.clone()))
+        .with_secret_keys(config.private_data_keys())
 }
 
-/// `certgen check`: observe, check, print the report; exit 1 when action is due.
+/// `certgen check`: observe, check, print the report; exit 1 when action is due. A Secret that
+/// cannot be read is on its row of the whole report, and the exit is 2, as a run's would be.
 async fn check(target: cli::TargetArgs) -> Result<(), Error> {
     let (config, local) = config::resolve_target(&target.spec())?;
-    let now = time::OffsetDateTime::now_utc();
-    let (report, families) = match &local {
+    // The caBundle targets are read whatever the output: a run writes a drifted one, so the
+    // verdict depends on them.
+    let (report, families, unreadable) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
-            // Judged at the file system's now, the clock the Secrets' times are on.
-            let now = store.now();
-            let (report, families) =
-                exposition::collect::checked(&config, &store, None, now).await?;
-            (report.with_problems(store.exposed_keys()), families)
+            exposition::collect::checked(&config, &store, None).await?
         }
         None => {
             let client = k8s::client(target.cluster()).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
             let webhooks = k8s::WebhookStore::new(client);
-            exposition::collect::checked(&config, &store, Some(&webhooks), now).await?
+            exposition::collect::checked(&config, &store, Some(&webhooks)).await?
         }
     };
     match target.output {
@@ -490,10 +502,14 @@ async fn check(target: cli::TargetArgs) -> Result<(), Error> {
         OutputFormat::Json => print(&report.to_json())?,
         OutputFormat::Prometheus => print(&exposition::render(&families))?,
     }
-    if report.healthy {
-        Ok(())
-    } else {
-        Err(Error::CheckFailed)
+    match unreadable {
+        // The JSON report holds it already (its row, and nextRun); said on stderr otherwise.
+        Some(e) if target.output == OutputFormat::Json => {
+            Err(Error::Reported(Box::new(Error::Store(e))))
+        }
+        Some(e) => Err(Error::Store(e)),
+        None if report.healthy => Ok(()),
+        None => Err(Error::CheckFailed),
     }
 }
 

@@ -46,11 +46,16 @@ impl Stored {
     }
 
     fn check(&self, now: OffsetDateTime) -> CheckReport {
+        self.check_with(now, &Context::default())
+    }
+
+    fn check_with(&self, now: OffsetDateTime, ctx: &Context) -> CheckReport {
         check(
             &self.config,
             &self.snapshot,
             now,
             "directory ./certs".into(),
+            ctx,
         )
     }
 }
@@ -93,7 +98,13 @@ fn a_fresh_installation_is_healthy_and_says_when_to_run_next() {
 #[test]
 fn nothing_stored_is_missing_everywhere() {
     let config = config();
-    let report = check(&config, &Snapshot::default(), NOW, "ns".into());
+    let report = check(
+        &config,
+        &Snapshot::default(),
+        NOW,
+        "ns".into(),
+        &Context::default(),
+    );
     assert!(!report.healthy);
     for r in &report.secrets {
         assert_eq!(r.status, "missing", "{r:?}");
@@ -107,8 +118,10 @@ fn nothing_stored_is_missing_everywhere() {
     assert_eq!(report.next_renewal, None);
 }
 
+/// A missing key or certificate is refused by a run (unless `--force`): invalid; a missing
+/// bundle is written by a run: due.
 #[test]
-fn unusable_contents_are_invalid_and_missing_keys_are_due() {
+fn unusable_contents_and_missing_keys_are_invalid_and_a_missing_bundle_is_due() {
     let mut stored = Stored::installed(NOW - DAY);
     stored.edit("envoy", |s| {
         s.data.insert("tls.crt".into(), b"garbage".to_vec());
@@ -126,7 +139,7 @@ fn unusable_contents_are_invalid_and_missing_keys_are_due() {
     assert_eq!(envoy.status, "invalid");
     assert_eq!(envoy.problems, ["tls.crt: no PEM certificate found"]);
     let eg = row(&report, "envoy-gateway");
-    assert_eq!(eg.status, "due");
+    assert_eq!(eg.status, "invalid");
     assert_eq!(
         eg.problems,
         [
@@ -137,7 +150,7 @@ fn unusable_contents_are_invalid_and_missing_keys_are_due() {
     // An empty key is missing too; a leaf without a bundle is trusted by nobody's, its own
     // included.
     let rl = row(&report, "envoy-rate-limit");
-    assert_eq!(rl.status, "due");
+    assert_eq!(rl.status, "invalid");
     assert_eq!(
         rl.problems,
         [
@@ -176,8 +189,9 @@ fn the_ca_secret_is_judged_key_by_key() {
     );
 }
 
+/// Another tool's CA (its key left empty) that is not a CA at all: a run refuses it.
 #[test]
-fn a_not_ca_certificate_alone_is_due_not_invalid() {
+fn a_not_ca_certificate_alone_is_invalid() {
     let mut stored = Stored::installed(NOW - DAY);
     let leaf = issue_leaf(&stored.config.tls[0].leaf, &stored.ca.0, NOW).unwrap();
     stored.edit("envoy-gateway-ca", |s| {
@@ -185,7 +199,7 @@ fn a_not_ca_certificate_alone_is_due_not_invalid() {
         s.data.insert("tls.key".into(), Vec::new());
     });
     let ca = row(&stored.check(NOW), "envoy-gateway-ca").clone();
-    assert_eq!(ca.status, "due", "{ca:?}");
+    assert_eq!(ca.status, "invalid", "{ca:?}");
     assert_eq!(ca.problems.len(), 1, "{ca:?}");
 }
 
@@ -244,6 +258,8 @@ fn a_leaf_of_an_unknown_ca_is_untrusted_by_every_peer() {
     assert_eq!(row(&report, "envoy-gateway").status, "ok");
 }
 
+/// Nothing is wrong, but the next run writes the rotation's leaves step: each Secret it
+/// writes says so, with the planner's reason.
 #[test]
 fn a_staged_rotation_in_progress_is_not_healthy_but_nothing_is_wrong() {
     let mut stored = Stored::installed(NOW - DAY);
@@ -260,10 +276,13 @@ fn a_staged_rotation_in_progress_is_not_healthy_but_nothing_is_wrong() {
     });
     let report = stored.check(NOW);
     assert!(!report.healthy);
-    assert!(
-        report.secrets.iter().all(|r| r.status == "ok"),
-        "{report:#?}"
-    );
+    for r in report.secrets.iter().filter(|r| r.kind != "hmac") {
+        assert_eq!(r.status, "due", "{r:?}");
+        assert_eq!(r.problems.len(), 1, "{r:?}");
+        assert!(r.problems[0].starts_with("the next run: "), "{r:?}");
+        assert!(r.problems[0].contains("leaves phase"), "{r:?}");
+    }
+    assert_eq!(row(&report, "envoy-oidc-hmac").status, "ok");
     assert_eq!(
         report.rotation.as_deref(),
         Some(
@@ -331,15 +350,16 @@ fn a_pending_ca_a_run_would_refuse_is_invalid() {
     }
 }
 
+/// A run refuses an HMAC Secret without its key (unless `--force`).
 #[test]
-fn an_hmac_secret_without_its_key_is_due() {
+fn an_hmac_secret_without_its_key_is_invalid() {
     let mut stored = Stored::installed(NOW - DAY);
     stored.edit("envoy-oidc-hmac", |s| {
         s.data.clear();
         s.data.insert("other".into(), vec![1]);
     });
     let r = row(&stored.check(NOW), "envoy-oidc-hmac").clone();
-    assert_eq!(r.status, "due");
+    assert_eq!(r.status, "invalid");
     assert_eq!(r.problems, ["key \"hmac-secret\" is missing or empty"]);
 }
 
@@ -379,7 +399,20 @@ fn each_finding_gives_its_status() {
     let cases = [
         (Finding::NoCa, "missing"),
         (Finding::Missing, "missing"),
-        (Finding::KeyMissing("tls.crt".into()), "due"),
+        (
+            Finding::KeyMissing {
+                key: "tls.crt".into(),
+                refused: true,
+            },
+            "invalid",
+        ),
+        (
+            Finding::KeyMissing {
+                key: "ca.crt".into(),
+                refused: false,
+            },
+            "due",
+        ),
         (
             Finding::Unusable {
                 key: "tls.crt".into(),
@@ -391,7 +424,7 @@ fn each_finding_gives_its_status() {
             Finding::NotCa {
                 subject: "CN=a:b".into(),
             },
-            "due",
+            "invalid",
         ),
         (Finding::CaDue("expired".into()), "due"),
         (Finding::Due("expired".into()), "due"),
@@ -399,7 +432,32 @@ fn each_finding_gives_its_status() {
         (Finding::UnknownIssuer, "due"),
         (Finding::OtherIssuer, "due"),
         (Finding::Untrusted(vec!["a".into()]), "due"),
-        (Finding::HmacKey("k".into()), "due"),
+        (Finding::HmacKey("k".into()), "invalid"),
+        (
+            Finding::WrongType {
+                found: "Opaque".into(),
+                expected: "kubernetes.io/tls".into(),
+            },
+            "invalid",
+        ),
+        (Finding::Unreadable("x".into()), "invalid"),
+        (Finding::ForeignOwner("x".into()), "invalid"),
+        (Finding::Refused("x".into()), "invalid"),
+        (
+            Finding::Duplicate {
+                key: "ca.crt".into(),
+                ca: "x".into(),
+                times: 2,
+            },
+            "due",
+        ),
+        (
+            Finding::NextRun {
+                action: "renew".into(),
+                reason: "x".into(),
+            },
+            "due",
+        ),
         (Finding::PendingCa("x".into()), "invalid"),
         (Finding::Divergent(divergent), "invalid"),
     ];
@@ -408,14 +466,14 @@ fn each_finding_gives_its_status() {
             row: Row::new("s", "tls"),
             findings: vec![finding.clone(), Finding::Due("expired".into())],
         };
-        assert_eq!(checked.finish().status, status, "{finding:?}");
+        assert_eq!(checked.finish(false).status, status, "{finding:?}");
     }
     assert_eq!(
         Checked {
             row: Row::new("s", "tls"),
             findings: vec![],
         }
-        .finish()
+        .finish(false)
         .status,
         "ok"
     );
@@ -461,4 +519,300 @@ fn secrets_written_by_another_tool_are_named_with_the_next_step() {
             .all(|r| r.problems.iter().all(|p| !p.contains("another tool"))),
         "{report:?}"
     );
+}
+
+/// What a plain run would do with the same snapshot, as `check` sees it (the verdict).
+fn verdict(report: &CheckReport) -> &NextRun {
+    &report.next_run
+}
+
+/// Issue 32, finding 3: a TLS Secret recreated with `type: Opaque` is refused by every run
+/// (the type of a Secret cannot be changed); `check` said healthy.
+#[test]
+fn a_tls_secret_of_another_type_is_invalid_because_every_run_refuses_it() {
+    let mut stored = Stored::installed(NOW - DAY);
+    stored.edit("envoy", |s| s.type_ = crate::secret::TYPE_OPAQUE.into());
+    let report = stored.check(NOW);
+    assert!(!report.healthy, "{report:#?}");
+    let envoy = row(&report, "envoy");
+    assert_eq!(envoy.status, "invalid", "{envoy:?}");
+    assert!(
+        envoy.problems[0].starts_with("has type \"Opaque\", expected \"kubernetes.io/tls\""),
+        "{envoy:?}"
+    );
+    let NextRun::Refuses { object, message } = verdict(&report) else {
+        panic!("{:?}", report.next_run)
+    };
+    assert_eq!(object, "envoy");
+    assert!(message.contains("has type \"Opaque\""), "{message}");
+}
+
+/// Issue 32, finding 4: bundles a run rewrites. Each was `ok` on main.
+#[test]
+fn bundles_a_run_rewrites_are_due() {
+    let at = NOW - DAY * 400;
+    let spec = config().ca.spec;
+    let (foreign, _) = issue_ca(&spec, NOW - DAY).unwrap();
+    let expired = {
+        let short = crate::pki::CaSpec {
+            validity: std::time::Duration::from_secs(86_400 * 30),
+            ..spec.clone()
+        };
+        issue_ca(&short, NOW - DAY * 60).unwrap().0.cert
+    };
+    type Bundle = fn(&Cert, &Cert, &Cert) -> Vec<Cert>;
+    let cases: [(&str, Bundle, &str); 3] = [
+        (
+            "the active CA twice",
+            |a, _, _| vec![a.clone(), a.clone()],
+            "2 times: run certgen to write it once",
+        ),
+        (
+            "an expired CA beside the active one",
+            |a, e, _| vec![a.clone(), e.clone()],
+            ", expired 2026-",
+        ),
+        (
+            "a foreign unexpired CA beside the active one",
+            |a, _, f| vec![a.clone(), f.clone()],
+            "the next run: update-bundle (cleanup",
+        ),
+    ];
+    for (what, bundle, said) in cases {
+        let mut stored = Stored::installed(at);
+        let active = stored.ca.0.cert.clone();
+        let pem = crate::pki::bundle_pem(&bundle(&active, &expired, &foreign.cert)).into_bytes();
+        stored.edit("envoy", |s| {
+            s.data.insert("ca.crt".into(), pem);
+        });
+        let report = stored.check(NOW);
+        assert!(!report.healthy, "{what}: {report:#?}");
+        let envoy = row(&report, "envoy");
+        assert_eq!(envoy.status, "due", "{what}: {envoy:?}");
+        assert!(
+            envoy.problems.iter().any(|p| p.contains(said)),
+            "{what}: {envoy:?}"
+        );
+        let NextRun::Writes { writes } = verdict(&report) else {
+            panic!("{what}: {:?}", report.next_run)
+        };
+        assert!(
+            writes.iter().any(|w| w.object == "envoy"),
+            "{what}: {writes:?}"
+        );
+    }
+}
+
+/// Issue 32, finding 4: a `caBundle` target a run would write makes `check` unhealthy (the
+/// metrics said `certgen_check_healthy 1` beside `status="drifted"`).
+#[test]
+fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
+    let stored = Stored::installed(NOW - DAY);
+    let envoy_bundle = match stored.snapshot.get("envoy-gateway") {
+        Observed::Present(s) => s.data["ca.crt"].clone(),
+        Observed::Absent => unreachable!(),
+    };
+    let target = |entries: &[Vec<u8>]| CaBundleTarget {
+        kind: "MutatingWebhookConfiguration".into(),
+        name: "injector".into(),
+        secret: "envoy-gateway".into(),
+        state: TargetState::of_entries(entries, Some(&envoy_bundle)),
+    };
+    for (what, entries) in [
+        ("garbage", vec![b"garbage".to_vec()]),
+        ("none", vec![Vec::new()]),
+        (
+            "one entry of two behind",
+            vec![envoy_bundle.clone(), vec![]],
+        ),
+    ] {
+        let ctx = Context {
+            targets: vec![target(&entries)],
+            ..Context::default()
+        };
+        let report = stored.check_with(NOW, &ctx);
+        assert!(!report.healthy, "{what}");
+        assert_eq!(report.ca_bundle_targets[0].status, "drifted", "{what}");
+        let NextRun::Writes { writes } = verdict(&report) else {
+            panic!("{what}: {:?}", report.next_run)
+        };
+        assert_eq!(writes[0].object, "MutatingWebhookConfiguration injector");
+        assert!(report.to_text().contains("its caBundle differs"), "{what}");
+    }
+    for (what, entries) in [
+        ("in step", vec![envoy_bundle.clone()]),
+        ("no entry", vec![]),
+    ] {
+        let ctx = Context {
+            targets: vec![target(&entries)],
+            ..Context::default()
+        };
+        let report = stored.check_with(NOW, &ctx);
+        assert!(report.healthy, "{what}: {report:#?}");
+        assert_eq!(report.ca_bundle_targets[0].status, "in_sync");
+    }
+    // Absent and refused targets are left alone by a run: healthy.
+    for state in [TargetState::Absent, TargetState::Refused] {
+        let ctx = Context {
+            targets: vec![CaBundleTarget {
+                state,
+                ..target(&[])
+            }],
+            ..Context::default()
+        };
+        assert!(stored.check_with(NOW, &ctx).healthy, "{state:?}");
+    }
+}
+
+/// Issue 32, finding 4: one Secret that cannot be read does not blank the report: it is
+/// `invalid` (a run stops on it), the others are judged.
+#[test]
+fn an_unreadable_secret_is_invalid_and_the_others_are_still_judged() {
+    let mut stored = Stored::installed(NOW - DAY);
+    stored.snapshot.secrets.remove("envoy");
+    let ctx = Context {
+        unreadable: vec![(
+            "envoy".into(),
+            "certs/envoy/tls.crt: is larger than 1048576 bytes".into(),
+        )],
+        ..Context::default()
+    };
+    let report = stored.check_with(NOW, &ctx);
+    assert!(!report.healthy);
+    let envoy = row(&report, "envoy");
+    assert_eq!(envoy.status, "invalid");
+    assert_eq!(envoy.problems.len(), 1, "{envoy:?}");
+    assert!(envoy.problems[0].starts_with("cannot be read: certs/envoy/tls.crt"));
+    for other in ["envoy-gateway-ca", "envoy-gateway", "envoy-rate-limit"] {
+        assert_eq!(row(&report, other).status, "ok", "{report:#?}");
+    }
+    assert!(matches!(verdict(&report), NextRun::Refuses { object, .. } if object == "envoy"));
+}
+
+/// One judgement: a rotation waiting at a gate is not healthy (the run writes its next step
+/// once the gate opens); a plain run's writes that no finding explains are named with the
+/// planner's reason.
+#[test]
+fn the_verdict_is_the_planners() {
+    // Right after a rotation's leaves: the cleanup waits for its gate.
+    let mut stored = Stored::installed(NOW - DAY);
+    let (prior, _) = issue_ca(&stored.config.ca.spec, NOW - DAY * 30).unwrap();
+    stored
+        .snapshot
+        .set_bundles(&[stored.ca.0.cert.clone(), prior.cert.clone()]);
+    let names: Vec<String> = stored
+        .config
+        .secret_names()
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    for name in &names {
+        if let Some(Observed::Present(s)) = stored.snapshot.named(name, "envoy-gateway-ca").cloned()
+        {
+            stored.edit(name, |s2| {
+                s2.written_at = Some(NOW - time::Duration::seconds(30))
+            });
+            let _ = s;
+        }
+    }
+    let ctx = Context {
+        propagation_delay: std::time::Duration::from_secs(120),
+        ..Context::default()
+    };
+    let report = stored.check_with(NOW, &ctx);
+    assert!(!report.healthy);
+    let NextRun::Waits { until, reason } = verdict(&report) else {
+        panic!("{:?}", report.next_run)
+    };
+    assert_eq!(
+        until,
+        &crate::timefmt::rfc3339(NOW + time::Duration::seconds(90))
+    );
+    assert!(reason.contains(&prior.cert.short_fingerprint()), "{reason}");
+    assert!(
+        report.to_text().contains("NEXT RUN: waits until"),
+        "{}",
+        report.to_text()
+    );
+    // Once the gate has opened, the cleanup is the next run's write, on every TLS row.
+    let report = stored.check_with(NOW + time::Duration::seconds(91), &ctx);
+    let NextRun::Writes { writes } = verdict(&report) else {
+        panic!("{:?}", report.next_run)
+    };
+    assert!(
+        writes.iter().all(|w| w.action == "update-bundle"),
+        "{writes:?}"
+    );
+    let envoy = row(&report, "envoy");
+    assert_eq!(envoy.status, "due");
+    assert!(
+        envoy.problems[0].starts_with("the next run: update-bundle (cleanup"),
+        "{envoy:?}"
+    );
+}
+
+/// `ca.crt` holding an encrypted or OpenSSH private key is reported, not skipped.
+#[test]
+fn private_key_sections_in_a_bundle_are_reported() {
+    for label in ["ENCRYPTED PRIVATE KEY", "OPENSSH PRIVATE KEY"] {
+        let mut stored = Stored::installed(NOW - DAY);
+        let section = format!("-----BEGIN {label}-----\nAAAA\n-----END {label}-----\n");
+        stored.edit("envoy", |s| {
+            let mut v = s.data["ca.crt"].clone();
+            v.extend_from_slice(section.as_bytes());
+            s.data.insert("ca.crt".into(), v);
+        });
+        let report = stored.check(NOW);
+        let envoy = row(&report, "envoy");
+        assert_eq!(envoy.status, "invalid", "{label}: {envoy:?}");
+        assert!(
+            envoy.problems[0].contains(&format!(
+                "a \"{}\" section, not a CERTIFICATE",
+                label.to_lowercase()
+            )),
+            "{envoy:?}"
+        );
+        assert!(!report.healthy);
+    }
+}
+
+/// Certificates that do not parse are described in words, not as the parser's debug dump.
+#[test]
+fn unparsable_certificates_are_described_in_words() {
+    let armour = |der: &[u8]| {
+        use base64::Engine as _;
+        format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            base64::engine::general_purpose::STANDARD.encode(der)
+        )
+    };
+    let stored = Stored::installed(NOW - DAY);
+    let good = match stored.snapshot.get("envoy") {
+        Observed::Present(s) => crate::pki::parse_single_cert(&s.data["tls.crt"]).unwrap(),
+        Observed::Absent => unreachable!(),
+    };
+    let der = good.der().to_vec();
+    for (what, bytes) in [
+        (
+            "an integer where a certificate starts",
+            vec![0x02, 0x01, 0x00],
+        ),
+        ("cut short", der[..der.len() / 2].to_vec()),
+        ("empty", vec![0x30, 0x00]),
+    ] {
+        let mut stored = Stored::installed(NOW - DAY);
+        let pem = armour(&bytes);
+        stored.edit("envoy", |s| {
+            s.data.insert("tls.crt".into(), pem.into_bytes());
+        });
+        let report = stored.check(NOW);
+        let problem = &row(&report, "envoy").problems[0];
+        for dump in ["Der(", "NomError", "UnexpectedTag", "Eof", "{"] {
+            assert!(!problem.contains(dump), "{what}: {problem}");
+        }
+        assert!(
+            problem.starts_with("tls.crt: certificate 0 is not valid X.509: "),
+            "{what}: {problem}"
+        );
+    }
 }

@@ -25,7 +25,7 @@ pub use schema::{
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
 use crate::profiles;
 pub use crate::workload::Kind;
-pub(crate) use validate::is_data_key;
+pub(crate) use validate::{data_key_problem, dns_san};
 
 /// The label every Secret certgen writes carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
@@ -418,6 +418,18 @@ impl Config {
             .chain(self.tls.iter().map(|t| t.name.as_str()))
             .chain(self.hmac.iter().map(|h| h.name.as_str()))
             .collect()
+    }
+
+    /// The data keys that hold private material, by the Secrets' layouts (not by how a name
+    /// ends): the CA Secret's keys, each TLS Secret's key (`tls.key`, or kube-webhook-certgen's
+    /// `key`), each HMAC Secret's key. A local directory keeps their files 0600.
+    pub fn private_data_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = ["tls.key", "next.key"].map(String::from).to_vec();
+        keys.extend(self.tls.iter().map(|t| t.layout.key.clone()));
+        keys.extend(self.hmac.iter().map(|h| h.key.clone()));
+        keys.sort();
+        keys.dedup();
+        keys
     }
 }
 

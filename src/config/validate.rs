@@ -48,6 +48,8 @@ pub fn dns_name(s: &str, wildcard: bool) -> Result<(), String> {
         return Err("must be 1 to 253 characters".into());
     }
     for (i, label) in s.split('.').enumerate() {
+        // A wildcard only as the whole first label, followed by a name (Envoy Gateway's own
+        // `*.{namespace}` has one label after it).
         if wildcard && i == 0 && label == "*" && s.len() > 2 {
             continue;
         }
@@ -70,6 +72,18 @@ pub fn dns_name(s: &str, wildcard: bool) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A DNS subjectAltName as a certificate holds it: a DNS name ([`dns_name`], a leading `*`
+/// label allowed) that is not an IP address written as a name. The one rule of the config's
+/// `dnsNames` and `certgen create --host`.
+pub(crate) fn dns_san(name: &str) -> Result<(), String> {
+    if looks_like_ip(name) {
+        return Err(
+            "an IP address written as a name, which never matches a connection to an IP address: give the address without leading zeros or brackets".into(),
+        );
+    }
+    dns_name(name, true)
 }
 
 /// Whether a DNS SAN is really an IP address: one that parses as IPv4 or IPv6 (bracketed or
@@ -143,7 +157,7 @@ pub fn tls(
                 "{field}.dnsNames[{j}] {name:?} is an IP address, and a DNS name never matches a connection to an IP address; list it under ipAddresses instead"
             ));
         }
-        dns_name(&name, true).map_err(|e| format!("{field}.dnsNames[{j}] {name:?}: {e}"))?;
+        dns_san(&name).map_err(|e| format!("{field}.dnsNames[{j}] {name:?}: {e}"))?;
         if !dns_names.contains(&name) {
             dns_names.push(name);
         }
@@ -178,8 +192,8 @@ pub fn tls(
     if renew_before >= ca.renew_before {
         return Err(format!(
             "{field}.renewBefore ({}) must be shorter than ca.renewBefore ({}): leaves are clipped to the CA's expiry, so the CA must be rotated before its leaves fall due",
-            humantime::format_duration(renew_before),
-            humantime::format_duration(ca.renew_before)
+            crate::timefmt::HumanDuration(renew_before),
+            crate::timefmt::HumanDuration(ca.renew_before)
         ));
     }
     Ok(TlsSecret {
@@ -197,26 +211,39 @@ pub fn tls(
     })
 }
 
-/// Whether `value` is a Secret data key the API server accepts: `[-._a-zA-Z0-9]+`, at most
-/// 253 bytes, not `.` or `..`.
-pub(crate) fn is_data_key(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= 253
-        && value != "."
-        && value != ".."
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+/// Why `value` is not a Secret data key certgen can write in both stores, if it is not:
+/// Kubernetes' rule (`IsConfigMapKey` in k8s.io/apimachinery's `pkg/util/validation`:
+/// `[-._a-zA-Z0-9]+`, at most 253 characters, not `.` or `..`, not starting with `..`), and not
+/// starting with `.` at all, since a local directory keeps its own `..data`, version
+/// directories and `.certgen-annotations.json` beside the files (and a consumer's `ls` hides
+/// dot files). Checked before anything is written: the API server or the local store would
+/// otherwise refuse the key after the CA Secret was written.
+pub(crate) fn data_key_problem(value: &str) -> Option<&'static str> {
+    if value.is_empty() {
+        Some("is empty")
+    } else if value.len() > 253 {
+        Some("is longer than 253 characters")
+    } else if !value
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+    {
+        Some("may hold only letters, digits, '-', '.' and '_'")
+    } else if value.starts_with('.') {
+        Some(
+            "must not start with '.' (Kubernetes refuses '..' at the start; certgen's local layout keeps its own '.' names)",
+        )
+    } else {
+        None
+    }
 }
 
-/// A Secret data key ([`is_data_key`]), or the message naming `field`.
+/// A Secret data key ([`data_key_problem`]), or the message naming `field`.
 fn data_key(field: &str, value: &str) -> Result<(), String> {
-    if is_data_key(value) {
-        Ok(())
-    } else {
-        Err(format!(
-            "{field} {value:?} is not a valid Secret data key (letters, digits, '-', '.' and '_')"
-        ))
+    match data_key_problem(value) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "{field} {value:?} is not a valid Secret data key: it {why}"
+        )),
     }
 }
 
@@ -275,16 +302,7 @@ pub fn hmac(field: &str, s: &SecretFile) -> Result<HmacSecret, String> {
         ));
     }
     let key = s.key.clone().unwrap_or_else(|| "hmac-secret".to_string());
-    let key_ok = !key.is_empty()
-        && key.len() <= 253
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
-    if !key_ok {
-        return Err(format!(
-            "{field}.key {key:?} is not a valid Secret key (letters, digits, '-', '.', '_')"
-        ));
-    }
+    data_key(&format!("{field}.key"), &key)?;
     let bytes = s.bytes.unwrap_or(32);
     if !(16..=1024).contains(&bytes) {
         return Err(format!("{field}.bytes must be between 16 and 1024"));

@@ -48,9 +48,27 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
         .into_iter()
         .map(str::to_string)
         .collect();
-    let apply = |state: &Arc<RwLock<state::State>>| {
+    // The watches' changes are applied on a thread of their own: a scrape recomputing the
+    // metrics holds the state's read lock for a while (seconds with 10,000 Secrets), and a
+    // watch waiting for the write lock must not hold a runtime worker meanwhile.
+    let (changes, applied) = std::sync::mpsc::channel::<crate::k8s::watch::Change>();
+    {
         let state = state.clone();
-        move |change| state.write().expect("not poisoned").apply(change)
+        std::thread::Builder::new()
+            .name("certgen-state".into())
+            .spawn(move || {
+                for change in applied {
+                    state.write().expect("not poisoned").apply(change);
+                }
+            })
+            .map_err(|e| Error::Output(format!("cannot start a thread: {e}")))?;
+    }
+    let apply = |_: &Arc<RwLock<state::State>>| {
+        let changes = changes.clone();
+        move |change| {
+            // (Only fails once the applying thread is gone, at exit.)
+            let _ = changes.send(change);
+        }
     };
     watches.spawn(crate::k8s::watch::secrets(
         client.clone(),
@@ -88,6 +106,7 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
     };
     http::serve(listener, shared, stop_signal(), GRACE).await;
     watches.shutdown().await;
+    drop(changes);
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,14 +1,13 @@
-//! The reads behind the metrics: one observation of the Secrets (the same one `check` makes),
-//! `check`'s judgement of it, and one read of each `caBundle` target, turned into gauge
-//! families by [`super::health`]. After a run, the same plus the run's outcome.
+//! The reads behind `certgen check` and the metrics: one observation of the Secrets, one read of
+//! each `caBundle` target, `check`'s judgement of them, turned into gauge families by
+//! [`super::health`]. After a run, the same plus the run's outcome.
 //!
 //! It reads through the same store and webhook adapter as a run, and writes nothing.
 
 use std::path::PathBuf;
 
-use time::OffsetDateTime;
-
 use super::{CaBundleTarget, Family, RunOutcome, TargetState};
+use crate::check::Context;
 use crate::cli::TargetArgs;
 use crate::config::Config;
 use crate::error::Error;
@@ -17,33 +16,34 @@ use crate::observe::{self, Snapshot};
 use crate::report::CheckReport;
 use crate::store::{LocalStore, SecretStore, StoreError};
 
-/// `check`'s report of the store, and (with `webhooks`) its gauges, `caBundle` targets
-/// included.
+/// `check`'s report of the store and (with `webhooks`, in a cluster) of the `caBundle`
+/// targets, and its gauges, judged at the store's "now" (the clock a run's gates use). A
+/// Secret that cannot be read is reported on its row, not an error that would hide the others;
+/// the first such read's error comes back too, since a run stops on it (exit 2).
 pub async fn checked<S: SecretStore>(
     config: &Config,
     store: &S,
     webhooks: Option<&WebhookStore>,
-    now: OffsetDateTime,
-) -> Result<(CheckReport, Vec<Family>), Error> {
-    let observed = observe::observe(store, config).await?;
-    let report = crate::check::check(config, &observed, now, store.describe());
+) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
+    let (observed, mut unreadable) = observe::observe_each(store, config).await?;
+    let now = store.now();
     let targets = match webhooks {
         Some(api) => targets(config, &observed, api).await?,
         None => vec![],
     };
-    let families = super::health(config, &observed, &report, &targets, now);
-    let mut report = report;
-    report.targets = targets
-        .iter()
-        .map(|t| crate::report::TargetRow {
-            kind: t.kind.clone(),
-            name: t.name.clone(),
-            secret: t.secret.clone(),
-            status: t.state.name(),
-            text: t.state.text(),
-        })
-        .collect();
-    Ok((report, families))
+    let ctx = Context {
+        propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
+        targets,
+        unreadable: unreadable
+            .iter()
+            .map(|(name, e)| (name.clone(), e.to_string()))
+            .collect(),
+    };
+    let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
+        .with_exposed_keys(store.exposed_keys());
+    let families = super::health(config, &observed, &report, now);
+    let first = (!unreadable.is_empty()).then(|| unreadable.swap_remove(0).1);
+    Ok((report, families, first))
 }
 
 /// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
@@ -74,10 +74,7 @@ async fn targets(
                     .get(&t.bundle_from)
                     .present()
                     .and_then(|s| s.data.get(&key));
-                match bundle {
-                    Some(b) if !o.holds(b) => TargetState::Drifted,
-                    _ => TargetState::InSync,
-                }
+                TargetState::of_entries(&o.bundles, bundle.map(Vec::as_slice))
             }
         };
         let kind = describe(t.kind, &t.name);
@@ -100,20 +97,22 @@ pub async fn after_run(
     target: &TargetArgs,
     outcome: RunOutcome,
 ) -> String {
-    let now = OffsetDateTime::now_utc();
     let health = match local {
-        Some(dir) => checked(config, &LocalStore::new(dir), None, now).await,
+        Some(dir) => {
+            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
+            checked(config, &store, None).await
+        }
         None => match crate::k8s::client(target.cluster()).await {
             Ok(client) => {
                 let store = KubeStore::new(client.clone(), &config.namespace);
                 let webhooks = WebhookStore::new(client);
-                checked(config, &store, Some(&webhooks), now).await
+                checked(config, &store, Some(&webhooks)).await
             }
             Err(e) => Err(e),
         },
     };
     let mut families = match health {
-        Ok((_, families)) => families,
+        Ok((_, families, _)) => families,
         Err(e) => {
             tracing::warn!(
                 "the metrics give the run's outcome only: reading the Secrets after the run failed: {e}"

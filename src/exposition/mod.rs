@@ -16,6 +16,7 @@ pub mod text;
 use time::OffsetDateTime;
 
 pub use self::text::{Family, render};
+pub use crate::check::{CaBundleTarget, TargetState};
 use crate::config::Config;
 use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
@@ -27,59 +28,6 @@ use crate::report::CheckReport;
 const SECRET_STATUSES: [&str; 4] = ["ok", "due", "missing", "invalid"];
 /// The rotation phases (`certgen_rotation_phase`).
 pub const PHASES: [&str; 4] = ["steady", "trust", "leaves", "cleanup"];
-/// The states of a `caBundle` target (`certgen_cabundle_target_status`).
-const TARGET_STATUSES: [&str; 5] = ["in_sync", "drifted", "absent", "refused", "cert_manager"];
-
-/// A `caBundle` target (webhook configuration, APIService) as read for the metrics.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CaBundleTarget {
-    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
-    pub kind: String,
-    pub name: String,
-    /// The managed Secret whose `ca.crt` the target's `caBundle` follows.
-    pub secret: String,
-    pub state: TargetState,
-}
-
-/// What the read of a `caBundle` target found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TargetState {
-    /// Every entry holds the Secret's `ca.crt` (or the Secret is not there to compare with).
-    InSync,
-    /// An entry's `caBundle` differs from the Secret's `ca.crt`: a run repairs it.
-    Drifted,
-    /// The object does not exist (certgen never creates it).
-    Absent,
-    /// This identity may not read it (403).
-    Refused,
-    /// cert-manager's CA injector writes its `caBundle` (it carries one of the injector's
-    /// annotations): certgen never does.
-    CertManager,
-}
-
-impl TargetState {
-    /// Its name in the metrics' `status` label and in `check`'s JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::InSync => "in_sync",
-            Self::Drifted => "drifted",
-            Self::Absent => "absent",
-            Self::Refused => "refused",
-            Self::CertManager => "cert_manager",
-        }
-    }
-
-    /// What `check`'s table says.
-    pub fn text(self) -> &'static str {
-        match self {
-            Self::InSync => "in step",
-            Self::Drifted => "drifted (a run rewrites it)",
-            Self::Absent => "not found",
-            Self::Refused => "not readable (403)",
-            Self::CertManager => "managed by cert-manager (its CA injector writes it)",
-        }
-    }
-}
 
 /// The rotation phase the stored state is in, and since when (by the store's clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,13 +131,12 @@ pub fn certificates<'a>(
     out
 }
 
-/// The gauges of what `check` found: per Secret and certificate, per CA in each bundle, the
-/// rotation phase, and the `caBundle` targets.
+/// The gauges of what `check` found: per Secret and certificate, per distinct CA in each
+/// bundle, the rotation phase, and the `caBundle` targets (as `report` has them).
 pub fn health(
     config: &Config,
     observed: &Snapshot,
     report: &CheckReport,
-    targets: &[CaBundleTarget],
     now: OffsetDateTime,
 ) -> Vec<Family> {
     let ns = || ("namespace", config.namespace.clone());
@@ -203,7 +150,7 @@ pub fn health(
 
     let mut healthy = Family::gauge(
         "certgen_check_healthy",
-        "1 when nothing is due: every Secret is usable, unexpired, outside its renewal window, and no rotation is in progress.",
+        "1 when a plain certgen run would write nothing, wait for nothing and refuse nothing (certgen check exits 0): every Secret is usable, unexpired, outside its renewal window, every caBundle target in step, and no rotation is in progress.",
     );
     healthy.push(
         vec![ns(), ("profile", config.profile.clone())],
@@ -265,7 +212,15 @@ pub fn health(
             vec![ns(), ("secret", row.secret.clone())],
             row.bundle.len() as f64,
         );
+        // One series per distinct CA: a bundle holding a CA twice (which check reports, and a
+        // run writes once) would otherwise give the same series twice, which the Pushgateway
+        // refuses and node_exporter's textfile collector reports as an error.
+        let mut seen: Vec<&str> = Vec::new();
         for ca in &row.bundle {
+            if seen.contains(&ca.sha256.as_str()) {
+                continue;
+            }
+            seen.push(&ca.sha256);
             let Some(t) = crate::timefmt::parse_rfc3339(&ca.not_after) else {
                 continue;
             };
@@ -314,8 +269,8 @@ pub fn health(
         "certgen_cabundle_target_status",
         "The state of each caBundle target (webhook configuration, APIService) against the ca.crt of the Secret it follows: 1 for the current state (in_sync, drifted, absent, refused, cert_manager: its CA injector writes it and certgen never does), 0 for the others.",
     );
-    for t in targets {
-        for s in TARGET_STATUSES {
+    for t in &report.ca_bundle_targets {
+        for s in TargetState::ALL.map(TargetState::name) {
             target.push(
                 vec![
                     ns(),
@@ -324,7 +279,7 @@ pub fn health(
                     ("secret", t.secret.clone()),
                     ("status", s.into()),
                 ],
-                f64::from(u8::from(t.state.name() == s)),
+                f64::from(u8::from(t.status == s)),
             );
         }
     }

@@ -143,8 +143,12 @@ fn an_expired_prior_ca_is_no_cleanup_to_wait_for() {
 }
 
 fn rendered(r: &Rotating, targets: &[CaBundleTarget]) -> String {
-    let report = crate::check::check(&r.config, &r.snapshot, NOW, "test".into());
-    render(&health(&r.config, &r.snapshot, &report, targets, NOW))
+    let ctx = crate::check::Context {
+        targets: targets.to_vec(),
+        ..Default::default()
+    };
+    let report = crate::check::check(&r.config, &r.snapshot, NOW, "test".into(), &ctx);
+    render(&health(&r.config, &r.snapshot, &report, NOW))
 }
 
 fn sample<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
@@ -273,8 +277,8 @@ fn an_expired_certificate_shows_due_with_its_past_expiry() {
     let config = config();
     let ca = issue_ca(&config.ca.spec, NOW - 2000 * DAY).unwrap();
     let snapshot = installed(&config, &ca, NOW - 2000 * DAY);
-    let report = crate::check::check(&config, &snapshot, NOW, "test".into());
-    let text = render(&health(&config, &snapshot, &report, &[], NOW));
+    let report = crate::check::check(&config, &snapshot, NOW, "test".into(), &Default::default());
+    let text = render(&health(&config, &snapshot, &report, NOW));
     let leaf = &config.tls[0].name;
     assert!(text.contains(&format!(
         "certgen_secret_status{{namespace=\"envoy-gateway-system\",secret=\"{leaf}\",kind=\"tls\",status=\"due\"}} 1"
@@ -353,4 +357,62 @@ fn run_metrics_name_the_outcome() {
     ] {
         assert!(text.contains(&line), "{line} not in\n{text}");
     }
+}
+
+/// Issue 32, finding 2: a bundle holding the same CA twice gives one series for it (the
+/// Pushgateway refuses a push with the same series twice, node_exporter's textfile collector
+/// errs on every scrape), and `check` is not healthy: the next run writes the bundle once.
+#[test]
+fn a_ca_twice_in_a_bundle_is_one_series_and_unhealthy() {
+    let mut r = Rotating::start();
+    let ca = r.old.0.cert.clone();
+    let pem = crate::pki::bundle_pem(&[ca.clone(), ca.clone()]).into_bytes();
+    r.snapshot.edit("envoy", |s| {
+        s.data.insert("ca.crt".into(), pem);
+    });
+    let text = rendered(&r, &[]);
+    let series = sample(
+        &text,
+        &format!(
+            "certgen_bundle_ca_not_after_timestamp_seconds{{namespace=\"{}\",secret=\"envoy\",ca_sha256=\"{}\"}}",
+            r.config.namespace,
+            ca.short_fingerprint()
+        ),
+    );
+    assert_eq!(series.len(), 1, "{text}");
+    let mut seen = std::collections::BTreeSet::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let (name_labels, _) = line.rsplit_once(' ').unwrap();
+        assert!(seen.insert(name_labels), "{name_labels} twice in\n{text}");
+    }
+    assert!(
+        text.contains(
+            "certgen_check_healthy{namespace=\"envoy-gateway-system\",profile=\"envoy-gateway\"} 0"
+        ),
+        "{text}"
+    );
+}
+
+/// Issue 32, finding 4: `certgen_check_healthy` follows the caBundle targets too: a drifted
+/// one is a write of the next run.
+#[test]
+fn a_drifted_target_makes_the_check_unhealthy() {
+    let r = Rotating::start();
+    let target = |state| CaBundleTarget {
+        kind: "MutatingWebhookConfiguration".into(),
+        name: "injector".into(),
+        secret: "envoy-gateway".into(),
+        state,
+    };
+    let healthy = |text: &str| {
+        sample(text, "certgen_check_healthy{")[0]
+            .rsplit_once(' ')
+            .unwrap()
+            .1
+            .to_string()
+    };
+    assert_eq!(healthy(&rendered(&r, &[target(TargetState::InSync)])), "1");
+    let drifted = rendered(&r, &[target(TargetState::Drifted)]);
+    assert_eq!(healthy(&drifted), "0", "{drifted}");
+    assert!(drifted.contains("status=\"drifted\"} 1"));
 }

@@ -289,3 +289,57 @@ pub async fn apply_target(
         Err(e) => Err(failure("patch", &w.target, e)),
     }
 }
+
+/// Whether this identity may `verb` the target `t`, by a SelfSubjectAccessReview naming it
+/// (exact, including `resourceNames` rules). `Ok(None)` when the review itself failed: the
+/// write then finds out.
+pub async fn may(
+    client: &kube::Client,
+    verb: &'static str,
+    t: &Target,
+) -> Result<Option<bool>, StoreError> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let (_, plural, group) = resource(t.kind);
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_string()),
+                resource: Some(plural.to_string()),
+                verb: Some(verb.to_string()),
+                name: Some(t.name.clone()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    match api.create(&PostParams::default(), &review).await {
+        Ok(r) => Ok(r.status.map(|s| s.allowed)),
+        Err(e) => {
+            tracing::debug!(
+                "the access review of {verb} {plural} {} failed: {e}",
+                t.name
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The refusal of `verb` on `t` that an access review found before any write.
+pub fn refused_before_writing(verb: &'static str, t: &Target) -> StoreError {
+    let (_, plural, group) = resource(t.kind);
+    StoreError::Api(Box::new(ApiFailure {
+        verb,
+        resource: plural,
+        namespace: String::new(),
+        name: t.name.clone(),
+        status: Some(403),
+        message: "this identity may not (an access review, made before the first write); nothing was written".into(),
+        hint: format!(
+            "; grant the {verb} verb on {plural} (group {group}) cluster-wide (a ClusterRole) to this identity, as kube-webhook-certgen's patch Job needs"
+        ),
+    }))
+}

@@ -77,6 +77,9 @@ impl ApiFailure {
                     format!("in namespace {namespace}")
                 };
                 let hint = match s.code {
+                    403 if s.message.contains("exceeded quota") => {
+                        ApiFailure::quota_hint(namespace)
+                    }
                     403 => format!(
                         "; grant the {verb} verb on {resource}{group} {scope} to this identity (see the RBAC section of the README)"
                     ),

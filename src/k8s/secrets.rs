@@ -18,6 +18,8 @@ use crate::store::{ApiFailure, SecretStore, StoreError};
 
 mod list;
 
+pub use self::list::PAGE_SIZE;
+
 const FIELD_MANAGER: &str = "certgen";
 
 /// Secrets in one namespace of a cluster.
@@ -131,7 +133,9 @@ impl KubeStore {
             Err(e) if self.lost_race(&e) => Err(self.conflict(&write.name, rv, &e)),
             Err(e) if is_status(&e, 403) => {
                 let mut err = self.api_error("update", &write.name, e);
-                if let StoreError::Api(f) = &mut err {
+                if let StoreError::Api(f) = &mut err
+                    && !f.quota()
+                {
                     f.hint = format!(
                         "; grant the patch verb on secrets in namespace {} to this identity (or update: certgen writes with update where patch is not granted, and this identity has neither)",
                         self.namespace
@@ -184,6 +188,12 @@ impl KubeStore {
 
 fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(s) if s.code == code)
+}
+
+/// Whether a 403 is a missing verb (RBAC), not a ResourceQuota's refusal, which no other verb
+/// gets past.
+fn is_forbidden_verb(err: &kube::Error) -> bool {
+    matches!(err, kube::Error::Api(s) if s.code == 403 && !s.message.contains("exceeded quota"))
 }
 
 impl SecretStore for KubeStore {
@@ -312,7 +322,7 @@ impl SecretStore for KubeStore {
                     // than on a guess, costs one refused request where patch is missing and
                     // nothing where it is granted; access discovery (src/access.rs) usually
                     // spares even that request by selecting update before the first write.
-                    Err(e) if is_status(&e, 403) => {
+                    Err(e) if is_forbidden_verb(&e) => {
                         tracing::warn!(
                             "this identity may not patch Secrets in namespace {}; writing them with updates fenced by resourceVersion instead",
                             self.namespace

@@ -12,7 +12,8 @@
 //!   named ones kept. Only the decoded `caBundle`s are kept.
 //!
 //! Each watch restarts itself after a failure with kube's default backoff; a 403 marks the
-//! kind refused (targets) and is logged once per change of state. This module decides nothing:
+//! kind refused (targets) and is logged once per change of state (kube-runtime's own log lines
+//! are turned off, see `init_logging`: they repeat every retry with a debug dump). This module decides nothing:
 //! it hands each [`Change`] to its caller (the exporter's state, which its scrapes read).
 
 use std::collections::BTreeSet;
@@ -65,15 +66,16 @@ impl From<Vec<Vec<u8>>> for TargetSeen {
     }
 }
 
-/// The watcher's configuration: the whole collection in one LIST (no pages: one request, as
-/// the exporter promises), a consistent read like every other read of certgen's. Not
-/// `resourceVersion=0` (the API server's watch cache): on the test control plane (v1.36.3) a
-/// watch started from that LIST's resourceVersion delivered no later change at all (kube 5.0's
-/// watcher, `any_semantic()`), while the default semantic does; the LIST is made once per start
-/// or restart, so the difference costs one etcd read.
+/// The watcher's configuration: the first LIST in pages of [`super::secrets::PAGE_SIZE`] (a
+/// namespace's other Secrets, of up to 1 MiB each, cost one page of memory at a time, not the
+/// namespace: 100 unrelated 1 MB Secrets took the exporter to a 272 MB peak in one LIST), a
+/// consistent read like every other read of certgen's. Not `resourceVersion=0` (the API
+/// server's watch cache): on the test control plane (v1.36.3) a watch started from that LIST's
+/// resourceVersion delivered no later change at all (kube 5.0's watcher, `any_semantic()`),
+/// while the default semantic does; the LIST is made once per start or restart.
 fn config() -> watcher::Config {
     watcher::Config {
-        page_size: None,
+        page_size: Some(super::secrets::PAGE_SIZE),
         ..watcher::Config::default()
     }
 }
@@ -107,7 +109,9 @@ pub async fn secrets(
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) => {
-                if failing {
+                // `Init` comes before the LIST is even sent: only a complete LIST or a watch
+                // event shows that the watch works again.
+                if failing && !matches!(event, Event::Init | Event::InitApply(_)) {
                     tracing::info!("the watch of Secrets in namespace {namespace} works again");
                     failing = false;
                 }
@@ -189,7 +193,7 @@ pub async fn targets(
     while let Some(event) = stream.next().await {
         match event {
             Ok(event) => {
-                if failing {
+                if failing && !matches!(event, Event::Init | Event::InitApply(_)) {
                     tracing::info!("the watch of {plural} works again");
                     failing = false;
                 }

@@ -178,31 +178,15 @@ fn check_subdomain(flag: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// A Secret data key, as the API server requires (the config's rule).
+/// A Secret data key, by the config's rule (Kubernetes' `IsConfigMapKey`, no leading `.`).
 fn check_key(flag: &str, value: &str) -> Result<(), ConfigError> {
-    if crate::config::is_data_key(value) {
-        Ok(())
-    } else {
-        Err(bad(
+    match crate::config::data_key_problem(value) {
+        None => Ok(()),
+        Some(why) => Err(bad(
             flag,
-            format!("{value:?} is not a valid Secret key (letters, digits, '-', '.' and '_')"),
-        ))
+            format!("{value:?} is not a valid Secret key: it {why}; nothing was written"),
+        )),
     }
-}
-
-/// A DNS name for a SAN: labels of letters, digits and '-', a leading `*` label allowed.
-fn is_dns_name(host: &str) -> bool {
-    host.len() <= 253
-        && host.split('.').enumerate().all(|(i, label)| {
-            (i == 0 && label == "*")
-                || (!label.is_empty()
-                    && label.len() <= 63
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                    && !label.starts_with('-')
-                    && !label.ends_with('-'))
-        })
 }
 
 /// Secret types whose keys the API server prescribes: `create` cannot write its three keys
@@ -284,15 +268,20 @@ impl CreateRequest {
             if hosts.iter().any(|seen| seen == h) {
                 continue;
             }
+            // The config's rule for SANs: kube-webhook-certgen writes any string as a DNS
+            // SAN, but one no verifier matches (`*`, `*.com`, `010.0.0.1`) is a certificate
+            // that fails every handshake; refused here, before anything is written.
             if let Ok(ip) = h.parse::<IpAddr>() {
                 ip_addresses.push(ip);
-            } else if is_dns_name(h) {
-                dns_names.push(h.to_string());
-            } else {
+            } else if let Err(why) = crate::config::dns_san(h) {
                 return Err(bad(
                     "--host",
-                    format!("{h:?} is neither an IP address nor a DNS name"),
+                    format!(
+                        "{h:?} is neither an IP address nor a DNS name a TLS client can match ({why}); nothing was written"
+                    ),
                 ));
+            } else {
+                dns_names.push(h.to_string());
             }
             hosts.push(h.to_string());
         }
@@ -433,7 +422,7 @@ impl Renewal {
                 "--validity",
                 format!(
                     "{} is out of range: certificates last from 1h to 36500d (100 years, the default); nothing was written",
-                    humantime::format_duration(validity)
+                    crate::timefmt::HumanDuration(validity)
                 ),
             ));
         }
@@ -443,8 +432,8 @@ impl Renewal {
                 "--renew-before",
                 format!(
                     "{} must be above 0 and shorter than --validity ({}), or every run would renew; nothing was written",
-                    humantime::format_duration(renew_before),
-                    humantime::format_duration(validity)
+                    crate::timefmt::HumanDuration(renew_before),
+                    crate::timefmt::HumanDuration(validity)
                 ),
             ));
         }
@@ -465,10 +454,25 @@ impl Renewal {
             )?
         };
         let ca_secret_name = match args.ca_secret_name.as_deref() {
-            None | Some("") => format!("{secret_name}-ca"),
-            Some(name) => name.to_string(),
+            None | Some("") => {
+                // Derived, and used only by a renewal, which needs a target: a --secret-name of
+                // 251 to 253 characters is valid on its own and stays so without one.
+                let derived = format!("{secret_name}-ca");
+                if !targets.is_empty() && derived.len() > 253 {
+                    return Err(bad(
+                        "--ca-secret-name",
+                        format!(
+                            "is needed: the CA Secret's name derived from --secret-name ({derived:?}) is longer than 253 characters; pass a shorter --ca-secret-name; nothing was written"
+                        ),
+                    ));
+                }
+                derived
+            }
+            Some(name) => {
+                check_subdomain("--ca-secret-name", name)?;
+                name.to_string()
+            }
         };
-        check_subdomain("--ca-secret-name", &ca_secret_name)?;
         if ca_secret_name == secret_name {
             return Err(bad(
                 "--ca-secret-name",

@@ -94,3 +94,36 @@ pub async fn observe<S: SecretStore>(store: &S, config: &Config) -> Result<Snaps
     }
     Ok(snapshot)
 }
+
+/// For `certgen check`: [`observe`], except that a Secret that exists but cannot be read
+/// (local mode: a file over the size bound, a link, another user's file) does not hide the
+/// others. It is left out of the snapshot and returned with its error, so `check` reports it
+/// and judges the rest; a run stops on it. Any other error (the API server's) stops here as in
+/// [`observe`].
+pub async fn observe_each<S: SecretStore>(
+    store: &S,
+    config: &Config,
+) -> Result<(Snapshot, Vec<(String, StoreError)>), StoreError> {
+    match observe(store, config).await {
+        Err(StoreError::Local { .. }) => {}
+        other => return other.map(|s| (s, Vec::new())),
+    }
+    let mut snapshot = Snapshot::default();
+    let mut unreadable = Vec::new();
+    for name in config.secret_names() {
+        let observed = match store.get(name).await {
+            Ok(o) => o,
+            Err(e @ StoreError::Local { .. }) => {
+                unreadable.push((name.to_string(), e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if name == config.ca.secret_name {
+            snapshot.ca = Some(observed);
+        } else {
+            snapshot.secrets.insert(name.to_string(), observed);
+        }
+    }
+    Ok((snapshot, unreadable))
+}

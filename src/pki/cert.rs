@@ -90,9 +90,9 @@ impl PartialEq for Cert {
 impl Eq for Cert {}
 
 impl Cert {
-    /// Parses one DER certificate.
+    /// Parses one DER certificate; the error says in words what is wrong.
     pub fn from_der(der: &[u8]) -> Result<Self, String> {
-        let (rest, x509) = X509Certificate::from_der(der).map_err(|e| e.to_string())?;
+        let (rest, x509) = X509Certificate::from_der(der).map_err(der_problem)?;
         if !rest.is_empty() {
             return Err("trailing bytes after the certificate".into());
         }
@@ -126,8 +126,10 @@ impl Cert {
         };
         Ok(Self {
             fingerprint: Sha256::digest(der).into(),
-            subject: x509.subject().to_string(),
-            issuer: x509.issuer().to_string(),
+            // For people only (certgen decides by signature, never by name): bounded and
+            // escaped, since another tool may have put anything there.
+            subject: crate::text::bounded(&x509.subject().to_string()),
+            issuer: crate::text::bounded(&x509.issuer().to_string()),
             serial: hex(x509.raw_serial()),
             not_before: x509.validity().not_before.to_datetime(),
             not_after: x509.validity().not_after.to_datetime(),
@@ -209,9 +211,71 @@ pub(crate) fn pem_encode(label: &str, der: &[u8]) -> String {
     pem::encode_config(&pem::Pem::new(label, der), config)
 }
 
+/// Why DER did not parse as X.509, in words: x509-parser's errors are debug dumps
+/// (`Der(UnexpectedTag { .. })`, `NomError(Eof)`).
+fn der_problem(e: x509_parser::nom::Err<x509_parser::error::X509Error>) -> String {
+    use x509_parser::der_parser::error::BerError as Ber;
+    use x509_parser::error::X509Error as X;
+    use x509_parser::nom::error::ErrorKind;
+    let e = match e {
+        x509_parser::nom::Err::Incomplete(_) => return CUT_SHORT.into(),
+        x509_parser::nom::Err::Error(e) | x509_parser::nom::Err::Failure(e) => e,
+    };
+    match e {
+        X::Der(Ber::Incomplete(_) | Ber::NomError(ErrorKind::Eof)) | X::NomError(ErrorKind::Eof) => {
+            CUT_SHORT.into()
+        }
+        X::Der(
+            Ber::UnexpectedTag { .. }
+            | Ber::UnexpectedClass { .. }
+            | Ber::BerTypeError
+            | Ber::InvalidTag
+            | Ber::UnknownTag(_)
+            | Ber::ConstructExpected
+            | Ber::ConstructUnexpected,
+        ) => "its bytes are not an X.509 certificate (an ASN.1 element of the wrong type where the certificate's structure continues)".into(),
+        X::Der(Ber::InvalidLength | Ber::IndefiniteLengthUnexpected) => {
+            "its bytes are not an X.509 certificate (an ASN.1 length is invalid)".into()
+        }
+        X::Der(Ber::InvalidDateTime) | X::InvalidDate => "its validity dates are malformed".into(),
+        X::Der(_) | X::NomError(_) | X::Generic => {
+            "its bytes are not an X.509 certificate (malformed DER)".into()
+        }
+        // The others say in words which part is malformed ("invalid X.509 name", ...).
+        other => format!("malformed certificate: {other}"),
+    }
+}
+
+const CUT_SHORT: &str = "cut short: the bytes end before the certificate does";
+
+/// The BEGIN labels of `pem` that are not `CERTIFICATE` (rustls-pki-types' reader skips a label
+/// it does not know, such as `ENCRYPTED PRIVATE KEY` or `OPENSSH PRIVATE KEY`, without a word).
+fn other_sections(pem: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(pem)
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("-----BEGIN "))
+        .filter_map(|l| l.strip_suffix("-----"))
+        .filter(|label| *label != "CERTIFICATE")
+        .map(|label| label.chars().take(40).collect())
+        .collect()
+}
+
 /// Parses every certificate in a PEM document, in order. Sections of other kinds are an error,
 /// since a trust bundle or `tls.crt` holding a key is a mistake worth reporting.
 pub fn parse_cert_chain(pem: &[u8]) -> Result<Vec<Cert>, CertError> {
+    if let Some(label) = other_sections(pem).first() {
+        let private = if label.contains("PRIVATE KEY") {
+            " (a private key, which must never be in a certificate or trust bundle)"
+        } else {
+            ""
+        };
+        // (In lower case: the label is no key material, but reports and logs never show a
+        // private key's armour.)
+        return Err(CertError::Pem(format!(
+            "a {:?} section, not a CERTIFICATE{private}",
+            crate::text::bounded(&label.to_lowercase())
+        )));
+    }
     let mut certs = Vec::new();
     for (index, item) in <(SectionKind, Vec<u8>)>::pem_slice_iter(pem).enumerate() {
         match item {

@@ -1,5 +1,6 @@
 //! `certgen check`'s report: one row per Secret (expiry, issuer, trust bundle, status and
-//! problems), as a table for people or as JSON.
+//! problems), one per `caBundle` target, and what a plain run would do next (the verdict), as
+//! a table for people or as JSON.
 
 use serde::Serialize;
 use time::OffsetDateTime;
@@ -38,6 +39,70 @@ pub struct Row {
     pub bundle: Vec<BundleEntry>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// What was found about a state the next run keeps as it is (another tool's CA, adopted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One `caBundle` target's state.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRow {
+    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
+    pub kind: String,
+    pub name: String,
+    /// The Secret whose `ca.crt` its `caBundle` follows.
+    pub secret: String,
+    /// `in_sync`, `drifted`, `absent`, `refused`, `cert_manager` (the metric's states).
+    pub status: &'static str,
+    /// What the table says of the status.
+    #[serde(skip)]
+    pub text: &'static str,
+}
+
+/// One write a plain run would make: the object, the planner's action and its reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedWrite {
+    /// The Secret, a local file, or `Kind name` of a `caBundle` target.
+    pub object: String,
+    /// create, renew, update-bundle, rotate, trust, promote, repair, chmod.
+    pub action: String,
+    pub reason: String,
+}
+
+/// What a plain run (no flags) would do with what `check` read: the planner's answer. `check`
+/// is healthy exactly when it is [`NextRun::Nothing`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "action", rename_all = "kebab-case")]
+pub enum NextRun {
+    /// Nothing to write, nothing to wait for, nothing refused.
+    Nothing,
+    /// Writes these objects in its first step.
+    Writes { writes: Vec<PlannedWrite> },
+    /// A rotation in progress: waits until `until` (RFC 3339) for consumers to load the last
+    /// writes, then writes its next step.
+    Waits { until: String, reason: String },
+    /// Stops before writing anything (exit 2): the object and the planner's message.
+    Refuses { object: String, message: String },
+}
+
+impl NextRun {
+    /// One line for people.
+    pub fn to_text(&self) -> String {
+        match self {
+            Self::Nothing => "nothing to do".into(),
+            Self::Writes { writes } => {
+                let each: Vec<String> = writes
+                    .iter()
+                    .map(|w| format!("{} {} ({})", w.action, w.object, w.reason))
+                    .collect();
+                format!("writes: {}", each.join("; "))
+            }
+            Self::Waits { until, reason } => format!("waits until {until}: {reason}"),
+            Self::Refuses { object, message } => format!("refuses: {object}: {message}"),
+        }
+    }
 }
 
 /// The whole check.
@@ -48,33 +113,20 @@ pub struct CheckReport {
     pub kind: &'static str,
     pub profile: String,
     pub store: String,
+    /// Whether a plain run would write nothing, wait for nothing and refuse nothing.
     pub healthy: bool,
     /// A staged rotation in progress, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rotation: Option<String>,
+    /// What a plain run would do next.
+    pub next_run: NextRun,
     pub secrets: Vec<Row>,
+    /// The `caBundle` targets, when they were read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ca_bundle_targets: Vec<TargetRow>,
     /// When certgen must run again at the latest (filled in by the caller).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_renewal: Option<NextRenewal>,
-    /// The `caBundle` targets as read (in a cluster; filled in by the caller).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub targets: Vec<TargetRow>,
-}
-
-/// One `caBundle` target's state.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TargetRow {
-    /// `MutatingWebhookConfiguration`, `ValidatingWebhookConfiguration`, `APIService`.
-    pub kind: String,
-    pub name: String,
-    /// The Secret whose `ca.crt` it follows.
-    pub secret: String,
-    /// `in_sync`, `drifted`, `absent`, `refused`, `cert_manager` (the metric's states).
-    pub status: &'static str,
-    /// What the table says of the status.
-    #[serde(skip)]
-    pub text: &'static str,
 }
 
 impl BundleEntry {
@@ -104,6 +156,7 @@ impl Row {
             issuer: None,
             bundle: vec![],
             problems: vec![],
+            notes: vec![],
         }
     }
 
@@ -116,10 +169,17 @@ impl Row {
 }
 
 impl CheckReport {
-    /// The report of `rows`: healthy when nothing is found and no rotation is in progress,
+    /// The report of `rows` and `targets`: healthy when a plain run does nothing (`next`),
     /// with the next renewal due among the certificates checked.
-    pub fn new(config: &Config, store: String, rotation: Option<String>, rows: Vec<Row>) -> Self {
-        let healthy = rotation.is_none() && rows.iter().all(|r| r.problems.is_empty());
+    pub fn new(
+        config: &Config,
+        store: String,
+        rotation: Option<String>,
+        rows: Vec<Row>,
+        targets: Vec<TargetRow>,
+        next: NextRun,
+    ) -> Self {
+        let healthy = next == NextRun::Nothing;
         let next_renewal = super::next_renewal(
             config,
             rows.iter()
@@ -132,27 +192,44 @@ impl CheckReport {
             store,
             healthy,
             rotation,
+            next_run: next,
             secrets: rows,
+            ca_bundle_targets: targets,
             next_renewal,
-            targets: Vec::new(),
         }
     }
 }
 
 impl CheckReport {
-    /// The report with `problems` found outside the certificates (local mode: private keys
-    /// others can read), each on its Secret's row: such a row is `invalid`, the whole unhealthy.
-    pub fn with_problems(mut self, problems: Vec<(String, String)>) -> Self {
-        for (secret, problem) in problems {
-            if let Some(row) = self.secrets.iter_mut().find(|r| r.secret == secret) {
-                if !row.problems.contains(&problem) {
-                    row.problems.push(problem);
-                }
-                if row.status == "ok" || row.status == "due" {
-                    row.status = "invalid";
-                }
-                self.healthy = false;
+    /// The report with private keys others can read (local mode), as (Secret, path, problem):
+    /// each on its Secret's row, which becomes `invalid`. A run makes them 0600 when it reads
+    /// them, so the next run changes them: the report is not healthy.
+    pub fn with_exposed_keys(mut self, exposed: Vec<(String, String, String)>) -> Self {
+        for (secret, path, problem) in exposed {
+            let Some(row) = self.secrets.iter_mut().find(|r| r.secret == secret) else {
+                continue;
+            };
+            if !row.problems.contains(&problem) {
+                row.problems.push(problem);
             }
+            if row.status == "ok" || row.status == "due" {
+                row.status = "invalid";
+            }
+            let chmod = PlannedWrite {
+                object: path,
+                action: "chmod".into(),
+                reason: "a private key others can read: made 0600".into(),
+            };
+            match &mut self.next_run {
+                NextRun::Nothing => {
+                    self.next_run = NextRun::Writes {
+                        writes: vec![chmod],
+                    }
+                }
+                NextRun::Writes { writes } => writes.push(chmod),
+                NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
+            }
+            self.healthy = false;
         }
         self
     }
@@ -222,9 +299,9 @@ impl CheckReport {
                 .collect();
             out.push_str(&format!("  {:<width$}  {}\n", r.secret, cas.join(", ")));
         }
-        if !self.targets.is_empty() {
+        if !self.ca_bundle_targets.is_empty() {
             out.push_str("\nCABUNDLE TARGETS\n");
-            for t in &self.targets {
+            for t in &self.ca_bundle_targets {
                 out.push_str(&format!(
                     "  {} {} (follows {}): {}\n",
                     t.kind, t.name, t.secret, t.text
@@ -234,7 +311,8 @@ impl CheckReport {
         if let Some(rot) = &self.rotation {
             out.push_str(&format!("\nROTATION: {rot}\n"));
         }
-        let problems: Vec<String> = self
+        out.push_str(&format!("\nNEXT RUN: {}\n", self.next_run.to_text()));
+        let mut problems: Vec<String> = self
             .secrets
             .iter()
             .flat_map(|r| {
@@ -243,6 +321,30 @@ impl CheckReport {
                     .map(move |p| format!("  {}: {p}", r.secret))
             })
             .collect();
+        problems.extend(
+            self.ca_bundle_targets
+                .iter()
+                .filter(|t| t.status == "drifted")
+                .map(|t| {
+                    format!(
+                        "  {} {}: its caBundle differs from the ca.crt of Secret {}: run certgen to write it",
+                        t.kind, t.name, t.secret
+                    )
+                }),
+        );
+        if problems.is_empty() && !self.healthy {
+            problems.push(format!("  the next run {}", self.next_run.to_text()));
+        }
+        let notes: Vec<String> = self
+            .secrets
+            .iter()
+            .flat_map(|r| r.notes.iter().map(move |n| format!("  {}: {n}", r.secret)))
+            .collect();
+        if !notes.is_empty() {
+            out.push_str("\nNOTES\n");
+            out.push_str(&notes.join("\n"));
+            out.push('\n');
+        }
         if problems.is_empty() && self.healthy {
             out.push_str("\nHealthy: nothing is due.\n");
         } else {
@@ -254,7 +356,8 @@ impl CheckReport {
             out.push('\n');
             out.push_str(&next.to_text());
         }
-        out
+        // Subjects, paths and messages may come from what another tool stored.
+        crate::text::printable(&out)
     }
 
     /// The JSON document.

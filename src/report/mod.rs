@@ -10,7 +10,7 @@ mod pods;
 
 use serde::Serialize;
 
-pub use self::check::{BundleEntry, CheckReport, Row, TargetRow};
+pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow};
 pub use self::pods::{GatePod, GateReport, PodReport, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;
@@ -148,6 +148,10 @@ pub struct Report {
     /// When certgen must run again at the latest, so nothing expires unrenewed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_renewal: Option<NextRenewal>,
+    /// Local mode: private key files others could read, made 0600 by this run (a dry run only
+    /// says it would: it changes nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub key_modes: Vec<String>,
     /// Features skipped because this identity lacks their verbs, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
@@ -410,6 +414,7 @@ impl Report {
             note: None,
             api_requests: None,
             next_renewal: None,
+            key_modes: Vec::new(),
             skipped: Vec::new(),
             warnings: Vec::new(),
             lock: None,
@@ -544,7 +549,10 @@ impl Report {
         out.push_str(&pods::text(&self.pods, &self.gates));
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         out.push_str(&match (self.dry_run, changes) {
-            (_, 0) => "Nothing to do: every Secret is valid.\n".to_string(),
+            (_, 0) if self.key_modes.is_empty() => {
+                "Nothing to do: every Secret is valid.\n".to_string()
+            }
+            (_, 0) => String::new(),
             (true, n) => {
                 format!("{n} write(s) planned. Run without --dry-run to apply.\n")
             }
@@ -552,6 +560,9 @@ impl Report {
         });
         if let Some(note) = &self.note {
             out.push_str(&format!("Later: {note}\n"));
+        }
+        for k in &self.key_modes {
+            out.push_str(&format!("Key file: {k}\n"));
         }
         for s in &self.skipped {
             out.push_str(&format!("Skipped: {s}\n"));

@@ -61,6 +61,12 @@ const DATA: &str = "..data";
 /// Where certgen's annotations are kept, inside the versioned directory.
 const ANNOTATIONS: &str = ".certgen-annotations.json";
 
+/// The Secret's type, recorded among those annotations by every write (a directory has no
+/// type of its own; inferring it from the file names would read a config's Opaque Secret with
+/// a `tls.crt` key as `kubernetes.io/tls`). A directory without it (another tool's, or an older
+/// certgen's) is typed by its files: `kubernetes.io/tls` when it has `tls.crt` or `tls.key`.
+const TYPE_RECORD: &str = "certgen.dev/secret-type";
+
 /// The lock file in `DIR` ([`crate::lock`]), never a Secret.
 pub const LOCK_FILE: &str = ".certgen.lock";
 
@@ -87,7 +93,8 @@ pub struct LocalStore {
     /// `--force`: a `..data` link whose version directory is gone reads as an absent Secret,
     /// which the run then writes afresh.
     replace_dangling: bool,
-    /// Data keys that hold secrets besides `*.key` and names with `secret` in them (HMAC keys).
+    /// Data keys that hold private material besides `*.key` and names with `secret` in them:
+    /// the config's (a layout's `key`, HMAC keys).
     secret_keys: Vec<String>,
     /// What a read does with a private key group or others may read: a run makes it 0600,
     /// `check` reports it.
@@ -153,28 +160,6 @@ impl LocalStore {
         self
     }
 
-    /// The private keys found readable by group or others, as (Secret, problem): made 0600 by
-    /// a run, left for `certgen check` to report.
-    pub fn exposed_keys(&self) -> Vec<(String, String)> {
-        let tightened = self.exposed_keys == Exposed::Tighten;
-        let mut seen = self
-            .exposed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        seen.dedup();
-        seen.into_iter()
-            .map(|(secret, path, mode)| {
-                let problem = if tightened {
-                    format!("{path} had mode {mode:04o}, readable by others; made 0600. It may have been read: consider rotating with --overwrite")
-                } else {
-                    format!("{path} has mode {mode:04o}: a private key others can read; run certgen (or `chmod 600` it) to make it 0600, and consider rotating with --overwrite: it may have been read")
-                };
-                (secret, problem)
-            })
-            .collect()
-    }
-
     /// With `--force`, a Secret whose `..data` link points to a missing version directory is
     /// read as absent, so the run writes it afresh (without, the read is refused with this
     /// hint).
@@ -183,7 +168,8 @@ impl LocalStore {
         self
     }
 
-    /// Data keys that hold secrets (HMAC keys), besides `*.key`: never readable by others.
+    /// Data keys that hold private material by the config's layouts (each TLS Secret's key,
+    /// the CA's keys, HMAC keys), besides `*.key`: never readable by others.
     pub fn with_secret_keys(mut self, keys: impl IntoIterator<Item = String>) -> Self {
         self.secret_keys.extend(keys);
         self
@@ -512,10 +498,11 @@ impl SecretStore for LocalStore {
         let data = contents.data;
         let modified = contents.modified;
         let switched = contents.switched;
-        let type_ = if data.contains_key("tls.crt") || data.contains_key("tls.key") {
-            TYPE_TLS
-        } else {
-            TYPE_OPAQUE
+        let mut annotations = contents.annotations;
+        let type_ = match annotations.remove(TYPE_RECORD) {
+            Some(recorded) => recorded,
+            None if data.contains_key("tls.crt") || data.contains_key("tls.key") => TYPE_TLS.into(),
+            None => TYPE_OPAQUE.into(),
         };
         // The `..data` link is made afresh by every write of certgen's: its own time is the
         // write's. Another tool's write through the links (or of plain files) shows in the
@@ -530,21 +517,43 @@ impl SecretStore for LocalStore {
                     .map(|t| t + time::Duration::nanoseconds(nanos.into()))
             })
             .map(|at| {
-                let stamp = contents.annotations.get(clock::WRITTEN_BOOT);
+                let stamp = annotations.get(clock::WRITTEN_BOOT);
                 clock::no_older_than(at, stamp, || self.now())
             });
         Ok(Observed::Present(StoredSecret {
             name: name.to_string(),
-            type_: type_.to_string(),
+            type_,
             version: digest(&data),
             written_at,
             data,
             labels: BTreeMap::new(),
-            annotations: contents.annotations,
+            annotations,
             owners: Vec::new(),
             divergent: contents.divergent,
             certificate: None,
         }))
+    }
+
+    /// The private keys found readable by group or others, as (Secret, path, problem): made
+    /// 0600 by a run, left for `certgen check` to report.
+    fn exposed_keys(&self) -> Vec<(String, String, String)> {
+        let tightened = self.exposed_keys == Exposed::Tighten;
+        let mut seen = self
+            .exposed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        seen.dedup();
+        seen.into_iter()
+            .map(|(secret, path, mode)| {
+                let problem = if tightened {
+                    format!("{path} had mode {mode:04o}, readable by others; made 0600. It may have been read: consider rotating with --overwrite")
+                } else {
+                    format!("{path} has mode {mode:04o}: a private key others can read; run certgen (or `chmod 600` it) to make it 0600, and consider rotating with --overwrite: it may have been read")
+                };
+                (secret, path, problem)
+            })
+            .collect()
     }
 
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
@@ -583,6 +592,7 @@ impl SecretStore for LocalStore {
         if let Some(stamp) = clock::stamp() {
             annotations.insert(clock::WRITTEN_BOOT.to_string(), stamp);
         }
+        annotations.insert(TYPE_RECORD.into(), write.type_.into());
         let secret_key = |k: &str| write.secret_keys.iter().any(|s| s == k) || self.is_secret(k);
         if let Some(key) = data
             .keys()
@@ -1002,6 +1012,17 @@ mod tests {
         };
         block_on(store.put(&hmac)).unwrap();
         assert_eq!(get(&store, "hmac").type_, TYPE_OPAQUE);
+
+        // The type written is the type read, whatever the keys' names (a config's Opaque
+        // Secret with tls.crt and tls.key), and the record is no annotation of the Secret's.
+        let opaque = SecretWrite {
+            type_: TYPE_OPAQUE,
+            ..write("opaque-tls", Expect::Absent, "crt")
+        };
+        block_on(store.put(&opaque)).unwrap();
+        let read = get(&store, "opaque-tls");
+        assert_eq!(read.type_, TYPE_OPAQUE);
+        assert!(read.annotations.is_empty(), "{:?}", read.annotations);
     }
 
     #[test]
@@ -1025,7 +1046,7 @@ mod tests {
         let exposed = check.exposed_keys();
         assert_eq!(exposed.len(), 1, "{exposed:?}");
         assert!(
-            exposed[0].1.contains("tls.key has mode 0644"),
+            exposed[0].2.contains("tls.key has mode 0644"),
             "{exposed:?}"
         );
         assert_eq!(mode(), 0o644);
@@ -1033,7 +1054,7 @@ mod tests {
         let store = LocalStore::new(tmp.path());
         get(&store, "envoy");
         assert_eq!(mode(), 0o600);
-        assert!(store.exposed_keys()[0].1.contains("made 0600"));
+        assert!(store.exposed_keys()[0].2.contains("made 0600"));
         let store = LocalStore::new(tmp.path());
         let read = get(&store, "envoy");
         assert_eq!(read.data.len(), 2);

@@ -104,6 +104,11 @@ pub trait SecretStore {
     async fn flush(&self) -> Result<(), StoreError> {
         Ok(())
     }
+    /// The private keys the reads so far found readable by others, as (Secret, path, problem):
+    /// only a local directory has file modes.
+    fn exposed_keys(&self) -> Vec<(String, String, String)> {
+        Vec::new()
+    }
 }
 
 /// The annotation each write carries: the writer's wall clock when it wrote, in nanoseconds
@@ -152,11 +157,9 @@ pub async fn get_by_name<S: SecretStore + ?Sized>(
         .collect()
 }
 
-/// A refused or failed Kubernetes API call, naming the verb, resource and namespace.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "kubernetes API: {verb} {resource} {name:?} in namespace {namespace:?} failed: {message}{hint}"
-)]
+/// A refused or failed Kubernetes API call, naming the verb, resource and namespace (none for
+/// a cluster-scoped object, no name for a LIST).
+#[derive(Debug)]
 pub struct ApiFailure {
     pub verb: &'static str,
     pub resource: &'static str,
@@ -166,4 +169,69 @@ pub struct ApiFailure {
     pub status: Option<u16>,
     pub message: String,
     pub hint: String,
+}
+
+impl std::fmt::Display for ApiFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "kubernetes API: {} {}", self.verb, self.resource)?;
+        if !self.name.is_empty() {
+            write!(f, " {:?}", self.name)?;
+        }
+        if !self.namespace.is_empty() {
+            write!(f, " in namespace {:?}", self.namespace)?;
+        }
+        write!(f, " failed: {}{}", self.message, self.hint)
+    }
+}
+
+impl std::error::Error for ApiFailure {}
+
+impl ApiFailure {
+    /// Whether a ResourceQuota refused the request (a 403 like RBAC's, but no grant helps).
+    pub fn quota(&self) -> bool {
+        self.status == Some(403) && self.message.contains("exceeded quota")
+    }
+
+    /// The hint for a quota refusal in `namespace`.
+    pub fn quota_hint(namespace: &str) -> String {
+        format!(
+            "; a ResourceQuota in namespace {namespace} refuses it (this is not a missing permission): raise the quota (kubectl -n {namespace} describe resourcequota) or remove unused objects, then re-run"
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(namespace: &str, name: &str) -> ApiFailure {
+        ApiFailure {
+            verb: "update",
+            resource: "mutatingwebhookconfigurations",
+            namespace: namespace.into(),
+            name: name.into(),
+            status: Some(403),
+            message: "forbidden (403)".into(),
+            hint: "; grant it".into(),
+        }
+    }
+
+    /// Issue 32, finding 7: a cluster-scoped object was "in namespace \"\"".
+    #[test]
+    fn an_api_failure_names_a_namespace_only_when_there_is_one() {
+        assert_eq!(
+            failure("", "injector").to_string(),
+            "kubernetes API: update mutatingwebhookconfigurations \"injector\" failed: forbidden (403); grant it"
+        );
+        assert_eq!(
+            failure("ns", "").to_string(),
+            "kubernetes API: update mutatingwebhookconfigurations in namespace \"ns\" failed: forbidden (403); grant it"
+        );
+        assert!(!failure("ns", "").quota());
+        let mut quota = failure("ns", "s");
+        quota.message =
+            "secrets \"s\" is forbidden: exceeded quota: q, requested: count/secrets=1 (403)"
+                .into();
+        assert!(quota.quota());
+    }
 }

@@ -90,7 +90,7 @@ mod found {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::time::Duration;
 
-    use certgen::config::{Config, Env, Overrides, Source};
+    use certgen::config::Config;
     use certgen::observe::Snapshot;
     use certgen::pki::{
         CaKey, Cert, bundle_pem, issue_ca, issue_leaf, load_signing_key, parse_single_cert,
@@ -107,12 +107,7 @@ mod found {
     const END_OF_TIME: &str = "9999-12-31T23:59:59Z";
 
     fn profile() -> Config {
-        Config::resolve(
-            &Source::Profile("envoy-gateway".into()),
-            &Overrides::default(),
-            &Env::default(),
-        )
-        .unwrap()
+        crate::util::builtin_config()
     }
 
     /// A stored Secret; `written_at` (RFC 3339) is when the store says it was last written.

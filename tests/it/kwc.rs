@@ -72,6 +72,59 @@ fn bad_input_is_refused_before_any_request() {
             "invoked as kube-webhook-certgen: only `create`, `patch` and `version`",
         ),
         (&[], "invoked as kube-webhook-certgen: give a command"),
+        // Issue 32, finding 7: keys the API server (`..data`) or the local layout (`.x`)
+        // refuses after the CA Secret was written, and SANs no TLS client matches.
+        (
+            &[
+                "create",
+                "--host=a",
+                "--secret-name=s",
+                "--namespace=ns",
+                "--key-name=..data",
+            ],
+            "--key-name: \"..data\" is not a valid Secret key: it must not start with '.'",
+        ),
+        (
+            &[
+                "create",
+                "--host=a",
+                "--secret-name=s",
+                "--namespace=ns",
+                "--ca-name=.ca",
+            ],
+            "--ca-name: \".ca\" is not a valid Secret key",
+        ),
+        (
+            &["create", "--host=*", "--secret-name=s", "--namespace=ns"],
+            "--host: \"*\" is neither an IP address nor a DNS name a TLS client can match",
+        ),
+        (
+            &[
+                "create",
+                "--host=svc,*.*.ns",
+                "--secret-name=s",
+                "--namespace=ns",
+            ],
+            "--host: \"*.*.ns\" is neither an IP address nor a DNS name",
+        ),
+        (
+            &[
+                "create",
+                "--host=svc_1.ns",
+                "--secret-name=s",
+                "--namespace=ns",
+            ],
+            "--host: \"svc_1.ns\" is neither an IP address nor a DNS name",
+        ),
+        (
+            &[
+                "create",
+                "--host=010.0.0.1",
+                "--secret-name=s",
+                "--namespace=ns",
+            ],
+            "--host: \"010.0.0.1\" is neither an IP address nor a DNS name",
+        ),
     ];
     for (args, expect) in cases {
         let run = kwc(t.path(), args);
@@ -79,12 +132,34 @@ fn bad_input_is_refused_before_any_request() {
         assert!(run.stderr.contains(expect), "{args:?}: {}", run.stderr);
     }
     // A valid command does reach the (closed) server: exit 5, so the cases above made no
-    // request.
+    // request. So does a --secret-name of 253 characters (valid, though NAME-ca would not be;
+    // it is only derived for a renewal, which needs a --webhook-name), and a wildcard the
+    // config's dnsNames accept too (Envoy Gateway's own `*.{namespace}`).
+    let long = format!("--secret-name={}", "a".repeat(253));
+    for args in [
+        &["create", "--host=a", "--secret-name=s", "--namespace=ns"][..],
+        &["create", "--host=a", &long, "--namespace=ns"],
+        &["create", "--host=*.ns", "--secret-name=s", "--namespace=ns"],
+    ] {
+        let run = kwc(t.path(), args);
+        assert_eq!(run.code, 5, "{args:?}: {}", run.stderr);
+    }
     let run = kwc(
         t.path(),
-        &["create", "--host=a", "--secret-name=s", "--namespace=ns"],
+        &[
+            "create",
+            "--host=a",
+            &long,
+            "--namespace=ns",
+            "--webhook-name=w",
+        ],
     );
-    assert_eq!(run.code, 5, "{}", run.stderr);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--ca-secret-name: is needed"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]

@@ -45,6 +45,8 @@
 //!   with real libfaketime, CAs no verifier accepts, each checked by `openssl verify`): `valid`,
 //!   `cluster::valid`
 //! - the test control plane itself: `cluster::smoke`
+//! - one judgement: `check` exits 0 exactly when a plain run writes and refuses nothing,
+//!   over generated stores through the binary: `one_judgement`
 //! - reports and `--help` as users read them (insta): `snapshots`
 //! - docs, completions and man pages up to date: `docs`
 //! - no key material in any output, no way to skip TLS verification: `hygiene`
@@ -67,9 +69,11 @@ mod kwc;
 mod layout;
 mod local;
 mod metrics;
+mod one_judgement;
 mod pki_verify;
 mod probe;
 mod profiles_compat;
+mod read_side;
 mod rotation;
 mod sim;
 mod snapshots;

@@ -390,6 +390,186 @@ fn a_pushgateway_that_refuses_is_a_warning_not_a_failed_run() {
     );
 }
 
+// ---- the real consumers: the Pushgateway and node_exporter's textfile collector ---------------
+
+/// A Prometheus program from Debian's package, fetched by `tests/testenv/prometheus-bin`
+/// (`pushgateway` or `node-exporter`), or `None` with a note when it cannot be had outside CI.
+fn prometheus_bin(which: &str) -> Option<PathBuf> {
+    let script = root().join("tests/testenv/prometheus-bin");
+    let got = Command::new(&script)
+        .arg(which)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))
+        .and_then(|out| {
+            let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if out.status.success() && path.is_file() {
+                Ok(path)
+            } else {
+                Err(format!(
+                    "{} {which} exited with {}",
+                    script.display(),
+                    out.status
+                ))
+            }
+        });
+    match got {
+        Ok(p) => Some(p),
+        Err(e) if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {which} is unavailable: {e}")
+        }
+        Err(e) => {
+            eprintln!("note: {which} is unavailable ({e}); skipping");
+            None
+        }
+    }
+}
+
+/// A program serving HTTP on a loopback port, stopped (by its own PID) when dropped.
+struct Served {
+    child: std::process::Child,
+    addr: String,
+}
+
+impl Served {
+    /// Starts `program` with `args`, the listen address passed as `--web.listen-address`, and
+    /// waits until `ready` answers 200.
+    fn start(program: &Path, args: &[&str], ready: &str) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(program)
+            .arg(format!("--web.listen-address={addr}"))
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let served = Self { child, addr };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while http_get(&served.addr, ready).map(|(s, _)| s) != Some(200) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} never ready",
+                program.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        served
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET path` from `addr` (HTTP/1.0: a body without chunks): the status and the body.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Issue 32, finding 2: a bundle holding the same CA twice gave that CA's series twice. The
+/// Pushgateway refused the push (400, and certgen only warned) and node_exporter's textfile
+/// collector reported an error on every scrape; `promtool check metrics` does not notice. Both
+/// real programs (Debian's), fed by one dry run's `--pushgateway` and `--metrics-file`.
+#[test]
+fn a_ca_twice_in_a_bundle_is_accepted_by_the_real_pushgateway_and_textfile_collector() {
+    let (Some(pushgateway), Some(node_exporter)) = (
+        prometheus_bin("pushgateway"),
+        prometheus_bin("node-exporter"),
+    ) else {
+        return;
+    };
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    run_local(&dir, &[]).ok();
+    // The CA twice in envoy's bundle (written through the link, as another tool would).
+    let bundle = std::fs::read_to_string(dir.join("envoy/ca.crt")).unwrap();
+    std::fs::write(dir.join("envoy/ca.crt"), format!("{bundle}{bundle}")).unwrap();
+
+    let textfiles = tmp.path().join("textfile");
+    std::fs::create_dir(&textfiles).unwrap();
+    let gateway = Served::start(&pushgateway, &[], "/-/ready");
+    let exporter = Served::start(
+        &node_exporter,
+        &[
+            "--collector.disable-defaults",
+            "--collector.textfile",
+            &format!("--collector.textfile.directory={}", textfiles.display()),
+        ],
+        "/metrics",
+    );
+    let file = textfiles.join("certgen.prom");
+    let r = run_local(
+        &dir,
+        &[
+            "--dry-run",
+            "--pushgateway",
+            &format!("http://{}", gateway.addr),
+            "--metrics-file",
+            file.to_str().unwrap(),
+        ],
+    )
+    .ok();
+    assert!(!r.stderr.contains("not pushed"), "{}", r.stderr);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let series = "certgen_bundle_ca_not_after_timestamp_seconds{namespace=\"envoy-gateway-system\",secret=\"envoy\"";
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with(series)).count(),
+        1,
+        "{text}"
+    );
+
+    // The Pushgateway accepted the group and serves the series once.
+    let (status, pushed) = http_get(&gateway.addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    let envoy_cas = pushed
+        .lines()
+        .filter(|l| {
+            l.starts_with("certgen_bundle_ca_not_after_timestamp_seconds{")
+                && l.contains("secret=\"envoy\"")
+        })
+        .count();
+    assert_eq!(envoy_cas, 1, "{pushed}");
+    assert!(
+        pushed
+            .lines()
+            .any(|l| l.starts_with("push_failure_time_seconds{") && l.ends_with(" 0")),
+        "{pushed}"
+    );
+    // The textfile collector read the file without an error.
+    let (status, scraped) = http_get(&exporter.addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        value(&scraped, "node_textfile_scrape_error"),
+        0.0,
+        "{scraped}"
+    );
+    let served = scraped
+        .lines()
+        .filter(|l| {
+            l.starts_with("certgen_bundle_ca_not_after_timestamp_seconds{")
+                && l.contains("secret=\"envoy\"")
+        })
+        .count();
+    assert_eq!(served, 1, "{scraped}");
+}
+
 // ---- the chart's alerts ---------------------------------------------------------------------
 
 /// The chart's PrometheusRule, rendered with its defaults (and `extra`) for release `certgen`

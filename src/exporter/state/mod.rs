@@ -55,7 +55,7 @@ pub struct Memo {
     generation: u64,
     from: OffsetDateTime,
     until: Option<OffsetDateTime>,
-    text: String,
+    text: bytes::Bytes,
 }
 
 /// The kind name of a target kind, as in the metrics' `target_kind` label.
@@ -207,10 +207,7 @@ impl State {
                             .get(&t.bundle_from)
                             .present()
                             .and_then(|s| s.data.get(&key));
-                        match bundle {
-                            Some(b) if !bundles.iter().all(|e| e == b) => TargetState::Drifted,
-                            _ => TargetState::InSync,
-                        }
+                        TargetState::of_entries(bundles, bundle.map(Vec::as_slice))
                     }
                 },
             };
@@ -246,6 +243,20 @@ impl State {
         requests: ApiRequests,
         memo: &mut Option<Memo>,
     ) -> String {
+        let (health, own) = self.scrape_parts(config, now, requests, memo);
+        String::from_utf8_lossy(&health).into_owned() + &own
+    }
+
+    /// [`Self::scrape`] in its two parts: the health metrics as the memo holds them (shared:
+    /// every response of the same generation points to one rendering, however slowly its
+    /// reader takes it), and the exporter's own.
+    pub fn scrape_parts(
+        &self,
+        config: &Config,
+        now: OffsetDateTime,
+        requests: ApiRequests,
+        memo: &mut Option<Memo>,
+    ) -> (bytes::Bytes, String) {
         let fresh = memo.as_ref().is_some_and(|m| {
             m.generation == self.generation && m.from <= now && m.until.is_none_or(|u| now < u)
         });
@@ -254,17 +265,17 @@ impl State {
                 generation: self.generation,
                 from: now,
                 until: self.next_boundary(config, now),
-                text: exposition::render(&self.health(config, now)),
+                text: exposition::render(&self.health(config, now)).into(),
             });
         }
-        let mut text = memo.as_ref().expect("just set").text.clone();
-        text.push_str(&exposition::render(&self.own(requests)));
-        text
+        let health = memo.as_ref().expect("just set").text.clone();
+        (health, exposition::render(&self.own(requests)))
     }
 
     /// The first instant after `now` at which a health metric of this state can change: every
-    /// comparison `check` and the rotation phase make with `now` is against a certificate's
-    /// notBefore, notAfter, or notAfter minus a renewBefore of the config.
+    /// comparison `check`, the planner and the rotation phase make with `now` is against a
+    /// certificate's notBefore, notAfter, or notAfter minus a renewBefore of the config, or a
+    /// gate's opening (a Secret's last write plus the propagation delay).
     fn next_boundary(&self, config: &Config, now: OffsetDateTime) -> Option<OffsetDateTime> {
         use crate::observe::parse::{self, Field};
         let mut renew_before: Vec<std::time::Duration> = std::iter::once(config.ca.renew_before)
@@ -295,6 +306,14 @@ impl State {
                 next = Some(t);
             }
         };
+        let delay = time::Duration::try_from(crate::config::CLUSTER_PROPAGATION_DELAY)
+            .unwrap_or(time::Duration::MAX);
+        for written in self.secrets.values().filter_map(|s| s.written_at) {
+            consider(written);
+            if let Some(t) = written.checked_add(delay) {
+                consider(t);
+            }
+        }
         for c in &certs {
             consider(c.not_before);
             consider(c.not_after);
@@ -314,14 +333,19 @@ impl State {
             return Vec::new();
         }
         let observed = self.snapshot(config);
+        let ctx = crate::check::Context {
+            propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
+            targets: self.targets(config, &observed),
+            unreadable: Vec::new(),
+        };
         let report = crate::check::check(
             config,
             &observed,
             now,
             format!("namespace {}", config.namespace),
+            &ctx,
         );
-        let targets = self.targets(config, &observed);
-        exposition::health(config, &observed, &report, &targets, now)
+        exposition::health(config, &observed, &report, now)
     }
 
     /// The exporter's own families.

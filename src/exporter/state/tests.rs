@@ -95,19 +95,25 @@ fn the_same_families_as_check_from_the_same_secrets() {
     let from_state = state.families(&config, NOW, ApiRequests::default());
 
     let observed = state.snapshot(&config);
-    let report = crate::check::check(
-        &config,
-        &observed,
-        NOW,
-        format!("namespace {}", config.namespace),
-    );
-    let targets = [CaBundleTarget {
+    let targets = vec![CaBundleTarget {
         kind: "MutatingWebhookConfiguration".into(),
         name: injector.name.clone(),
         secret: injector.bundle_from.clone(),
         state: TargetState::InSync,
     }];
-    let from_check = exposition::health(&config, &observed, &report, &targets, NOW);
+    let ctx = crate::check::Context {
+        propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
+        targets,
+        unreadable: vec![],
+    };
+    let report = crate::check::check(
+        &config,
+        &observed,
+        NOW,
+        format!("namespace {}", config.namespace),
+        &ctx,
+    );
+    let from_check = exposition::health(&config, &observed, &report, NOW);
     assert_eq!(from_state[..from_check.len()], from_check[..]);
 }
 

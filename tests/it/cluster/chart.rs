@@ -1157,6 +1157,7 @@ fn the_exporter_is_optional_secure_read_only_and_monitored_only_where_the_crd_ex
             "ClusterRole",
             "ClusterRoleBinding",
             "Deployment",
+            "NetworkPolicy",
             "Role",
             "RoleBinding",
             "Service",
@@ -1249,6 +1250,40 @@ fn the_exporter_is_optional_secure_read_only_and_monitored_only_where_the_crd_ex
         })
         .collect();
     assert_eq!(g, expected);
+
+    // The NetworkPolicy admits the scrape only: TCP to the metrics port of the exporter's
+    // pods, from Prometheus' servers (by default), nothing else.
+    let policy = ex.iter().find(|d| d["kind"] == "NetworkPolicy").unwrap();
+    assert_eq!(
+        policy["spec"]["podSelector"]["matchLabels"],
+        exporter["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        serde_json::json!(["Ingress"])
+    );
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 1, "{policy:#}");
+    assert_eq!(
+        ingress[0]["ports"],
+        serde_json::json!([{"port": "http-metrics", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        ingress[0]["from"],
+        serde_json::json!([{
+            "namespaceSelector": {},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+        }])
+    );
+    // Off on request.
+    let no_policy = [
+        &on[..],
+        &["--set", "metrics.networkPolicy.enabled=false"][..],
+    ]
+    .concat();
+    assert!(
+        !kinds(&documents(&template(&helm, "ops", &no_policy))).contains(&"NetworkPolicy".into())
+    );
 
     // Without the injector: no ClusterRole, and the exporter leaves it alone too.
     let docs = documents(&template(

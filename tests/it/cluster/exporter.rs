@@ -23,17 +23,41 @@ use crate::metrics::{assert_valid_exposition, value};
 use crate::util::KILLED;
 
 /// A running exporter, stopped (SIGKILL to its own PID) if the test ends without stopping it.
-struct Exporter {
+pub(crate) struct Exporter {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
+    /// Every line it wrote to standard error so far.
+    pub(crate) lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Exporter {
     fn start(kubeconfig: &Path, ns: &str) -> Self {
+        Self::start_with(kubeconfig, ns, &[], &[])
+    }
+
+    /// With `args` after the usual ones, and `env`; waits until it says where it listens (or,
+    /// when `args` hold `-q`, which silences that line, until a free port it is given answers).
+    pub(crate) fn start_with(
+        kubeconfig: &Path,
+        ns: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let quiet = args.contains(&"-q");
+        let given = quiet.then(|| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        });
+        let listen = format!("127.0.0.1:{}", given.unwrap_or(0));
         let mut child = crate::util::certgen()
             .args(["exporter", "--kubeconfig"])
             .arg(kubeconfig)
-            .args(["-n", ns, "--listen", "127.0.0.1:0"])
+            .args(["-n", ns, "--listen", &listen])
+            .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -41,6 +65,8 @@ impl Exporter {
             .unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("exporter: {line}");
@@ -48,16 +74,27 @@ impl Exporter {
                     let port: String = rest.chars().take_while(char::is_ascii_digit).collect();
                     let _ = tx.send(port.parse::<u16>().unwrap());
                 }
+                seen.lock().unwrap().push(line);
             }
         });
-        let port = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("the exporter says where it listens");
-        Self { child, port }
+        let port = match given {
+            Some(port) => {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    assert!(Instant::now() < deadline, "the exporter never listened");
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                port
+            }
+            None => rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the exporter says where it listens"),
+        };
+        Self { child, port, lines }
     }
 
     /// `GET path`: the status code and body.
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         write!(
@@ -73,7 +110,7 @@ impl Exporter {
     }
 
     /// `/metrics` once `ok` holds for it (the watch delivers changes within seconds).
-    fn metrics_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn metrics_until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let (status, body) = self.get("/metrics");
@@ -87,7 +124,7 @@ impl Exporter {
     }
 
     /// SIGTERM to its PID; it must exit 0 within 10 s.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         let pid = rustix::process::Pid::from_child(&self.child);
         rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -139,7 +176,7 @@ fn bundle_cas(text: &str, ns: &str, secret: &str) -> Vec<String> {
     cas
 }
 
-fn requests(text: &str, verb: &str) -> f64 {
+pub(crate) fn requests(text: &str, verb: &str) -> f64 {
     value(
         text,
         &format!("certgen_exporter_api_requests_total{{verb=\"{verb}\"}}"),

@@ -555,3 +555,49 @@ async fn patch_sets_an_apiservices_ca_bundle() {
     );
     api.delete(&name, &Default::default()).await.unwrap();
 }
+
+/// Issue 32, finding 6: `patch` wrote the ValidatingWebhookConfiguration, then failed on the
+/// Mutating one (a verb missing there) without saying what it had written. Now every write's
+/// verb is checked before the first (an access review per object): nothing is written, and
+/// the error names the verb and the object.
+#[tokio::test]
+async fn patch_with_a_verb_missing_on_one_webhook_writes_nothing() {
+    let Some(c) = cluster().await else { return };
+    let i = install(&c, "certgen-kwc-rbac", None).await;
+    i.job("create", &[]).await.ok();
+    // The ClusterRole loses `update` on the mutating configuration only.
+    let name = format!("{}-admission", i.fullname);
+    let narrowed: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "rules": [
+            {"apiGroups": ["admissionregistration.k8s.io"],
+             "resources": ["validatingwebhookconfigurations"],
+             "verbs": ["get", "update", "patch"]},
+            {"apiGroups": ["admissionregistration.k8s.io"],
+             "resources": ["mutatingwebhookconfigurations"],
+             "verbs": ["get"]},
+        ],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(c.client.clone())
+        .replace(&name, &PostParams::default(), &narrowed)
+        .await
+        .unwrap();
+    let before = i.webhooks(&c).await;
+    let run = i.job("patch", &[]).await;
+    assert_eq!(run.code, 5, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("update mutatingwebhookconfigurations")
+            && run.stderr.contains("nothing was written"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("namespace \"\""), "{}", run.stderr);
+    let after = i.webhooks(&c).await;
+    assert_eq!(
+        rv(&before[0]),
+        rv(&after[0]),
+        "the validating one was not written"
+    );
+    assert_eq!(rv(&before[1]), rv(&after[1]));
+}

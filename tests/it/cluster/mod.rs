@@ -36,6 +36,7 @@ mod metrics;
 mod pokes;
 mod probe;
 mod profiles_compat;
+mod read_side;
 mod real_node;
 mod real_node_faults;
 mod real_node_kinds;

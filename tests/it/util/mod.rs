@@ -131,6 +131,18 @@ pub fn overwrite_until_cleanup(dir: &Path) {
     assert_eq!(r.code, KILLED, "{}", r.stderr);
 }
 
+/// The built-in envoy-gateway profile, resolved as a run resolves it (no overrides, no
+/// environment).
+pub fn builtin_config() -> certgen::config::Config {
+    use certgen::config::{Config, Env, Overrides, Source};
+    Config::resolve(
+        &Source::Profile("envoy-gateway".into()),
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap()
+}
+
 /// The built-in profile as a config file (`certgen profile show`), for tests to edit.
 pub fn profile() -> String {
     run(&["profile", "show"]).ok().stdout
