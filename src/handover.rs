@@ -69,7 +69,7 @@ pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
             fix: "nothing was written; its consumers would lose their files: keep certgen for this profile".into(),
         });
     }
-    if !check.healthy {
+    if !check.healthy || check.rotation.is_some() {
         let mut problems: Vec<String> = check
             .secrets
             .iter()

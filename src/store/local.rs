@@ -1022,7 +1022,11 @@ mod tests {
         block_on(store.put(&opaque)).unwrap();
         let read = get(&store, "opaque-tls");
         assert_eq!(read.type_, TYPE_OPAQUE);
-        assert!(read.annotations.is_empty(), "{:?}", read.annotations);
+        assert!(
+            !read.annotations.contains_key(TYPE_RECORD),
+            "{:?}",
+            read.annotations
+        );
     }
 
     #[test]
