@@ -335,7 +335,7 @@ pub fn due(cert: &Cert, renew_before: Duration, now: OffsetDateTime) -> Option<S
     if now < cert.not_before {
         return Some(format!(
             "is not valid before {} (issued by a clock ahead of the store's)",
-            crate::timefmt::rfc3339(cert.not_before)
+            crate::timefmt::at_second(cert.not_before)
         ));
     }
     let left = cert.not_after - now;
@@ -773,7 +773,7 @@ impl Input<'_> {
         let reason = format!(
             "the trust phase drops CA {} from a bundle: waiting until {} so that no consumer still presents a leaf it signed",
             dropped.short_fingerprint(),
-            crate::timefmt::rfc3339(self.gate.ready_at)
+            crate::timefmt::at_second(self.gate.ready_at)
         );
         let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
         plan.bundle = refs(&ca.bundle);
@@ -1208,7 +1208,7 @@ impl Input<'_> {
             if !self.gate.open(self.now) {
                 let why = format!(
                     "{reason}; waiting until {} so that consumers present leaves of the current CA before the previous one is dropped",
-                    crate::timefmt::rfc3339(self.gate.ready_at)
+                    crate::timefmt::at_second(self.gate.ready_at)
                 );
                 let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
                 plan.bundle = refs(&ca.bundle);
@@ -1285,9 +1285,9 @@ impl Input<'_> {
                 self.gate.ready_at.max(valid_from)
             };
             let reason = format!(
-                "every bundle trusts the pending CA {}; leaves wait until {} so consumers have loaded it",
+                "every bundle trusts the pending CA {}; leaves wait until consumers have loaded it (at the latest {})",
                 pending.cert.short_fingerprint(),
-                crate::timefmt::rfc3339(ready_at)
+                crate::timefmt::at_second(ready_at)
             );
             let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
             plan.bundle = trust;
@@ -1468,7 +1468,7 @@ impl Input<'_> {
                 // (Missing or broken while the CA is not valid yet.)
                 (None, None) => l.keep(format!(
                     "issued once the CA is valid, at {}",
-                    crate::timefmt::rfc3339(active_cert.not_before)
+                    crate::timefmt::at_second(active_cert.not_before)
                 )),
             });
         }
@@ -1508,7 +1508,7 @@ impl Input<'_> {
                 let reason = format!(
                     "leaves are issued once the CA {} is valid, at {}",
                     active_cert.short_fingerprint(),
-                    crate::timefmt::rfc3339(active_cert.not_before)
+                    crate::timefmt::at_second(active_cert.not_before)
                 );
                 Phase::Gate {
                     ready_at: active_cert.not_before,
@@ -1525,7 +1525,7 @@ impl Input<'_> {
                 let reason = format!(
                     "every leaf is signed by the current CA; the previous CA {} is dropped after {}, once consumers present the new leaves",
                     p.short_fingerprint(),
-                    crate::timefmt::rfc3339(self.gate.ready_at)
+                    crate::timefmt::at_second(self.gate.ready_at)
                 );
                 plan.reason = reason.clone();
                 // (Not left to the next run while a Secret is missing.)

@@ -19,6 +19,17 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
+/// RFC 3339 in UTC to the second, for people (`2026-06-01T12:00:01Z`): rounded up, so that
+/// "after" and "until" stay true of the instant itself.
+pub fn at_second(t: OffsetDateTime) -> String {
+    let whole = t.replace_nanosecond(0).unwrap_or(t);
+    rfc3339(if whole < t {
+        whole + time::Duration::SECOND
+    } else {
+        whole
+    })
+}
+
 /// Parses RFC 3339.
 pub fn parse_rfc3339(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
@@ -73,6 +84,14 @@ impl<'de> Deserialize<'de> for HumanDuration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn people_read_times_to_the_second_rounded_up() {
+        let t = parse_rfc3339("2026-11-26T15:18:22.000083615Z").unwrap();
+        assert_eq!(at_second(t), "2026-11-26T15:18:23Z");
+        let whole = parse_rfc3339("2026-11-26T15:18:22Z").unwrap();
+        assert_eq!(at_second(whole), "2026-11-26T15:18:22Z");
+    }
 
     #[test]
     fn durations_round_trip_in_whole_units() {

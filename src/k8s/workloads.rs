@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -25,6 +25,10 @@ use tokio::time::Instant;
 use crate::rollout::{FINGERPRINT, RESTARTED_AT, RolloutError, RolloutState, Target};
 use crate::store::{ApiFailure, StoreError};
 use crate::workload::{Kind, RolloutStatus, Strategy, WorkloadView};
+
+/// How long a rollout's watch may be quiet before its pods are looked at for one the
+/// scheduler cannot place.
+const UNSCHEDULABLE_LOOK: Duration = Duration::from_secs(5);
 
 /// A workload kind as a typed Kubernetes resource: what certgen reads of it.
 pub trait Kinded:
@@ -325,6 +329,39 @@ impl Workloads {
         with_kind!(target.kind, K => self.wait_as::<K>(target, deadline, last).await)
     }
 
+    /// The first pod with the template's `labels` that the scheduler cannot place, in words
+    /// (`pod NAME cannot be scheduled: 0/3 nodes are available: ...`). `None` when every pod
+    /// is placed, or the pods cannot be read (the wait goes on without it).
+    async fn unschedulable(&self, labels: Option<&BTreeMap<String, String>>) -> Option<String> {
+        let labels = labels.filter(|l| !l.is_empty())?;
+        let selector = labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| tracing::debug!("pods of {selector} not read: {e}"))
+            .ok()?;
+        list.items.iter().find_map(|pod| {
+            let c = pod
+                .status
+                .as_ref()?
+                .conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .filter(|c| c.reason.as_deref() == Some("Unschedulable"))?;
+            Some(format!(
+                "pod {} cannot be scheduled: {}",
+                pod.metadata.name.as_deref().unwrap_or("?"),
+                c.message.as_deref().unwrap_or("no message").trim()
+            ))
+        })
+    }
+
     async fn wait_as<K: Kinded>(
         &self,
         target: &Target,
@@ -341,9 +378,25 @@ impl Workloads {
             name: target.name.clone(),
             message,
         };
+        // A rollout held by a pod the scheduler cannot place says so, not only kubectl's
+        // counts: its pods are looked at whenever the watch is quiet for a while.
+        let mut template: Option<BTreeMap<String, String>> = None;
         loop {
-            let event = match tokio::time::timeout_at(deadline, stream.next()).await {
-                Err(_) => return Ok(None),
+            let look_at = (Instant::now() + UNSCHEDULABLE_LOOK).min(deadline);
+            let event = match tokio::time::timeout_at(look_at, stream.next()).await {
+                Err(_) => {
+                    if let Some(why) = self.unschedulable(template.as_ref()).await {
+                        let mut last = last.lock().unwrap();
+                        let label = target.label();
+                        let counts = last.get(&label).cloned().unwrap_or_default();
+                        let counts = counts.split("; pod ").next().unwrap_or_default();
+                        last.insert(label, format!("{counts}; {why}"));
+                    }
+                    if Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                    continue;
+                }
                 Ok(None) => return Err(err("the watch ended".into())),
                 Ok(Some(Err(e))) => {
                     // Refusals (403, 401) do not heal by retrying: report them as API failures.
@@ -385,6 +438,10 @@ impl Workloads {
                 watcher::Event::Delete(d) => (d, true),
                 watcher::Event::Init | watcher::Event::InitDone => continue,
             };
+            template = obj
+                .template()
+                .and_then(|t| t.metadata.as_ref())
+                .and_then(|m| m.labels.clone());
             let w = view(&obj);
             if w.uid != target.uid {
                 return Err(RolloutError::Recreated {

@@ -253,6 +253,11 @@ pub struct DeploymentReport {
     pub name: String,
     /// restarted, already-restarted, up-to-date, would-restart, hot, paused, recreated.
     pub action: String,
+    /// The step it was for: `trust`, `leaves`, `cleanup`, `steady` (a renewal or creation
+    /// without a rotation), or `missed` (before the first step: a restart an earlier run did
+    /// not make for what is stored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<&'static str>,
     /// done, failed, pending (with `--wait`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<String>,
@@ -269,6 +274,7 @@ impl DeploymentReport {
             kind: WorkloadKind::Deployment,
             name: name.into(),
             action: action.into(),
+            phase: None,
             rollout: None,
             rollout_seconds: None,
             detail: None,
@@ -284,6 +290,13 @@ impl DeploymentReport {
     }
 }
 
+/// Marks every workload entry of `reports` as made for the step of `phase`.
+pub fn in_phase(reports: &mut [ConsumerReport], phase: &'static str) {
+    for d in reports.iter_mut().flat_map(|r| r.deployments.iter_mut()) {
+        d.phase.get_or_insert(phase);
+    }
+}
+
 /// Adds what a later step did for each consumer to what earlier steps did: its restarts and
 /// rollouts are added (quiet states, "up-to-date" and "hot", are shown once per Deployment),
 /// its note and probes replace earlier ones.
@@ -292,7 +305,10 @@ pub fn merge_consumers(all: &mut Vec<ConsumerReport>, new: Vec<ConsumerReport>) 
         match all.iter_mut().find(|a| a.name == r.name) {
             None => all.push(r),
             Some(a) => {
-                let quiet = |d: &DeploymentReport| d.action == "up-to-date" || d.action == "hot";
+                // (A later step's "already-restarted" says again what an earlier one did.)
+                let quiet = |d: &DeploymentReport| {
+                    d.action == "up-to-date" || d.action == "hot" || d.action == "already-restarted"
+                };
                 for d in r.deployments {
                     if !quiet(&d)
                         || !a
@@ -451,6 +467,19 @@ impl Report {
         self
     }
 
+    /// Whether the workload entries span more than one step (a rotation), so that each says
+    /// its step.
+    fn consumers_phased(&self) -> bool {
+        let mut phases = self
+            .consumers
+            .iter()
+            .flat_map(|c| &c.deployments)
+            .filter_map(|d| d.phase)
+            .filter(|p| *p != "missed");
+        let first = phases.next();
+        phases.any(|p| Some(p) != first)
+    }
+
     /// The report lines of the consumers whose note is `note` (one that skipped them).
     pub fn consumers_noted<'a>(&'a self, note: &'a str) -> impl Iterator<Item = String> + 'a {
         self.consumers
@@ -527,6 +556,11 @@ impl Report {
             out.push('\n');
             for d in &c.deployments {
                 out.push_str(&format!("    {} {}: {}", d.kind.noun(), d.name, d.action));
+                match d.phase {
+                    Some("missed") => out.push_str(" (missed by an earlier run)"),
+                    Some(p) if self.consumers_phased() => out.push_str(&format!(" ({p} step)")),
+                    _ => {}
+                }
                 if let Some(r) = &d.rollout {
                     out.push_str(&format!(", rollout {r}"));
                 }
@@ -701,6 +735,38 @@ mod tests {
         merge_consumers(&mut all, vec![later]);
         assert_eq!(all[0].note.as_deref(), Some("later"));
         assert_eq!(all[0].probes, [probe(true)]);
+    }
+
+    #[test]
+    fn a_rotations_workload_lines_say_their_step_once() {
+        let mut all = Vec::new();
+        for (phase, action) in [
+            ("trust", "restarted"),
+            ("leaves", "already-restarted"),
+            ("leaves", "restarted"),
+            ("cleanup", "already-restarted"),
+        ] {
+            let mut step = vec![consumer("gateway", &[("envoy-gateway", action)])];
+            in_phase(&mut step, phase);
+            merge_consumers(&mut all, step);
+        }
+        let mut report = Report::new("envoy-gateway", "namespace ns".into(), false, 1, vec![]);
+        report.consumers = all;
+        let text = report.to_text();
+        assert!(
+            text.contains("deployment envoy-gateway: restarted (trust step)\n")
+                && text.contains("deployment envoy-gateway: restarted (leaves step)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("already-restarted"), "{text}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["consumers"][0]["deployments"][1]["phase"], "leaves");
+
+        // One step (a renewal): no step to tell apart.
+        let mut one = vec![consumer("gateway", &[("envoy-gateway", "restarted")])];
+        in_phase(&mut one, "steady");
+        report.consumers = one;
+        assert!(!report.to_text().contains("step)"), "{}", report.to_text());
     }
 
     #[test]

@@ -484,7 +484,7 @@ impl Evidence {
                 silent.as_secs()
             ));
         }
-        let from = |t: OffsetDateTime| crate::timefmt::rfc3339(t);
+        let from = |t: OffsetDateTime| crate::timefmt::at_second(t);
         if now >= timer {
             return Stand::Covered(Opened::Timer);
         }
@@ -566,8 +566,8 @@ impl Evidence {
             .then(|| {
                 format!(
                     "its kubelet (node {node}) came back from a gap in its Lease renewals at {}: its Secret watches may have lagged until {}",
-                    crate::timefmt::rfc3339(back_by),
-                    crate::timefmt::rfc3339(back_by + WATCHES_BACK)
+                    crate::timefmt::at_second(back_by),
+                    crate::timefmt::at_second(back_by + WATCHES_BACK)
                 )
             })
     }
@@ -741,7 +741,7 @@ impl Evidence {
                     waiting.push(format!(
                         "{} (only the timer: {why}; at {})",
                         p.name,
-                        crate::timefmt::rfc3339(at)
+                        crate::timefmt::at_second(at)
                     ));
                 }
                 Stand::Held(why) => {

@@ -459,6 +459,7 @@ async fn missed_restarts<S: SecretStore>(
         });
     }
     reports.retain(|r| !r.deployments.is_empty());
+    crate::report::in_phase(&mut reports, "missed");
     progress.note(Learned::Consumers { reports, events });
     Ok(None)
 }
@@ -583,6 +584,8 @@ async fn reload<S: SecretStore>(
     let mut events = crate::events::of_step(&outcome.phase, &outcome.report.secrets);
     events.extend(crate::events::of_step(&outcome.phase, synced));
     events.extend(crate::events::of_restarts(&reports));
+    let mut reports = reports;
+    crate::report::in_phase(&mut reports, outcome.phase.name());
     progress.note(Learned::Consumers { reports, events });
     Ok(problems)
 }

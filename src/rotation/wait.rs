@@ -214,7 +214,7 @@ pub(super) async fn at_gate<S: SecretStore>(
                     let note = format!(
                         "{reason}; {why}, so a later run finishes it (the chart's CronJob does){}",
                         if held.is_empty() {
-                            format!(", after {}", crate::timefmt::rfc3339(after))
+                            format!(", after {}", crate::timefmt::at_second(after))
                         } else {
                             format!(": {}", held.join(", "))
                         }
@@ -276,7 +276,7 @@ pub(super) async fn at_gate<S: SecretStore>(
     // The wait was timed on this process's monotonic clock: for the state it was computed for,
     // the gate is open even if the store's clock disagrees.
     progress.note(Learned::GateOpened {
-        report: report("timer", Some(crate::timefmt::rfc3339(*ready_at)), vec![]),
+        report: report("timer", Some(crate::timefmt::at_second(*ready_at)), vec![]),
         state: Some(*state),
         events: vec![],
     });
@@ -302,7 +302,7 @@ fn summary(pods: &[GatePod]) -> String {
 /// The end of a run at a gate it will not wait for: an `optional` cleanup is left to the next
 /// run (every consumer works as things are); anything else is past `--timeout`.
 fn stop(reason: &str, ready_at: time::OffsetDateTime, optional: bool, fits: bool) -> GateEnd {
-    let after = crate::timefmt::rfc3339(ready_at);
+    let after = crate::timefmt::at_second(ready_at);
     if optional {
         let why = if fits {
             "certgen does not wait that long without --wait (no pod could be poked to prove it sooner)"

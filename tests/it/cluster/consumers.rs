@@ -247,7 +247,7 @@ async fn a_wait_past_the_timeout_exits_3_naming_what_is_pending() {
     .await;
     let r = c
         .certgen(&ns.name)
-        .args(["--wait", "--timeout", "3s"])
+        .args(["--wait", "--timeout", "8s"])
         .run_async()
         .await;
     assert_eq!(r.code, 3, "{}", r.stderr);
@@ -256,6 +256,8 @@ async fn a_wait_past_the_timeout_exits_3_naming_what_is_pending() {
         "{}",
         r.stderr
     );
+    // Why it is pending, in the scheduler's words, not only kubectl's counts.
+    assert!(r.stderr.contains("cannot be scheduled: 0/"), "{}", r.stderr);
 }
 
 // ---- probes ----------------------------------------------------------------------------------

@@ -370,7 +370,7 @@ async fn a_gate_counts_from_the_last_ca_bundle_write_across_runs() {
         entries[0]["reason"]
             .as_str()
             .unwrap()
-            .contains("leaves wait until"),
+            .contains("leaves wait until consumers have loaded it"),
         "{report}"
     );
     let r = t.certgen().run();
