@@ -84,8 +84,8 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'
             cand -q 'Only warnings and errors on standard error'
             cand --quiet 'Only warnings and errors on standard error'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
         }

@@ -84,7 +84,7 @@ json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s q -l quiet -d 'Only warnings and errors on standard error'
-complete -c certgen -n "__fish_certgen_using_subcommand check" -s h -l help -d 'Print help'
+complete -c certgen -n "__fish_certgen_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s V -l version -d 'Print version'
 complete -c certgen -n "__fish_certgen_using_subcommand profile; and not __fish_seen_subcommand_from show list help" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
