@@ -307,7 +307,7 @@ webhooks:
         .args(["--config", &cfg])
         .run_async()
         .await;
-    let targets = &check.json()["targets"];
+    let targets = &check.json()["caBundleTargets"];
     assert_eq!(targets[0]["name"], hook.as_str(), "{}", check.stdout);
     assert_eq!(targets[0]["status"], "cert_manager", "{}", check.stdout);
     let check_as = |output: &str| {
