@@ -771,8 +771,7 @@ fn a_restore_to_any_point_of_a_rotation() {
         let config = config();
         assert_eq!(run(&world, &config, 1, plain()).await.code, 0);
         assert_eq!(run(&world, &config, 2, overwrite()).await.code, 0);
-        let n = world.lock().unwrap().history.len();
-        n
+        world.lock().unwrap().history.len()
     });
     for at in 0..=writes {
         for which in [0b1000u8, 0b1111, 0b0111, 0b1001, 0b0110] {
@@ -806,7 +805,7 @@ fn a_restore_to_any_point_of_a_rotation() {
 #[test]
 fn a_planted_ca_no_verifier_accepts_is_refused() {
     use foreign::{CONSTRAINTS, Foreign};
-    for kind in 0..CONSTRAINTS.len() {
+    for (kind, constraint) in CONSTRAINTS.iter().enumerate() {
         runtime().block_on(async {
             let config = config();
             let world = World::new();
@@ -815,7 +814,7 @@ fn a_planted_ca_no_verifier_accepts_is_refused() {
             Foreign::PlantCa { kind }.write(&world, &config);
             let writes = world.lock().unwrap().log.len();
             let e = run(&world, &config, 2, plain()).await;
-            assert_eq!(e.code, 2, "{}: {}", CONSTRAINTS[kind], e.message);
+            assert_eq!(e.code, 2, "{constraint}: {}", e.message);
             assert!(
                 e.message.contains("would be rejected by TLS verifiers"),
                 "{}",
