@@ -837,3 +837,18 @@ fn a_planted_ca_no_verifier_accepts_is_refused() {
         });
     }
 }
+
+/// Found by `random_trajectories_keep_the_invariant` (seeded, 2,000 cases): the store's clock
+/// steps an hour ahead during a fresh install, and another tool replaces the CA Secret alone
+/// during the next run.
+#[test]
+fn a_store_clock_step_then_a_foreign_ca_during_a_run() {
+    use foreign::Foreign;
+    check(
+        Start::Fresh,
+        &[
+            Op::StepDuring(plain(), S, true, 3600),
+            Op::During(plain(), S, Foreign::FreshCa { which: 0b1000 }),
+        ],
+    );
+}
