@@ -21,6 +21,7 @@
 mod bad_input;
 mod cert_manager;
 mod chart;
+mod doc_snippets;
 mod consumers;
 mod eg_compat;
 mod events;
