@@ -81,7 +81,7 @@ pub async fn cluster() -> Option<Cluster> {
     let Some(kubeconfig) = std::env::var_os("KUBECONFIG").map(PathBuf::from) else {
         if std::env::var_os("CI").is_some() {
             panic!(
-                "CI is set but KUBECONFIG is not: cluster tests must run (use the README's test command)"
+                "CI is set but KUBECONFIG is not: cluster tests must run (use tests/run-all, the README's test command)"
             );
         }
         eprintln!(
