@@ -369,3 +369,102 @@ fn the_normalized_match_takes_what_varies_and_nothing_else() {
     assert_eq!(classify("console"), Test::Unmarked);
     assert_eq!(classify("yaml"), Test::Other);
 }
+
+/// GitHub's anchor of a heading: lower case, spaces to `-`, punctuation other than `-` and `_`
+/// dropped (backticks, colons, apostrophes, arrows).
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c.to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside fenced blocks), a repeated heading's
+/// getting `-1`, `-2`, ... as on GitHub.
+fn anchors(file: &Path) -> std::collections::BTreeSet<String> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    let mut out = std::collections::BTreeSet::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let s = slug(line.trim_start_matches('#'));
+        let n = seen.entry(s.clone()).or_insert(0);
+        out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+        *n += 1;
+    }
+    out
+}
+
+/// Every relative link of README.md and `docs/` leads to a file that exists and, with a
+/// `#fragment` into Markdown, to a heading there: the reference moved out of the README, and
+/// a link left pointing at a section that went elsewhere is a dead end for the reader.
+#[test]
+fn every_link_of_the_docs_leads_somewhere() {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let mut dead = Vec::new();
+    let mut checked = 0;
+    for file in doc_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for cap in link.captures_iter(line) {
+                let target = &cap[1];
+                if target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+                let dest = if path.is_empty() {
+                    file.clone()
+                } else {
+                    file.parent().unwrap().join(path)
+                };
+                checked += 1;
+                let place = format!(
+                    "{}:{}",
+                    file.strip_prefix(root()).unwrap_or(&file).display(),
+                    i + 1
+                );
+                if !dest.exists() {
+                    dead.push(format!("{place}: {target} (no such file)"));
+                } else if !fragment.is_empty()
+                    && dest.extension().is_some_and(|e| e == "md")
+                    && !anchors(&dest).contains(fragment)
+                {
+                    dead.push(format!("{place}: {target} (no such heading)"));
+                }
+            }
+        }
+    }
+    assert!(dead.is_empty(), "dead links in the docs:\n{}", dead.join("\n"));
+    assert!(checked > 50, "the links were found ({checked})");
+}
+
+/// The README stays the first hour (what certgen is, prerequisites, a local try, an install
+/// that works as written, check and monitor, where to go next); the reference lives in `docs/`.
+#[test]
+fn the_readme_stays_a_first_hour() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 260,
+        "README.md has {lines} lines: move reference text to docs/ and link to it"
+    );
+    for must in [
+        "cargo run --release -- --local ./certs",
+        "tests/run-all",
+        "## Prerequisites",
+        "--create-namespace",
+    ] {
+        assert!(readme.contains(must), "README.md lost {must:?}");
+    }
+}
