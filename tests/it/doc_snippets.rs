@@ -386,7 +386,7 @@ fn slug(heading: &str) -> String {
 
 /// The anchors of a Markdown file's headings (outside fenced blocks), a repeated heading's
 /// getting `-1`, `-2`, ... as on GitHub.
-fn anchors(file: &Path) -> std::collections::BTreeSet<String> {
+pub fn anchors(file: &Path) -> std::collections::BTreeSet<String> {
     let text = std::fs::read_to_string(file).unwrap();
     let mut seen = std::collections::BTreeMap::<String, usize>::new();
     let mut out = std::collections::BTreeSet::new();
