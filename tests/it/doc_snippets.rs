@@ -115,7 +115,11 @@ pub fn snippets(file: &Path) -> Vec<Snippet> {
             }
         }
     }
-    assert!(open.is_none(), "{}: a fence is never closed", file.display());
+    assert!(
+        open.is_none(),
+        "{}: a fence is never closed",
+        file.display()
+    );
     out
 }
 
@@ -181,7 +185,9 @@ pub fn matches(expected: &str, actual: &str) -> Result<(), String> {
         match want.split_first() {
             None => got.is_empty(),
             Some((w, rest)) if w.trim() == "..." => (0..=got.len()).any(|i| go(rest, &got[i..])),
-            Some((w, rest)) => got.split_first().is_some_and(|(g, more)| g == w && go(rest, more)),
+            Some((w, rest)) => got
+                .split_first()
+                .is_some_and(|(g, more)| g == w && go(rest, more)),
         }
     }
     if go(&want, &got) {
@@ -228,7 +234,9 @@ pub struct Ran {
 /// `PATH`; standard output and error together, as a reader sees them in a terminal.
 pub fn run(snippet: &Snippet, cwd: &Path, path_first: &[PathBuf], env: &[(&str, String)]) -> Ran {
     let mut path: Vec<PathBuf> = path_first.to_vec();
-    path.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
     let out = Command::new("bash")
         .args(["-eo", "pipefail", "-c"])
         .arg(format!("exec 2>&1\n{}", snippet.code))
@@ -280,14 +288,14 @@ pub fn run_file(
             s.code,
             r.output
         );
-        if let Some(expected) = all.get(i + 1).filter(|n| n.test == Test::Output) {
-            if let Err(e) = matches(&setup(&expected.code), &r.output) {
-                panic!(
-                    "{}: the output shown at {} is not what the snippet prints:\n{e}",
-                    s.place(),
-                    expected.place()
-                );
-            }
+        if let Some(expected) = all.get(i + 1).filter(|n| n.test == Test::Output)
+            && let Err(e) = matches(&setup(&expected.code), &r.output)
+        {
+            panic!(
+                "{}: the output shown at {} is not what the snippet prints:\n{e}",
+                s.place(),
+                expected.place()
+            );
         }
         ran.push(s.place());
     }
@@ -298,6 +306,7 @@ pub fn run_file(
 fn every_shell_snippet_says_how_it_is_tested() {
     let mut unmarked = Vec::new();
     let mut outputs_alone = Vec::new();
+    let mut skipped = Vec::new();
     let mut counts = std::collections::BTreeMap::new();
     for file in doc_files() {
         let all = snippets(&file);
@@ -316,7 +325,10 @@ fn every_shell_snippet_says_how_it_is_tested() {
                 }
                 Test::Local => "local",
                 Test::Cluster => "cluster",
-                Test::Skip(_) => "skip",
+                Test::Skip(why) => {
+                    skipped.push(format!("{}: {why}", s.place()));
+                    "skip"
+                }
                 Test::Other => continue,
             };
             *counts.entry(kind).or_insert(0) += 1;
@@ -331,6 +343,7 @@ fn every_shell_snippet_says_how_it_is_tested() {
         "test=output must follow the snippet whose output it is: {outputs_alone:?}"
     );
     eprintln!("doc snippets: {counts:?}");
+    eprintln!("skipped, and why:\n  {}", skipped.join("\n  "));
 }
 
 #[test]
@@ -400,7 +413,11 @@ pub fn anchors(file: &Path) -> std::collections::BTreeSet<String> {
         }
         let s = slug(line.trim_start_matches('#'));
         let n = seen.entry(s.clone()).or_insert(0);
-        out.insert(if *n == 0 { s.clone() } else { format!("{s}-{n}") });
+        out.insert(if *n == 0 {
+            s.clone()
+        } else {
+            format!("{s}-{n}")
+        });
         *n += 1;
     }
     out
@@ -445,7 +462,11 @@ fn every_link_of_the_docs_leads_somewhere() {
             }
         }
     }
-    assert!(dead.is_empty(), "dead links in the docs:\n{}", dead.join("\n"));
+    assert!(
+        dead.is_empty(),
+        "dead links in the docs:\n{}",
+        dead.join("\n")
+    );
     assert!(checked > 50, "the links were found ({checked})");
 }
 

@@ -703,13 +703,21 @@ fn every_alert_points_to_its_runbook_section() {
             .unwrap()
             .iter()
             .flat_map(|g| g["rules"].as_array().unwrap().clone())
-            .map(|r| (r["alert"].as_str().unwrap().to_lowercase(), r["annotations"].clone()))
+            .map(|r| {
+                (
+                    r["alert"].as_str().unwrap().to_lowercase(),
+                    r["annotations"].clone(),
+                )
+            })
             .collect()
     };
     let plain = rules(&[]);
     assert_eq!(plain.len(), 8);
     for (anchor, annotations) in &plain {
-        assert!(anchors.contains(anchor), "docs/alerts.md has no section #{anchor}");
+        assert!(
+            anchors.contains(anchor),
+            "docs/alerts.md has no section #{anchor}"
+        );
         let description = annotations["description"].as_str().unwrap();
         assert!(
             description.ends_with(&format!("Runbook: docs/alerts.md#{anchor}")),
@@ -718,7 +726,8 @@ fn every_alert_points_to_its_runbook_section() {
         assert!(annotations.get("runbook_url").is_none(), "{annotations}");
     }
     let base = "https://git.example.com/platform/certgen/blob/main/docs/alerts.md";
-    for (anchor, annotations) in rules(&["--set", &format!("prometheusRule.runbookBaseUrl={base}")]) {
+    for (anchor, annotations) in rules(&["--set", &format!("prometheusRule.runbookBaseUrl={base}")])
+    {
         assert_eq!(annotations["runbook_url"], format!("{base}#{anchor}"));
     }
 }

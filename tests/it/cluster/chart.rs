@@ -1104,9 +1104,7 @@ async fn helm_uninstall_and_the_notes_command_leave_nothing_of_the_release() {
         .collect();
     assert!(!commands.is_empty(), "the notes give the commands: {out}");
     for args in &commands {
-        let run = c.kubectl().args(args)
-            .output()
-            .unwrap();
+        let run = c.kubectl().args(args).output().unwrap();
         assert!(run.status.success(), "kubectl {args:?}: {run:?}");
     }
     // The garbage collector deletes the Job's pods after the Job.

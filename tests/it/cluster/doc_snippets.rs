@@ -23,7 +23,14 @@ fn testenv_bin() -> PathBuf {
         .output()
         .unwrap();
     assert!(out.status.success(), "tests/testenv/build failed");
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().lines().last().unwrap().trim())
+    PathBuf::from(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -65,8 +72,8 @@ async fn cluster_snippets_run_as_written() {
         let deploy = dir.path().join("deploy");
         std::fs::create_dir_all(deploy.join("manifests")).unwrap();
         std::os::unix::fs::symlink(root().join("deploy/helm"), deploy.join("helm")).unwrap();
-        let manifests = std::fs::read_to_string(root().join("deploy/manifests/certgen.yaml"))
-            .unwrap();
+        let manifests =
+            std::fs::read_to_string(root().join("deploy/manifests/certgen.yaml")).unwrap();
         std::fs::write(deploy.join("manifests/certgen.yaml"), swap(&manifests)).unwrap();
 
         let file_ran = tokio::task::block_in_place(|| {

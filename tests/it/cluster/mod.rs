@@ -21,8 +21,8 @@
 mod bad_input;
 mod cert_manager;
 mod chart;
-mod doc_snippets;
 mod consumers;
+mod doc_snippets;
 mod eg_compat;
 mod events;
 mod exporter;
