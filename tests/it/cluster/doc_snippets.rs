@@ -8,30 +8,11 @@
 //! under `docs/` find the namespace there, as their readers do. See the top-level
 //! `doc_snippets` for the markers.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
-use super::{cluster, helm};
+use super::{cluster, helm, testenv_bin};
 use crate::doc_snippets::{Test, bin_dir, doc_files, run_file, snippets};
 use crate::util::{root, tempdir};
-
-/// The test environment's bin directory (kubectl).
-fn testenv_bin() -> PathBuf {
-    let out = Command::new(root().join("tests/testenv/build"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "tests/testenv/build failed");
-    PathBuf::from(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cluster_snippets_run_as_written() {

@@ -152,6 +152,19 @@ impl Drop for DeleteOnDrop {
     }
 }
 
+/// The test environment's bin directory (kubectl and the control plane's binaries), from
+/// `tests/testenv/build` (already cached when a cluster is up).
+pub fn testenv_bin() -> PathBuf {
+    let out = Command::new(root().join("tests/testenv/build"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tests/testenv/build failed");
+    let bin = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(bin.lines().last().unwrap().trim())
+}
+
 impl Cluster {
     /// Creates a fresh, labelled namespace.
     pub async fn namespace(&self, prefix: &str) -> TestNs {
@@ -332,14 +345,7 @@ impl Cluster {
     /// kubectl from the test control plane's build (already cached when a cluster is up), as
     /// the admin.
     pub fn kubectl(&self) -> Command {
-        let out = Command::new(root().join("tests/testenv/build"))
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tests/testenv/build failed");
-        let bin = String::from_utf8(out.stdout).unwrap();
-        let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
+        let mut cmd = Command::new(testenv_bin().join("kubectl"));
         cmd.arg("--kubeconfig").arg(&self.kubeconfig);
         cmd
     }
