@@ -489,3 +489,35 @@ fn the_readme_stays_a_first_hour() {
         assert!(readme.contains(must), "README.md lost {must:?}");
     }
 }
+
+/// The exit codes in `docs/safety.md` are the binary's (`--help`, the man page): each row says
+/// what the table of `src/exit.rs` says, and may add detail after it.
+#[test]
+fn the_docs_exit_codes_are_the_binarys() {
+    let mut codes: Vec<(String, String)> = Vec::new();
+    for line in certgen::exit::TABLE.lines().skip(1) {
+        let line = line.trim();
+        match line.split_once("  ") {
+            Some((code, text)) if code.parse::<u8>().is_ok() => {
+                codes.push((code.to_string(), text.trim().to_string()))
+            }
+            _ => {
+                let last = codes.last_mut().unwrap();
+                last.1 = format!("{} {line}", last.1);
+            }
+        }
+    }
+    assert_eq!(codes.len(), 6, "{codes:?}");
+    let safety = std::fs::read_to_string(root().join("docs/safety.md")).unwrap();
+    for (code, text) in codes {
+        let row = safety
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("| {code} | ")))
+            .unwrap_or_else(|| panic!("docs/safety.md has no row for exit code {code}"));
+        let said = text.trim_end_matches(')');
+        assert!(
+            row.starts_with(said),
+            "docs/safety.md, exit code {code}:\n  docs:   {row}\n  binary: {text}"
+        );
+    }
+}
