@@ -42,8 +42,9 @@ const MANIFESTS_HEADER: &str = "\
 # least-privilege Role and RoleBinding; cluster-wide: a ClusterRole and ClusterRoleBinding per
 # ServiceAccount, limited by name to the topology injector's webhook configuration (its
 # caBundle); in default: a Role and RoleBinding per ServiceAccount to record Events about that
-# webhook configuration. The helm.sh/hook annotations only matter to Helm. A Job cannot be
-# changed in place: to run certgen again by hand, `kubectl delete job certgen -n
+# webhook configuration; in kube-node-lease: a Role and RoleBinding per ServiceAccount to read
+# the kubelets' heartbeat Leases. The helm.sh/hook annotations only matter to Helm. A Job
+# cannot be changed in place: to run certgen again by hand, `kubectl delete job certgen -n
 # envoy-gateway-system` and apply again. `kubectl delete -f deploy/manifests/certgen.yaml`
 # removes all of it (not the Secrets). For another namespace or schedule, render the chart
 # with your values.
