@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use super::{cluster, helm, testenv_bin};
+use super::{cluster, helm, run_helm, testenv_bin};
 use crate::doc_snippets::{Test, bin_dir, doc_files, run_file, snippets};
 use crate::util::{root, tempdir};
 
@@ -68,6 +68,22 @@ async fn cluster_snippets_run_as_written() {
             )
         });
         ran.extend(file_ran);
+        // What a page left installed goes with its namespace, cluster-scoped objects included
+        // (the release's ClusterRole, its Roles in default and kube-node-lease).
+        let kubeconfig = c.kubeconfig.to_str().unwrap();
+        run_helm(
+            &helm,
+            &[
+                "uninstall",
+                "certgen",
+                "--ignore-not-found",
+                "--wait",
+                "--kubeconfig",
+                kubeconfig,
+                "--namespace",
+                &name,
+            ],
+        );
     }
     eprintln!("cluster doc snippets run ({}): {ran:?}", ran.len());
 }
