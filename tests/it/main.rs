@@ -48,7 +48,8 @@
 //! - one judgement: `check` exits 0 exactly when a plain run writes and refuses nothing,
 //!   over generated stores through the binary: `one_judgement`
 //! - reports and `--help` as users read them (insta): `snapshots`
-//! - docs, completions and man pages up to date: `docs`
+//! - docs, completions and man pages up to date: `docs`; every shell snippet of README.md and
+//!   `docs/` run as written (or marked with why not): `doc_snippets`, `cluster::doc_snippets`
 //! - no key material in any output, no way to skip TLS verification: `hygiene`
 //! - inputs the fuzzers found: `fuzz_regressions`
 //! - the module layout of `src/` (no import cycles; the core never reaches `src/k8s`): `layout`
@@ -58,6 +59,7 @@
 
 mod bad_input;
 mod cluster;
+mod doc_snippets;
 mod docs;
 mod durability;
 mod eg_compat;

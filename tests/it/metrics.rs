@@ -687,3 +687,47 @@ fn every_alert_of_the_chart_fires_and_stays_quiet_as_promtool_tests_it() {
     );
     assert!(said.contains("CertgenCertificateExpiringSoon"), "{said}");
 }
+
+/// Every alert names its runbook: `docs/alerts.md#<alert in lower case>` in its description,
+/// an anchor that the page has (a section per alert), and with `runbookBaseUrl` set, the same
+/// anchor as a `runbook_url` annotation.
+#[test]
+fn every_alert_points_to_its_runbook_section() {
+    let Some(helm) = crate::cluster::helm() else {
+        return;
+    };
+    let anchors = crate::doc_snippets::anchors(&root().join("docs/alerts.md"));
+    let rules = |extra: &[&str]| -> Vec<(String, serde_json::Value)> {
+        rendered_rules(&helm, extra)["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|g| g["rules"].as_array().unwrap().clone())
+            .map(|r| {
+                (
+                    r["alert"].as_str().unwrap().to_lowercase(),
+                    r["annotations"].clone(),
+                )
+            })
+            .collect()
+    };
+    let plain = rules(&[]);
+    assert_eq!(plain.len(), 8);
+    for (anchor, annotations) in &plain {
+        assert!(
+            anchors.contains(anchor),
+            "docs/alerts.md has no section #{anchor}"
+        );
+        let description = annotations["description"].as_str().unwrap();
+        assert!(
+            description.ends_with(&format!("Runbook: docs/alerts.md#{anchor}")),
+            "{description}"
+        );
+        assert!(annotations.get("runbook_url").is_none(), "{annotations}");
+    }
+    let base = "https://git.example.com/platform/certgen/blob/main/docs/alerts.md";
+    for (anchor, annotations) in rules(&["--set", &format!("prometheusRule.runbookBaseUrl={base}")])
+    {
+        assert_eq!(annotations["runbook_url"], format!("{base}#{anchor}"));
+    }
+}

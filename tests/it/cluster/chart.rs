@@ -42,8 +42,9 @@ const MANIFESTS_HEADER: &str = "\
 # least-privilege Role and RoleBinding; cluster-wide: a ClusterRole and ClusterRoleBinding per
 # ServiceAccount, limited by name to the topology injector's webhook configuration (its
 # caBundle); in default: a Role and RoleBinding per ServiceAccount to record Events about that
-# webhook configuration. The helm.sh/hook annotations only matter to Helm. A Job cannot be
-# changed in place: to run certgen again by hand, `kubectl delete job certgen -n
+# webhook configuration; in kube-node-lease: a Role and RoleBinding per ServiceAccount to read
+# the kubelets' heartbeat Leases. The helm.sh/hook annotations only matter to Helm. A Job
+# cannot be changed in place: to run certgen again by hand, `kubectl delete job certgen -n
 # envoy-gateway-system` and apply again. `kubectl delete -f deploy/manifests/certgen.yaml`
 # removes all of it (not the Secrets). For another namespace or schedule, render the chart
 # with your values.
@@ -1104,12 +1105,7 @@ async fn helm_uninstall_and_the_notes_command_leave_nothing_of_the_release() {
         .collect();
     assert!(!commands.is_empty(), "the notes give the commands: {out}");
     for args in &commands {
-        let run = c
-            .kubectl()
-            .args(["--kubeconfig", &kubeconfig])
-            .args(args)
-            .output()
-            .unwrap();
+        let run = c.kubectl().args(args).output().unwrap();
         assert!(run.status.success(), "kubectl {args:?}: {run:?}");
     }
     // The garbage collector deletes the Job's pods after the Job.

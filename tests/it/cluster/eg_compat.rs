@@ -164,7 +164,7 @@ async fn rotate_sampled(c: &Cluster, ns: &str, kubeconfig: &Path, injector: &str
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     let run = Run::from(child.wait_with_output().unwrap()).ok();
-    // For the README's migration guide: how long a rotation takes under Envoy Gateway's Role.
+    // For docs/migrating-from-envoy-gateway.md: how long a rotation takes under Envoy Gateway's Role.
     eprintln!(
         "eg_compat: --overwrite took {:.1} s ({samples} samples), apiRequests {}",
         started.elapsed().as_secs_f64(),

@@ -3,7 +3,7 @@
 //! args, Role and ClusterRole, from `tests/it/fixtures/kube-prometheus-stack-admission.yaml`)
 //! run through a link named `kube-webhook-certgen`, with the objects compared field by field
 //! against what kube-webhook-certgen writes (recorded side by side with jkroepke's binary; see
-//! the README's migration section). Then what certgen refuses (exit 2, nothing written) and
+//! docs/migrating-from-kube-webhook-certgen.md). Then what certgen refuses (exit 2, nothing written) and
 //! what it writes differently: nothing on a re-run, the failure policy `Ignore`, server-side
 //! apply with `--patch-mode patch`, and an APIService.
 

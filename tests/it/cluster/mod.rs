@@ -22,6 +22,7 @@ mod bad_input;
 mod cert_manager;
 mod chart;
 mod consumers;
+mod doc_snippets;
 mod eg_compat;
 mod events;
 mod exporter;
@@ -80,7 +81,7 @@ pub async fn cluster() -> Option<Cluster> {
     let Some(kubeconfig) = std::env::var_os("KUBECONFIG").map(PathBuf::from) else {
         if std::env::var_os("CI").is_some() {
             panic!(
-                "CI is set but KUBECONFIG is not: cluster tests must run (use the README's test command)"
+                "CI is set but KUBECONFIG is not: cluster tests must run (use tests/run-all, the README's test command)"
             );
         }
         eprintln!(
@@ -149,6 +150,19 @@ impl Drop for DeleteOnDrop {
             delete();
         }
     }
+}
+
+/// The test environment's bin directory (kubectl and the control plane's binaries), from
+/// `tests/testenv/build` (already cached when a cluster is up).
+pub fn testenv_bin() -> PathBuf {
+    let out = Command::new(root().join("tests/testenv/build"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "tests/testenv/build failed");
+    let bin = String::from_utf8(out.stdout).unwrap();
+    PathBuf::from(bin.lines().last().unwrap().trim())
 }
 
 impl Cluster {
@@ -331,14 +345,7 @@ impl Cluster {
     /// kubectl from the test control plane's build (already cached when a cluster is up), as
     /// the admin.
     pub fn kubectl(&self) -> Command {
-        let out = Command::new(root().join("tests/testenv/build"))
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "tests/testenv/build failed");
-        let bin = String::from_utf8(out.stdout).unwrap();
-        let mut cmd = Command::new(Path::new(bin.lines().last().unwrap().trim()).join("kubectl"));
+        let mut cmd = Command::new(testenv_bin().join("kubectl"));
         cmd.arg("--kubeconfig").arg(&self.kubeconfig);
         cmd
     }

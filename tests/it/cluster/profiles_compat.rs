@@ -4,7 +4,7 @@
 //! recorded once side by side (`bench/profile-compat`, which calls [`record_another_tools_run`])
 //! into `tests/it/fixtures/profiles/`. CI has neither binary nor the network to build them, so
 //! the recordings are the reference here. certgen runs with the Secrets verbs the migration
-//! section of the README asks for (get, create, update), and a second run writes nothing.
+//! guides (`docs/migrating-from-cilium.md`, `-contour.md`) ask for (get, create, update), and a second run writes nothing.
 
 use std::collections::BTreeMap;
 
@@ -191,7 +191,7 @@ async fn a_ca_secret_that_is_cilium_certgens_own_is_refused_and_nothing_is_writt
     );
 }
 
-/// The README's migration from cilium/certgen, with Secrets as it writes them (an Opaque
+/// The migration from cilium/certgen (`docs/migrating-from-cilium.md`), with Secrets as it writes them (an Opaque
 /// `cilium-ca` holding its CA and key, each Hubble Secret's leaf signed by that CA and
 /// `ca.crt` holding it alone): the first run adopts them and writes nothing; `--overwrite` moves
 /// every Secret to certgen's CA (every leaf signed by it, every bundle trusting it) and never
