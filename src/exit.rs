@@ -1,4 +1,4 @@
-//! Exit codes, written once: the table shown in `--help`, the man page and the README. The one
+//! Exit codes, written once: the table shown in `--help`, the man page and docs/safety.md. The one
 //! error type that maps onto them is [`crate::error::Error`]. A leaf module, so that the
 //! command line can show the table without importing what the errors are about.
 

@@ -81,7 +81,7 @@ impl ApiFailure {
                         ApiFailure::quota_hint(namespace)
                     }
                     403 => format!(
-                        "; grant the {verb} verb on {resource}{group} {scope} to this identity (see the RBAC section of the README)"
+                        "; grant the {verb} verb on {resource}{group} {scope} to this identity (docs/rbac.md)"
                     ),
                     401 => {
                         "; the credentials were rejected: check --kubeconfig/--context".to_string()

@@ -140,7 +140,7 @@ pub async fn secrets(
                 }
                 if !failing {
                     let hint = if forbidden(&e) {
-                        "; grant list and watch on secrets in this namespace (see the README's RBAC section)"
+                        "; grant list and watch on secrets in this namespace (docs/rbac.md)"
                     } else {
                         ""
                     };
