@@ -1210,7 +1210,19 @@ impl Input<'_> {
         // lacks.)
         if prior_in_use && ca.derived.is_none() {
             let (plan, secrets, phase) = self.maintain(ca, active);
-            if plan.action.writes() || secrets.iter().any(|s| s.action.writes()) {
+            // Whatever keeps the leaves from converging on the active CA (a gate, or the active
+            // CA not valid yet by a clock stepped back) keeps the rotation from starting: its
+            // trust step would drop the CA that still signs a held leaf.
+            if plan.action.writes()
+                || secrets.iter().any(|s| s.action.writes())
+                || matches!(
+                    phase,
+                    Phase::Gate {
+                        optional: false,
+                        ..
+                    }
+                )
+            {
                 let phase = match phase {
                     Phase::Cleanup { .. } => Phase::Cleanup { last: false },
                     other => other,

@@ -852,3 +852,33 @@ fn a_store_clock_step_then_a_foreign_ca_during_a_run() {
         ],
     );
 }
+
+/// Found by `random_trajectories_keep_the_invariant` (seeded, 2,000 cases): a backup of the CA
+/// Secret and one TLS Secret taken mid-rotation restored during a run, the store's clock an hour
+/// back, then a plain run and an `--overwrite` at once.
+#[test]
+fn a_mid_rotation_restore_then_two_runs_at_once() {
+    use foreign::Foreign;
+    check(
+        Start::Steady,
+        &[
+            Op::Run(RunSpec {
+                faults: Faults {
+                    yields: 1788743390216342264,
+                    ..Faults::default()
+                },
+                ..overwrite()
+            }),
+            Op::During(
+                plain(),
+                S,
+                Foreign::RestoreAt {
+                    which: 9,
+                    at: 4938728860764781714,
+                },
+            ),
+            Op::ClockBack(Duration::from_secs(3600)),
+            Op::Concurrent(plain(), overwrite()),
+        ],
+    );
+}
