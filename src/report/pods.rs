@@ -152,3 +152,43 @@ pub fn merge(all: &mut Vec<PodReport>, new: Vec<PodReport>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_line_says_how_many_pods_were_poked_and_how_long_it_took() {
+        let gate = GateReport {
+            gate: "trust → leaves".into(),
+            opened_by: "evidence".into(),
+            seconds: 6.04,
+            timer_at: None,
+            pokes: Some(Pokes {
+                poked: 1000,
+                seconds: 3.2,
+                throttled: 0,
+                failed: 0,
+            }),
+            pods: vec![],
+        };
+        assert_eq!(
+            text(&[], &[gate.clone()]),
+            "Gate (trust → leaves): opened by evidence after 6s; 1000 pods poked in 3.2s, 0 throttled\n"
+        );
+        let json = serde_json::to_value(&gate).unwrap();
+        assert_eq!(
+            json["pokes"],
+            serde_json::json!({"poked": 1000, "seconds": 3.2, "throttled": 0, "failed": 0})
+        );
+        let failed = Pokes {
+            failed: 2,
+            throttled: 5,
+            ..gate.pokes.unwrap()
+        };
+        assert_eq!(
+            failed.text(),
+            "1000 pods poked in 3.2s, 5 throttled, 2 failed"
+        );
+    }
+}
