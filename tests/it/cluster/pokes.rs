@@ -454,28 +454,6 @@ async fn sixty_pods_are_poked_within_the_budget_at_every_step() {
         .run_async()
         .await
         .ok();
-    let report = r.json();
-    let gates = report["gates"].as_array().cloned().unwrap_or_default();
-    assert_eq!(gates.len(), 2, "{report:#}");
-    for g in &gates {
-        assert_eq!(g["openedBy"], "evidence", "{g:#}");
-        let p = &g["pokes"];
-        assert_eq!(
-            (
-                p["poked"].as_u64(),
-                p["throttled"].as_u64(),
-                p["failed"].as_u64()
-            ),
-            (Some(60), Some(0), Some(0)),
-            "{g:#}"
-        );
-        assert!(
-            p["seconds"].as_f64().unwrap() >= 2.9,
-            "paced at 20/s: {g:#}"
-        );
-    }
-    // Three steps, each poking the 60 pods once; and the text line says it.
-    assert_eq!(report["pokes"]["poked"], 180, "{report:#}");
     // The API server's own record of each pod's last poke (the cleanup's): spread over 3 s at
     // least, where 60 unpaced PATCHes land within a second.
     let times: Vec<i64> = Api::<Pod>::namespaced(c.client.clone(), &ns.name)
@@ -500,4 +478,26 @@ async fn sixty_pods_are_poked_within_the_budget_at_every_step() {
         spread >= 2,
         "the last pokes landed within {spread}s: not paced"
     );
+    let report = r.json();
+    let gates = report["gates"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gates.len(), 2, "{report:#}");
+    for g in &gates {
+        assert_eq!(g["openedBy"], "evidence", "{g:#}");
+        let p = &g["pokes"];
+        assert_eq!(
+            (
+                p["poked"].as_u64(),
+                p["throttled"].as_u64(),
+                p["failed"].as_u64()
+            ),
+            (Some(60), Some(0), Some(0)),
+            "{g:#}"
+        );
+        assert!(
+            p["seconds"].as_f64().unwrap() >= 2.9,
+            "paced at 20/s: {g:#}"
+        );
+    }
+    // Three steps, each poking the 60 pods once.
+    assert_eq!(report["pokes"]["poked"], 180, "{report:#}");
 }
