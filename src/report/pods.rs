@@ -10,7 +10,7 @@ pub struct PodReport {
     pub name: String,
     /// The managed Secrets it mounts.
     pub secrets: Vec<String>,
-    /// poked, would-poke, gone, recreated, failed, unowned.
+    /// poked, would-poke, gone, recreated, throttled (429: poked again later), failed, unowned.
     pub action: String,
     /// The declared consumer it belongs to, if any.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -550,11 +550,11 @@ impl Evidence {
         if let Some(why) = self.lost.get(&pod.uid) {
             return Stand::Timer(timer, format!("poke lost: {why}"));
         }
-        let poked = self
+        let poked_since = self
             .poked
             .get(&pod.uid)
-            .filter(|k| k.epoch >= w.epoch && k.at >= eff_at);
-        if poked.is_none()
+            .is_some_and(|k| k.epoch >= w.epoch && k.at >= eff_at);
+        if !poked_since
             && let Some((after, n)) = self.throttled.get(&pod.uid)
         {
             return Stand::Until(
@@ -1126,6 +1126,19 @@ impl Push<'_> {
             }
             let (action, detail) = match &answer {
                 Ok(PokeAnswer::Done) => ("poked", None),
+                Ok(PokeAnswer::Throttled(_))
+                    if ev
+                        .throttled
+                        .get(&p.uid)
+                        .is_some_and(|(_, n)| n + 1 >= MAX_THROTTLED) =>
+                {
+                    (
+                        "failed",
+                        Some(format!(
+                            "the API server answered 429 {MAX_THROTTLED} times; waits out --propagation-delay"
+                        )),
+                    )
+                }
                 Ok(PokeAnswer::Throttled(wait)) => (
                     "throttled",
                     Some(format!(
