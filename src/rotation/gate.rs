@@ -554,9 +554,7 @@ impl Evidence {
             .poked
             .get(&pod.uid)
             .is_some_and(|k| k.epoch >= w.epoch && k.at >= eff_at);
-        if !poked_since
-            && let Some((after, n)) = self.throttled.get(&pod.uid)
-        {
+        if !poked_since && let Some((after, n)) = self.throttled.get(&pod.uid) {
             return Stand::Until(
                 if *after > mono {
                     *after

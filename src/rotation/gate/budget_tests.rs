@@ -124,6 +124,26 @@ fn lease(v: u32, renewed: OffsetDateTime) -> Result<Option<KubeletLease>, String
     }))
 }
 
+fn push<'a>(fake: &'a Fake, config: &'a Config, pacer: Pacer) -> Push<'a> {
+    Push {
+        pods: fake,
+        workloads: None,
+        config,
+        delay: DELAY,
+        pacer,
+    }
+}
+
+/// One write of `envoy` at T0, `n` hot pods on NODE mounting it, and its kubelet's Lease read
+/// once (version 1, renewed at T0).
+fn written(n: usize) -> (Evidence, Vec<PodView>, Instant) {
+    let mut ev = Evidence::default();
+    ev.wrote(&["envoy".to_string()], T0);
+    let t0 = Instant::now();
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    (ev, pods(n), t0)
+}
+
 /// The pods due now, with a fingerprint, as `Push::poke` hands them to `send`.
 fn due(ev: &Evidence, pods: &[PodView], now: OffsetDateTime) -> Vec<(PodView, String)> {
     ev.due(pods, (now, Instant::now()), DELAY)
@@ -143,18 +163,8 @@ fn waiting(v: &Verdict) -> Vec<String> {
 async fn pokes_stay_in_budget_and_a_throttled_one_is_asked_again_after_its_retry_after() {
     let fake = Fake::new(|name, n| name == "proxy-07" && n == 1);
     let config = config();
-    let push = Push {
-        pods: &fake,
-        workloads: None,
-        config: &config,
-        delay: DELAY,
-        pacer: Pacer::new(4, 50),
-    };
-    let pods = pods(30);
-    let mut ev = Evidence::default();
-    ev.wrote(&["envoy".to_string()], T0);
-    let t0 = Instant::now();
-    ev.saw(NODE, lease(1, T0), t0, T0);
+    let push = push(&fake, &config, Pacer::new(4, 50));
+    let (mut ev, pods, t0) = written(30);
     let first = due(&ev, &pods, T0);
     push.send(&mut ev, &first, T0).await;
     assert_eq!(
@@ -212,18 +222,8 @@ async fn pokes_stay_in_budget_and_a_throttled_one_is_asked_again_after_its_retry
 async fn a_pod_whose_poke_keeps_being_throttled_keeps_its_gate_closed() {
     let fake = Fake::new(|name, _| name == "proxy-00");
     let config = config();
-    let push = Push {
-        pods: &fake,
-        workloads: None,
-        config: &config,
-        delay: DELAY,
-        pacer: Pacer::new(8, 100),
-    };
-    let pods = pods(3);
-    let mut ev = Evidence::default();
-    ev.wrote(&["envoy".to_string()], T0);
-    let t0 = Instant::now();
-    ev.saw(NODE, lease(1, T0), t0, T0);
+    let push = push(&fake, &config, Pacer::new(8, 100));
+    let (mut ev, pods, t0) = written(3);
     // Looks every second, as a gate does, until the timer: the pod is asked again a bounded
     // number of times, and the gate stays closed for it whatever its kubelet shows.
     for s in 0..119 {

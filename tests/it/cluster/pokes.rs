@@ -383,17 +383,19 @@ fn proxy_labels() -> Value {
     })
 }
 
+/// 60 kwok pods of the `envoy-proxies` consumer mounting `envoy`, rolled out.
+async fn sixty_proxies(c: &super::Cluster, ns: &str) {
+    let api = c
+        .create_deployment(ns, &mounting_n("envoy-proxy", "envoy", proxy_labels(), 60))
+        .await;
+    rolled_out(&api, "envoy-proxy", Duration::from_secs(180)).await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sixty_pods_are_listed_in_pages_of_one_snapshot() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("podpages").await;
-    let api = c
-        .create_deployment(
-            &ns.name,
-            &mounting_n("envoy-proxy", "envoy", proxy_labels(), 60),
-        )
-        .await;
-    rolled_out(&api, "envoy-proxy", Duration::from_secs(180)).await;
+    sixty_proxies(&c, &ns.name).await;
     // certgen's own client layers over the test's kubeconfig, with the pod LISTs recorded.
     let config = kube::Config::infer().await.unwrap();
     let lists = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
@@ -436,13 +438,7 @@ async fn sixty_pods_are_poked_within_the_budget_at_every_step() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("pokebudget").await;
     c.certgen(&ns.name).run_async().await.ok();
-    let api = c
-        .create_deployment(
-            &ns.name,
-            &mounting_n("envoy-proxy", "envoy", proxy_labels(), 60),
-        )
-        .await;
-    rolled_out(&api, "envoy-proxy", Duration::from_secs(180)).await;
+    sixty_proxies(&c, &ns.name).await;
     // 2 in flight, 20 a second, pages of 25 pods: 60 pokes take 3 s at least per step.
     let r = c
         .certgen(&ns.name)
