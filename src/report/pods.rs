@@ -173,7 +173,7 @@ mod tests {
             pods: vec![],
         };
         assert_eq!(
-            text(&[], &[gate.clone()]),
+            text(&[], std::slice::from_ref(&gate)),
             "Gate (trust → leaves): opened by evidence after 6s; 1000 pods poked in 3.2s, 0 throttled\n"
         );
         let json = serde_json::to_value(&gate).unwrap();
