@@ -1,7 +1,11 @@
 //! A client-side count of Kubernetes API requests, by verb, for the run's JSON report and the
-//! benchmarks. Counted as requests leave the client (retries included).
+//! benchmarks. Counted as requests leave the client (retries included); and the 429 answers
+//! (API Priority and Fairness' rejections), with how long the latest asked clients to wait,
+//! which the pokes' pacing honours (`rotation::gate`).
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -13,6 +17,9 @@ static UPDATE: AtomicU64 = AtomicU64::new(0);
 static PATCH: AtomicU64 = AtomicU64::new(0);
 static DELETE: AtomicU64 = AtomicU64::new(0);
 static REVIEW: AtomicU64 = AtomicU64::new(0);
+static THROTTLED: AtomicU64 = AtomicU64::new(0);
+/// Until when the latest 429 asked for quiet (now + its Retry-After).
+static QUIET_UNTIL: Mutex<Option<Instant>> = Mutex::new(None);
 
 /// Requests made so far, by verb.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -29,6 +36,41 @@ pub struct ApiRequests {
     pub delete: u64,
     /// Access reviews (a POST that changes nothing, counted with the reads).
     pub review: u64,
+    /// Answers 429 Too Many Requests (each retried after its Retry-After; not requests).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub throttled: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Records one answer: a 429 is counted, and its Retry-After (1 s when it has none) is the
+/// quiet every client of this process keeps before a paced request ([`quiet_until`]).
+pub fn record_answer<B>(res: &http::Response<B>) {
+    if res.status() != http::StatusCode::TOO_MANY_REQUESTS {
+        return;
+    }
+    THROTTLED.fetch_add(1, Ordering::Relaxed);
+    let wait = res
+        .headers()
+        .get(http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+        .unwrap_or(1);
+    let until = Instant::now() + Duration::from_secs(wait.clamp(1, 60));
+    let mut quiet = QUIET_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
+    *quiet = Some(quiet.map_or(until, |q| q.max(until)));
+}
+
+/// Until when the latest 429 asked for quiet, if that is still ahead.
+pub fn quiet_until() -> Option<Instant> {
+    let quiet = *QUIET_UNTIL.lock().unwrap_or_else(|e| e.into_inner());
+    quiet.filter(|q| *q > Instant::now())
+}
+
+/// The 429 answers received so far.
+pub fn throttled() -> u64 {
+    THROTTLED.load(Ordering::Relaxed)
 }
 
 /// Records one request.
@@ -85,6 +127,7 @@ pub fn snapshot() -> ApiRequests {
         patch,
         delete,
         review,
+        throttled: throttled(),
     }
 }
 

@@ -174,6 +174,10 @@ pub enum PokeAnswer {
     Gone,
     /// The pod named so is another one now (deleted and recreated; 409 on the UID).
     Recreated,
+    /// The API server kept answering 429 (API Priority and Fairness, or a rate limit), after
+    /// the client's own retries: not poked yet; ask again no sooner than this (its
+    /// Retry-After, or `retryAfterSeconds` in the Status details).
+    Throttled(Duration),
 }
 
 /// The namespace's pods: listed with what they mount, and poked; and the heartbeat of the
@@ -181,7 +185,7 @@ pub enum PokeAnswer {
 pub trait PodsApi: Send + Sync {
     /// The namespace, for messages.
     fn namespace(&self) -> &str;
-    /// Every pod of the namespace, read consistently.
+    /// Every pod of the namespace, read consistently (one snapshot, however many pages).
     fn list(&self) -> BoxFuture<'_, Result<Vec<PodView>, StoreError>>;
     /// Annotates pod `name` (only while it has `uid`) with `fingerprint` and `at`; its spec
     /// stays as it is.

@@ -61,7 +61,8 @@ pub async fn client_for(
 ///
 /// kube's default retry waits up to 1000 s between 15 attempts; certgen's runs are bounded by
 /// `--timeout`, so 429/503/504 are retried up to 8 times, 100 ms to 5 s apart, honouring
-/// Retry-After. Every request (retries included) is counted for the report.
+/// Retry-After. Every request is counted for the report, and every 429 answer (retried ones
+/// included).
 pub fn layered<Svc, B>(builder: kube::client::ClientBuilder<Svc>) -> kube::Client
 where
     Svc: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
@@ -94,8 +95,15 @@ where
         }
         res
     });
+    // Every answer the retries see, 429s included (inside the retry layer, so each retried
+    // 429 is counted and its Retry-After known to the pokes' pacing).
+    let answers = tower::util::MapResponseLayer::new(|res: http::Response<B>| {
+        crate::metrics::record_answer(&res);
+        res
+    });
     builder
         .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&answers)
         .with_layer(&tower::retry::RetryLayer::new(policy))
         .with_layer(&counting)
         .with_layer(&clock)

@@ -27,8 +27,8 @@ pub use self::access::review;
 pub use self::client::{client, client_for, layered};
 pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 #[cfg(feature = "test-hooks")]
-pub use self::pods::LOSE_POKE_ENV;
-pub use self::pods::{POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
+pub use self::pods::{LOSE_POKE_ENV, POD_PAGE_ENV};
+pub use self::pods::{POD_PAGE, POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
 pub use self::secrets::KubeStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
 pub use self::workloads::Workloads;

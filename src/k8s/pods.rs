@@ -28,6 +28,35 @@ pub const POKED_AT: &str = "certgen.dev/poked-at";
 #[cfg(feature = "test-hooks")]
 pub const LOSE_POKE_ENV: &str = "CERTGEN_TEST_LOSE_POKE";
 
+/// How many pods one LIST request asks for: client-go's pager and `kubectl get` use 500, which
+/// keeps each answer small (a pod object is a few kB) while a namespace of 1,000 pods takes
+/// two requests.
+pub const POD_PAGE: u32 = 500;
+
+/// Test hook: the page size of the pod LIST (instead of [`POD_PAGE`]), so a test sees pages
+/// with a few dozen pods.
+#[cfg(feature = "test-hooks")]
+pub const POD_PAGE_ENV: &str = "CERTGEN_TEST_POD_PAGE";
+
+fn pod_page() -> u32 {
+    #[cfg(feature = "test-hooks")]
+    if let Some(n) = std::env::var(POD_PAGE_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return n;
+    }
+    POD_PAGE
+}
+
+/// How long a 429 asks to wait: its Status' `details.retryAfterSeconds` (the API server also
+/// sends it as the Retry-After header, which the client's retries already honoured), at
+/// least 1 s.
+fn retry_after(s: &kube::core::Status) -> std::time::Duration {
+    let secs = s.details.as_ref().map_or(0, |d| d.retry_after_seconds);
+    std::time::Duration::from_secs(u64::from(secs.max(1)))
+}
+
 /// Where kubelets keep their heartbeat Leases, one per node, named after it.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -81,14 +110,44 @@ impl Pods {
         &self.namespace
     }
 
-    /// Every pod of the namespace, read consistently (no resourceVersion: a gate relies on it).
+    /// Every pod of the namespace, read consistently (no resourceVersion: a gate relies on it),
+    /// in pages of [`POD_PAGE`].
     pub async fn list(&self) -> Result<Vec<PodView>, StoreError> {
-        let list = self
-            .api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| api_failure("list", &self.namespace, "", e))?;
-        Ok(list.items.iter().map(view).collect())
+        self.list_in_pages(pod_page()).await
+    }
+
+    /// Every pod of the namespace in pages of `limit`, as one consistent snapshot: the first
+    /// page is a quorum read (no resourceVersion), and each `continue` token carries that
+    /// page's resourceVersion, so the later pages show the namespace as it was then (the API
+    /// server's chunked LIST, as `kubectl get` and client-go's pager do). A token that expired
+    /// meanwhile (410 Gone: etcd compacted that revision, after about 5 minutes) starts the
+    /// list over once, from a new snapshot.
+    pub async fn list_in_pages(&self, limit: u32) -> Result<Vec<PodView>, StoreError> {
+        let mut pods = Vec::new();
+        let mut token: Option<String> = None;
+        let mut restarted = false;
+        loop {
+            let mut lp = ListParams::default().limit(limit.max(1));
+            if let Some(t) = &token {
+                lp = lp.continue_token(t);
+            }
+            let page = match self.api.list(&lp).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(s)) if s.code == 410 && token.is_some() && !restarted => {
+                    tracing::debug!("listing pods: continue token expired; listing again");
+                    restarted = true;
+                    pods.clear();
+                    token = None;
+                    continue;
+                }
+                Err(e) => return Err(api_failure("list", &self.namespace, "", e)),
+            };
+            pods.extend(page.items.iter().map(view));
+            match page.metadata.continue_ {
+                Some(next) if !next.is_empty() => token = Some(next),
+                _ => return Ok(pods),
+            }
+        }
     }
 
     /// Annotates the pod `name` (only if it still has `uid`) with `fingerprint` and `at`. Only
@@ -128,6 +187,9 @@ impl Pods {
             Ok(_) => Ok(PokeAnswer::Done),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(PokeAnswer::Gone),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(PokeAnswer::Recreated),
+            // Still throttled after the client's retries (`client::layered`, which honour the
+            // Retry-After header): the gate asks again later, no sooner than the Status says.
+            Err(kube::Error::Api(s)) if s.code == 429 => Ok(PokeAnswer::Throttled(retry_after(&s))),
             Err(e) => Err(api_failure("patch", &self.namespace, name, e)),
         }
     }

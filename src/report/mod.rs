@@ -11,7 +11,7 @@ mod pods;
 use serde::Serialize;
 
 pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow};
-pub use self::pods::{GatePod, GateReport, PodReport, merge as merge_pods};
+pub use self::pods::{GatePod, GateReport, PodReport, Pokes, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;
 use crate::pki::Cert;
@@ -139,6 +139,9 @@ pub struct Report {
     /// The gates this run waited at, and what opened each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gates: Vec<GateReport>,
+    /// Every poke of the run (the gates' and the last step's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pokes: Option<Pokes>,
     /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -427,6 +430,7 @@ impl Report {
             consumers: Vec::new(),
             pods: Vec::new(),
             gates: Vec::new(),
+            pokes: None,
             note: None,
             api_requests: None,
             next_renewal: None,
@@ -581,6 +585,9 @@ impl Report {
             }
         }
         out.push_str(&pods::text(&self.pods, &self.gates));
+        if let Some(p) = &self.pokes {
+            out.push_str(&format!("Pokes in this run: {}\n", p.text()));
+        }
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         out.push_str(&match (self.dry_run, changes) {
             (_, 0) if self.key_modes.is_empty() => {

@@ -62,11 +62,12 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
+use super::pace::Pacer;
 use super::step::Outcome;
 use crate::config::{Config, Kind, Reload, Workload};
 use crate::error::Error;
 use crate::outside::{KubeletLease, PodView, PodsApi, PokeAnswer, Workloads};
-use crate::report::{GatePod, PodReport};
+use crate::report::{GatePod, PodReport, Pokes};
 use crate::store::StoreError;
 
 /// How long after a kubelet was seen live after a poke certgen takes it to have re-projected
@@ -114,6 +115,10 @@ async fn pause_before_pokes() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// How many times a pod's poke may come back throttled (429, each after the client's own
+/// retries) before it counts as lost: the pod then waits for its timer, like any lost poke.
+const MAX_THROTTLED: u32 = 3;
 
 /// How often a gate waiting on evidence looks at the pods again, and says what it waits for.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -318,6 +323,11 @@ pub struct Evidence {
     poked: BTreeMap<String, Poked>,
     /// Pods (by UID) whose poke was lost, and why: they wait for the timer.
     lost: BTreeMap<String, String>,
+    /// Pods (by UID) whose poke the API server throttled (429) and that are not poked yet:
+    /// not before when to ask again, and how many times it was throttled.
+    throttled: BTreeMap<String, (Instant, u32)>,
+    /// The pokes since the last gate, and over the whole run.
+    tally: (Tally, Tally),
     /// The kubelets seen, by node.
     kubelets: BTreeMap<String, Kubelet>,
     /// Pods (by UID) a gate waited for: their name and node, to say "gone" once they are.
@@ -338,6 +348,33 @@ pub struct Evidence {
     other_stored: Option<OffsetDateTime>,
     /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
     digests: BTreeMap<String, String>,
+}
+
+/// What pokes cost: how many landed, the time spent sending them, 429s and failures.
+#[derive(Debug, Default, Clone)]
+struct Tally {
+    poked: usize,
+    took: Duration,
+    throttled: u64,
+    failed: usize,
+}
+
+impl Tally {
+    fn add(&mut self, other: &Tally) {
+        self.poked += other.poked;
+        self.took += other.took;
+        self.throttled += other.throttled;
+        self.failed += other.failed;
+    }
+
+    fn report(&self) -> Option<Pokes> {
+        (self.poked + self.failed > 0 || self.throttled > 0).then(|| Pokes {
+            poked: self.poked,
+            seconds: (self.took.as_secs_f64() * 10.0).round() / 10.0,
+            throttled: self.throttled,
+            failed: self.failed,
+        })
+    }
 }
 
 /// Workload (kind, name) → (consumer name, reload, the Secrets it declares it mounts).
@@ -513,6 +550,22 @@ impl Evidence {
         if let Some(why) = self.lost.get(&pod.uid) {
             return Stand::Timer(timer, format!("poke lost: {why}"));
         }
+        let poked_since = self
+            .poked
+            .get(&pod.uid)
+            .is_some_and(|k| k.epoch >= w.epoch && k.at >= eff_at);
+        if !poked_since && let Some((after, n)) = self.throttled.get(&pod.uid) {
+            return Stand::Until(
+                if *after > mono {
+                    *after
+                } else {
+                    mono + RECHECK
+                },
+                format!(
+                    "to be poked: the API server throttled its poke (429) {n} time(s); asked again after its Retry-After"
+                ),
+            );
+        }
         match self.poked.get(&pod.uid) {
             Some(k) if k.epoch >= w.epoch && k.at >= eff_at => match kubelet.renewed_after(k.at) {
                 Some(seen) if mono >= seen + POKE_SETTLE => Stand::Covered(Opened::Poke),
@@ -616,6 +669,12 @@ impl Evidence {
     ) -> Vec<&'a PodView> {
         pods.iter()
             .filter(|p| !p.finished && !p.terminating && !self.restart_only(p))
+            // Throttled: not before its Retry-After, and not after its last try.
+            .filter(|p| {
+                self.throttled
+                    .get(&p.uid)
+                    .is_none_or(|(after, n)| mono >= *after && *n < MAX_THROTTLED)
+            })
             .filter(|p| {
                 p.secrets
                     .iter()
@@ -660,6 +719,7 @@ impl Evidence {
         match answer {
             Ok(PokeAnswer::Done) => {
                 self.lost.remove(&pod.uid);
+                self.throttled.remove(&pod.uid);
                 self.poked.insert(
                     pod.uid.clone(),
                     Poked {
@@ -674,10 +734,33 @@ impl Evidence {
                 self.lost
                     .insert(pod.uid.clone(), "recreated under the same name".into());
             }
+            // Not poked yet: asked again after its Retry-After, a few times at most, then lost.
+            Ok(PokeAnswer::Throttled(wait)) => {
+                let n = self.throttled.get(&pod.uid).map_or(0, |(_, n)| *n) + 1;
+                self.throttled.insert(pod.uid.clone(), (at + wait, n));
+                if n >= MAX_THROTTLED {
+                    self.lost.insert(
+                        pod.uid.clone(),
+                        format!("the API server throttled it (429) {n} times"),
+                    );
+                }
+            }
             Err(e) => {
                 self.lost.insert(pod.uid.clone(), e);
             }
         }
+    }
+
+    /// The pokes since the last gate (sent after the step before it, and while it waited).
+    pub fn pokes_at_gate(&self) -> Option<Pokes> {
+        self.tally.0.report()
+    }
+
+    /// The pokes of the whole run.
+    pub fn pokes_in_run(&self) -> Option<Pokes> {
+        let mut all = self.tally.1.clone();
+        all.add(&self.tally.0);
+        all.report()
     }
 
     /// Whether the gate may open on evidence, looking at `pods` (listed after every write it
@@ -780,6 +863,8 @@ impl Evidence {
     pub fn next_gate(&mut self) {
         self.tracked.clear();
         self.held.clear();
+        let gate = std::mem::take(&mut self.tally.0);
+        self.tally.1.add(&gate);
     }
 
     /// Report lines for pods that mount a managed Secret outside every declared consumer (or
@@ -837,6 +922,8 @@ pub struct Push<'a> {
     pub workloads: Option<&'a dyn Workloads>,
     pub config: &'a Config,
     pub delay: Duration,
+    /// The budget of the pokes and Lease reads (`pace.rs`).
+    pub pacer: Pacer,
 }
 
 impl Push<'_> {
@@ -964,12 +1051,14 @@ impl Push<'_> {
             .into_iter()
             .filter(|n| ev.kubelets.get(n).is_none_or(|k| k.unreadable.is_none()))
             .collect();
-        let reads = futures::future::join_all(nodes.iter().map(|n| async move {
-            let read = self.pods.kubelet(n).await.map_err(|e| e.to_string());
-            (read, Instant::now(), store_now())
-        }))
-        .await;
-        for (node, (read, mono, now)) in nodes.iter().zip(reads) {
+        let reads = self
+            .pacer
+            .run(&nodes, |n| async move {
+                let read = self.pods.kubelet(n).await.map_err(|e| e.to_string());
+                (read, store_now())
+            })
+            .await;
+        for (node, ((read, now), mono)) in nodes.iter().zip(reads) {
             if let Err(e) = &read {
                 tracing::warn!(node = %node, "{e}; pods on node {node} wait out --propagation-delay");
             }
@@ -992,16 +1081,31 @@ impl Push<'_> {
         if due.is_empty() {
             return;
         }
-        let answers = futures::future::join_all(due.iter().map(|p| {
-            let fp = fingerprint(p, outcome);
-            async move {
-                let answer = self.pods.poke(&p.name, &p.uid, &fp, now).await;
-                (answer, Instant::now())
-            }
-        }))
-        .await;
+        let due: Vec<(PodView, String)> = due
+            .into_iter()
+            .map(|p| {
+                let fp = fingerprint(&p, outcome);
+                (p, fp)
+            })
+            .collect();
+        self.send(ev, &due, now).await;
+    }
+
+    /// Pokes each pod of `due` with its fingerprint, within the budget, and records the
+    /// answers: at most the budget's pokes in flight, paced (`pace.rs`); a throttled one is
+    /// asked again at a later look, after its Retry-After, while the others go on.
+    async fn send(&self, ev: &mut Evidence, due: &[(PodView, String)], now: OffsetDateTime) {
+        let started = (Instant::now(), crate::metrics::throttled());
+        let answers = self
+            .pacer
+            .run(due, |(p, fp)| self.pods.poke(&p.name, &p.uid, fp, now))
+            .await;
+        let mut tally = Tally {
+            took: started.0.elapsed(),
+            ..Tally::default()
+        };
         let mut lines = Vec::new();
-        for (p, (answer, at)) in due.iter().zip(answers) {
+        for ((p, _), (answer, at)) in due.iter().zip(answers) {
             let answer = match answer {
                 Ok(a) => Ok(a),
                 Err(e) => match self.refuse(ev, e) {
@@ -1009,8 +1113,37 @@ impl Push<'_> {
                     Err(e) => Err(e.to_string()),
                 },
             };
+            match &answer {
+                Ok(PokeAnswer::Done) => tally.poked += 1,
+                Ok(PokeAnswer::Throttled(wait)) => {
+                    tally.throttled += 1;
+                    self.pacer.quiet(*wait);
+                }
+                Ok(_) => {}
+                Err(_) => tally.failed += 1,
+            }
             let (action, detail) = match &answer {
                 Ok(PokeAnswer::Done) => ("poked", None),
+                Ok(PokeAnswer::Throttled(_))
+                    if ev
+                        .throttled
+                        .get(&p.uid)
+                        .is_some_and(|(_, n)| n + 1 >= MAX_THROTTLED) =>
+                {
+                    (
+                        "failed",
+                        Some(format!(
+                            "the API server answered 429 {MAX_THROTTLED} times; waits out --propagation-delay"
+                        )),
+                    )
+                }
+                Ok(PokeAnswer::Throttled(wait)) => (
+                    "throttled",
+                    Some(format!(
+                        "the API server answered 429: poked again after {}s",
+                        wait.as_secs()
+                    )),
+                ),
                 Ok(PokeAnswer::Gone) => ("gone", None),
                 Ok(PokeAnswer::Recreated) => (
                     "recreated",
@@ -1039,6 +1172,11 @@ impl Push<'_> {
             });
             ev.record(p, answer, at);
         }
+        // Each throttled answer the gate saw came after the client's own retries, each a 429
+        // counted by the client (none in the simulation, which has no client).
+        let answered = crate::metrics::throttled().saturating_sub(started.1);
+        tally.throttled = tally.throttled.max(answered);
+        ev.tally.0.add(&tally);
         crate::report::merge_pods(&mut ev.pods, lines);
     }
 
@@ -1666,3 +1804,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod budget_tests;

@@ -9,6 +9,7 @@
 
 mod consumers;
 mod gate;
+mod pace;
 mod progress;
 mod step;
 mod wait;
@@ -21,6 +22,9 @@ use tokio::time::Instant;
 #[cfg(feature = "test-hooks")]
 pub use self::gate::PAUSE_BEFORE_POKES_ENV;
 pub use self::gate::{POKE_SETTLE, WATCHES_BACK, wait_timer};
+pub use self::pace::{IN_FLIGHT, PER_SECOND};
+#[cfg(feature = "test-hooks")]
+pub use self::pace::{IN_FLIGHT_ENV, PER_SECOND_ENV};
 pub use self::progress::{Learned, Progress};
 pub use self::step::{MAX_ATTEMPTS, Outcome, dry_look, look, step};
 use crate::apply::Guard;
@@ -66,6 +70,7 @@ impl Invocation<'_> {
             workloads: self.deployments,
             config: self.config,
             delay: self.options.propagation_delay,
+            pacer: pace::Pacer::default(),
         })
     }
 
@@ -395,6 +400,7 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> 
     report.events = progress.events.clone();
     report.pods = evidence.pods.clone();
     report.gates = progress.gates.clone();
+    report.pokes = evidence.pokes_in_run();
     report.skipped = progress.refused.values().cloned().collect();
     let refused = refused_lines(
         &report,

@@ -182,6 +182,7 @@ mod tests {
             opened_by: "timer".into(),
             seconds: 1.0,
             timer_at: None,
+            pokes: None,
             pods: vec![],
         };
         p.note(Learned::GateOpened {

@@ -93,6 +93,7 @@ pub(super) async fn at_gate<S: SecretStore>(
         opened_by: by.to_string(),
         seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
         timer_at,
+        pokes: None,
         pods,
     };
     let ca = &inv.config.ca.secret_name;
@@ -141,7 +142,8 @@ pub(super) async fn at_gate<S: SecretStore>(
                     phase = "gate",
                     "{name} gate: every hot-reloading consumer's probe shows it holds what was written"
                 );
-                let r = report("probe", None, vec![]);
+                let mut r = report("probe", None, vec![]);
+                r.pokes = evidence.pokes_at_gate();
                 let events = crate::events::of_gate(ca, &r, &kubelets);
                 progress.note(Learned::GateOpened {
                     report: r,
@@ -169,7 +171,8 @@ pub(super) async fn at_gate<S: SecretStore>(
                 } else {
                     "evidence"
                 };
-                let r = report(by, None, pods);
+                let mut r = report(by, None, pods);
+                r.pokes = evidence.pokes_at_gate();
                 let events = crate::events::of_gate(ca, &r, &kubelets);
                 progress.note(Learned::GateOpened {
                     report: r,
@@ -197,7 +200,8 @@ pub(super) async fn at_gate<S: SecretStore>(
                     })
                     .collect();
                 pods.sort_by(|a, b| a.name.cmp(&b.name));
-                let r = report("held", None, pods);
+                let mut r = report("held", None, pods);
+                r.pokes = evidence.pokes_at_gate();
                 let events = crate::events::of_gate(ca, &r, &kubelets);
                 progress.note(Learned::GateOpened {
                     report: r,
@@ -275,8 +279,10 @@ pub(super) async fn at_gate<S: SecretStore>(
     gate::wait_timer(left, reason).await;
     // The wait was timed on this process's monotonic clock: for the state it was computed for,
     // the gate is open even if the store's clock disagrees.
+    let mut r = report("timer", Some(crate::timefmt::at_second(*ready_at)), vec![]);
+    r.pokes = evidence.pokes_at_gate();
     progress.note(Learned::GateOpened {
-        report: report("timer", Some(crate::timefmt::at_second(*ready_at)), vec![]),
+        report: r,
         state: Some(*state),
         events: vec![],
     });

@@ -1,7 +1,8 @@
 //! API faults without a cluster: the answers a real API server will not give on demand (429
 //! with Retry-After, 503, 504, 500), from an HTTP-level fake behind certgen's real client layers
 //! (`certgen::k8s::layered`). Transient answers are retried with backoff and a bound, Retry-After is
-//! honoured, and a 500 is reported at once as an API failure (exit 5).
+//! honoured, and a 500 is reported at once as an API failure (exit 5). A pod poke still throttled
+//! after the retries is no failure: it says when to ask again (`PokeAnswer::Throttled`).
 //!
 //! Faults on the way to a real API server (connections reset mid-request, slow answers,
 //! dropped watches) are in `cluster::faults`, through a TCP proxy.
@@ -111,5 +112,78 @@ async fn retries_are_bounded() {
     let (client, calls) = fake(vec![(503, None)]);
     let store = KubeStore::new(client, "ns");
     assert!(store.get("x").await.is_err());
+    assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
+}
+
+/// A fake API server for pod pokes: the i-th PATCH is answered `script[i]` (the last entry
+/// afterwards); a 429 carries `Retry-After: 1` and `retryAfterSeconds: 2` in its Status.
+fn pods_fake(script: Vec<u16>) -> (kube::Client, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let service = tower::service_fn(move |req: http::Request<Body>| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        let status = script[n.min(script.len() - 1)];
+        let name = req.uri().path().rsplit('/').next().unwrap().to_string();
+        async move {
+            let body = if status == 200 {
+                json!({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": name, "namespace": "ns", "uid": "u1"}})
+            } else {
+                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
+                       "reason": "TooManyRequests", "message": "too many requests, please try again later",
+                       "details": {"retryAfterSeconds": 2}})
+            };
+            let mut resp = http::Response::builder()
+                .status(status)
+                .header("content-type", "application/json");
+            if status == 429 {
+                resp = resp.header("retry-after", "1");
+            }
+            Ok::<_, std::convert::Infallible>(
+                resp.body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            )
+        }
+    });
+    (
+        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
+        calls,
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poke_answered_429_is_retried_after_its_retry_after_and_the_429s_are_counted() {
+    let (client, calls) = pods_fake(vec![429, 429, 200]);
+    let pods = certgen::k8s::Pods::new(client, "ns");
+    let before = certgen::metrics::throttled();
+    let started = tokio::time::Instant::now();
+    let answer = pods
+        .poke("proxy-a", "u1", "fp", time::OffsetDateTime::UNIX_EPOCH)
+        .await
+        .unwrap();
+    assert_eq!(answer, certgen::k8s::PokeAnswer::Done);
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "waited for Retry-After twice: {:?}",
+        started.elapsed()
+    );
+    assert!(certgen::metrics::throttled() >= before + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poke_still_throttled_after_the_retries_says_when_to_ask_again() {
+    let (client, calls) = pods_fake(vec![429]);
+    let pods = certgen::k8s::Pods::new(client, "ns");
+    let answer = pods
+        .poke("proxy-a", "u1", "fp", time::OffsetDateTime::UNIX_EPOCH)
+        .await
+        .unwrap();
+    // Not an error (which would send the pod to its timer at once): not poked yet, with the
+    // Status' retryAfterSeconds.
+    assert_eq!(
+        answer,
+        certgen::k8s::PokeAnswer::Throttled(Duration::from_secs(2))
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
 }

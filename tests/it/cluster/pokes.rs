@@ -13,13 +13,24 @@ use serde_json::{Value, json};
 
 use super::{cluster, deployment, rolled_out, rule};
 
-/// A Deployment whose pods mount `secret` at /certs, labelled `labels` (Deployment and pods).
+/// A Deployment of two pods that mount `secret` at /certs, labelled `labels` (Deployment and
+/// pods).
 fn mounting(name: &str, secret: &str, labels: Value) -> k8s_openapi::api::apps::v1::Deployment {
+    mounting_n(name, secret, labels, 2)
+}
+
+/// [`mounting`] with `replicas` pods.
+fn mounting_n(
+    name: &str,
+    secret: &str,
+    labels: Value,
+    replicas: i32,
+) -> k8s_openapi::api::apps::v1::Deployment {
     let mut pod_labels = labels.clone();
     pod_labels["app"] = json!(name);
     let mut d = deployment(
         name,
-        2,
+        replicas,
         json!({"template": {
             "metadata": {"labels": pod_labels},
             "spec": {
@@ -362,4 +373,127 @@ async fn without_pod_verbs_the_gates_wait_the_delay_and_say_so() {
             .iter()
             .all(|g| g["openedBy"] == "timer")
     );
+}
+
+/// The proxies' labels: the `envoy-proxies` consumer of the envoy-gateway profile selects them.
+fn proxy_labels() -> Value {
+    json!({
+        "app.kubernetes.io/managed-by": "envoy-gateway",
+        "app.kubernetes.io/component": "proxy",
+    })
+}
+
+/// 60 kwok pods of the `envoy-proxies` consumer mounting `envoy`, rolled out.
+async fn sixty_proxies(c: &super::Cluster, ns: &str) {
+    let api = c
+        .create_deployment(ns, &mounting_n("envoy-proxy", "envoy", proxy_labels(), 60))
+        .await;
+    rolled_out(&api, "envoy-proxy", Duration::from_secs(180)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixty_pods_are_listed_in_pages_of_one_snapshot() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("podpages").await;
+    sixty_proxies(&c, &ns.name).await;
+    // certgen's own client layers over the test's kubeconfig, with the pod LISTs recorded.
+    let config = kube::Config::infer().await.unwrap();
+    let lists = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = lists.clone();
+    let record =
+        tower::util::MapRequestLayer::new(move |req: http::Request<kube::client::Body>| {
+            if req.method() == http::Method::GET && req.uri().path().ends_with("/pods") {
+                seen.lock()
+                    .unwrap()
+                    .push(req.uri().query().unwrap_or("").to_string());
+            }
+            req
+        });
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&record);
+    let pods = certgen::k8s::Pods::new(certgen::k8s::layered(builder), &ns.name);
+    let listed = pods.list_in_pages(7).await.unwrap();
+    let names: std::collections::BTreeSet<&str> = listed.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!((listed.len(), names.len()), (60, 60), "every pod once");
+    let lists = lists.lock().unwrap().clone();
+    // 60 pods in pages of 7: 9 requests; the first a quorum read (no resourceVersion), each
+    // later one continuing the first one's snapshot.
+    assert_eq!(lists.len(), 9, "{lists:#?}");
+    assert!(
+        lists
+            .iter()
+            .all(|q| q.contains("limit=7") && !q.contains("resourceVersion")),
+        "{lists:#?}"
+    );
+    assert!(!lists[0].contains("continue="), "{lists:#?}");
+    assert!(
+        lists[1..].iter().all(|q| q.contains("continue=")),
+        "{lists:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sixty_pods_are_poked_within_the_budget_at_every_step() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("pokebudget").await;
+    c.certgen(&ns.name).run_async().await.ok();
+    sixty_proxies(&c, &ns.name).await;
+    // 2 in flight, 20 a second, pages of 25 pods: 60 pokes take 3 s at least per step.
+    let r = c
+        .certgen(&ns.name)
+        .propagation_delay("90s")
+        .args(["--overwrite", "--timeout", "170s"])
+        .env(certgen::rotation::IN_FLIGHT_ENV, "2")
+        .env(certgen::rotation::PER_SECOND_ENV, "20")
+        .env(certgen::k8s::POD_PAGE_ENV, "25")
+        .run_async()
+        .await
+        .ok();
+    // The API server's own record of each pod's last poke (the cleanup's): spread over 3 s at
+    // least, where 60 unpaced PATCHes land within a second.
+    let times: Vec<i64> = Api::<Pod>::namespaced(c.client.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .find(|m| m.manager.as_deref() == Some("certgen"))
+                .and_then(|m| m.time.as_ref())
+                .map(|t| t.0.as_second())
+        })
+        .collect();
+    assert_eq!(times.len(), 60);
+    let spread = times.iter().max().unwrap() - times.iter().min().unwrap();
+    assert!(
+        spread >= 2,
+        "the last pokes landed within {spread}s: not paced"
+    );
+    let report = r.json();
+    let gates = report["gates"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gates.len(), 2, "{report:#}");
+    for g in &gates {
+        assert_eq!(g["openedBy"], "evidence", "{g:#}");
+        let p = &g["pokes"];
+        assert_eq!(
+            (
+                p["poked"].as_u64(),
+                p["throttled"].as_u64(),
+                p["failed"].as_u64()
+            ),
+            (Some(60), Some(0), Some(0)),
+            "{g:#}"
+        );
+        assert!(
+            p["seconds"].as_f64().unwrap() >= 2.9,
+            "paced at 20/s: {g:#}"
+        );
+    }
+    // Three steps, each poking the 60 pods once.
+    assert_eq!(report["pokes"]["poked"], 180, "{report:#}");
 }
