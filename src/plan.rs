@@ -715,18 +715,6 @@ struct Input<'a> {
 type Decision = (CaDraft, Vec<SecretPlan>, Phase);
 
 impl Input<'_> {
-    /// When a CA that becomes valid at `not_before` is valid by both clocks certgen sees, on
-    /// the store's clock: what it signs is valid from the earlier of the two (`apply`), so a
-    /// CA signs nothing before then. The store's clock ahead of the writer's (and of the
-    /// consumers') would otherwise let an adopted CA, made on the store's clock, sign leaves
-    /// consumers reject as not valid yet.
-    fn valid_at(&self, not_before: OffsetDateTime) -> OffsetDateTime {
-        let behind = self.known.writer_now.map_or(time::Duration::ZERO, |w| {
-            (self.now - w).max(time::Duration::ZERO)
-        });
-        not_before + behind
-    }
-
     fn ca_plan(&self, ca: &CaSecret, action: Action, reason: impl Into<String>) -> CaDraft {
         let (active, adopted) = match &ca.active {
             Some(Active::Keyed(k)) => (Some(k.clone()), None),
@@ -1300,7 +1288,7 @@ impl Input<'_> {
         // until the pending CA is valid (a writer's clock may run ahead of this one's).
         let fp = pending.cert.fingerprint();
         let confirmed = self.known.trust_confirmed == Some(fp);
-        let valid_from = self.valid_at(pending.cert.not_before);
+        let valid_from = pending.cert.not_before;
         let open = (self.gate.open(self.now) || confirmed) && self.now >= valid_from;
         if !open {
             let ready_at = if self.gate.open(self.now) || confirmed {
@@ -1466,7 +1454,7 @@ impl Input<'_> {
                 _ => (target, target_refs.clone()),
             };
             // The active CA signs nothing before it is valid: what it signed would not be.
-            let ca_valid_at = self.valid_at(active_cert.not_before);
+            let ca_valid_at = active_cert.not_before;
             waits_for_ca |= why.is_some() && self.now < ca_valid_at;
             let why = why.as_ref().filter(|_| self.now >= ca_valid_at);
             secrets.push(match (why, l.ok()) {
@@ -1530,7 +1518,7 @@ impl Input<'_> {
         let phase = match (&prior, writes) {
             // Leaves wait for the CA to be valid (a clock stepped back since it was made).
             (_, false) if waits_for_ca => {
-                let valid_at = self.valid_at(active_cert.not_before);
+                let valid_at = active_cert.not_before;
                 let reason = format!(
                     "leaves are issued once the CA {} is valid, at {}",
                     active_cert.short_fingerprint(),

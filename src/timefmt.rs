@@ -24,7 +24,8 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 pub fn at_second(t: OffsetDateTime) -> String {
     let whole = t.replace_nanosecond(0).unwrap_or(t);
     rfc3339(if whole < t {
-        whole + time::Duration::SECOND
+        // (The last second of year 9999 cannot be rounded up.)
+        whole.saturating_add(time::Duration::SECOND)
     } else {
         whole
     })

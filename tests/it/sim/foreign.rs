@@ -163,7 +163,10 @@ impl Foreign {
     /// Makes this write in `world`, now.
     pub fn write(&self, world: &Arc<Mutex<World>>, config: &Config) {
         let mut w = world.lock().unwrap();
-        let now = w.store_now();
+        // Another tool issues on its own clock, which consumers share, not on the store's (a
+        // CA made on a clock an hour ahead of the consumers is not valid for them, and real
+        // verifiers check a CA's own validity: nothing certgen signs with it can repair that).
+        let now = w.true_now();
         match *self {
             Self::EnvoyGateway { which } | Self::FreshCa { which } => {
                 let spec = CaSpec {
