@@ -209,13 +209,21 @@ pub fn step_check<'a>(
                     // (A leaf not valid at this instant by its own dates, expired or not
                     // valid yet, is rejected by every bundle already.)
                     let dead = leaf.is_expired_at(verifier.at()) || verifier.at() < leaf.not_before;
+                    // (A Secret absent as read breaks a leaf as read only if some bundle held
+                    // as read trusts that leaf: one every bundle rejects already, another
+                    // writer's, is broken for everyone before this step.)
+                    let trusted_as_read = || {
+                        bundles
+                            .iter()
+                            .any(|o| !o.old.is_empty() && fails(leaf, o.bundle, u).is_none())
+                    };
                     let culprit = b.new.iter().find(|t| {
                         leaf_new
                             || (!dead
-                                && held[**t]
-                                    .before_bundle
-                                    .as_ref()
-                                    .is_none_or(|before| fails(leaf, before, u).is_none()))
+                                && match held[**t].before_bundle.as_ref() {
+                                    Some(before) => fails(leaf, before, u).is_none(),
+                                    None => trusted_as_read(),
+                                })
                     });
                     if let Some(t) = culprit {
                         return refuse(true, t, why.0);

@@ -477,3 +477,29 @@ fn a_ca_no_verifier_accepts_is_refused_never_adopted() {
         );
     }
 }
+
+/// Found by the check-equals-run property (tests/it/one_judgement.rs): one TLS Secret deleted
+/// and another holding a leaf of a CA no bundle trusts. The new Secret's bundle rejects that
+/// leaf, as every bundle as read already does: the step does not make it worse, so the run
+/// creates the Secret and renews the leaf (as `check` says), instead of refusing with exit 2.
+#[test]
+fn a_new_secret_is_not_charged_with_a_leaf_every_bundle_rejects_already() {
+    use certgen::pki::{issue_ca, issue_leaf};
+    let tmp = tempdir();
+    let d = tmp.path().join("d");
+    run_local(&d, &[]).ok();
+    std::fs::remove_dir_all(d.join("envoy-gateway")).unwrap();
+    let config = crate::util::builtin_config();
+    let now = time::OffsetDateTime::now_utc();
+    let (other, _) = issue_ca(&config.ca.spec, now - time::Duration::DAY).unwrap();
+    let t = config.tls.iter().find(|t| t.name == "envoy").unwrap();
+    let leaf = issue_leaf(&t.leaf, &other, now).unwrap();
+    std::fs::write(d.join("envoy/tls.crt"), leaf.cert.pem()).unwrap();
+    std::fs::write(d.join("envoy/tls.key"), leaf.key.expose()).unwrap();
+    let check = Run::of(crate::util::certgen().args(["check", "--local"]).arg(&d));
+    assert_eq!(check.code, 1, "{}", check.stdout);
+    let r = run_local(&d, &[]).ok();
+    assert_eq!(r.json()["writes"], 2, "{}", r.stdout);
+    let after = run_local(&d, &[]).ok();
+    assert_eq!(after.json()["writes"], 0, "{}", after.stdout);
+}
