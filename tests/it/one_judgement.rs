@@ -10,7 +10,8 @@
 //! leaf in its place; a pending CA of another; an HMAC key short or empty; a file over the 1 MiB
 //! bound; a Secret deleted; a visible file replaced by a copy or by something else; a private
 //! key file made readable by others.
-//! `CERTGEN_JUDGEMENT_CASES` sets how many stores (default 96).
+//! `CERTGEN_JUDGEMENT_CASES` sets how many stores (default 96), `CERTGEN_JUDGEMENT_SEED` which
+//! (default: a fixed seed, so CI replays what it found).
 
 use std::path::Path;
 use std::process::Command;
@@ -452,11 +453,27 @@ fn check_exits_0_exactly_when_a_plain_run_would_write_and_refuse_nothing() {
     let base = tmp.path().join("base");
     Run::of(&mut local(&base)).ok();
     let foreign = Foreign::new();
-    let mut runner = TestRunner::new(Cases {
-        cases,
-        failure_persistence: None,
-        ..Cases::default()
-    });
+    // Seeded, like the simulation: a failure in CI replays as it was found
+    // (CERTGEN_JUDGEMENT_SEED picks other stores).
+    let mut seed = [0u8; 32];
+    if let Some(n) = std::env::var("CERTGEN_JUDGEMENT_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        seed[..8].copy_from_slice(&n.to_le_bytes());
+    }
+    let rng = proptest::test_runner::TestRng::from_seed(
+        proptest::test_runner::RngAlgorithm::ChaCha,
+        &seed,
+    );
+    let mut runner = TestRunner::new_with_rng(
+        Cases {
+            cases,
+            failure_persistence: None,
+            ..Cases::default()
+        },
+        rng,
+    );
     let counts = std::cell::RefCell::new(std::collections::BTreeMap::<String, u32>::new());
     let n = std::cell::Cell::new(0u32);
     runner
