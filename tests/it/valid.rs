@@ -350,40 +350,8 @@ fn a_clock_stepped_during_a_run_never_shortens_a_gate() {
 
 /// A CA with one constraint no verifier lets pass for this profile's leaves, with its key.
 fn constrained_ca(kind: &str) -> (rcgen::CertificateParams, rcgen::KeyPair, String) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CustomExtension, DnType, ExtendedKeyUsagePurpose,
-        GeneralSubtree, IsCa, KeyPair, KeyUsagePurpose, NameConstraints,
-    };
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, format!("constrained {kind}"));
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    match kind {
-        "critical" => {
-            let mut ext =
-                CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 55555, 1], vec![5, 0]);
-            ext.set_criticality(true);
-            params.custom_extensions.push(ext);
-        }
-        "excluded" => {
-            params.name_constraints = Some(NameConstraints {
-                permitted_subtrees: vec![],
-                excluded_subtrees: vec![GeneralSubtree::DnsName("envoy-gateway-system".into())],
-            });
-        }
-        "permitted" => {
-            params.name_constraints = Some(NameConstraints {
-                permitted_subtrees: vec![GeneralSubtree::DnsName("example.com".into())],
-                excluded_subtrees: vec![],
-            });
-        }
-        "no-cert-sign" => params.key_usages = vec![KeyUsagePurpose::DigitalSignature],
-        "client-only" => params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth],
-        other => panic!("{other}"),
-    }
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = crate::util::constrained_ca_params(kind);
     let pem = params.clone().self_signed(&key).unwrap().pem();
     (params, key, pem)
 }

@@ -83,42 +83,10 @@ pub const CONSTRAINTS: [&str; 5] = [
 /// A self-signed CA of constraint `kind` (see [`CONSTRAINTS`]) issued at `at`: its PEM and its
 /// key's PEM.
 pub fn constrained_ca(kind: &str, at: time::OffsetDateTime) -> (String, String) {
-    use rcgen::{
-        BasicConstraints, CertificateParams, CustomExtension, DnType, ExtendedKeyUsagePurpose,
-        GeneralSubtree, IsCa, KeyPair, KeyUsagePurpose, NameConstraints,
-    };
-    let key = KeyPair::generate().unwrap();
-    let mut params = CertificateParams::default();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, format!("constrained {kind}"));
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = crate::util::constrained_ca_params(kind);
     params.not_before = at - time::Duration::minutes(5);
     params.not_after = at + time::Duration::days(3650);
-    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    match kind {
-        "critical" => {
-            let mut ext =
-                CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 55555, 1], vec![5, 0]);
-            ext.set_criticality(true);
-            params.custom_extensions.push(ext);
-        }
-        "excluded" => {
-            params.name_constraints = Some(NameConstraints {
-                permitted_subtrees: vec![],
-                excluded_subtrees: vec![GeneralSubtree::DnsName("envoy-gateway-system".into())],
-            });
-        }
-        "permitted" => {
-            params.name_constraints = Some(NameConstraints {
-                permitted_subtrees: vec![GeneralSubtree::DnsName("example.com".into())],
-                excluded_subtrees: vec![],
-            });
-        }
-        "no-cert-sign" => params.key_usages = vec![KeyUsagePurpose::DigitalSignature],
-        "client-only" => params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth],
-        other => panic!("unknown constraint {other}"),
-    }
     let pem = params.self_signed(&key).unwrap().pem();
     (pem, key.serialize_pem())
 }

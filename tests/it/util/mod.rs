@@ -256,3 +256,43 @@ pub fn check_generated(path: &Path, generated: &str, tests: &str) {
         path.display()
     );
 }
+
+/// The parameters of a self-signed CA with one constraint no TLS verifier lets pass for the
+/// built-in profile's leaves (`critical`, `excluded`, `permitted`, `no-cert-sign`,
+/// `client-only`), validity left to the caller.
+pub fn constrained_ca_params(kind: &str) -> rcgen::CertificateParams {
+    use rcgen::{
+        BasicConstraints, CertificateParams, CustomExtension, DnType, ExtendedKeyUsagePurpose,
+        GeneralSubtree, IsCa, KeyUsagePurpose, NameConstraints,
+    };
+    let mut params = CertificateParams::default();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("constrained {kind}"));
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    match kind {
+        "critical" => {
+            let mut ext =
+                CustomExtension::from_oid_content(&[1, 3, 6, 1, 4, 1, 55555, 1], vec![5, 0]);
+            ext.set_criticality(true);
+            params.custom_extensions.push(ext);
+        }
+        "excluded" => {
+            params.name_constraints = Some(NameConstraints {
+                permitted_subtrees: vec![],
+                excluded_subtrees: vec![GeneralSubtree::DnsName("envoy-gateway-system".into())],
+            });
+        }
+        "permitted" => {
+            params.name_constraints = Some(NameConstraints {
+                permitted_subtrees: vec![GeneralSubtree::DnsName("example.com".into())],
+                excluded_subtrees: vec![],
+            });
+        }
+        "no-cert-sign" => params.key_usages = vec![KeyUsagePurpose::DigitalSignature],
+        "client-only" => params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth],
+        other => panic!("unknown constraint {other}"),
+    }
+    params
+}
