@@ -78,12 +78,20 @@ pub trait CaBundleTargets: Send + Sync {
         name: &'a str,
     ) -> BoxFuture<'a, Result<TargetObserved, StoreError>>;
     /// Writes `bundle` into every entry of the target as `read`, fenced by its version and uid
-    /// (a change or a recreation since is [`StoreError::Conflict`]).
+    /// (a change or a recreation since is [`StoreError::Conflict`]). The version written.
     fn put<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<String, StoreError>>;
+    /// Whether the cache the API server loads the target from (its watch cache, which feeds
+    /// its informer) shows `version` or a later one yet; `Ok(false)`: not yet.
+    fn cached<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+        version: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
 /// A consumer's workload as the restart decision and the wait see it, whatever its kind: one

@@ -30,8 +30,17 @@ impl CaBundleTargets for WebhookStore {
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
         self.put_ca_bundle(read, bundle).boxed()
+    }
+
+    fn cached<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+        version: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        WebhookStore::cached(self, kind, name, version).boxed()
     }
 }
 

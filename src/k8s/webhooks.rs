@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GetParams, GroupVersionKind, PostParams};
 use serde_json::Value;
 
 use crate::config::WebhookKind;
@@ -213,12 +213,13 @@ impl WebhookStore {
     }
 
     /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, fenced by
-    /// its resourceVersion and uid. Nothing else of the object changes.
+    /// its resourceVersion and uid. Nothing else of the object changes. The resourceVersion
+    /// the write made.
     pub async fn put_ca_bundle(
         &self,
         read: &ObservedWebhook,
         bundle: &[u8],
-    ) -> Result<(), StoreError> {
+    ) -> Result<String, StoreError> {
         let mut object = read
             .token
             .as_ref()
@@ -239,7 +240,7 @@ impl WebhookStore {
             ..PostParams::default()
         };
         match self.api(read.kind).replace(&read.name, &pp, &object).await {
-            Ok(_) => Ok(()),
+            Ok(written) => Ok(written.metadata.resource_version.unwrap_or_default()),
             Err(kube::Error::Api(s)) if s.code == 409 => Err(StoreError::Conflict {
                 what: describe(read.kind, &read.name),
                 detail: format!(
@@ -252,6 +253,32 @@ impl WebhookStore {
                 detail: "it was deleted after certgen read it".into(),
             }),
             Err(e) => Err(Self::failure("update", read.kind, &read.name, e)),
+        }
+    }
+}
+
+impl WebhookStore {
+    /// Whether the API server's watch cache holds `version` of the target or a later one. A
+    /// read at a resourceVersion ("not older than") is served from that cache, which also
+    /// feeds the API server's own informer of webhook configurations (and the aggregator's of
+    /// APIServices): the write is then on its way to the admission path. The server waits up
+    /// to 3 s for its cache before it answers 504, retried by the client; a target deleted
+    /// since (404 at that version) is past the write as well.
+    pub async fn cached(
+        &self,
+        kind: WebhookKind,
+        name: &str,
+        version: &str,
+    ) -> Result<bool, StoreError> {
+        match self
+            .api(kind)
+            .get_metadata_with(name, &GetParams::at(version))
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 504 => Ok(false),
+            Err(e) => Err(Self::failure("get", kind, name, e)),
         }
     }
 }

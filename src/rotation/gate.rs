@@ -44,8 +44,11 @@
 //! poked and its kubelet seen live after (above), or was created after the write, or is gone,
 //! or (restart-only consumers) is a new pod of the rollout certgen started and waited for, or
 //! its timer (`--propagation-delay` from the write, as its kubelet saw it) has passed while its
-//! kubelet is not seen down; and a `caBundle` target written meanwhile was written
-//! [`POKE_SETTLE`] ago (the API server loads webhook configurations through an informer). A pod
+//! kubelet is not seen down; and a `caBundle` target written meanwhile was shown by the API
+//! server's watch cache (read back at the write's resourceVersion; the cache feeds the API
+//! server's informer of webhook configurations) [`POKE_SETTLE`] ago, or its timer passed when
+//! the cache did not show it; and a TLS Secret written that no pod mounts and no declared
+//! consumer mounts has passed its timer (whoever holds it cannot be observed). A pod
 //! that could not be poked (403, an API error, recreated under the same name), a terminating
 //! pod (its kubelet no longer syncs its volumes) and an old pod of a restart-only consumer
 //! prove nothing: they keep the timer, or open the gate by going away. Probes
@@ -346,6 +349,15 @@ pub struct Evidence {
     other: Option<Instant>,
     /// The last write to a `caBundle` target as stored (store clock; earlier runs' too).
     other_stored: Option<OffsetDateTime>,
+    /// The TLS Secrets no declared consumer mounts (set once the pods are listed): one that no
+    /// pod mounts either may be held by what the gate cannot observe (a process outside the
+    /// cluster, a controller that reads it through the API), so only its timer opens the gate.
+    undeclared: Option<BTreeSet<String>>,
+    /// Those of them the gate under way waited for, by their timer: a line each when it opens.
+    timed: BTreeSet<String>,
+    /// A write to a `caBundle` target the API server's cache did not show (store clock, why):
+    /// it counts only by the timer, until a later write is shown (the cache is then past it).
+    other_unseen: Option<(OffsetDateTime, String)>,
     /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
     digests: BTreeMap<String, String>,
 }
@@ -429,9 +441,17 @@ impl Evidence {
         }
     }
 
-    /// Records a write to a `caBundle` target, now.
+    /// Records writes to `caBundle` targets the API server's cache shows, now.
     pub fn wrote_other(&mut self) {
         self.other = Some(Instant::now());
+        self.other_unseen = None;
+    }
+
+    /// Records a write to a `caBundle` target made at `at` (store clock) that the API server's
+    /// cache did not show: only the timer opens the gate for it.
+    pub fn unseen_other(&mut self, at: OffsetDateTime, why: String) {
+        self.other = Some(Instant::now());
+        self.other_unseen = Some((at, why));
     }
 
     /// What is stored now: write times (see [`Evidence::stored`]) and contents' digests.
@@ -797,6 +817,26 @@ impl Evidence {
                 waiting.push("a caBundle target".to_string());
             }
         }
+        if let Some((at, why)) = &self.other_unseen {
+            let opens = timer_of(*at, delay);
+            if now < opens {
+                timer = Some(timer.map_or(opens, |t| t.max(opens)));
+                waiting.push(format!(
+                    "a caBundle target (only the timer: {why}; at {})",
+                    crate::timefmt::at_second(opens)
+                ));
+            }
+        }
+        for (name, opens) in self.unobserved(pods, delay) {
+            if now < opens {
+                self.timed.insert(name.clone());
+                timer = Some(timer.map_or(opens, |t| t.max(opens)));
+                waiting.push(format!(
+                    "Secret {name} (only the timer: no pod mounts it and no consumer declares it, so whoever holds it cannot be observed; at {})",
+                    crate::timefmt::at_second(opens)
+                ));
+            }
+        }
         let mut lines = Vec::new();
         for p in pods.iter().filter(|p| !p.finished) {
             let Some(stand) = self.stand(p, now, mono, delay) else {
@@ -855,13 +895,39 @@ impl Evidence {
                 });
             }
         }
+        for name in &self.timed {
+            lines.push(GatePod {
+                name: format!("Secret {name}"),
+                node: None,
+                opened_by: Opened::Timer.name().into(),
+                detail: Some(
+                    "no pod mounts it and no consumer declares it: whoever holds it cannot be observed"
+                        .into(),
+                ),
+            });
+        }
         lines.sort_by(|a, b| a.name.cmp(&b.name));
         Verdict::Open(lines)
+    }
+
+    /// The written Secrets that no declared consumer and no pod in `pods` mounts, with the store
+    /// time their timer opens at.
+    fn unobserved(&self, pods: &[PodView], delay: Duration) -> Vec<(String, OffsetDateTime)> {
+        let Some(undeclared) = &self.undeclared else {
+            return Vec::new();
+        };
+        self.writes
+            .iter()
+            .filter(|(n, _)| undeclared.contains(*n))
+            .filter(|(n, _)| !pods.iter().any(|p| !p.finished && p.secrets.contains(*n)))
+            .map(|(n, w)| (n.clone(), timer_of(w.by, delay)))
+            .collect()
     }
 
     /// Starts the record of the next gate: the pods it waits for are its own.
     pub fn next_gate(&mut self) {
         self.tracked.clear();
+        self.timed.clear();
         self.held.clear();
         let gate = std::mem::take(&mut self.tally.0);
         self.tally.1.add(&gate);
@@ -933,6 +999,16 @@ impl Push<'_> {
             .secret_names()
             .into_iter()
             .map(str::to_string)
+            .collect()
+    }
+
+    /// The TLS Secrets no declared consumer mounts.
+    fn undeclared(&self) -> BTreeSet<String> {
+        self.config
+            .tls
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| !self.config.consumers.iter().any(|c| c.mounts.contains(n)))
             .collect()
     }
 
@@ -1026,6 +1102,7 @@ impl Push<'_> {
             return Ok(());
         };
         self.owners(ev).await;
+        ev.undeclared = Some(self.undeclared());
         ev.unowned(&pods, &self.managed());
         #[cfg(feature = "test-hooks")]
         if !ev.due(&pods, (now, Instant::now()), self.delay).is_empty() {
@@ -1736,6 +1813,86 @@ mod tests {
             Verdict::Wait { .. }
         ));
         assert_eq!(open_by(&ev.verdict(&[], T0 + secs(5), t, DELAY)), []);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_secret_no_pod_mounts_and_no_consumer_declares_waits_for_its_timer() {
+        let undeclared = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect());
+        let mut ev = Evidence {
+            undeclared: undeclared(&["webhook"]),
+            ..Evidence::default()
+        };
+        ev.wrote(&["webhook".to_string(), "envoy".to_string()], T0);
+        let t = Instant::now();
+        let opens = T0 + time::Duration::try_from(DELAY).unwrap();
+        // Whoever holds it (a webhook outside the cluster) cannot be observed: no evidence.
+        match ev.verdict(&[], T0 + secs(1), t, DELAY) {
+            Verdict::Wait {
+                timer: Some(at),
+                waiting,
+                ..
+            } => {
+                assert_eq!(at, opens);
+                assert!(
+                    waiting[0].starts_with("Secret webhook (only the timer"),
+                    "{waiting:?}"
+                );
+            }
+            v => panic!("the gate opened with no pod and no consumer for the Secret: {v:?}"),
+        }
+        assert_eq!(
+            open_by(&ev.verdict(&[], opens, t, DELAY)),
+            [("Secret webhook", "timer")]
+        );
+        // A declared consumer with no pod (scaled to zero): its next pods start from the store.
+        let mut ev = Evidence {
+            undeclared: undeclared(&[]),
+            ..Evidence::default()
+        };
+        ev.wrote(&["webhook".to_string()], T0);
+        assert_eq!(open_by(&ev.verdict(&[], T0 + secs(1), t, DELAY)), []);
+        // A pod that mounts it is evidence to wait for, as for any Secret.
+        let mut ev = Evidence {
+            undeclared: undeclared(&["webhook"]),
+            ..Evidence::default()
+        };
+        ev.wrote(&["webhook".to_string()], T0);
+        let mounting = pod("webhook-1", "u1", "webhook", T0 + secs(1));
+        assert!(
+            ev.unobserved(std::slice::from_ref(&mounting), DELAY)
+                .is_empty()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cabundle_write_the_api_servers_cache_did_not_show_waits_for_the_timer() {
+        let mut ev = Evidence::default();
+        ev.unseen_other(T0, "not shown".into());
+        let t = Instant::now();
+        // Settled like a poke, but not shown: the timer, from the write.
+        match ev.verdict(&[], T0 + secs(30), t + POKE_SETTLE, DELAY) {
+            Verdict::Wait {
+                timer: Some(at),
+                waiting,
+                ..
+            } => {
+                assert_eq!(at, T0 + time::Duration::try_from(DELAY).unwrap());
+                assert!(
+                    waiting[0].contains("only the timer: not shown"),
+                    "{waiting:?}"
+                );
+            }
+            v => panic!("the gate opened on a write nobody saw loaded: {v:?}"),
+        }
+        let opens = T0 + time::Duration::try_from(DELAY).unwrap();
+        assert_eq!(open_by(&ev.verdict(&[], opens, t + POKE_SETTLE, DELAY)), []);
+        // A later write the cache shows is past the earlier one: it settles like a poke.
+        ev.wrote_other();
+        let t = Instant::now();
+        assert_eq!(
+            open_by(&ev.verdict(&[], T0 + secs(31), t + POKE_SETTLE, DELAY)),
+            []
+        );
     }
 
     #[test]

@@ -530,12 +530,26 @@ async fn after_step<S: SecretStore>(
             note: r.note,
         });
     }
-    let synced = synced.entries;
-    let webhook_wrote = synced.iter().any(|e| e.action.writes());
+    let webhook_wrote = synced.entries.iter().any(|e| e.action.writes());
     if webhook_wrote {
-        progress.note(Learned::OtherWritten(store.now()));
-        evidence.wrote_other();
+        // Counted, by the timer and by evidence, from when the API server's cache shows the
+        // writes (or gave up showing them), not from the write's answer: under load the cache
+        // lags the write by seconds, and the admission path reads the cache.
+        let unseen = match inv.webhooks {
+            Some(api) => webhooks::cached(api, &synced.landed).await,
+            None => None,
+        };
+        let at = store.now();
+        progress.note(Learned::OtherWritten(at));
+        match unseen {
+            None => evidence.wrote_other(),
+            Some(why) => {
+                tracing::warn!("{why}: the gate waits for the timer");
+                evidence.unseen_other(at, why);
+            }
+        }
     }
+    let synced = synced.entries;
     // Only changes: a Secret created by this step was mounted by no running pod.
     let tls: Vec<&String> = outcome
         .written

@@ -353,11 +353,22 @@ pub fn plan(
     plans
 }
 
+/// A `caBundle` write as the API server answered it: the object and the resourceVersion the
+/// write made, to see it reach the API server's cache.
+#[derive(Debug, Clone)]
+pub struct Landed {
+    pub kind: WebhookKind,
+    pub name: String,
+    pub version: String,
+}
+
 /// What became of one planned target action.
 #[derive(Debug)]
 pub enum Done {
-    /// Written, or nothing to write: the report line.
+    /// Nothing to write: the report line.
     Entry(Entry),
+    /// Written: the report line and what the write made.
+    Wrote(Entry, Landed),
     /// The object changed since it was read (or was recreated): re-read and re-plan.
     Conflict { what: String, error: StoreError },
     /// The API server refused the write (403): left alone for the rest of the run.
@@ -380,11 +391,16 @@ pub async fn execute(
         };
         let bundle = w.bundle.as_deref().expect("a run plans bundles it has");
         match api.put(&w.read, bundle).await {
-            Ok(()) => {
+            Ok(version) => {
                 let entry = w.entry();
                 let what = w.what();
                 tracing::info!(webhook = %what, action = "update-bundle", "update-bundle {what}: {}", entry.reason);
-                done.push(Done::Entry(entry));
+                let landed = Landed {
+                    kind: w.read.kind,
+                    name: w.read.name.clone(),
+                    version,
+                };
+                done.push(Done::Wrote(entry, landed));
             }
             Err(error @ StoreError::Conflict { .. }) => done.push(Done::Conflict {
                 what: w.what(),
@@ -405,6 +421,42 @@ pub async fn execute(
     Ok(done)
 }
 
+/// How long a step waits for the API server's cache to show its `caBundle` writes; a write not
+/// shown by then is left to the timer (`--propagation-delay`).
+pub const CACHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until the cache the API server loads the targets from shows every write in `landed`
+/// (see [`CaBundleTargets::cached`]), up to [`CACHED_WITHIN`]. `None` once it does; else what
+/// was not shown, for the gate's report: the writes then count only by the timer.
+pub(super) async fn cached(api: &dyn CaBundleTargets, landed: &[Landed]) -> Option<String> {
+    let start = tokio::time::Instant::now();
+    let deadline = start + CACHED_WITHIN;
+    for l in landed {
+        loop {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let what = describe(l.kind, &l.name);
+            match tokio::time::timeout(left, api.cached(l.kind, &l.name, &l.version)).await {
+                Ok(Ok(true)) => {
+                    let took = start.elapsed();
+                    tracing::debug!(target = %what, version = %l.version, "the API server's cache shows the write {took:?} after the step's writes");
+                    break;
+                }
+                // The server waited for its cache before it said so; a short pause all the same.
+                Ok(Ok(false)) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+                Ok(Err(e)) => return Some(format!("{what} could not be read back: {e}")),
+                Err(_) => {
+                    return Some(format!(
+                        "the API server's cache did not show {what} at resourceVersion {} within {}s",
+                        l.version,
+                        CACHED_WITHIN.as_secs()
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// What a step's target actions came to.
 #[derive(Debug, Default)]
 pub struct Synced {
@@ -412,6 +464,8 @@ pub struct Synced {
     pub entries: Vec<Entry>,
     /// Targets the API server refused in this step.
     pub refusals: Vec<Refusal>,
+    /// The writes made, as the API server answered them.
+    pub landed: Vec<Landed>,
 }
 
 /// The target actions after a step's Secret writes: planned from `read` (the targets as read
@@ -463,17 +517,9 @@ pub(super) async fn sync(
         let plans = plan(webhooks, &acting, &wanted, step);
         let mut lost = None;
         for d in execute(api, webhooks, &plans).await? {
-            match d {
-                Done::Entry(e) => {
-                    // Done with this target.
-                    if let Some(i) = webhooks
-                        .iter()
-                        .position(|t| describe(t.kind, &t.name) == e.secret)
-                    {
-                        todo[i] = false;
-                    }
-                    synced.entries.push(e);
-                }
+            let (entry, landed) = match d {
+                Done::Entry(e) => (e, None),
+                Done::Wrote(e, landed) => (e, Some(landed)),
                 Done::Refused(r) => {
                     if let Some(i) = webhooks
                         .iter()
@@ -484,6 +530,7 @@ pub(super) async fn sync(
                     tracing::warn!("{}", r.note);
                     refused.insert(r.what.clone());
                     synced.refusals.push(r);
+                    continue;
                 }
                 Done::Conflict { what, error } => {
                     tracing::warn!(object = %what, attempt, "{error}; re-reading");
@@ -494,8 +541,18 @@ pub(super) async fn sync(
                         reads[i] = None;
                     }
                     lost = Some(error);
+                    continue;
                 }
+            };
+            // Done with this target.
+            if let Some(i) = webhooks
+                .iter()
+                .position(|t| describe(t.kind, &t.name) == entry.secret)
+            {
+                todo[i] = false;
             }
+            synced.entries.push(entry);
+            synced.landed.extend(landed);
         }
         match lost {
             None => return Ok(synced),

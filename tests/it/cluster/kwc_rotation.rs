@@ -332,10 +332,26 @@ async fn admission_calls_during_a_rotation_staged_and_one_write() {
         .propagation_delay("3s");
     certgen.run_async().await.ok();
     webhook.follow(&c, &ns.name, "webhook", ("tls.crt", "tls.key"));
+    let mut run = None;
     let staged = under_load(&c, &ns.name, &webhook, async {
-        certgen.clone().arg("--overwrite").run_async().await.ok();
+        run = Some(certgen.clone().arg("--overwrite").run_async().await.ok());
     })
     .await;
+    // The webhook serving the Secret is no pod and no declared consumer: nothing shows what
+    // it holds, so each gate waits for its timer (it opened 0.1 s after the leaves once, and
+    // the API server then refused the webhook's old leaf).
+    let run: Value = serde_json::from_str(&run.unwrap().stdout).unwrap();
+    for gate in run["gates"].as_array().unwrap() {
+        assert_eq!(gate["openedBy"], "timer", "{gate}");
+        assert!(
+            gate["pods"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"] == "Secret webhook" && p["openedBy"] == "timer"),
+            "the report says which Secret held the gate: {gate}"
+        );
+    }
     report("staged rotation (certgen --overwrite)", &staged);
 
     // The one-write replacement: delete the Secret, `create`, `patch`. With kube-webhook-

@@ -562,7 +562,7 @@ impl CaBundleTargets for Sim {
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
         let drop_it = self.mutation == Mutation::DropCaBundleWrite;
         let run = self.session.run;
         self.act(
@@ -573,7 +573,7 @@ impl CaBundleTargets for Sim {
                     return Err(conflict(&read.name));
                 }
                 if drop_it {
-                    return Ok(());
+                    return Ok(t.rv.to_string());
                 }
                 t.rv += 1;
                 t.raw = bundle.to_vec();
@@ -587,10 +587,21 @@ impl CaBundleTargets for Sim {
                     bundle: parse_cert_chain(bundle).unwrap_or_default(),
                     run,
                 });
-                Ok(())
+                Ok(t.rv.to_string())
             },
         )
         .boxed()
+    }
+
+    /// The simulated API server loads a write into its informer `POKE_SETTLE` after it (see
+    /// the oracle), and its cache shows every write at once.
+    fn cached<'a>(
+        &'a self,
+        _kind: WebhookKind,
+        _name: &'a str,
+        _version: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        async { Ok(true) }.boxed()
     }
 }
 
