@@ -52,7 +52,7 @@ fn annotations(p: &Pod) -> BTreeMap<String, String> {
 /// `envoy-gateway` consumer, the `envoy-proxies` consumer (by its selector), the restart-only
 /// `envoy-ratelimit` (whose new pods are evidence, its old ones not), and `debug`, which
 /// mounts the `envoy` Secret but is no consumer. Returns the pods API.
-async fn setup(c: &super::Cluster, ns: &str) -> Api<Pod> {
+pub(super) async fn setup(c: &super::Cluster, ns: &str) -> Api<Pod> {
     c.certgen(ns).run_async().await.ok();
     let proxy_labels = json!({
         "app.kubernetes.io/managed-by": "envoy-gateway",

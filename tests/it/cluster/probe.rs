@@ -153,3 +153,68 @@ async fn probes_work_against_openssl_s_server() {
     );
     assert_eq!(rotated.code, 1, "{}", rotated.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn where_pods_can_be_observed_a_probe_opens_no_gate_a_pod_outside_the_consumers_holds() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("probe-pods").await;
+    // kwok pods: envoy-gateway (the probed, hot-reloading consumer), the proxies, the
+    // restart-only rate limit, and `debug`, which mounts `envoy` and is no declared consumer.
+    super::pokes::setup(&c, &ns.name).await;
+    service(&c, &ns.name, "192.0.2.10").await;
+    let files = tempdir();
+    let kubelet = install_and_sync(&c, &ns.name, files.path()).await;
+    let (port, server) = tls_server(files.path().to_path_buf(), true).await;
+
+    // A config whose only hot consumer is the probed one (as bench/rotation-speed's probed
+    // variant): the proxies' and `debug`'s pods are then no declared consumer's.
+    let profile = crate::util::profile();
+    let start = profile.find("  - name: envoy-proxies").unwrap();
+    let end = start + profile[start..].find("webhooks:").unwrap();
+    let dir = tempdir();
+    let config = dir.path().join("probed.yaml");
+    std::fs::write(&config, format!("{}{}", &profile[..start], &profile[end..])).unwrap();
+
+    // The probe passes as soon as the stand-in has the new files; it shows what the probed
+    // consumer holds, not what the other pods hold, so the pods' evidence decides each gate.
+    let r = c
+        .certgen(&ns.name)
+        .args(["--config", config.to_str().unwrap()])
+        .arg("--probe")
+        .propagation_delay("60s")
+        .args(["--overwrite", "--timeout", "150s"])
+        .env(
+            "CERTGEN_TEST_DIAL_OVERRIDE",
+            format!("192.0.2.10:18000=127.0.0.1:{port}"),
+        )
+        .run_async()
+        .await
+        .ok();
+    let report = r.json();
+    let probes = &crate::util::consumer(&report, "envoy-gateway")["probes"];
+    assert_eq!(probes[0]["ok"], true, "the probe itself passed: {report:#}");
+    let gates = report["gates"].as_array().cloned().unwrap_or_default();
+    assert_eq!(gates.len(), 2, "{report:#}");
+    for g in &gates {
+        assert_eq!(g["openedBy"], "evidence", "not the probe: {g:#}");
+        let pods = g["pods"].as_array().cloned().unwrap_or_default();
+        assert!(
+            pods.iter().all(|p| p["openedBy"] != "probe"),
+            "no pod line is the probe's: {g:#}"
+        );
+    }
+    // The stray pods mount what the trust step changed: that gate waited for them too.
+    let trust = &gates[0]["pods"];
+    for stray in ["debug-", "envoy-proxy-"] {
+        assert!(
+            trust
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["name"].as_str().unwrap().starts_with(stray)),
+            "the trust gate waited for the {stray}* pods outside the consumers: {trust:#}"
+        );
+    }
+    kubelet.abort();
+    server.abort();
+}
