@@ -21,7 +21,7 @@
 //! fenced update, a 403 on the Lease makes the run proceed without the lock). The review itself
 //! is the Kubernetes adapter's ([`crate::k8s::review`]); this module is pure and unit-tested.
 
-use crate::config::{Config, Reload, WebhookKind, Workload};
+use crate::config::{Config, Reload, Workload};
 use crate::store::{ApiFailure, StoreError};
 
 /// How a change to an existing Secret is written.
@@ -198,15 +198,7 @@ pub fn adapt(
     let mut notes = Vec::new();
     // caBundle targets (src/store/webhook.rs): read and updated by name, cluster-wide.
     config.webhooks.retain(|w| {
-        let (group, resource) = match w.kind {
-            WebhookKind::MutatingWebhookConfiguration => {
-                ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")
-            }
-            WebhookKind::ValidatingWebhookConfiguration => {
-                ("admissionregistration.k8s.io", "validatingwebhookconfigurations")
-            }
-            WebhookKind::ApiService => ("apiregistration.k8s.io", "apiservices"),
-        };
+        let (group, resource) = (w.kind.group(), w.kind.plural());
         let name = Some(w.name.as_str());
         let missing = access.missing(&[
             (verb(group, resource, "get"), name),

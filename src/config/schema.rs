@@ -68,6 +68,25 @@ impl WebhookKind {
         }
     }
 
+    /// Its API group. Every adapter, RBAC rule and metric label takes the group and the
+    /// resource from here (one table, so a new kind cannot be half added).
+    pub fn group(self) -> &'static str {
+        match self {
+            WebhookKind::MutatingWebhookConfiguration
+            | WebhookKind::ValidatingWebhookConfiguration => "admissionregistration.k8s.io",
+            WebhookKind::ApiService => "apiregistration.k8s.io",
+        }
+    }
+
+    /// Its resource, as API paths and RBAC rules name it.
+    pub fn plural(self) -> &'static str {
+        match self {
+            WebhookKind::MutatingWebhookConfiguration => "mutatingwebhookconfigurations",
+            WebhookKind::ValidatingWebhookConfiguration => "validatingwebhookconfigurations",
+            WebhookKind::ApiService => "apiservices",
+        }
+    }
+
     /// The kind named `s` as Kubernetes writes it; `None` for any other word.
     pub fn parse(s: &str) -> Option<WebhookKind> {
         Self::ALL.into_iter().find(|k| k.as_str() == s)

@@ -10,11 +10,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
+use super::webhooks::resource;
 use crate::config::{MANAGED_BY, MANAGED_BY_LABEL, WebhookKind};
 use crate::kwc::plan::{NewSecret, ObservedEntry, ObservedSecret, ObservedTarget, TargetWrite};
 use crate::kwc::request::{FailurePolicy, Target};
@@ -91,28 +90,6 @@ pub async fn create_secret(client: &kube::Client, s: &NewSecret) -> Result<(), S
             e,
         )),
     }
-}
-
-fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
-    let (group, kind_name, plural) = match kind {
-        WebhookKind::MutatingWebhookConfiguration => (
-            "admissionregistration.k8s.io",
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-        WebhookKind::ValidatingWebhookConfiguration => (
-            "admissionregistration.k8s.io",
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        WebhookKind::ApiService => ("apiregistration.k8s.io", "APIService", "apiservices"),
-    };
-    let gvk = GroupVersionKind::gvk(group, "v1", kind_name);
-    (
-        ApiResource::from_gvk_with_plural(&gvk, plural),
-        plural,
-        group,
-    )
 }
 
 fn api(client: &kube::Client, kind: WebhookKind) -> Api<DynamicObject> {

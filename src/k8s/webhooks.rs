@@ -35,27 +35,13 @@ pub struct WebhookStore {
     client: kube::Client,
 }
 
+/// The target kind's API resource (v1), its resource (plural) and its group.
 pub(super) fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'static str) {
-    let (group, version, kind_name, plural) = match kind {
-        WebhookKind::MutatingWebhookConfiguration => (
-            "admissionregistration.k8s.io",
-            "v1",
-            "MutatingWebhookConfiguration",
-            "mutatingwebhookconfigurations",
-        ),
-        WebhookKind::ValidatingWebhookConfiguration => (
-            "admissionregistration.k8s.io",
-            "v1",
-            "ValidatingWebhookConfiguration",
-            "validatingwebhookconfigurations",
-        ),
-        WebhookKind::ApiService => ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
-    };
-    let gvk = GroupVersionKind::gvk(group, version, kind_name);
+    let gvk = GroupVersionKind::gvk(kind.group(), "v1", kind.as_str());
     (
-        ApiResource::from_gvk_with_plural(&gvk, plural),
-        plural,
-        group,
+        ApiResource::from_gvk_with_plural(&gvk, kind.plural()),
+        kind.plural(),
+        kind.group(),
     )
 }
 

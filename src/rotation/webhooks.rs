@@ -51,17 +51,7 @@ fn refusal(target: &Webhook, e: &StoreError) -> Option<Refusal> {
     if failure.status != Some(403) {
         return None;
     }
-    let (plural, group) = match target.kind {
-        WebhookKind::MutatingWebhookConfiguration => (
-            "mutatingwebhookconfigurations",
-            "admissionregistration.k8s.io",
-        ),
-        WebhookKind::ValidatingWebhookConfiguration => (
-            "validatingwebhookconfigurations",
-            "admissionregistration.k8s.io",
-        ),
-        WebhookKind::ApiService => ("apiservices", "apiregistration.k8s.io"),
-    };
+    let (plural, group) = (target.kind.plural(), target.kind.group());
     Some(Refusal {
         what: describe(target.kind, &target.name),
         note: format!(

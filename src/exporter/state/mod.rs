@@ -362,7 +362,11 @@ impl State {
         };
         sync("secrets", self.secrets_sync);
         for (kind, (s, _)) in &self.targets {
-            sync(kind_resource(kind), *s);
+            // Keyed by the kinds of the config (`kind_name`): always one of them.
+            sync(
+                WebhookKind::parse(kind).map_or(kind, WebhookKind::plural),
+                *s,
+            );
         }
         let mut events = Family::counter(
             "certgen_exporter_watch_events_total",
@@ -392,15 +396,7 @@ impl State {
 
 /// The API resource (plural) of a target kind.
 pub fn resource(kind: WebhookKind) -> &'static str {
-    kind_resource(kind_name(kind))
-}
-
-fn kind_resource(kind: &str) -> &'static str {
-    match kind {
-        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
-        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
-        _ => "apiservices",
-    }
+    kind.plural()
 }
 
 #[cfg(test)]
