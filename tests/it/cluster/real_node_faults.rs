@@ -31,7 +31,9 @@ use rustls::pki_types::ServerName;
 use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
-use super::real_node::{Node, Peer, free_ports, peer_deployment, real_namespace, real_node};
+use super::real_node::{
+    Node, Peer, free_ports, peer_deployment, real_namespace, real_node, shared_node,
+};
 use super::{Cluster, cluster, data, rolled_out};
 
 /// What the peer outside the node saw.
@@ -324,6 +326,8 @@ async fn through(
 ) {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
+    let _node = shared_node().await;
     let s = setup(&c, &node, prefix).await;
     let _healed = Healed(&node);
     let started = Instant::now();
@@ -379,6 +383,8 @@ async fn a_kubelet_cut_off_through_the_leaves_gate_holds_it() {
 async fn a_kubelet_restarted_mid_rotation_holds_the_gate_until_it_is_back() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
+    let _node = shared_node().await;
     let s = setup(&c, &node, "krestart").await;
     let _healed = Healed(&node);
     let started = Instant::now();
@@ -405,6 +411,8 @@ async fn a_kubelet_restarted_mid_rotation_holds_the_gate_until_it_is_back() {
 async fn a_pod_created_while_its_kubelet_is_cut_off_proves_nothing() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
+    let _node = shared_node().await;
     let s = setup(&c, &node, "kcreate").await;
     let _healed = Healed(&node);
     let started = Instant::now();
