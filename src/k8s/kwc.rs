@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::webhooks::resource;
+use super::webhooks::{api, resource};
 use crate::config::{MANAGED_BY, MANAGED_BY_LABEL, WebhookKind};
 use crate::kwc::plan::{NewSecret, ObservedEntry, ObservedSecret, ObservedTarget, TargetWrite};
 use crate::kwc::request::{FailurePolicy, Target};
@@ -92,13 +92,8 @@ pub async fn create_secret(client: &kube::Client, s: &NewSecret) -> Result<(), S
     }
 }
 
-fn api(client: &kube::Client, kind: WebhookKind) -> Api<DynamicObject> {
-    Api::all_with(client.clone(), &resource(kind).0)
-}
-
 fn failure(verb: &'static str, t: &Target, e: kube::Error) -> StoreError {
-    let (_, plural, group) = resource(t.kind);
-    ApiFailure::from_kube(verb, plural, group, "", &t.name, e)
+    super::webhooks::failure(verb, t.kind, &t.name, e)
 }
 
 fn decode(v: Option<&Value>) -> Vec<u8> {

@@ -45,6 +45,23 @@ pub(super) fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'stati
     )
 }
 
+/// The objects of a target kind, cluster-wide (both adapters of them, this one and
+/// kube-webhook-certgen's in `kwc.rs`, go through it).
+pub(super) fn api(client: &kube::Client, kind: WebhookKind) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &resource(kind).0)
+}
+
+/// A failed request `verb` on target `name` of `kind`, as the store reports it.
+pub(super) fn failure(
+    verb: &'static str,
+    kind: WebhookKind,
+    name: &str,
+    e: kube::Error,
+) -> StoreError {
+    let (_, plural, group) = resource(kind);
+    ApiFailure::from_kube(verb, plural, group, "", name, e)
+}
+
 /// `MutatingWebhookConfiguration envoy-gateway-topology-injector.ns`, for messages.
 pub fn describe(kind: WebhookKind, name: &str) -> String {
     format!("{} {name}", resource(kind).0.kind)
@@ -57,12 +74,7 @@ impl WebhookStore {
     }
 
     fn api(&self, kind: WebhookKind) -> Api<DynamicObject> {
-        Api::all_with(self.client.clone(), &resource(kind).0)
-    }
-
-    fn failure(verb: &'static str, kind: WebhookKind, name: &str, e: kube::Error) -> StoreError {
-        let (_, plural, group) = resource(kind);
-        ApiFailure::from_kube(verb, plural, group, "", name, e)
+        api(&self.client, kind)
     }
 
     /// Reads a target; `Absent` only on 404. A consistent read (no resourceVersion). Envoy
@@ -72,7 +84,7 @@ impl WebhookStore {
         let found = match self.api(kind).get_opt(name).await {
             Ok(None) => self.topology_injector(kind, name).await?,
             Ok(found) => found,
-            Err(e) => return Err(Self::failure("get", kind, name, e)),
+            Err(e) => return Err(failure("get", kind, name, e)),
         };
         match found {
             None => Ok(WebhookObserved::Absent),
@@ -136,7 +148,7 @@ impl WebhookStore {
                 );
                 return Ok(None);
             }
-            Err(e) => return Err(Self::failure("list", kind, "", e)),
+            Err(e) => return Err(failure("list", kind, "", e)),
         };
         let mut found: Vec<DynamicObject> = list
             .items
@@ -194,7 +206,7 @@ impl WebhookStore {
         {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-            Err(e) => Err(Self::failure("patch", kind, name, e)),
+            Err(e) => Err(failure("patch", kind, name, e)),
         }
     }
 
@@ -238,12 +250,10 @@ impl WebhookStore {
                 what: describe(read.kind, &read.name),
                 detail: "it was deleted after certgen read it".into(),
             }),
-            Err(e) => Err(Self::failure("update", read.kind, &read.name, e)),
+            Err(e) => Err(failure("update", read.kind, &read.name, e)),
         }
     }
-}
 
-impl WebhookStore {
     /// Whether the API server's watch cache holds `version` of the target or a later one. A
     /// read at a resourceVersion ("not older than") is served from that cache, which also
     /// feeds the API server's own informer of webhook configurations (and the aggregator's of
@@ -264,7 +274,7 @@ impl WebhookStore {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 504 => Ok(false),
-            Err(e) => Err(Self::failure("get", kind, name, e)),
+            Err(e) => Err(failure("get", kind, name, e)),
         }
     }
 }

@@ -1102,7 +1102,10 @@ impl Push<'_> {
             return Ok(());
         };
         self.owners(ev).await;
-        ev.undeclared = Some(self.undeclared());
+        // From the config: once per run.
+        if ev.undeclared.is_none() {
+            ev.undeclared = Some(self.undeclared());
+        }
         ev.unowned(&pods, &self.managed());
         #[cfg(feature = "test-hooks")]
         if !ev.due(&pods, (now, Instant::now()), self.delay).is_empty() {

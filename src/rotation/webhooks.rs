@@ -422,9 +422,9 @@ pub(super) async fn cached(api: &dyn CaBundleTargets, landed: &[Landed]) -> Opti
     let start = tokio::time::Instant::now();
     let deadline = start + CACHED_WITHIN;
     for l in landed {
+        let what = describe(l.kind, &l.name);
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let what = describe(l.kind, &l.name);
             match tokio::time::timeout(left, api.cached(l.kind, &l.name, &l.version)).await {
                 Ok(Ok(true)) => {
                     let took = start.elapsed();
