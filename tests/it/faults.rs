@@ -2,7 +2,8 @@
 //! with Retry-After, 503, 504, 500), from an HTTP-level fake behind certgen's real client layers
 //! (`certgen::k8s::layered`). Transient answers are retried with backoff and a bound, Retry-After is
 //! honoured, and a 500 is reported at once as an API failure (exit 5). A pod poke still throttled
-//! after the retries is no failure: it says when to ask again (`PokeAnswer::Throttled`).
+//! after the retries is no failure: it says when to ask again (`PokeAnswer::Throttled`). A watch
+//! cache that lags a `caBundle` write (504 at its resourceVersion) leaves it unseen.
 //!
 //! Faults on the way to a real API server (connections reset mid-request, slow answers,
 //! dropped watches) are in `cluster::faults`, through a TCP proxy.
@@ -186,4 +187,83 @@ async fn a_poke_still_throttled_after_the_retries_says_when_to_ask_again() {
         certgen::k8s::PokeAnswer::Throttled(Duration::from_secs(2))
     );
     assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
+}
+
+/// A fake API server for the read-back of a `caBundle` write: the i-th request is answered
+/// `script[i]` (the last entry afterwards); every request's query is recorded.
+fn webhook_fake(script: Vec<u16>) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
+    let queries = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = queries.clone();
+    let service = tower::service_fn(move |req: http::Request<Body>| {
+        let mut q = seen.lock().unwrap();
+        q.push(req.uri().query().unwrap_or_default().to_string());
+        let status = script[(q.len() - 1).min(script.len() - 1)];
+        drop(q);
+        async move {
+            let body = if status == 200 {
+                json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                       "kind": "ValidatingWebhookConfiguration",
+                       "metadata": {"name": "admission", "resourceVersion": "42"}})
+            } else {
+                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
+                       "reason": "Timeout", "message": "Too large resource version: 41, current: 40",
+                       "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}})
+            };
+            Ok::<_, std::convert::Infallible>(
+                http::Response::builder()
+                    .status(status)
+                    .header("content-type", "application/json")
+                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
+                    .unwrap(),
+            )
+        }
+    });
+    (
+        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
+        queries,
+    )
+}
+
+/// A `caBundle` write counts only once the API server's watch cache shows it: the read back
+/// asks for the version the write made ("not older than", which the server serves from that
+/// cache), and a cache still behind after the server's own 3 s wait (504
+/// `ResourceVersionTooLarge`, retried by the client) is "not yet", never "seen". A target
+/// deleted since (404 at that version) is past the write.
+#[tokio::test(start_paused = true)]
+async fn a_ca_bundle_write_counts_only_once_the_api_servers_cache_shows_it() {
+    use certgen::config::WebhookKind::ValidatingWebhookConfiguration as Kind;
+    let (client, queries) = webhook_fake(vec![504, 504, 200]);
+    let store = certgen::k8s::webhooks::WebhookStore::new(client);
+    assert!(store.cached(Kind, "admission", "41").await.unwrap());
+    let queries = queries.lock().unwrap().clone();
+    assert_eq!(
+        queries.len(),
+        3,
+        "two 504s retried, then shown: {queries:?}"
+    );
+    assert!(
+        queries.iter().all(|q| q.contains("resourceVersion=41")),
+        "every read back asks for the written version: {queries:?}"
+    );
+
+    let (client, queries) = webhook_fake(vec![504]);
+    let store = certgen::k8s::webhooks::WebhookStore::new(client);
+    assert!(
+        !store.cached(Kind, "admission", "41").await.unwrap(),
+        "a cache that stays behind is not yet, after the client's retries"
+    );
+    assert_eq!(queries.lock().unwrap().len(), 9, "one try and 8 retries");
+
+    let (client, _) = webhook_fake(vec![404]);
+    let store = certgen::k8s::webhooks::WebhookStore::new(client);
+    assert!(store.cached(Kind, "admission", "41").await.unwrap());
+
+    // Anything else is an error the run reports (and its gate then waits for the timer).
+    let (client, _) = webhook_fake(vec![403]);
+    let store = certgen::k8s::webhooks::WebhookStore::new(client);
+    let e = store.cached(Kind, "admission", "41").await.unwrap_err();
+    assert!(
+        e.to_string().contains("validatingwebhookconfigurations"),
+        "{e}"
+    );
 }
