@@ -237,14 +237,14 @@ fn due(config: &Option<Config>, bundle: &[Cert], leaf: &Cert, now: OffsetDateTim
     };
     let t = &config.tls[0];
     if let Some(ca) = bundle.iter().find(|ca| ca.signed(leaf))
-        && let Some(d) = crate::plan::due(ca, config.ca.renew_before, now)
+        && let Some(d) = crate::plan::rules::due(ca, config.ca.renew_before, now)
     {
         why.push(format!("its CA {d}"));
     }
-    if let Some(d) = crate::plan::due(leaf, t.renew_before, now) {
+    if let Some(d) = crate::plan::rules::due(leaf, t.renew_before, now) {
         why.push(format!("the serving certificate {d}"));
     }
-    if let Some(d) = crate::plan::san_drift(leaf, t) {
+    if let Some(d) = crate::plan::rules::san_drift(leaf, t) {
         let mut have: Vec<String> = leaf.dns_names.clone();
         have.extend(leaf.ip_addresses.iter().map(|ip| ip.to_string()));
         why.push(format!(

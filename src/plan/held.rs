@@ -24,8 +24,9 @@
 //! The rest of the planner then applies its one rule unchanged: a step writes only what every
 //! version consumers may still hold accepts. Pure, like the rest of the plan.
 
+use super::Input;
+use super::rules::due;
 use super::stored::{Active, CaSecret, Leaf};
-use super::{Input, due};
 use crate::config::Strategy;
 use crate::pki::{CaKey, Cert, choose_prior_ca};
 

@@ -8,7 +8,7 @@ use crate::config::{Env, MANAGED_BY_LABEL, Overrides, Source};
 use crate::observe::Snapshot;
 use crate::observe::fixtures::{installed, tls};
 use crate::pki::{CaKey, CaSpec, Issued, bundle_pem, issue_ca, issue_leaf};
-use crate::secret::{StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::secret::{Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
 
 const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;

@@ -1,0 +1,270 @@
+//! The plan's data: what one step writes to each Secret and why ([`Plan`]), the phase of the
+//! rotation it leaves ([`Phase`]), and the run's flags that change it ([`Options`], [`Known`]).
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::writes::Write;
+use crate::config::{RunOptions, Strategy};
+use crate::pki::{CaKey, CaSpec, Cert};
+
+/// The run's flags that change what is planned: they never change during a run, except that
+/// a flag acted on is not acted on again ([`Options::after`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Rotate the CA now (`--overwrite`).
+    pub overwrite: bool,
+    /// Replace HMAC secrets (`--rotate-hmac`).
+    pub rotate_hmac: bool,
+    /// Take over Secrets owned by another manager and replace unusable contents.
+    pub force: bool,
+    /// How a rotation reaches consumers.
+    pub strategy: Strategy,
+    /// How long consumers get to load a change before the next step relies on it.
+    pub propagation_delay: Duration,
+}
+
+impl Options {
+    /// The options a run starts from: what its flags ask for.
+    pub fn from_run(run: &RunOptions) -> Self {
+        Self {
+            overwrite: run.overwrite,
+            rotate_hmac: run.rotate_hmac,
+            force: run.force,
+            strategy: run.strategy,
+            propagation_delay: run.propagation_delay,
+        }
+    }
+
+    /// The options once `--overwrite` (`ca_written`: a new CA stored, or the CA Secret changed
+    /// under the run) and `--rotate-hmac` (`hmac_written`) have been acted on. The one
+    /// statement of the rule that a run never issues a second pending CA, nor new HMAC bytes
+    /// twice: the run's record and a step's re-plans after a lost race both go through it.
+    pub fn after(self, ca_written: bool, hmac_written: bool) -> Self {
+        Self {
+            overwrite: self.overwrite && !ca_written,
+            rotate_hmac: self.rotate_hmac && !hmac_written,
+            ..self
+        }
+    }
+}
+
+/// What the run has learned so far that changes the plan: derived from the run's record
+/// (`rotation::Progress`) at one site, never a flag. Empty for a run's first look.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Known {
+    /// Every hot-reloading consumer was probed and accepted a client certificate from the
+    /// pending CA with this fingerprint: the trust step has reached them, whatever the delay.
+    pub trust_confirmed: Option<[u8; 32]>,
+    /// This run already waited out a gate for the stored state with this digest (see
+    /// [`crate::observe::Snapshot::digest`]): the gate is open for it even if the store's clock disagrees.
+    pub gate_waited: Option<[u8; 32]>,
+    /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
+    /// store's clock: gates count from it too.
+    pub other_written_at: Option<OffsetDateTime>,
+    /// The writer's own clock now ([`crate::store::SecretStore::writer_now`]): a write that
+    /// recorded it counts as no older than this clock says, besides the store's.
+    pub writer_now: Option<OffsetDateTime>,
+}
+
+/// What this step does, and so what comes after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Nothing is due after this step's writes (if any): the run is done.
+    Steady,
+    /// A pending CA is being added to every bundle; leaves are unchanged. Then: the gate.
+    Trust,
+    /// Nothing may be written before `ready_at`: consumers may not have loaded the last change.
+    Gate {
+        ready_at: OffsetDateTime,
+        reason: String,
+        /// The pending CA's fingerprint when this is the trust→leaves gate, which probes that
+        /// accept a client certificate from that CA may open early.
+        pending: Option<[u8; 32]>,
+        /// The digest of the stored state this gate was computed for.
+        state: [u8; 32],
+        /// Only a cleanup waits behind this gate: every consumer works as things are, and a
+        /// run that cannot wait for it may end successfully, leaving it to the next run.
+        optional: bool,
+    },
+    /// Leaves are being signed by the active CA while a prior CA is still trusted. Then: the
+    /// gate, and the cleanup.
+    Leaves,
+    /// The prior CA is being dropped from every bundle. Then: steady (`last`), or the trust
+    /// step of the rotation that waited for this cleanup.
+    Cleanup { last: bool },
+}
+
+impl Phase {
+    /// The phase's name in logs and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Steady => "steady",
+            Self::Trust => "trust",
+            Self::Gate { .. } => "gate",
+            Self::Leaves => "leaves",
+            Self::Cleanup { .. } => "cleanup",
+        }
+    }
+}
+
+/// A stored object certgen cannot use as it is, and will not touch.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{object}: {problem}; {fix}")]
+pub struct Invalid {
+    pub object: String,
+    pub problem: String,
+    pub fix: String,
+}
+
+/// What happens to one Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Nothing to do.
+    Keep,
+    /// Write it for the first time.
+    Create,
+    /// New key and certificate (or new random bytes).
+    Renew,
+    /// Only `ca.crt` changes.
+    UpdateBundle,
+    /// A new active CA in one write (the CA Secret only).
+    Rotate,
+    /// Staged rotation: a new CA stored as pending and added to the bundle (CA Secret only).
+    Trust,
+    /// Staged rotation: the pending CA becomes the active one (CA Secret only).
+    Promote,
+    /// Local mode: the data is right, but files consumers read are not the links into it
+    /// ([`crate::secret::StoredSecret::divergent`]); the links are put back, the data kept.
+    Repair,
+}
+
+impl Action {
+    /// Whether the action writes.
+    pub fn writes(self) -> bool {
+        self != Self::Keep
+    }
+
+    /// Its name in reports and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Create => "create",
+            Self::Renew => "renew",
+            Self::UpdateBundle => "update-bundle",
+            Self::Rotate => "rotate",
+            Self::Trust => "trust",
+            Self::Promote => "promote",
+            Self::Repair => "repair",
+        }
+    }
+}
+
+/// A CA in a bundle: one that exists, or the one this step creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // a handful per plan; boxing buys nothing
+pub enum CaRef {
+    /// The CA this step generates (Create, Rotate, Trust).
+    New,
+    Cert(Cert),
+}
+
+/// A CA whose key signs a leaf or is written: one certgen holds, or the one this step
+/// generates.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // a handful per plan; boxing buys nothing
+pub enum Signer {
+    /// The CA this step generates (Create, Rotate, Trust).
+    New,
+    Held(CaKey),
+}
+
+impl Signer {
+    /// Its certificate, as a bundle entry.
+    pub fn cert_ref(&self) -> CaRef {
+        match self {
+            Self::New => CaRef::New,
+            Self::Held(k) => CaRef::Cert(k.cert.clone()),
+        }
+    }
+}
+
+/// The plan for the CA Secret.
+#[derive(Debug, Clone)]
+pub struct CaPlan {
+    pub name: String,
+    pub action: Action,
+    pub reason: String,
+    /// The active CA as read, when certgen holds its key.
+    pub active: Option<CaKey>,
+    /// The active CA as read, when it is another tool's whose key certgen does not hold
+    /// (adopted Secrets).
+    pub adopted: Option<Cert>,
+    /// A staged rotation's pending CA, as read.
+    pub pending: Option<CaKey>,
+    /// The CA Secret's `ca.crt` after this step.
+    pub bundle: Vec<CaRef>,
+    /// The CA this step generates (Create, Rotate, Trust).
+    pub new: Option<CaSpec>,
+    /// What this step writes to the CA Secret (`None`: nothing).
+    pub write: Option<Write>,
+    /// The CAs after this step: what signs leaves (when certgen holds its key), what is
+    /// pending, and which certificate the report shows for the CA Secret.
+    pub after: CasAfter,
+    /// The TLS Secrets were written by another tool since certgen's last run: what they hold,
+    /// and how this plan takes it (`plan/held.rs`).
+    pub derived: Option<String>,
+}
+
+/// The CAs of the CA Secret after a step.
+#[derive(Debug, Clone)]
+pub struct CasAfter {
+    /// The CA that signs leaves, when certgen holds its key.
+    pub signer: Option<Signer>,
+    /// A staged rotation's pending CA.
+    pub pending: Option<Signer>,
+    /// The certificate the report shows for the CA Secret: the CA this step generates or
+    /// promotes, else the active one (certgen's or an adopted one).
+    pub shown: Option<CaRef>,
+}
+
+/// The plan for one Secret.
+#[derive(Debug, Clone)]
+pub struct SecretPlan {
+    pub name: String,
+    pub kind: Kind,
+    pub action: Action,
+    pub reason: String,
+    /// The current leaf's expiry, for the report.
+    pub not_after: Option<OffsetDateTime>,
+    /// What this step writes to the Secret (`None`: nothing).
+    pub write: Option<Write>,
+}
+
+/// The kind of a managed Secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Ca,
+    Tls,
+    Hmac,
+    /// A webhook configuration's (or APIService's) `caBundle`, following a TLS Secret's bundle.
+    Webhook,
+}
+
+/// The whole plan of one step.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub ca: CaPlan,
+    pub secrets: Vec<SecretPlan>,
+    pub phase: Phase,
+}
+
+impl Plan {
+    /// Whether the step writes anything.
+    pub fn writes(&self) -> bool {
+        self.ca.action.writes() || self.secrets.iter().any(|s| s.action.writes())
+    }
+}
