@@ -52,9 +52,8 @@ impl Input<'_> {
         if held.iter().all(|l| l.bundle.contains(active.cert())) {
             return ca;
         }
-        // The CA certgen moves every leaf to: the pending CA of a rotation in progress (never
-        // a second new CA), else one it holds the key of, not due (and no --overwrite), that
-        // already signs held leaves, else such a CA that signs none; none means a new CA. A CA that signs held leaves and is not the target stays in those Secrets' own
+        // The CA certgen moves every leaf to (`move_target`), among the CAs it holds the key
+        // of. A CA that signs held leaves and is not the target stays in those Secrets' own
         // bundles until the cleanup (`Input::own_prior`).
         let keyed: Vec<&CaKey> = match &active {
             Active::Keyed(k) => vec![k],
@@ -64,28 +63,7 @@ impl Input<'_> {
         .chain(ca.pending.as_ref())
         .filter(|k| !k.cert.is_expired_at(self.now))
         .collect();
-        let target: Option<CaKey> = ca
-            .pending
-            .as_ref()
-            .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
-            .or_else(|| {
-                // One that signs held leaves must stay trusted anyway: a new CA beside it and
-                // another writer's would need three in a bundle, so an --overwrite waits for
-                // the next run.
-                let not_due =
-                    |k: &&&CaKey| due(&k.cert, self.config.ca.renew_before, self.now).is_none();
-                keyed
-                    .iter()
-                    .filter(not_due)
-                    .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
-                    .or_else(|| {
-                        keyed
-                            .iter()
-                            .filter(not_due)
-                            .find(|_| !self.options.overwrite)
-                    })
-            })
-            .map(|k| (*k).clone());
+        let target = self.move_target(&ca, &keyed, &held);
         // The held trust: the valid CA, trusted by a held bundle, that signed the most held
         // leaves the target did not sign.
         let others: Vec<Cert> = held
@@ -115,28 +93,7 @@ impl Input<'_> {
         if recorded {
             return ca;
         }
-        let derived = format!(
-            "the TLS Secrets hold {} (they trust CA {} and {}), not certgen's CA {}: another tool wrote them since certgen's last run",
-            held.len(),
-            trusted.short_fingerprint(),
-            if others.len() == held.len() {
-                "every leaf is signed by it".to_string()
-            } else {
-                format!("{} of {} leaves are signed by it", others.len(), held.len())
-            },
-            active.cert().short_fingerprint(),
-        );
-        let derived = format!(
-            "{derived}; {} is adopted as the current trust and {}",
-            trusted.short_fingerprint(),
-            match &target {
-                Some(t) => format!(
-                    "certgen's CA {} is staged: trusted first, leaves after the gate",
-                    t.cert.short_fingerprint()
-                ),
-                None => "a new certgen CA is staged: trusted first, leaves after the gate".into(),
-            }
-        );
+        let derived = derived_reason(&held, &others, &trusted, active.cert(), target.as_ref());
         let active = keyed
             .iter()
             .find(|k| k.cert == trusted)
@@ -149,6 +106,34 @@ impl Input<'_> {
             derived: Some(derived),
             ..ca
         }
+    }
+
+    /// The CA certgen moves every held leaf to (see [`Input::held`]): among `keyed` (the CAs
+    /// whose keys the CA Secret holds, still valid), the pending CA of a rotation in progress (never a second new CA),
+    /// else one not due that already signs held leaves, else (without `--overwrite`) one not
+    /// due; `None` means a new CA.
+    fn move_target(&self, ca: &CaSecret, keyed: &[&CaKey], held: &[&Leaf]) -> Option<CaKey> {
+        ca.pending
+            .as_ref()
+            .and_then(|p| keyed.iter().find(|k| k.cert == p.cert))
+            .or_else(|| {
+                // One that signs held leaves must stay trusted anyway: a new CA beside it and
+                // another writer's would need three in a bundle, so an --overwrite waits for
+                // the next run.
+                let not_due =
+                    |k: &&&CaKey| due(&k.cert, self.config.ca.renew_before, self.now).is_none();
+                keyed
+                    .iter()
+                    .filter(not_due)
+                    .find(|k| held.iter().any(|l| k.cert.signed(&l.cert)))
+                    .or_else(|| {
+                        keyed
+                            .iter()
+                            .filter(not_due)
+                            .find(|_| !self.options.overwrite)
+                    })
+            })
+            .map(|k| (*k).clone())
     }
 
     /// The CA Secret as the held Secrets agree on it, when they agree on a CA other than its
@@ -205,4 +190,37 @@ impl Input<'_> {
             .find(|c| c.is_ca && c.signed(leaf))
             .cloned()
     }
+}
+
+/// What the report says of a derived state: what the held Secrets hold and trust, and what
+/// certgen does about it.
+fn derived_reason(
+    held: &[&Leaf],
+    others: &[Cert],
+    trusted: &Cert,
+    active: &Cert,
+    target: Option<&CaKey>,
+) -> String {
+    let found = format!(
+        "the TLS Secrets hold {} (they trust CA {} and {}), not certgen's CA {}: another tool wrote them since certgen's last run",
+        held.len(),
+        trusted.short_fingerprint(),
+        if others.len() == held.len() {
+            "every leaf is signed by it".to_string()
+        } else {
+            format!("{} of {} leaves are signed by it", others.len(), held.len())
+        },
+        active.short_fingerprint(),
+    );
+    format!(
+        "{found}; {} is adopted as the current trust and {}",
+        trusted.short_fingerprint(),
+        match target {
+            Some(t) => format!(
+                "certgen's CA {} is staged: trusted first, leaves after the gate",
+                t.cert.short_fingerprint()
+            ),
+            None => "a new certgen CA is staged: trusted first, leaves after the gate".into(),
+        }
+    )
 }

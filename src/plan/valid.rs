@@ -93,10 +93,10 @@ impl std::fmt::Display for Broken {
 /// of the config by name. With `--strategy immediate` (one write of bundle and leaf, for
 /// consumers that all restart) a new leaf is not checked against bundles as read, nor a new
 /// bundle against leaves as read; the state the step leaves is.
-pub fn step_check<'a>(
+pub fn step_check(
     config: &Config,
     verifier: &Verifier,
-    held: &'a BTreeMap<String, Held>,
+    held: &BTreeMap<String, Held>,
     strategy: Strategy,
 ) -> Result<(), Broken> {
     let usages: BTreeMap<&str, Usages> = config
@@ -104,23 +104,64 @@ pub fn step_check<'a>(
         .iter()
         .map(|t| (t.name.as_str(), t.leaf.usages))
         .collect();
-    let changed = |h: &Held| {
-        (
-            h.after_leaf.is_some() && h.after_leaf != h.before_leaf,
-            h.after_bundle.is_some() && h.after_bundle != h.before_bundle,
-        )
+    let check = Check {
+        verifier,
+        held,
+        bundles: instances(held),
+        immediate: strategy == Strategy::Immediate,
     };
-    // Every distinct bundle consumers may hold, with who holds it as read and who gets it now.
-    struct Instance<'b> {
-        bundle: &'b [Cert],
-        old: Vec<&'b str>,
-        new: Vec<&'b str>,
+    for (name, h) in held {
+        let u = usages.get(name.as_str()).copied().unwrap_or_default();
+        let (leaf_changed, _) = changed(h);
+        // Each freshly issued leaf against its own bundle, no excuse.
+        if h.fresh
+            && let (Some(leaf), Some(bundle)) = (&h.after_leaf, &h.after_bundle)
+            && let Some(why) = check.fails(leaf, bundle, u)
+        {
+            return Err(Broken {
+                leaf: name.clone(),
+                leaf_new: true,
+                bundle: name.clone(),
+                bundle_new: true,
+                reason: why,
+            });
+        }
+        let versions = [
+            (h.before_leaf.as_ref(), false),
+            (h.after_leaf.as_ref().filter(|_| leaf_changed), true),
+        ];
+        for (leaf, leaf_new) in versions {
+            if let Some(leaf) = leaf {
+                check.leaf(name, h, leaf, leaf_new, u)?;
+            }
+        }
     }
+    Ok(())
+}
+
+/// Whether a step changes a Secret's leaf, and its bundle.
+fn changed(h: &Held) -> (bool, bool) {
+    (
+        h.after_leaf.is_some() && h.after_leaf != h.before_leaf,
+        h.after_bundle.is_some() && h.after_bundle != h.before_bundle,
+    )
+}
+
+/// A distinct bundle consumers may hold, with who holds it as read and who gets it now.
+struct Instance<'b> {
+    bundle: &'b [Cert],
+    old: Vec<&'b str>,
+    new: Vec<&'b str>,
+}
+
+/// Every distinct bundle consumers may hold during a step: each Secret's as read, and the
+/// one the step writes where it changes.
+fn instances<'a>(held: &'a BTreeMap<String, Held>) -> Vec<Instance<'a>> {
     let mut bundles: Vec<Instance<'a>> = Vec::new();
     for (name, h) in held {
         let (_, bundle_changed) = changed(h);
-        let mut put = |bundle: &'a Vec<Cert>, new: bool| {
-            let i = match bundles.iter().position(|b| b.bundle == bundle.as_slice()) {
+        let mut put = |bundle: &'a [Cert], new: bool| {
+            let i = match bundles.iter().position(|b| b.bundle == bundle) {
                 Some(i) => i,
                 None => {
                     bundles.push(Instance {
@@ -144,93 +185,106 @@ pub fn step_check<'a>(
             put(b, true);
         }
     }
-    let immediate = strategy == Strategy::Immediate;
-    let fails = |leaf: &Cert, bundle: &[Cert], u: Usages| verifier.verify(leaf, bundle, u).err();
-    for (name, h) in held {
-        let u = usages.get(name.as_str()).copied().unwrap_or_default();
-        let (leaf_changed, _) = changed(h);
-        // Each freshly issued leaf against its own bundle, no excuse.
-        if h.fresh
-            && let (Some(leaf), Some(bundle)) = (&h.after_leaf, &h.after_bundle)
-            && let Some(why) = fails(leaf, bundle, u)
-        {
-            return Err(Broken {
-                leaf: name.clone(),
-                leaf_new: true,
-                bundle: name.clone(),
-                bundle_new: true,
-                reason: why.0,
-            });
-        }
-        let versions = [
-            (h.before_leaf.as_ref(), false),
-            (h.after_leaf.as_ref().filter(|_| leaf_changed), true),
-        ];
-        for (leaf, leaf_new) in versions {
-            let Some(leaf) = leaf else { continue };
-            for b in &bundles {
-                let old_instance = !b.old.is_empty();
-                let new_instance = !b.new.is_empty();
-                let refuse = |bundle_new: bool, of: &str, why: String| {
-                    Err(Broken {
-                        leaf: name.clone(),
-                        leaf_new,
-                        bundle: of.to_string(),
-                        bundle_new,
-                        reason: why,
-                    })
-                };
-                // A new leaf against bundles held as read.
-                if leaf_new
-                    && old_instance
-                    && !immediate
-                    && let Some(why) = fails(leaf, b.bundle, u)
-                {
-                    // (A bundle none of whose CAs a verifier can use, all expired say,
-                    // accepts nothing already.)
-                    let kept = h
-                        .before_leaf
-                        .as_ref()
-                        .is_some_and(|before| fails(before, b.bundle, u).is_some())
-                        || b.bundle.iter().all(|c| verifier.anchor(c, u).is_some());
-                    if !kept {
-                        return refuse(false, b.old[0], why.0);
-                    }
-                }
-                if !new_instance {
-                    continue;
-                }
-                // A leaf against bundles this step writes: a new leaf always; one as read
-                // unless each Secret getting the bundle rejected it before too.
-                if leaf_new || !immediate {
-                    let Some(why) = fails(leaf, b.bundle, u) else {
-                        continue;
-                    };
-                    // (A leaf not valid at this instant by its own dates, expired or not
-                    // valid yet, is rejected by every bundle already.)
-                    let dead = leaf.is_expired_at(verifier.at()) || verifier.at() < leaf.not_before;
-                    // (A Secret absent as read breaks a leaf as read only if some bundle held
-                    // as read trusts that leaf: one every bundle rejects already, another
-                    // writer's, is broken for everyone before this step.)
-                    let trusted_as_read = || {
-                        bundles
-                            .iter()
-                            .any(|o| !o.old.is_empty() && fails(leaf, o.bundle, u).is_none())
-                    };
-                    let culprit = b.new.iter().find(|t| {
-                        leaf_new
-                            || (!dead
-                                && match held[**t].before_bundle.as_ref() {
-                                    Some(before) => fails(leaf, before, u).is_none(),
-                                    None => trusted_as_read(),
-                                })
-                    });
-                    if let Some(t) = culprit {
-                        return refuse(true, t, why.0);
-                    }
+    bundles
+}
+
+/// The check of one step: the held Secrets and every bundle consumers may hold.
+struct Check<'a> {
+    verifier: &'a Verifier,
+    held: &'a BTreeMap<String, Held>,
+    bundles: Vec<Instance<'a>>,
+    immediate: bool,
+}
+
+impl Check<'_> {
+    /// Why a verifier rejects `leaf` against `bundle` for usages `u`, if it does.
+    fn fails(&self, leaf: &Cert, bundle: &[Cert], u: Usages) -> Option<String> {
+        self.verifier.verify(leaf, bundle, u).err().map(|e| e.0)
+    }
+
+    /// One version of Secret `name`'s leaf (as read, or as this step writes it: `leaf_new`)
+    /// against every bundle consumers may hold.
+    fn leaf(
+        &self,
+        name: &str,
+        h: &Held,
+        leaf: &Cert,
+        leaf_new: bool,
+        u: Usages,
+    ) -> Result<(), Broken> {
+        let refuse = |bundle_new: bool, of: &str, why: String| {
+            Err(Broken {
+                leaf: name.to_string(),
+                leaf_new,
+                bundle: of.to_string(),
+                bundle_new,
+                reason: why,
+            })
+        };
+        for b in &self.bundles {
+            // A new leaf against bundles held as read.
+            if leaf_new
+                && !b.old.is_empty()
+                && !self.immediate
+                && let Some(why) = self.fails(leaf, b.bundle, u)
+            {
+                // (A bundle none of whose CAs a verifier can use, all expired say, accepts
+                // nothing already.)
+                let kept = h
+                    .before_leaf
+                    .as_ref()
+                    .is_some_and(|before| self.fails(before, b.bundle, u).is_some())
+                    || b.bundle
+                        .iter()
+                        .all(|c| self.verifier.anchor(c, u).is_some());
+                if !kept {
+                    return refuse(false, b.old[0], why);
                 }
             }
+            // A leaf against bundles this step writes: a new leaf always; one as read unless
+            // each Secret getting the bundle rejected it before too (and not at all in one
+            // write, `--strategy immediate`).
+            if b.new.is_empty() || (!leaf_new && self.immediate) {
+                continue;
+            }
+            let Some(why) = self.fails(leaf, b.bundle, u) else {
+                continue;
+            };
+            if let Some(t) = self.culprit(b, leaf, leaf_new, u) {
+                return refuse(true, t, why);
+            }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Of the Secrets getting bundle `b` (which rejects `leaf`), the first this step breaks:
+    /// any, for a new leaf; for a leaf as read, one whose bundle as read accepted it.
+    fn culprit<'b>(
+        &self,
+        b: &Instance<'b>,
+        leaf: &Cert,
+        leaf_new: bool,
+        u: Usages,
+    ) -> Option<&'b str> {
+        let at = self.verifier.at();
+        // (A leaf not valid at this instant by its own dates, expired or not valid yet, is
+        // rejected by every bundle already.)
+        let dead = leaf.is_expired_at(at) || at < leaf.not_before;
+        // (A Secret absent as read breaks a leaf as read only if some bundle held as read
+        // trusts that leaf: one every bundle rejects already, another writer's, is broken for
+        // everyone before this step.)
+        let trusted_as_read = || {
+            self.bundles
+                .iter()
+                .any(|o| !o.old.is_empty() && self.fails(leaf, o.bundle, u).is_none())
+        };
+        b.new.iter().copied().find(|t| {
+            leaf_new
+                || (!dead
+                    && match self.held[*t].before_bundle.as_ref() {
+                        Some(before) => self.fails(leaf, before, u).is_none(),
+                        None => trusted_as_read(),
+                    })
+        })
+    }
 }
