@@ -109,9 +109,9 @@ impl Input<'_> {
     }
 
     /// The CA certgen moves every held leaf to (see [`Input::held`]): among `keyed` (the CAs
-    /// whose keys the CA Secret holds, still valid), the pending CA of a rotation in progress (never a second new CA),
-    /// else one not due that already signs held leaves, else (without `--overwrite`) one not
-    /// due; `None` means a new CA.
+    /// whose keys the CA Secret holds, still valid), the pending CA of a rotation in progress
+    /// (never a second new CA), else one not due that already signs held leaves, else (without
+    /// `--overwrite`) one not due; `None` means a new CA.
     fn move_target(&self, ca: &CaSecret, keyed: &[&CaKey], held: &[&Leaf]) -> Option<CaKey> {
         ca.pending
             .as_ref()
