@@ -51,14 +51,16 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
                     "created"
                 },
                 secret.type_,
-                secret.ca.0,
-                secret.cert.0,
-                secret.key.0,
+                secret.keys.0,
+                secret.keys.1,
+                secret.keys.2,
                 req.hosts.join(","),
-                crate::timefmt::rfc3339(secret.leaf.not_after),
+                crate::timefmt::rfc3339(secret.not_after(now)),
             );
             if !args.common.dry_run {
-                api::create_secret(&client, &secret).await?;
+                // The keys are made here, when written: the plan holds none.
+                let made = secret.issue(now)?;
+                api::create_secret(&client, &made).await?;
                 tracing::info!(secret = %object, action = "create", "created the secret");
             }
             Ok(vec![line])

@@ -27,8 +27,8 @@ pub mod plan;
 pub mod request;
 
 pub use plan::{
-    CreatePlan, NewSecret, ObservedSecret, ObservedTarget, PatchPlan, TargetWrite, plan_create,
-    plan_patch,
+    CreatePlan, NewSecret, ObservedSecret, ObservedTarget, PatchPlan, SecretToCreate, TargetWrite,
+    plan_create, plan_patch,
 };
 pub use request::{CreateRequest, FailurePolicy, Keys, PatchMode, PatchRequest, Target};
 

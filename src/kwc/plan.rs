@@ -1,5 +1,8 @@
-//! What `create` and `patch` do, decided from what was read: pure functions (keys are generated
-//! here, so the plan holds every byte written and the adapter decides nothing).
+//! What `create` and `patch` do, decided from what was read: pure functions. As in the main
+//! job's planner, a plan generates no key: a Secret to create is planned as what it holds
+//! ([`SecretToCreate`]: names, type, the CA and serving certificate to issue), and the run
+//! fills it with keys when it writes ([`SecretToCreate::issue`]), so `--dry-run` generates
+//! nothing and the adapter decides nothing.
 
 use std::collections::BTreeMap;
 
@@ -43,11 +46,57 @@ pub struct NewSecret {
     pub leaf: Cert,
 }
 
+/// A Secret `create` will create, before its keys exist: where, with which type and keys, and
+/// the CA and serving certificate issued into it when the run writes it.
+#[derive(Debug, Clone)]
+pub struct SecretToCreate {
+    pub namespace: String,
+    pub name: String,
+    pub type_: String,
+    /// The data keys of the CA, the serving certificate and its key.
+    pub keys: (String, String, String),
+    pub ca: CaSpec,
+    pub leaf: LeafSpec,
+}
+
+impl SecretToCreate {
+    /// When its serving certificate will expire if issued at `now` (the report's "valid
+    /// until", with no key generated).
+    pub fn not_after(&self, now: OffsetDateTime) -> OffsetDateTime {
+        let last = |d: std::time::Duration| {
+            time::Duration::try_from(d)
+                .ok()
+                .and_then(|d| now.checked_add(d))
+                .unwrap_or_else(|| time::PrimitiveDateTime::MAX.assume_utc())
+        };
+        last(self.leaf.validity).min(last(self.ca.validity))
+    }
+
+    /// The Secret with its keys: a CA and a serving certificate it signed, issued at `now`.
+    pub fn issue(&self, now: OffsetDateTime) -> Result<NewSecret, ConfigError> {
+        let failed = |e: crate::pki::IssueError| refuse("--host", e.to_string());
+        let (ca, ca_issued) = issue_ca(&self.ca, now).map_err(failed)?;
+        let leaf = issue_leaf(&self.leaf, &ca, now).map_err(failed)?;
+        Ok(NewSecret {
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            type_: self.type_.clone(),
+            ca: (self.keys.0.clone(), ca_issued.cert.pem().into_bytes()),
+            cert: (
+                self.keys.1.clone(),
+                bundle_pem(std::slice::from_ref(&leaf.cert)).into_bytes(),
+            ),
+            key: (self.keys.2.clone(), leaf.key),
+            leaf: leaf.cert,
+        })
+    }
+}
+
 /// What `create` does.
 #[derive(Debug, Clone)]
 pub enum CreatePlan {
     /// The Secret does not exist: create it.
-    Create(Box<NewSecret>),
+    Create(Box<SecretToCreate>),
     /// The Secret exists and is usable: no write. Each note is a warning for the operator.
     Keep { notes: Vec<String> },
     /// The Secret exists and is usable, and `caBundle` targets were named: certgen's main job
@@ -85,7 +134,7 @@ pub fn plan_create(
 ) -> Result<CreatePlan, ConfigError> {
     let object = format!("Secret {}/{}", req.namespace, req.secret_name);
     let data = match observed {
-        ObservedSecret::Absent => return issue(req, now).map(|s| CreatePlan::Create(Box::new(s))),
+        ObservedSecret::Absent => return Ok(CreatePlan::Create(Box::new(to_create(req)))),
         ObservedSecret::Present { type_, data, .. } => {
             let mut notes = Vec::new();
             if *type_ != req.secret_type {
@@ -322,19 +371,24 @@ fn engine_config(req: &CreateRequest, stored_type: &str) -> Result<Option<Config
     Config::from_built(file, "--host").map(Some)
 }
 
-fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigError> {
-    let failed = |e: crate::pki::IssueError| refuse("--host", e.to_string());
-    let (ca, ca_issued) = issue_ca(
-        &CaSpec {
+/// The Secret kube-webhook-certgen creates: a CA named after the Secret and a serving
+/// certificate for `--host`, ECDSA P-256, valid `--validity`.
+fn to_create(req: &CreateRequest) -> SecretToCreate {
+    SecretToCreate {
+        namespace: req.namespace.clone(),
+        name: req.secret_name.clone(),
+        type_: req.secret_type.clone(),
+        keys: (
+            req.keys.ca.clone(),
+            req.keys.cert.clone(),
+            req.keys.key.clone(),
+        ),
+        ca: CaSpec {
             common_name: format!("{}-ca", req.secret_name),
             validity: req.renewal.validity,
             key_algorithm: KeyAlgorithm::EcdsaP256,
         },
-        now,
-    )
-    .map_err(failed)?;
-    let leaf = issue_leaf(
-        &LeafSpec {
+        leaf: LeafSpec {
             common_name: req.hosts[0].clone(),
             dns_names: req.dns_names.clone(),
             ip_addresses: req.ip_addresses.clone(),
@@ -345,22 +399,7 @@ fn issue(req: &CreateRequest, now: OffsetDateTime) -> Result<NewSecret, ConfigEr
             validity: req.renewal.validity,
             key_algorithm: KeyAlgorithm::EcdsaP256,
         },
-        &ca,
-        now,
-    )
-    .map_err(failed)?;
-    Ok(NewSecret {
-        namespace: req.namespace.clone(),
-        name: req.secret_name.clone(),
-        type_: req.secret_type.clone(),
-        ca: (req.keys.ca.clone(), ca_issued.cert.pem().into_bytes()),
-        cert: (
-            req.keys.cert.clone(),
-            bundle_pem(std::slice::from_ref(&leaf.cert)).into_bytes(),
-        ),
-        key: (req.keys.key.clone(), leaf.key),
-        leaf: leaf.cert,
-    })
+    }
 }
 
 /// One webhook entry of a configuration, as read.
@@ -652,7 +691,11 @@ mod tests {
 
     fn created_with(r: &CreateRequest) -> NewSecret {
         match plan_create(r, &ObservedSecret::Absent, now()).unwrap() {
-            CreatePlan::Create(s) => *s,
+            CreatePlan::Create(s) => {
+                let made = s.issue(now()).unwrap();
+                assert_eq!(made.leaf.not_after, s.not_after(now()), "the report's date");
+                made
+            }
             _ => panic!("expected a create"),
         }
     }
