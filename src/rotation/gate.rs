@@ -1279,6 +1279,11 @@ impl Push<'_> {
             let Some(pods) = self.list(ev).await? else {
                 return Ok(Waited::Unobservable);
             };
+            // A gate resumed from an earlier run (no step of this run listed the pods yet)
+            // holds for the Secrets no consumer declares just the same.
+            if ev.undeclared.is_none() {
+                ev.undeclared = Some(self.undeclared());
+            }
             // Pods that appeared or were missed since the step (or a gate resumed from an
             // earlier run), and pods whose kubelet came back from a gap: poked now.
             self.poke(ev, &pods, outcome, store_now()).await;

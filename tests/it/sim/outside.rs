@@ -259,6 +259,10 @@ pub struct OutsideWorld {
     /// Every write of any kind that landed and was answered (Secrets too), in order: what a
     /// crash point falls between.
     pub sequence: Vec<String>,
+    /// Secrets held outside the cluster (a client or a webhook server reading them at its own
+    /// pace): no pod shows them, and each version is held until the propagation delay after
+    /// the next one lands.
+    pub external: Vec<String>,
 }
 
 impl OutsideWorld {
@@ -285,6 +289,7 @@ impl OutsideWorld {
             next_uid: 1,
             log: Vec::new(),
             sequence: Vec::new(),
+            external: Vec::new(),
         };
         if let Some(t) = config.webhooks.first() {
             w.target = Some(TargetState {
@@ -976,9 +981,20 @@ async fn start(
 
 /// Runs a trajectory of the whole world and checks it; the first violation otherwise.
 pub async fn trajectory(from: From, steps: &[Step], mutation: Mutation) -> Result<Sizes, String> {
-    let config = config();
+    trajectory_in(config(), &[], from, steps, mutation).await
+}
+
+/// [`trajectory`] with another `config`, and `external`: Secrets held outside the cluster.
+pub async fn trajectory_in(
+    config: Config,
+    external: &[&str],
+    from: From,
+    steps: &[Step],
+    mutation: Mutation,
+) -> Result<Sizes, String> {
     let world = World::new();
     let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
+    outside.lock().unwrap().external = external.iter().map(|s| s.to_string()).collect();
     let mut index = 0;
     let mut ended: Vec<Ended> = Vec::new();
     let mut next = || {
@@ -1178,6 +1194,23 @@ fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Hold
             }
         }
     }
+    // A holder outside the cluster loads each version within the propagation delay.
+    for secret in &o.external {
+        for v in w.versions.iter().filter(|v| v.secret == *secret) {
+            let until = v.until.map_or(end, |u| (u + lag).min(end));
+            if v.from < until {
+                out.push(Holding {
+                    holder: format!("{secret}'s holder outside the cluster"),
+                    from: v.from,
+                    until,
+                    leaf: v.leaf.as_ref(),
+                    bundle: &v.bundle,
+                    seeded: v.run == FOREIGN,
+                    describe: format!("{} of run {} from {}", v.secret, run_name(v.run), v.from),
+                });
+            }
+        }
+    }
     out
 }
 
@@ -1360,6 +1393,49 @@ fn a_staged_rotation_keeps_webhook_consumers_and_pods_working() {
             assert!(sizes.ca_bundle_writes >= 2 && sizes.restarts >= 2 && sizes.pokes > 0);
         }
     }
+}
+
+/// A Secret that no consumer declares and no pod mounts (the proxies' `envoy`, here held by a
+/// client outside the cluster that reloads it within the propagation delay): the pods' evidence
+/// says nothing about it, so each gate after a step that wrote it waits for its timer, from
+/// every state and through a crash at any write. (Was: the leaves -> cleanup gate opened on
+/// the other pods' evidence, and the cleanup dropped the old CA while that client still
+/// presented the old leaf.)
+#[test]
+fn a_secret_no_consumer_declares_waits_for_its_timer() {
+    let mut config = config();
+    config
+        .consumers
+        .retain(|c| !c.mounts.iter().any(|m| m == "envoy"));
+    assert!(!config.consumers.is_empty());
+    let mut trajectories = 0;
+    let mut pairs = 0;
+    for from in [From::Steady, From::EnvoyGateway] {
+        let mut runs = vec![(overwrite(), RunSpec::default())];
+        for n in 1..=12 {
+            runs.push((crash(overwrite(), n), RunSpec::default()));
+        }
+        for (first, rerun) in runs {
+            let steps = [
+                Step::Run(first),
+                Step::Advance(Duration::ZERO),
+                Step::Run(rerun),
+            ];
+            let sizes = runtime()
+                .block_on(trajectory_in(
+                    config.clone(),
+                    &["envoy"],
+                    from,
+                    &steps,
+                    Mutation::None,
+                ))
+                .unwrap_or_else(|e| panic!("{from:?} {steps:?}: {e}"));
+            trajectories += 1;
+            pairs += sizes.pairs;
+        }
+    }
+    eprintln!("a Secret held outside the cluster: {trajectories} trajectories, {pairs} pairs");
+    assert!(pairs > 0);
 }
 
 /// Every crash point of a rotation, now between any two outside actions (Secret → caBundle,
