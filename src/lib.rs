@@ -258,13 +258,33 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
                 })
             })?;
     let (config, local) = config::resolve_target(&args.target.spec())?;
-    let mut outcome = run_job(&args, config.clone(), &local).await;
+    // In a cluster, one client for the whole job: the run, its Events and its metrics.
+    let (client, mut outcome) = match &local {
+        Some(dir) => (None, local_job(&args, config.clone(), dir).await),
+        None => match k8s::client(args.target.cluster()).await {
+            Ok(client) => {
+                let options = args.options(false);
+                let outcome = cluster_job(&client, config.clone(), options).await;
+                (Some(client), outcome)
+            }
+            Err(e) => (None, Err(e)),
+        },
+    };
     let api_requests = local.is_none().then(metrics::snapshot);
-    if let Ok((report, _)) = &mut outcome {
-        record_events(&args, &config, local.is_some(), report).await;
-    }
     let prometheus = args.target.output == OutputFormat::Prometheus;
-    let metrics = if sinks.any() || prometheus {
+    let wants_metrics = sinks.any() || prometheus;
+    let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
+    // What the run left, read once for both (`check`'s reads; the caBundle targets only for
+    // the metrics).
+    let left = if wants_metrics || wants_events {
+        read_left(&config, &local, client.as_ref(), wants_metrics).await
+    } else {
+        None
+    };
+    if let Ok((report, _)) = &mut outcome {
+        record_events(&args, &config, report, client.as_ref(), left.as_ref()).await;
+    }
+    let metrics = if wants_metrics {
         let (exit_code, writes) = match &outcome {
             Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
             Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
@@ -278,7 +298,7 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
             dry_run: args.dry_run,
             api_requests,
         };
-        let text = exposition::collect::after_run(&config, &local, &args.target, run).await;
+        let text = exposition::collect::after_run(&config, left.as_ref(), run);
         let grouping = [
             ("namespace", config.namespace.as_str()),
             ("profile", config.profile.as_str()),
@@ -290,6 +310,16 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
     } else {
         None
     };
+    if local.is_none() {
+        let all = metrics::snapshot();
+        tracing::debug!(
+            requests = all.total,
+            get = all.get,
+            list = all.list,
+            clients = k8s::clients_built(),
+            "API requests of the whole job (the run's, then its Events' and metrics')"
+        );
+    }
     let (mut report, failure) = outcome?;
     match args.target.output {
         OutputFormat::Text => print(&report.to_text())?,
@@ -309,93 +339,100 @@ async fn main_job(args: RunArgs) -> Result<(), Error> {
     }
 }
 
-/// With `--events` in a cluster: the Warnings of the state the run left, after the run's own
-/// Events, then every Event recorded in order (a dry run's are only shown). Without it, the
-/// report carries none.
+/// What a run left, read once after it for its Events and metrics (`targets`: the `caBundle`
+/// targets too). `None` when a cluster run has no client (it failed to connect).
+async fn read_left(
+    config: &config::Config,
+    local: &Option<std::path::PathBuf>,
+    client: Option<&kube::Client>,
+    targets: bool,
+) -> Option<Result<exposition::collect::Left, Error>> {
+    match (local, client) {
+        (Some(dir), _) => {
+            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
+            Some(exposition::collect::left(config, &store, None).await)
+        }
+        (None, Some(client)) => {
+            let store = KubeStore::new(client.clone(), &config.namespace);
+            let webhooks = k8s::WebhookStore::new(client.clone());
+            Some(exposition::collect::left(config, &store, targets.then_some(&webhooks)).await)
+        }
+        (None, None) => None,
+    }
+}
+
+/// With `--events` in a cluster: the Warnings of the state the run `left`, after the run's
+/// own Events, then every Event recorded in order (a dry run's are only shown). Without it,
+/// the report carries none.
 async fn record_events(
     args: &RunArgs,
     config: &config::Config,
-    local: bool,
     report: &mut report::Report,
+    client: Option<&kube::Client>,
+    left: Option<&Result<exposition::collect::Left, Error>>,
 ) {
-    if !args.events || local {
+    let Some(client) = client.filter(|_| args.events) else {
         report.events.clear();
         return;
-    }
+    };
     if args.dry_run {
         return;
     }
-    let client = match k8s::client(args.target.cluster()).await {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::warn!("Events not recorded: {e}");
-            return;
-        }
-    };
-    let store = KubeStore::new(client.clone(), &config.namespace);
-    match observe::observe(&store, config).await {
-        Ok(observed) => {
-            let now = store.now();
-            let rotation = exposition::rotation(config, &observed, now);
+    match left {
+        Some(Ok(left)) if left.complete => {
+            let rotation = exposition::rotation(config, &left.observed, left.now);
             let delay = args.options(false).propagation_delay;
             report.events.extend(events::warnings(
                 config,
-                &observed,
+                &left.observed,
                 rotation,
-                now,
+                left.now,
                 delay,
                 args.stuck_after,
             ));
         }
-        Err(e) => {
+        Some(Err(e)) => {
             tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")
         }
+        _ => tracing::warn!("no Warning Events: the Secrets were not read after the run"),
     }
-    let recorder = k8s::events::KubeEvents::new(client, &config.namespace);
+    let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
     let refusals = k8s::events::record_all(&recorder, &mut report.events).await;
     report.skipped.extend(refusals);
 }
 
-/// The run itself: (in a cluster) adapt to what this identity may do, run the rotation driver
-/// against the store; the report, and the failure that ended the run after it had started.
-async fn run_job(
+/// The run in local mode: the rotation driver against the directory; the report, and the
+/// failure that ended the run after it had started.
+async fn local_job(
     args: &RunArgs,
     config: config::Config,
-    local: &Option<std::path::PathBuf>,
+    dir: &std::path::Path,
 ) -> Result<(report::Report, Option<Error>), Error> {
-    let options = args.options(local.is_some());
-    match &local {
-        Some(dir) => {
-            let deadline = options.deadline(tokio::time::Instant::now());
-            let lock = lock::Target::File(dir.clone());
-            let mut store = local_store(dir, &config, options.force);
-            if options.dry_run {
-                // A dry run changes nothing, file modes included: it reports them.
-                store = store.reporting_exposed_keys();
-            }
-            let invocation = rotation::Invocation {
-                config: &config,
-                options,
-                deadline,
-                deployments: None,
-                client: None,
-                webhooks: None,
-                pods: None,
-                lock,
-            };
-            let (mut report, failure) = rotation::run(&store, invocation).await?;
-            report.key_modes = store
-                .exposed_keys()
-                .into_iter()
-                .map(|(_, _, problem)| problem)
-                .collect();
-            Ok((report.with_next_renewal(&config), failure))
-        }
-        None => {
-            let client = k8s::client(args.target.cluster()).await?;
-            cluster_job(&client, config, options).await
-        }
+    let options = args.options(true);
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let lock = lock::Target::File(dir.to_path_buf());
+    let mut store = local_store(dir, &config, options.force);
+    if options.dry_run {
+        // A dry run changes nothing, file modes included: it reports them.
+        store = store.reporting_exposed_keys();
     }
+    let invocation = rotation::Invocation {
+        config: &config,
+        options,
+        deadline,
+        deployments: None,
+        client: None,
+        webhooks: None,
+        pods: None,
+        lock,
+    };
+    let (mut report, failure) = rotation::run(&store, invocation).await?;
+    report.key_modes = store
+        .exposed_keys()
+        .into_iter()
+        .map(|(_, _, problem)| problem)
+        .collect();
+    Ok((report.with_next_renewal(&config), failure))
 }
 
 /// The main job in a cluster (and `certgen create`'s renewal, [`kwc_run`]): adapt to what this

@@ -4,17 +4,14 @@
 //!
 //! It reads through the same store and webhook adapter as a run, and writes nothing.
 
-use std::path::PathBuf;
-
 use super::{CaBundleTarget, Family, RunOutcome, TargetState};
 use crate::check::Context;
-use crate::cli::TargetArgs;
 use crate::config::Config;
 use crate::error::Error;
-use crate::k8s::{KubeStore, WebhookObserved, WebhookStore, webhooks::describe};
+use crate::k8s::{WebhookObserved, WebhookStore, webhooks::describe};
 use crate::observe::{self, Snapshot};
 use crate::report::CheckReport;
-use crate::store::{LocalStore, SecretStore, StoreError};
+use crate::store::{SecretStore, StoreError};
 
 /// `check`'s report of the store and (with `webhooks`, in a cluster) of the `caBundle`
 /// targets, and its gauges, judged at the store's "now" (the clock a run's gates use). A
@@ -26,24 +23,38 @@ pub async fn checked<S: SecretStore>(
     webhooks: Option<&WebhookStore>,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
     let (observed, mut unreadable) = observe::observe_each(store, config).await?;
+    let unread = unreadable
+        .iter()
+        .map(|(name, e)| (name.clone(), e.to_string()))
+        .collect();
+    let (report, families) = judged(config, store, webhooks, &observed, unread).await?;
+    let first = (!unreadable.is_empty()).then(|| unreadable.swap_remove(0).1);
+    Ok((report, families, first))
+}
+
+/// `check`'s judgement of `observed` (read from `store`; `unreadable`: the Secrets that could
+/// not be, with why) and its gauges, with each `caBundle` target read through `webhooks`.
+async fn judged<S: SecretStore>(
+    config: &Config,
+    store: &S,
+    webhooks: Option<&WebhookStore>,
+    observed: &Snapshot,
+    unreadable: Vec<(String, String)>,
+) -> Result<(CheckReport, Vec<Family>), Error> {
     let now = store.now();
     let targets = match webhooks {
-        Some(api) => targets(config, &observed, api).await?,
+        Some(api) => targets(config, observed, api).await?,
         None => vec![],
     };
     let ctx = Context {
         propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
         targets,
-        unreadable: unreadable
-            .iter()
-            .map(|(name, e)| (name.clone(), e.to_string()))
-            .collect(),
+        unreadable,
     };
-    let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
+    let report = crate::check::check(config, observed, now, store.describe(), &ctx)
         .with_exposed_keys(store.exposed_keys());
-    let families = super::health(config, &observed, &report, now);
-    let first = (!unreadable.is_empty()).then(|| unreadable.swap_remove(0).1);
-    Ok((report, families, first))
+    let families = super::health(config, observed, &report, now);
+    Ok((report, families))
 }
 
 /// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
@@ -89,36 +100,54 @@ async fn targets(
     Ok(out)
 }
 
-/// The metrics of a finished run: the state it left (observed again, as `check` would) and
-/// its `outcome`. When the state cannot be read any more, the outcome alone, with a warning.
-pub async fn after_run(
+/// What a finished run left, read once after it (as `check` reads it) for its Warning Events
+/// and its metrics: the Secrets, the store's "now" and the health gauges.
+pub struct Left {
+    pub observed: Snapshot,
+    /// Every Secret could be read (local mode reads on when one cannot: `observed` lacks it).
+    pub complete: bool,
+    pub now: time::OffsetDateTime,
+    pub families: Vec<Family>,
+}
+
+/// Reads what a run left: the Secrets once, and (with `webhooks`) each `caBundle` target.
+pub async fn left<S: SecretStore>(
     config: &Config,
-    local: &Option<PathBuf>,
-    target: &TargetArgs,
+    store: &S,
+    webhooks: Option<&WebhookStore>,
+) -> Result<Left, Error> {
+    let (observed, unreadable) = observe::observe_each(store, config).await?;
+    let complete = unreadable.is_empty();
+    let unread = unreadable
+        .iter()
+        .map(|(name, e)| (name.clone(), e.to_string()))
+        .collect();
+    let now = store.now();
+    let (_, families) = judged(config, store, webhooks, &observed, unread).await?;
+    Ok(Left {
+        observed,
+        complete,
+        now,
+        families,
+    })
+}
+
+/// The metrics of a finished run: the health gauges of the state it `left` (when it could be
+/// read; else the outcome alone, with a warning) and its `outcome`.
+pub fn after_run(
+    config: &Config,
+    left: Option<&Result<Left, Error>>,
     outcome: RunOutcome,
 ) -> String {
-    let health = match local {
-        Some(dir) => {
-            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
-            checked(config, &store, None).await
-        }
-        None => match crate::k8s::client(target.cluster()).await {
-            Ok(client) => {
-                let store = KubeStore::new(client.clone(), &config.namespace);
-                let webhooks = WebhookStore::new(client);
-                checked(config, &store, Some(&webhooks)).await
-            }
-            Err(e) => Err(e),
-        },
-    };
-    let mut families = match health {
-        Ok((_, families, _)) => families,
-        Err(e) => {
+    let mut families = match left {
+        Some(Ok(left)) => left.families.clone(),
+        Some(Err(e)) => {
             tracing::warn!(
                 "the metrics give the run's outcome only: reading the Secrets after the run failed: {e}"
             );
             vec![]
         }
+        None => vec![],
     };
     families.extend(super::run(config, &outcome));
     super::render(&families)

@@ -5,6 +5,14 @@
 use crate::config::ConfigError;
 use crate::error::Error;
 
+/// How many clients this process built (one per cluster job; logged at exit with `-v`).
+static BUILT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many clients this process built.
+pub fn clients_built() -> u64 {
+    BUILT.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// A client for the cluster a kubeconfig file and context name (resolved from
 /// `--kubeconfig`/`--context` by `crate::cli`) select (or the default kubeconfig, or the pod's
 /// service account), with certgen's layers.
@@ -20,6 +28,7 @@ pub async fn client_for(
     kubeconfig: Option<&std::path::Path>,
     context: Option<String>,
 ) -> Result<kube::Client, Error> {
+    BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let has_context = context.is_some();
     let options = KubeConfigOptions {

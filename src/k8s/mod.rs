@@ -24,7 +24,7 @@ pub mod webhooks;
 mod workloads;
 
 pub use self::access::review;
-pub use self::client::{client, client_for, layered};
+pub use self::client::{client, client_for, clients_built, layered};
 pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 #[cfg(feature = "test-hooks")]
 pub use self::pods::{LOSE_POKE_ENV, POD_PAGE_ENV};

@@ -163,3 +163,58 @@ async fn metrics_follow_runs_rotations_and_a_ca_bundle_target() {
     let r = check(&c.kubeconfig, &ns.name);
     assert_eq!(target_status(&r.stdout, &ns.name, &name), "absent");
 }
+
+/// A run with `--events` and `--metrics-file` builds one client for the whole job and reads
+/// what it left once: after the run's own requests, one read of the Secrets and the
+/// injector's GET, shared by its Warning Events and its metrics, then the Events' POSTs. (Was:
+/// three clients, and the Secrets read twice after the run.)
+#[tokio::test]
+async fn events_and_metrics_share_one_client_and_one_read_after_the_run() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-one-read").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let webhooks = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    webhooks
+        .create(&PostParams::default(), &injector(&name, &ns.name))
+        .await
+        .unwrap();
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let tmp = tempdir();
+    let file = tmp.path().join("certgen.prom");
+    let r = c
+        .certgen(&ns.name)
+        .args(["--events", "--metrics-file", file.to_str().unwrap()])
+        .args(["-v", "--log-format", "json"])
+        .run()
+        .ok();
+    let report = r.json();
+    let events = report["events"].as_array().map_or(0, Vec::len) as u64;
+    assert!(events > 0, "{}", r.stdout);
+    let whole = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("API requests of the whole job"))
+        .find_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .unwrap_or_else(|| panic!("no line of the whole job's requests:\n{}", r.stderr));
+    let field = |k: &str| {
+        whole
+            .get(k)
+            .or_else(|| whole["fields"].get(k))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or_else(|| panic!("{k} in {whole}"))
+    };
+    assert_eq!(field("clients"), 1, "{whole}");
+    let run = |k: &str| report["apiRequests"][k].as_u64().unwrap();
+    // The Secrets read once (five GETs, or one LIST) and the injector once; the Events are
+    // POSTs.
+    let (lists, gets) = (field("list") - run("list"), field("get") - run("get"));
+    assert!(
+        (lists, gets) == (0, 5 + 1) || (lists, gets) == (1, 1),
+        "after the run: {lists} LIST, {gets} GET\n{whole}\n{report}"
+    );
+    assert_eq!(
+        field("requests") - run("total"),
+        lists + gets + events,
+        "{whole}\n{report}"
+    );
+}
