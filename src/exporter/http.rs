@@ -434,19 +434,24 @@ mod tests {
         thread: Option<std::thread::JoinHandle<()>>,
     }
 
+    /// What requests need, for the envoy-gateway profile over an empty state.
+    fn shared() -> Shared {
+        let config = crate::config::Config::resolve(
+            &crate::config::Source::Profile("envoy-gateway".into()),
+            &crate::config::Overrides::default(),
+            &crate::config::Env::default(),
+        )
+        .unwrap();
+        Shared {
+            state: Arc::new(RwLock::new(State::new(&config))),
+            config: Arc::new(config),
+            memo: Arc::default(),
+        }
+    }
+
     impl Server {
         fn start(limits: Limits) -> Self {
-            let config = crate::config::Config::resolve(
-                &crate::config::Source::Profile("envoy-gateway".into()),
-                &crate::config::Overrides::default(),
-                &crate::config::Env::default(),
-            )
-            .unwrap();
-            let shared = Shared {
-                state: Arc::new(RwLock::new(State::new(&config))),
-                config: Arc::new(config),
-                memo: Arc::default(),
-            };
+            let shared = shared();
             let conns: Arc<Mutex<Connections>> = Arc::default();
             let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
             let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -630,17 +635,7 @@ mod tests {
     /// pool: RSS 35 -> 491 MB after the attackers stopped.)
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_dropped_scrape_neither_loses_the_memo_nor_doubles_the_work() {
-        let config = crate::config::Config::resolve(
-            &crate::config::Source::Profile("envoy-gateway".into()),
-            &crate::config::Overrides::default(),
-            &crate::config::Env::default(),
-        )
-        .unwrap();
-        let shared = Shared {
-            state: Arc::new(RwLock::new(State::new(&config))),
-            config: Arc::new(config),
-            memo: Arc::default(),
-        };
+        let shared = shared();
         let req = Request::get("/metrics").body(()).unwrap();
         // The computation cannot read the state while a watch writes it (a thread holds the
         // write lock until told to let go).

@@ -60,17 +60,27 @@ fn target_status(text: &str, ns: &str, name: &str) -> String {
     on[0][prefix.len()..].split('"').next().unwrap().to_string()
 }
 
+/// Envoy Gateway's topology injector for namespace `ns`, deleted when the last value is
+/// dropped: its name, the API it was created with.
+async fn with_injector(
+    c: &super::Cluster,
+    ns: &str,
+) -> (String, Api<MutatingWebhookConfiguration>, DeleteOnDrop) {
+    let name = format!("envoy-gateway-topology-injector.{ns}");
+    let webhooks = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
+    webhooks
+        .create(&PostParams::default(), &injector(&name, ns))
+        .await
+        .unwrap();
+    let cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    (name, webhooks, cleanup)
+}
+
 #[tokio::test]
 async fn metrics_follow_runs_rotations_and_a_ca_bundle_target() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("certgen-metrics").await;
-    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
-    let webhooks = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
-    webhooks
-        .create(&PostParams::default(), &injector(&name, &ns.name))
-        .await
-        .unwrap();
-    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let (name, webhooks, _cleanup) = with_injector(&c, &ns.name).await;
 
     // A first run: its textfile's request counts are its report's.
     let tmp = tempdir();
@@ -172,13 +182,7 @@ async fn metrics_follow_runs_rotations_and_a_ca_bundle_target() {
 async fn events_and_metrics_share_one_client_and_one_read_after_the_run() {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace("certgen-one-read").await;
-    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
-    let webhooks = Api::<MutatingWebhookConfiguration>::all(c.client.clone());
-    webhooks
-        .create(&PostParams::default(), &injector(&name, &ns.name))
-        .await
-        .unwrap();
-    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let _injector = with_injector(&c, &ns.name).await;
     let tmp = tempdir();
     let file = tmp.path().join("certgen.prom");
     let r = c
