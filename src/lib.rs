@@ -7,7 +7,9 @@
 //! restarts and probes, and hands its results to [`report`]. [`check`] judges what
 //! [`observe`] read. Secrets are reached through the [`store`] trait; every Kubernetes API
 //! call is in the [`k8s`] adapter, which the core never imports. [`pki`] is pure cryptography
-//! with `now` passed in. Only [`main`] turns results into exit codes.
+//! with `now` passed in. [`run`] wires the core to the outside world, one module per command's
+//! job; this root only parses, sets up logging and dispatches. Only [`main`] turns results
+//! into exit codes.
 
 pub mod access;
 pub mod apply;
@@ -21,10 +23,8 @@ pub mod exit;
 pub mod exporter;
 pub mod exposition;
 pub mod handover;
-pub mod handover_run;
 pub mod k8s;
 pub mod kwc;
-pub mod kwc_run;
 pub mod lock;
 pub mod metrics;
 pub mod observe;
@@ -36,21 +36,19 @@ pub mod profiles;
 pub mod report;
 pub mod rollout;
 pub mod rotation;
+pub mod run;
 pub mod secret;
 pub mod store;
 pub mod text;
 pub mod timefmt;
 pub mod workload;
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
-use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand, RunArgs};
+use crate::cli::{Cli, Command, LogFormat, OutputFormat, ProfileCommand};
 use crate::error::Error;
-use crate::k8s::KubeStore;
-use crate::store::{LocalStore, SecretStore};
 
 /// Parses the command line, runs, and returns the exit code. The binary's whole `main`.
 pub fn main() -> ExitCode {
@@ -114,7 +112,7 @@ fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
         message: first.to_string(),
     });
     if asks("--output") {
-        let _ = print(&report::ErrorReport::new(error.to_object()).to_json());
+        let _ = run::print(&report::ErrorReport::new(error.to_object()).to_json());
     }
     if asks("--log-format") {
         report_error(&error, false, true);
@@ -130,7 +128,7 @@ fn usage_error(e: clap::Error, args: &[std::ffi::OsString]) -> ExitCode {
 fn report_error(e: &Error, json_output: bool, json_log: bool) {
     let object = e.to_object();
     if json_output && !matches!(e, Error::Reported(_)) {
-        let _ = print(&report::ErrorReport::new(object.clone()).to_json());
+        let _ = run::print(&report::ErrorReport::new(object.clone()).to_json());
     }
     if json_log {
         let line = serde_json::json!({
@@ -191,26 +189,26 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
                     ),
                 })
             })?;
-            print(text)
+            run::print(text)
         }
-        Some(Command::Profile(ProfileCommand::List)) => print(&profiles::listing()),
-        Some(Command::Completions { shell }) => print(&completions(shell)),
-        Some(Command::Man { dir: None }) => print(&man_page()),
+        Some(Command::Profile(ProfileCommand::List)) => run::print(&profiles::listing()),
+        Some(Command::Completions { shell }) => run::print(&completions(shell)),
+        Some(Command::Man { dir: None }) => run::print(&man_page()),
         Some(Command::Man { dir: Some(dir) }) => write_man_pages(&dir),
         Some(Command::Create(args)) => runtime(false)?
-            .block_on(kwc_run::create(&args))
-            .and_then(|lines| print(&(lines.join("\n") + "\n"))),
+            .block_on(run::kwc::create(&args))
+            .and_then(|lines| run::print(&(lines.join("\n") + "\n"))),
         Some(Command::Patch(args)) => runtime(false)?
-            .block_on(kwc_run::patch(&args))
-            .and_then(|lines| print(&(lines.join("\n") + "\n"))),
+            .block_on(run::kwc::patch(&args))
+            .and_then(|lines| run::print(&(lines.join("\n") + "\n"))),
         Some(Command::Handover(cli::HandoverCommand::CertManager(args))) => runtime(false)?
-            .block_on(handover_run::cert_manager(&args))
-            .and_then(|text| print(&text)),
+            .block_on(run::handover::cert_manager(&args))
+            .and_then(|text| run::print(&text)),
         Some(Command::Check(args)) => {
-            runtime(args.target.local.is_some())?.block_on(check(args.target))
+            runtime(args.target.local.is_some())?.block_on(run::check::run(args.target))
         }
         Some(Command::Exporter(args)) => runtime(false)?.block_on(exporter::run(&args)),
-        None => runtime(cli.run.target.local.is_some())?.block_on(main_job(cli.run)),
+        None => runtime(cli.run.target.local.is_some())?.block_on(run::job::run(cli.run)),
     }
 }
 
@@ -230,324 +228,6 @@ fn runtime(local: bool) -> Result<tokio::runtime::Runtime, Error> {
         .enable_all()
         .build()
         .map_err(|e| Error::Output(format!("cannot start the async runtime: {e}")))
-}
-
-fn print(text: &str) -> Result<(), Error> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        // A closed pipe (`certgen man | head`) is not an error worth reporting.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Error::Output(format!(
-            "cannot write to standard output: {e}"
-        ))),
-    }
-}
-
-/// certgen's main job: resolve, run, print the report; with `--metrics-file`,
-/// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
-/// outcome, whatever that was (src/exposition/).
-async fn main_job(args: RunArgs) -> Result<(), Error> {
-    let started = std::time::Instant::now();
-    let sinks =
-        exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
-            .map_err(|message| {
-                Error::Config(config::ConfigError {
-                    source_name: "command line".into(),
-                    message,
-                })
-            })?;
-    let (config, local) = config::resolve_target(&args.target.spec())?;
-    // In a cluster, one client for the whole job: the run, its Events and its metrics.
-    let (client, mut outcome) = match &local {
-        Some(dir) => (None, local_job(&args, config.clone(), dir).await),
-        None => match k8s::client(args.target.cluster()).await {
-            Ok(client) => {
-                let options = args.options(false);
-                let outcome = cluster_job(&client, config.clone(), options).await;
-                (Some(client), outcome)
-            }
-            Err(e) => (None, Err(e)),
-        },
-    };
-    let api_requests = local.is_none().then(metrics::snapshot);
-    let prometheus = args.target.output == OutputFormat::Prometheus;
-    let wants_metrics = sinks.any() || prometheus;
-    let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
-    // What the run left, read once for both (`check`'s reads; the caBundle targets only for
-    // the metrics).
-    let left = if wants_metrics || wants_events {
-        read_left(&config, &local, client.as_ref(), wants_metrics).await
-    } else {
-        None
-    };
-    if let Ok((report, _)) = &mut outcome {
-        record_events(&args, &config, report, client.as_ref(), left.as_ref()).await;
-    }
-    let metrics = if wants_metrics {
-        let (exit_code, writes) = match &outcome {
-            Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
-            Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
-            Err(e) => (e.code(), 0),
-        };
-        let run = exposition::RunOutcome {
-            exit_code,
-            finished_at: time::OffsetDateTime::now_utc(),
-            duration: started.elapsed(),
-            writes,
-            dry_run: args.dry_run,
-            api_requests,
-        };
-        let text = exposition::collect::after_run(&config, left.as_ref(), run);
-        let grouping = [
-            ("namespace", config.namespace.as_str()),
-            ("profile", config.profile.as_str()),
-        ];
-        for problem in sinks.deliver(&text, &grouping).await {
-            tracing::warn!("{problem}");
-        }
-        Some(text)
-    } else {
-        None
-    };
-    if local.is_none() {
-        let all = metrics::snapshot();
-        tracing::debug!(
-            requests = all.total,
-            get = all.get,
-            list = all.list,
-            clients = k8s::clients_built(),
-            "API requests of the whole job (the run's, then its Events' and metrics')"
-        );
-    }
-    let (mut report, failure) = outcome?;
-    match args.target.output {
-        OutputFormat::Text => print(&report.to_text())?,
-        OutputFormat::Json => {
-            // One JSON document: a failure after the report is part of it.
-            report.error = failure.as_ref().map(Error::to_object);
-            print(&report.to_json())?;
-            if let Some(e) = failure {
-                return Err(Error::Reported(Box::new(e)));
-            }
-        }
-        OutputFormat::Prometheus => print(metrics.as_deref().unwrap_or_default())?,
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
-}
-
-/// What a run left, read once after it for its Events and metrics (`targets`: the `caBundle`
-/// targets too). `None` when a cluster run has no client (it failed to connect).
-async fn read_left(
-    config: &config::Config,
-    local: &Option<std::path::PathBuf>,
-    client: Option<&kube::Client>,
-    targets: bool,
-) -> Option<Result<exposition::collect::Left, Error>> {
-    match (local, client) {
-        (Some(dir), _) => {
-            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
-            Some(exposition::collect::left(config, &store, None).await)
-        }
-        (None, Some(client)) => {
-            let store = KubeStore::new(client.clone(), &config.namespace);
-            let webhooks = k8s::WebhookStore::new(client.clone());
-            Some(exposition::collect::left(config, &store, targets.then_some(&webhooks)).await)
-        }
-        (None, None) => None,
-    }
-}
-
-/// With `--events` in a cluster: the Warnings of the state the run `left`, after the run's
-/// own Events, then every Event recorded in order (a dry run's are only shown). Without it,
-/// the report carries none.
-async fn record_events(
-    args: &RunArgs,
-    config: &config::Config,
-    report: &mut report::Report,
-    client: Option<&kube::Client>,
-    left: Option<&Result<exposition::collect::Left, Error>>,
-) {
-    let Some(client) = client.filter(|_| args.events) else {
-        report.events.clear();
-        return;
-    };
-    if args.dry_run {
-        return;
-    }
-    match left {
-        Some(Ok(left)) if left.complete => {
-            let rotation = exposition::rotation(config, &left.observed, left.now);
-            let delay = args.options(false).propagation_delay;
-            report.events.extend(events::warnings(
-                config,
-                &left.observed,
-                rotation,
-                left.now,
-                delay,
-                args.stuck_after,
-            ));
-        }
-        Some(Err(e)) => {
-            tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")
-        }
-        _ => tracing::warn!("no Warning Events: the Secrets were not read after the run"),
-    }
-    let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
-    let refusals = k8s::events::record_all(&recorder, &mut report.events).await;
-    report.skipped.extend(refusals);
-}
-
-/// The run in local mode: the rotation driver against the directory; the report, and the
-/// failure that ended the run after it had started.
-async fn local_job(
-    args: &RunArgs,
-    config: config::Config,
-    dir: &std::path::Path,
-) -> Result<(report::Report, Option<Error>), Error> {
-    let options = args.options(true);
-    let deadline = options.deadline(tokio::time::Instant::now());
-    let lock = lock::Target::File(dir.to_path_buf());
-    let mut store = local_store(dir, &config, options.force);
-    if options.dry_run {
-        // A dry run changes nothing, file modes included: it reports them.
-        store = store.reporting_exposed_keys();
-    }
-    let invocation = rotation::Invocation {
-        config: &config,
-        options,
-        deadline,
-        deployments: None,
-        client: None,
-        webhooks: None,
-        pods: None,
-        lock,
-    };
-    let (mut report, failure) = rotation::run(&store, invocation).await?;
-    report.key_modes = store
-        .exposed_keys()
-        .into_iter()
-        .map(|(_, _, problem)| problem)
-        .collect();
-    Ok((report.with_next_renewal(&config), failure))
-}
-
-/// The main job in a cluster (and `certgen create`'s renewal, [`kwc_run`]): adapt to what this
-/// identity may do, run the rotation driver against the API server; the report, and the failure
-/// that ended the run after it had started.
-pub(crate) async fn cluster_job(
-    client: &kube::Client,
-    mut config: config::Config,
-    options: config::RunOptions,
-) -> Result<(report::Report, Option<Error>), Error> {
-    // What this identity may do, when that must be known before the first write
-    // (src/access.rs). The rules review would be one request on every run. It is made only
-    // when --wait or --probe was given, so that missing verbs fail the run before anything is
-    // written; otherwise every optional feature is tried and a 403 skips it for the rest of
-    // the run with the same warning and report line (src/access.rs).
-    let access = if options.wait || options.probe {
-        k8s::review(client, &config.namespace).await
-    } else {
-        access::Access::unknown()
-    };
-    let asked = access::Asked {
-        wait: options.wait,
-        probe: options.probe,
-    };
-    let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
-    let config = config;
-    let deadline = options.deadline(tokio::time::Instant::now());
-    let store = KubeStore::new(client.clone(), &config.namespace)
-        .with_labels(config.labels.clone())
-        .with_write_verb(access.secret_write_verb(&config.secret_names()));
-    if store.write_verb() == access::SecretWriteVerb::Update {
-        tracing::info!(
-            "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
-        );
-    }
-    let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
-    let lock = lock::Target::Lease {
-        lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
-            client.clone(),
-            &config.namespace,
-            &format!("{}-certgen-lock", config.profile),
-        )),
-        holder: lock::holder_identity(),
-        seconds: k8s::lease::lease_seconds(),
-    };
-    let webhooks = k8s::WebhookStore::new(client.clone());
-    // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
-    // it off for the run with a report line, and the gates wait out the delay.
-    let pods = k8s::Pods::new(client.clone(), &config.namespace);
-    let endpoints = k8s::ServiceEndpoints {
-        client: client.clone(),
-        namespace: config.namespace.clone(),
-    };
-    let invocation = rotation::Invocation {
-        config: &config,
-        options,
-        deadline,
-        deployments: Some(&workloads),
-        client: Some(&endpoints),
-        webhooks: (!config.webhooks.is_empty()).then_some(&webhooks),
-        pods: options.poke.then_some(&pods),
-        lock,
-    };
-    let (report, failure) = rotation::run(&store, invocation).await?;
-    // Optional features skipped for missing verbs: found by the review, refused by the
-    // API server during the run (a 403 without a review), and the run lock.
-    let mut skipped = skipped.clone();
-    // The caBundle targets, restarts, pokes and the run lock it may not take (carried back in
-    // the report by the run, as data).
-    skipped.extend(report.skipped.iter().cloned());
-    let report = report.in_cluster(metrics::snapshot(), skipped);
-    Ok((report.with_next_renewal(&config), failure))
-}
-
-/// The local store for `config` in `dir`: the private keys of its layouts (HMAC keys
-/// included) are kept 0600, and with `--force` a Secret whose `..data` link dangles is written
-/// afresh.
-fn local_store(dir: &std::path::Path, config: &config::Config, force: bool) -> LocalStore {
-    LocalStore::new(dir)
-        .replacing_dangling(force)
-        .with_secret_keys(config.private_data_keys())
-}
-
-/// `certgen check`: observe, check, print the report; exit 1 when action is due. A Secret that
-/// cannot be read is on its row of the whole report, and the exit is 2, as a run's would be.
-async fn check(target: cli::TargetArgs) -> Result<(), Error> {
-    let (config, local) = config::resolve_target(&target.spec())?;
-    // The caBundle targets are read whatever the output: a run writes a drifted one, so the
-    // verdict depends on them.
-    let (report, families, unreadable) = match &local {
-        Some(dir) => {
-            let store = local_store(dir, &config, false).reporting_exposed_keys();
-            exposition::collect::checked(&config, &store, None).await?
-        }
-        None => {
-            let client = k8s::client(target.cluster()).await?;
-            let store = KubeStore::new(client.clone(), &config.namespace);
-            let webhooks = k8s::WebhookStore::new(client);
-            exposition::collect::checked(&config, &store, Some(&webhooks)).await?
-        }
-    };
-    match target.output {
-        OutputFormat::Text => print(&report.to_text())?,
-        OutputFormat::Json => print(&report.to_json())?,
-        OutputFormat::Prometheus => print(&exposition::render(&families))?,
-    }
-    match unreadable {
-        // The JSON report holds it already (its row, and nextRun); said on stderr otherwise.
-        Some(e) if target.output == OutputFormat::Json => {
-            Err(Error::Reported(Box::new(Error::Store(e))))
-        }
-        Some(e) => Err(Error::Store(e)),
-        None if report.healthy => Ok(()),
-        None => Err(Error::CheckFailed),
-    }
 }
 
 /// Shell completions for `shell`, as checked in under `completions/`.

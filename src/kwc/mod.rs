@@ -19,7 +19,7 @@
 //! "Ignore":`).
 //!
 //! Layers as in the rest of certgen: [`request`] turns clap's arguments into validated
-//! requests (no IO), [`plan`] decides from what was read (pure); `crate::kwc_run` reads,
+//! requests (no IO), [`plan`] decides from what was read (pure); `crate::run::kwc` reads,
 //! plans, prints and writes through the Kubernetes adapter (`crate::k8s::kwc`), which this
 //! module never imports.
 

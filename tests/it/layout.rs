@@ -3,7 +3,9 @@
 //! they use) never reaches the Kubernetes adapter (`src/k8s/`). The core and the driver
 //! (`rotation`, the run lock, and the seams they act through, `outside`) never name a Kubernetes client type
 //! (`kube`, `k8s_openapi`): they see the cluster only through the seams. `config` never
-//! imports the command line (`cli`): clap's types stop there.
+//! imports the command line (`cli`): clap's types stop there. Nothing calls back into the
+//! crate root (`src/lib.rs`: parsing, logging, dispatch): the runtime layer (`src/run/`) is
+//! where commands' jobs are wired, and every module reaches it, not the root.
 //!
 //! The import graph is read from the sources: every `crate::MODULE` path (and, in the crate
 //! root, every `MODULE::` path) of a top-level module's files, test code excluded.
@@ -273,4 +275,58 @@ fn the_reader_sees_crate_paths_and_grouped_imports() {
     let commented =
         code("// crate::a\nfn f() {} // c::x\n#[cfg(test)]\nmod tests {\nuse crate::b;");
     assert_eq!(uses(&commented, &modules, true), BTreeSet::new());
+}
+
+/// The functions the crate root defines (`src/lib.rs`).
+fn root_functions() -> BTreeSet<String> {
+    let lib =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs")).unwrap();
+    code(&lib)
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start_matches("pub ").trim_start_matches("async ");
+            let name = l.strip_prefix("fn ")?;
+            Some(name.split(['(', '<']).next()?.to_string())
+        })
+        .collect()
+}
+
+/// Which files name `crate::F` for a function `F` of the crate root.
+fn calls_into_the_root(functions: &BTreeSet<String>) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &src, &mut all);
+    let mut found = Vec::new();
+    for (module, path) in &all {
+        if module == "lib" || module == "main" {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(path).unwrap());
+        for f in functions {
+            let pat = format!("crate::{f}");
+            let named = text.match_indices(&pat).any(|(i, _)| {
+                !text[i + pat.len()..]
+                    .starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            if named {
+                found.push(format!("{} calls crate::{f}", path.display()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn nothing_calls_back_into_the_crate_root() {
+    let functions = root_functions();
+    // The check bites: the root's own functions are found.
+    assert!(
+        functions.contains("dispatch") && functions.contains("runtime"),
+        "{functions:?}"
+    );
+    let found = calls_into_the_root(&functions);
+    assert!(
+        found.is_empty(),
+        "the crate root is the top: move what is called into src/run/ ({found:?})"
+    );
 }

@@ -95,7 +95,7 @@ async fn renew(
         timeout: req.renewal.timeout,
         ..crate::config::RunOptions::default()
     };
-    let (report, failure) = crate::cluster_job(client, config, options).await?;
+    let (report, failure) = super::cluster::job(client, config, options).await?;
     let acted = report.writes > 0
         || report.note.is_some()
         || report.secrets.iter().any(|e| e.action.writes());

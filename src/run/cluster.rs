@@ -1,0 +1,78 @@
+//! The main job in a cluster: what this identity may do, then the rotation driver against the
+//! API server. Shared by the main job and `certgen create`'s renewal ([`super::kwc`]).
+
+use crate::error::Error;
+use crate::k8s::KubeStore;
+use crate::{access, config, k8s, lock, metrics, report, rotation};
+
+/// The main job in a cluster (and `certgen create`'s renewal, [`super::kwc`]): adapt to what this
+/// identity may do, run the rotation driver against the API server; the report, and the failure
+/// that ended the run after it had started.
+pub async fn job(
+    client: &kube::Client,
+    mut config: config::Config,
+    options: config::RunOptions,
+) -> Result<(report::Report, Option<Error>), Error> {
+    // What this identity may do, when that must be known before the first write
+    // (src/access.rs). The rules review would be one request on every run. It is made only
+    // when --wait or --probe was given, so that missing verbs fail the run before anything is
+    // written; otherwise every optional feature is tried and a 403 skips it for the rest of
+    // the run with the same warning and report line (src/access.rs).
+    let access = if options.wait || options.probe {
+        k8s::review(client, &config.namespace).await
+    } else {
+        access::Access::unknown()
+    };
+    let asked = access::Asked {
+        wait: options.wait,
+        probe: options.probe,
+    };
+    let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
+    let config = config;
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let store = KubeStore::new(client.clone(), &config.namespace)
+        .with_labels(config.labels.clone())
+        .with_write_verb(access.secret_write_verb(&config.secret_names()));
+    if store.write_verb() == access::SecretWriteVerb::Update {
+        tracing::info!(
+            "this identity may not patch the Secrets: certgen writes them with updates fenced by resourceVersion"
+        );
+    }
+    let workloads = k8s::Workloads::new(client.clone(), &config.namespace);
+    let lock = lock::Target::Lease {
+        lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
+            client.clone(),
+            &config.namespace,
+            &format!("{}-certgen-lock", config.profile),
+        )),
+        holder: lock::holder_identity(),
+        seconds: k8s::lease::lease_seconds(),
+    };
+    let webhooks = k8s::WebhookStore::new(client.clone());
+    // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
+    // it off for the run with a report line, and the gates wait out the delay.
+    let pods = k8s::Pods::new(client.clone(), &config.namespace);
+    let endpoints = k8s::ServiceEndpoints {
+        client: client.clone(),
+        namespace: config.namespace.clone(),
+    };
+    let invocation = rotation::Invocation {
+        config: &config,
+        options,
+        deadline,
+        deployments: Some(&workloads),
+        client: Some(&endpoints),
+        webhooks: (!config.webhooks.is_empty()).then_some(&webhooks),
+        pods: options.poke.then_some(&pods),
+        lock,
+    };
+    let (report, failure) = rotation::run(&store, invocation).await?;
+    // Optional features skipped for missing verbs: found by the review, refused by the
+    // API server during the run (a 403 without a review), and the run lock.
+    let mut skipped = skipped.clone();
+    // The caBundle targets, restarts, pokes and the run lock it may not take (carried back in
+    // the report by the run, as data).
+    skipped.extend(report.skipped.iter().cloned());
+    let report = report.in_cluster(metrics::snapshot(), skipped);
+    Ok((report.with_next_renewal(&config), failure))
+}

@@ -1,0 +1,200 @@
+//! certgen's main job: resolve, run (in a cluster or locally), record Events, deliver the
+//! metrics, print the report.
+
+use super::{local_store, print};
+use crate::cli::{OutputFormat, RunArgs};
+use crate::error::Error;
+use crate::k8s::KubeStore;
+use crate::store::{LocalStore, SecretStore};
+use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
+
+/// certgen's main job: resolve, run, print the report; with `--metrics-file`,
+/// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
+/// outcome, whatever that was (src/exposition/).
+pub async fn run(args: RunArgs) -> Result<(), Error> {
+    let started = std::time::Instant::now();
+    let sinks =
+        exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
+            .map_err(|message| {
+                Error::Config(config::ConfigError {
+                    source_name: "command line".into(),
+                    message,
+                })
+            })?;
+    let (config, local) = config::resolve_target(&args.target.spec())?;
+    // In a cluster, one client for the whole job: the run, its Events and its metrics.
+    let (client, mut outcome) = match &local {
+        Some(dir) => (None, local_job(&args, config.clone(), dir).await),
+        None => match k8s::client(args.target.cluster()).await {
+            Ok(client) => {
+                let options = args.options(false);
+                let outcome = super::cluster::job(&client, config.clone(), options).await;
+                (Some(client), outcome)
+            }
+            Err(e) => (None, Err(e)),
+        },
+    };
+    let api_requests = local.is_none().then(metrics::snapshot);
+    let prometheus = args.target.output == OutputFormat::Prometheus;
+    let wants_metrics = sinks.any() || prometheus;
+    let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
+    // What the run left, read once for both (`check`'s reads; the caBundle targets only for
+    // the metrics).
+    let left = if wants_metrics || wants_events {
+        read_left(&config, &local, client.as_ref(), wants_metrics).await
+    } else {
+        None
+    };
+    if let Ok((report, _)) = &mut outcome {
+        record_events(&args, &config, report, client.as_ref(), left.as_ref()).await;
+    }
+    let metrics = if wants_metrics {
+        let (exit_code, writes) = match &outcome {
+            Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
+            Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
+            Err(e) => (e.code(), 0),
+        };
+        let run = exposition::RunOutcome {
+            exit_code,
+            finished_at: time::OffsetDateTime::now_utc(),
+            duration: started.elapsed(),
+            writes,
+            dry_run: args.dry_run,
+            api_requests,
+        };
+        let text = exposition::collect::after_run(&config, left.as_ref(), run);
+        let grouping = [
+            ("namespace", config.namespace.as_str()),
+            ("profile", config.profile.as_str()),
+        ];
+        for problem in sinks.deliver(&text, &grouping).await {
+            tracing::warn!("{problem}");
+        }
+        Some(text)
+    } else {
+        None
+    };
+    if local.is_none() {
+        let all = metrics::snapshot();
+        tracing::debug!(
+            requests = all.total,
+            get = all.get,
+            list = all.list,
+            clients = k8s::clients_built(),
+            "API requests of the whole job (the run's, then its Events' and metrics')"
+        );
+    }
+    let (mut report, failure) = outcome?;
+    match args.target.output {
+        OutputFormat::Text => print(&report.to_text())?,
+        OutputFormat::Json => {
+            // One JSON document: a failure after the report is part of it.
+            report.error = failure.as_ref().map(Error::to_object);
+            print(&report.to_json())?;
+            if let Some(e) = failure {
+                return Err(Error::Reported(Box::new(e)));
+            }
+        }
+        OutputFormat::Prometheus => print(metrics.as_deref().unwrap_or_default())?,
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// What a run left, read once after it for its Events and metrics (`targets`: the `caBundle`
+/// targets too). `None` when a cluster run has no client (it failed to connect).
+async fn read_left(
+    config: &config::Config,
+    local: &Option<std::path::PathBuf>,
+    client: Option<&kube::Client>,
+    targets: bool,
+) -> Option<Result<exposition::collect::Left, Error>> {
+    match (local, client) {
+        (Some(dir), _) => {
+            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
+            Some(exposition::collect::left(config, &store, None).await)
+        }
+        (None, Some(client)) => {
+            let store = KubeStore::new(client.clone(), &config.namespace);
+            let webhooks = k8s::WebhookStore::new(client.clone());
+            Some(exposition::collect::left(config, &store, targets.then_some(&webhooks)).await)
+        }
+        (None, None) => None,
+    }
+}
+
+/// With `--events` in a cluster: the Warnings of the state the run `left`, after the run's
+/// own Events, then every Event recorded in order (a dry run's are only shown). Without it,
+/// the report carries none.
+async fn record_events(
+    args: &RunArgs,
+    config: &config::Config,
+    report: &mut report::Report,
+    client: Option<&kube::Client>,
+    left: Option<&Result<exposition::collect::Left, Error>>,
+) {
+    let Some(client) = client.filter(|_| args.events) else {
+        report.events.clear();
+        return;
+    };
+    if args.dry_run {
+        return;
+    }
+    match left {
+        Some(Ok(left)) if left.complete => {
+            let rotation = exposition::rotation(config, &left.observed, left.now);
+            let delay = args.options(false).propagation_delay;
+            report.events.extend(events::warnings(
+                config,
+                &left.observed,
+                rotation,
+                left.now,
+                delay,
+                args.stuck_after,
+            ));
+        }
+        Some(Err(e)) => {
+            tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")
+        }
+        _ => tracing::warn!("no Warning Events: the Secrets were not read after the run"),
+    }
+    let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
+    let refusals = k8s::events::record_all(&recorder, &mut report.events).await;
+    report.skipped.extend(refusals);
+}
+
+/// The run in local mode: the rotation driver against the directory; the report, and the
+/// failure that ended the run after it had started.
+async fn local_job(
+    args: &RunArgs,
+    config: config::Config,
+    dir: &std::path::Path,
+) -> Result<(report::Report, Option<Error>), Error> {
+    let options = args.options(true);
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let lock = lock::Target::File(dir.to_path_buf());
+    let mut store = local_store(dir, &config, options.force);
+    if options.dry_run {
+        // A dry run changes nothing, file modes included: it reports them.
+        store = store.reporting_exposed_keys();
+    }
+    let invocation = rotation::Invocation {
+        config: &config,
+        options,
+        deadline,
+        deployments: None,
+        client: None,
+        webhooks: None,
+        pods: None,
+        lock,
+    };
+    let (mut report, failure) = rotation::run(&store, invocation).await?;
+    report.key_modes = store
+        .exposed_keys()
+        .into_iter()
+        .map(|(_, _, problem)| problem)
+        .collect();
+    Ok((report.with_next_renewal(&config), failure))
+}
