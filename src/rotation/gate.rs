@@ -793,50 +793,12 @@ impl Evidence {
         mono: Instant,
         delay: Duration,
     ) -> Verdict {
-        let mut recheck: Option<Instant> = None;
-        let mut waiting = Vec::new();
-        let mut timer: Option<OffsetDateTime> = None;
+        let Beyond {
+            mut recheck,
+            mut timer,
+            mut waiting,
+        } = self.beyond_pods(pods, now, mono, delay);
         let mut held = Vec::new();
-        let soon = |at: Instant, recheck: &mut Option<Instant>| {
-            *recheck = Some(recheck.map_or(at, |r| r.min(at)));
-        };
-        if let Some(other) = self.other {
-            let settled = other + POKE_SETTLE;
-            if mono < settled {
-                soon(settled, &mut recheck);
-                waiting.push("a caBundle target".to_string());
-            }
-        }
-        if let Some(at) = self.other_stored {
-            let left = (at + POKE_SETTLE - now).max(time::Duration::ZERO);
-            if left > time::Duration::ZERO {
-                soon(
-                    mono + Duration::try_from(left).unwrap_or(POKE_SETTLE),
-                    &mut recheck,
-                );
-                waiting.push("a caBundle target".to_string());
-            }
-        }
-        if let Some((at, why)) = &self.other_unseen {
-            let opens = timer_of(*at, delay);
-            if now < opens {
-                timer = Some(timer.map_or(opens, |t| t.max(opens)));
-                waiting.push(format!(
-                    "a caBundle target (only the timer: {why}; at {})",
-                    crate::timefmt::at_second(opens)
-                ));
-            }
-        }
-        for (name, opens) in self.unobserved(pods, delay) {
-            if now < opens {
-                self.timed.insert(name.clone());
-                timer = Some(timer.map_or(opens, |t| t.max(opens)));
-                waiting.push(format!(
-                    "Secret {name} (only the timer: no pod mounts it and no consumer declares it, so whoever holds it cannot be observed; at {})",
-                    crate::timefmt::at_second(opens)
-                ));
-            }
-        }
         let mut lines = Vec::new();
         for p in pods.iter().filter(|p| !p.finished) {
             let Some(stand) = self.stand(p, now, mono, delay) else {
@@ -883,6 +845,70 @@ impl Evidence {
                 held,
             };
         }
+        self.finish_lines(pods, &mut lines);
+        Verdict::Open(lines)
+    }
+
+    /// What holds a gate besides the pods: `caBundle` targets written (until the API server
+    /// has loaded them, or their timer when its cache did not show the write) and Secrets no
+    /// one can be seen to hold (their timer).
+    fn beyond_pods(
+        &mut self,
+        pods: &[PodView],
+        now: OffsetDateTime,
+        mono: Instant,
+        delay: Duration,
+    ) -> Beyond {
+        let mut recheck: Option<Instant> = None;
+        let mut waiting = Vec::new();
+        let mut timer: Option<OffsetDateTime> = None;
+        if let Some(other) = self.other {
+            let settled = other + POKE_SETTLE;
+            if mono < settled {
+                soon(settled, &mut recheck);
+                waiting.push("a caBundle target".to_string());
+            }
+        }
+        if let Some(at) = self.other_stored {
+            let left = (at + POKE_SETTLE - now).max(time::Duration::ZERO);
+            if left > time::Duration::ZERO {
+                soon(
+                    mono + Duration::try_from(left).unwrap_or(POKE_SETTLE),
+                    &mut recheck,
+                );
+                waiting.push("a caBundle target".to_string());
+            }
+        }
+        if let Some((at, why)) = &self.other_unseen {
+            let opens = timer_of(*at, delay);
+            if now < opens {
+                timer = Some(timer.map_or(opens, |t| t.max(opens)));
+                waiting.push(format!(
+                    "a caBundle target (only the timer: {why}; at {})",
+                    crate::timefmt::at_second(opens)
+                ));
+            }
+        }
+        for (name, opens) in self.unobserved(pods, delay) {
+            if now < opens {
+                self.timed.insert(name.clone());
+                timer = Some(timer.map_or(opens, |t| t.max(opens)));
+                waiting.push(format!(
+                    "Secret {name} (only the timer: no pod mounts it and no consumer declares it, so whoever holds it cannot be observed; at {})",
+                    crate::timefmt::at_second(opens)
+                ));
+            }
+        }
+        Beyond {
+            recheck,
+            timer,
+            waiting,
+        }
+    }
+
+    /// The report lines of a gate that opens: `lines` (the pods that hold what changed), plus
+    /// the pods waited for that are gone and the Secrets only a timer covered, sorted.
+    fn finish_lines(&self, pods: &[PodView], lines: &mut Vec<GatePod>) {
         // Pods waited for that are no longer listed are gone.
         let listed: BTreeSet<&str> = pods.iter().map(|p| p.uid.as_str()).collect();
         for (uid, (name, node)) in &self.tracked {
@@ -907,7 +933,6 @@ impl Evidence {
             });
         }
         lines.sort_by(|a, b| a.name.cmp(&b.name));
-        Verdict::Open(lines)
     }
 
     /// The written Secrets that no declared consumer and no pod in `pods` mounts, with the store
@@ -1409,6 +1434,19 @@ pub async fn wait_timer(left: Duration, reason: &str) {
             );
         }
     }
+}
+
+/// `recheck` moved to `at` if that is sooner.
+fn soon(at: Instant, recheck: &mut Option<Instant>) {
+    *recheck = Some(recheck.map_or(at, |r| r.min(at)));
+}
+
+/// What holds a gate besides the pods ([`Evidence::verdict`]): when to look again, the latest
+/// timer, and what is waited for.
+struct Beyond {
+    recheck: Option<Instant>,
+    timer: Option<OffsetDateTime>,
+    waiting: Vec<String>,
 }
 
 #[cfg(test)]

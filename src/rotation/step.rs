@@ -132,31 +132,12 @@ async fn run<S: SecretStore>(
     let mut acted = (false, false);
     let mut first_ca_version: Option<Option<String>> = None;
     loop {
-        let read = match seed.take() {
-            Some(o) => Ok(o),
-            None => observe(store, config).await,
-        };
-        let observed = match read {
-            Ok(o) => o,
-            Err(e) if transient(&e) && attempt < MAX_ATTEMPTS => {
-                tracing::warn!(attempt, "{e}; retrying");
-                attempt += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(attempt)))
-                    .await;
-                continue;
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let observed = read(store, config, &mut seed, &mut attempt).await?;
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
         // another run's rotation), --overwrite has been acted on.
-        let ca_version = ca_version(&observed);
-        match &first_ca_version {
-            None => first_ca_version = Some(ca_version),
-            Some(first) if *first != ca_version => {
-                acted.0 = true;
-                ca_written = true;
-            }
-            Some(_) => {}
+        if ca_changed(&mut first_ca_version, &observed) {
+            acted.0 = true;
+            ca_written = true;
         }
         let now = store.now();
         let known = Known {
@@ -165,35 +146,19 @@ async fn run<S: SecretStore>(
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
+        match mode {
+            Mode::Look => return Ok(looked(store, config, plan, observed)),
+            Mode::DryRun => {
+                return dry_run(store, config, plan, observed, (now, options), guard).await;
+            }
+            Mode::Write => {}
+        }
         let phase = plan.phase.clone();
         let mut progress = Applied {
             layouts: layouts(config),
             ..Applied::default()
         };
         let verify = |after: &Applied| check_step(store, config, &observed, after, now, options);
-        match mode {
-            Mode::Look => return Ok(looked(store, config, plan, observed)),
-            Mode::DryRun => {
-                let (made, observed) = (plan.clone(), observed.clone());
-                match apply(
-                    store,
-                    made,
-                    &observed,
-                    now,
-                    &mut progress,
-                    guard,
-                    &verify,
-                    true,
-                )
-                .await
-                {
-                    Ok(()) => return Ok(looked(store, config, plan, observed)),
-                    Err(ApplyError::Invalid(e)) => return Err(e.into()),
-                    Err(e) => return Err(again(e, MAX_ATTEMPTS).unwrap_err()),
-                }
-            }
-            Mode::Write => {}
-        }
         let result = apply(
             store,
             plan,
@@ -239,6 +204,78 @@ async fn run<S: SecretStore>(
                 attempt += 1;
                 tokio::time::sleep(pause).await;
             }
+        }
+    }
+}
+
+/// Whether the CA Secret's version differs from the first one this step read (`first`, set by
+/// the first call): a CA write whose answer was lost, or another run's rotation.
+fn ca_changed(first: &mut Option<Option<String>>, observed: &Snapshot) -> bool {
+    let now = ca_version(observed);
+    match first {
+        None => {
+            *first = Some(now);
+            false
+        }
+        Some(first) => *first != now,
+    }
+}
+
+/// A dry run's step: what a run would write, checked as a run checks it before its writes;
+/// nothing is written.
+async fn dry_run<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    plan: plan::Plan,
+    observed: Snapshot,
+    (now, options): (OffsetDateTime, Options),
+    guard: &Guard<'_>,
+) -> Result<Outcome, Error> {
+    let mut progress = Applied {
+        layouts: layouts(config),
+        ..Applied::default()
+    };
+    let verify = |after: &Applied| check_step(store, config, &observed, after, now, options);
+    let made = plan.clone();
+    let dry = apply(
+        store,
+        made,
+        &observed,
+        now,
+        &mut progress,
+        guard,
+        &verify,
+        true,
+    );
+    match dry.await {
+        Ok(()) => Ok(looked(store, config, plan, observed)),
+        Err(ApplyError::Invalid(e)) => Err(e.into()),
+        Err(e) => Err(again(e, MAX_ATTEMPTS).unwrap_err()),
+    }
+}
+
+/// The Secrets for the next attempt: the `seed` when there is one, else a read, retried while
+/// it fails for a reason that passes (`attempt` counts the attempts).
+async fn read<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    seed: &mut Option<Snapshot>,
+    attempt: &mut u32,
+) -> Result<Snapshot, Error> {
+    loop {
+        let read = match seed.take() {
+            Some(o) => Ok(o),
+            None => observe(store, config).await,
+        };
+        match read {
+            Ok(o) => return Ok(o),
+            Err(e) if transient(&e) && *attempt < MAX_ATTEMPTS => {
+                tracing::warn!(attempt = *attempt, "{e}; retrying");
+                *attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200 * u64::from(*attempt)))
+                    .await;
+            }
+            Err(e) => return Err(e.into()),
         }
     }
 }

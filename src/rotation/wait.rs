@@ -86,23 +86,22 @@ pub(super) async fn at_gate<S: SecretStore>(
     else {
         return Ok(GateEnd::Open);
     };
-    let name = gate_name(pending.is_some(), *optional);
-    let started = Instant::now();
-    let report = |by: &str, timer_at: Option<String>, pods: Vec<GatePod>| GateReport {
-        gate: name.to_string(),
-        opened_by: by.to_string(),
-        seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        timer_at,
-        pokes: None,
-        pods,
+    let at = Reached {
+        name: gate_name(pending.is_some(), *optional),
+        started: Instant::now(),
+        ca: &inv.config.ca.secret_name,
+        reason,
+        ready_at: *ready_at,
+        state: *state,
+        pending: *pending,
+        optional: *optional,
+        // A cleanup nobody waits for (in a cluster, without --wait) is left to the next run
+        // when what is left is far away or a kubelet not live: nothing breaks meanwhile.
+        impatient: *optional && inv.client.is_some() && !inv.options.wait,
     };
-    let ca = &inv.config.ca.secret_name;
     let probe_until = Instant::now()
         .checked_add(until_ready(store, *ready_at))
         .map_or(inv.deadline, |t| t.min(inv.deadline));
-    // A cleanup nobody waits for (in a cluster, without --wait) is left to the next run when
-    // what is left is far away or a kubelet not live: nothing breaks meanwhile.
-    let impatient = *optional && inv.client.is_some() && !inv.options.wait;
     // Evidence first: every pod that mounts what changed shown to hold it (gate.rs). Probes
     // show what the probed consumers hold, not what every other pod that mounts the Secrets
     // holds (a peer that is no declared consumer: one failed handshake in 452 on the real
@@ -111,7 +110,8 @@ pub(super) async fn at_gate<S: SecretStore>(
     if let Some(push) = push {
         tracing::info!(
             phase = "gate",
-            "{name} gate: the pods that mount what changed were poked; waiting for their kubelets"
+            "{} gate: the pods that mount what changed were poked; waiting for their kubelets",
+            at.name
         );
         let other = progress.other_written_at;
         let store_now = || store.now();
@@ -121,139 +121,212 @@ pub(super) async fn at_gate<S: SecretStore>(
                 outcome,
                 other,
                 &store_now,
-                (inv.deadline, impatient),
+                (inv.deadline, at.impatient),
             )
             .await?;
-        let kubelets = evidence.held.clone();
         match waited {
-            gate::Waited::Open(pods) => {
-                tracing::info!(
-                    phase = "gate",
-                    "{name} gate: every pod that mounts what changed holds it ({})",
-                    summary(&pods)
-                );
-                // A pod that only its timer covered makes the gate the timer's.
-                let by = if pods.iter().any(|p| p.opened_by == "timer") {
-                    "timer"
-                } else {
-                    "evidence"
-                };
-                let mut r = report(by, None, pods);
-                r.pokes = evidence.pokes_at_gate();
-                let events = crate::events::of_gate(ca, &r, &kubelets);
-                progress.note(Learned::GateOpened {
-                    report: r,
-                    state: Some(*state),
-                    events,
-                });
-                return Ok(GateEnd::Open);
-            }
+            gate::Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
             gate::Waited::Stopped {
                 held,
                 waiting,
                 timer,
-            } => {
-                let mut pods: Vec<GatePod> = held
-                    .iter()
-                    .chain(&waiting)
-                    .map(|w| {
-                        let (pod, why) = w.split_once(" (").unwrap_or((w.as_str(), ""));
-                        GatePod {
-                            name: pod.to_string(),
-                            node: kubelets.get(pod).map(|(n, _)| n.clone()),
-                            opened_by: if held.contains(w) { "held" } else { "waiting" }.into(),
-                            detail: Some(why.trim_end_matches(')').to_string()),
-                        }
-                    })
-                    .collect();
-                pods.sort_by(|a, b| a.name.cmp(&b.name));
-                let mut r = report("held", None, pods);
-                r.pokes = evidence.pokes_at_gate();
-                let events = crate::events::of_gate(ca, &r, &kubelets);
-                progress.note(Learned::GateOpened {
-                    report: r,
-                    state: None,
-                    events,
-                });
-                let after = timer.unwrap_or(*ready_at);
-                if impatient {
-                    let why = if held.is_empty() {
-                        "certgen does not wait that long without --wait"
-                    } else {
-                        "a kubelet is not seen live, and certgen does not wait for it without --wait"
-                    };
-                    let note = format!(
-                        "{reason}; {why}, so a later run finishes it (the chart's CronJob does){}",
-                        if held.is_empty() {
-                            format!(", after {}", crate::timefmt::at_second(after))
-                        } else {
-                            format!(": {}", held.join(", "))
-                        }
-                    );
-                    tracing::info!(phase = "gate", "{note}");
-                    return Ok(GateEnd::Stop {
-                        note: Some(note),
-                        error: None,
-                    });
-                }
-                let why = if held.is_empty() {
-                    format!("still waiting for {}", waiting.join(", "))
-                } else {
-                    format!(
-                        "held by pods whose kubelet is not seen live: {}",
-                        held.join(", ")
-                    )
-                };
-                return Ok(GateEnd::Stop {
-                    note: None,
-                    error: Some(Error::Timeout(format!(
-                        "the {name} gate did not open before --timeout: {why}. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen to finish"
-                    ))),
-                });
-            }
+            } => return Ok(at.stopped(&held, &waiting, timer, evidence, progress)),
             gate::Waited::Unobservable => {}
         }
     }
     // The pods cannot be observed: probes can still open it early, else the timer.
-    let until = probe_until;
-    if probed(inv, outcome, until).await {
-        tracing::info!(
-            phase = "gate",
-            "{name} gate: every hot-reloading consumer's probe shows it holds what was written"
+    Ok(at
+        .probe_or_timer(store, inv, outcome, probe_until, evidence, progress)
+        .await)
+}
+
+/// A gate this run reached: what its report and its end need.
+struct Reached<'a> {
+    name: &'static str,
+    started: Instant,
+    /// The CA Secret, which the gate's Events are about.
+    ca: &'a str,
+    /// Why the gate is there (the plan's words).
+    reason: &'a str,
+    ready_at: time::OffsetDateTime,
+    state: [u8; 32],
+    /// The pending CA whose trust the gate waits for (the trust -> leaves gate).
+    pending: Option<[u8; 32]>,
+    /// A gate the run may leave to the next one (the leaves -> cleanup gate).
+    optional: bool,
+    /// A cleanup nobody waits for: left to the next run rather than waited out.
+    impatient: bool,
+}
+
+impl Reached<'_> {
+    /// Where the pods cannot be observed: every hot-reloading consumer's probe can open the
+    /// gate early (until `until`), else its timer, waited out when it fits before the deadline.
+    async fn probe_or_timer<S: SecretStore>(
+        &self,
+        store: &S,
+        inv: &Invocation<'_>,
+        outcome: &Outcome,
+        until: Instant,
+        evidence: &gate::Evidence,
+        progress: &mut Progress,
+    ) -> GateEnd {
+        if probed(inv, outcome, until).await {
+            tracing::info!(
+                phase = "gate",
+                "{} gate: every hot-reloading consumer's probe shows it holds what was written",
+                self.name
+            );
+            progress.note(Learned::GateOpened {
+                report: self.report("probe", None, vec![]),
+                state: if self.pending.is_some() {
+                    None
+                } else {
+                    Some(self.state)
+                },
+                events: vec![],
+            });
+            if let Some(fp) = self.pending {
+                progress.note(Learned::TrustConfirmed(fp));
+            }
+            return GateEnd::Open;
+        }
+        let left = until_ready(store, self.ready_at);
+        let fits = Instant::now()
+            .checked_add(left)
+            .is_some_and(|t| t <= inv.deadline);
+        let leave = self.impatient && left > CLEANUP_WAIT;
+        if !fits || leave {
+            return stop(self.reason, self.ready_at, self.optional, fits);
+        }
+        gate::wait_timer(left, self.reason).await;
+        // The wait was timed on this process's monotonic clock: for the state it was computed for,
+        // the gate is open even if the store's clock disagrees.
+        let mut r = self.report(
+            "timer",
+            Some(crate::timefmt::at_second(self.ready_at)),
+            vec![],
         );
+        r.pokes = evidence.pokes_at_gate();
         progress.note(Learned::GateOpened {
-            report: report("probe", None, vec![]),
-            state: if pending.is_some() {
-                None
-            } else {
-                Some(*state)
-            },
+            report: r,
+            state: Some(self.state),
             events: vec![],
         });
-        if let Some(fp) = pending {
-            progress.note(Learned::TrustConfirmed(*fp));
+        GateEnd::Open
+    }
+
+    fn report(&self, by: &str, timer_at: Option<String>, pods: Vec<GatePod>) -> GateReport {
+        GateReport {
+            gate: self.name.to_string(),
+            opened_by: by.to_string(),
+            seconds: (self.started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+            timer_at,
+            pokes: None,
+            pods,
         }
-        return Ok(GateEnd::Open);
     }
-    let left = until_ready(store, *ready_at);
-    let fits = Instant::now()
-        .checked_add(left)
-        .is_some_and(|t| t <= inv.deadline);
-    let leave = impatient && left > CLEANUP_WAIT;
-    if !fits || leave {
-        return Ok(stop(reason, *ready_at, *optional, fits));
+
+    /// Every pod that mounts what changed holds it: the gate opens.
+    fn opened(
+        &self,
+        pods: Vec<GatePod>,
+        evidence: &gate::Evidence,
+        progress: &mut Progress,
+    ) -> GateEnd {
+        tracing::info!(
+            phase = "gate",
+            "{} gate: every pod that mounts what changed holds it ({})",
+            self.name,
+            summary(&pods)
+        );
+        // A pod that only its timer covered makes the gate the timer's.
+        let by = if pods.iter().any(|p| p.opened_by == "timer") {
+            "timer"
+        } else {
+            "evidence"
+        };
+        let mut r = self.report(by, None, pods);
+        r.pokes = evidence.pokes_at_gate();
+        let events = crate::events::of_gate(self.ca, &r, &evidence.held);
+        progress.note(Learned::GateOpened {
+            report: r,
+            state: Some(self.state),
+            events,
+        });
+        GateEnd::Open
     }
-    gate::wait_timer(left, reason).await;
-    // The wait was timed on this process's monotonic clock: for the state it was computed for,
-    // the gate is open even if the store's clock disagrees.
-    let mut r = report("timer", Some(crate::timefmt::at_second(*ready_at)), vec![]);
-    r.pokes = evidence.pokes_at_gate();
-    progress.note(Learned::GateOpened {
-        report: r,
-        state: Some(*state),
-        events: vec![],
-    });
-    Ok(GateEnd::Open)
+
+    /// The evidence did not come before the deadline (or, for an impatient cleanup, is far
+    /// away or held by a kubelet not live): the run stops here, `held` and `waiting` named.
+    fn stopped(
+        &self,
+        held: &[String],
+        waiting: &[String],
+        timer: Option<time::OffsetDateTime>,
+        evidence: &gate::Evidence,
+        progress: &mut Progress,
+    ) -> GateEnd {
+        let kubelets = &evidence.held;
+        let mut pods: Vec<GatePod> = held
+            .iter()
+            .chain(waiting)
+            .map(|w| {
+                let (pod, why) = w.split_once(" (").unwrap_or((w.as_str(), ""));
+                GatePod {
+                    name: pod.to_string(),
+                    node: kubelets.get(pod).map(|(n, _)| n.clone()),
+                    opened_by: if held.contains(w) { "held" } else { "waiting" }.into(),
+                    detail: Some(why.trim_end_matches(')').to_string()),
+                }
+            })
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut r = self.report("held", None, pods);
+        r.pokes = evidence.pokes_at_gate();
+        let events = crate::events::of_gate(self.ca, &r, kubelets);
+        progress.note(Learned::GateOpened {
+            report: r,
+            state: None,
+            events,
+        });
+        let after = timer.unwrap_or(self.ready_at);
+        let reason = self.reason;
+        if self.impatient {
+            let why = if held.is_empty() {
+                "certgen does not wait that long without --wait"
+            } else {
+                "a kubelet is not seen live, and certgen does not wait for it without --wait"
+            };
+            let note = format!(
+                "{reason}; {why}, so a later run finishes it (the chart's CronJob does){}",
+                if held.is_empty() {
+                    format!(", after {}", crate::timefmt::at_second(after))
+                } else {
+                    format!(": {}", held.join(", "))
+                }
+            );
+            tracing::info!(phase = "gate", "{note}");
+            return GateEnd::Stop {
+                note: Some(note),
+                error: None,
+            };
+        }
+        let why = if held.is_empty() {
+            format!("still waiting for {}", waiting.join(", "))
+        } else {
+            format!(
+                "held by pods whose kubelet is not seen live: {}",
+                held.join(", ")
+            )
+        };
+        GateEnd::Stop {
+            note: None,
+            error: Some(Error::Timeout(format!(
+                "the {} gate did not open before --timeout: {why}. Every bundle trusts every leaf that consumers may hold, so nothing breaks meanwhile: re-run certgen to finish",
+                self.name
+            ))),
+        }
+    }
 }
 
 /// "3 poke plus live kubelet, 1 created after the write": how many pods each kind of evidence
