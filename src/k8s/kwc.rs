@@ -131,30 +131,32 @@ pub async fn get_target(
                 .unwrap_or(false),
             injected,
         },
-        _ => ObservedTarget::Present {
-            entries: object
-                .data
-                .get("webhooks")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .map(|w| ObservedEntry {
-                    name: w
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string(),
-                    ca_bundle: decode(w.pointer("/clientConfig/caBundle")),
-                    failure_policy: w
-                        .get("failurePolicy")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                })
-                .collect(),
-            insecure_skip_tls_verify: false,
-            injected,
-        },
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
+            ObservedTarget::Present {
+                entries: object
+                    .data
+                    .get("webhooks")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|w| ObservedEntry {
+                        name: w
+                            .get("name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        ca_bundle: decode(w.pointer("/clientConfig/caBundle")),
+                        failure_policy: w
+                            .get("failurePolicy")
+                            .and_then(Value::as_str)
+                            .map(str::to_string),
+                    })
+                    .collect(),
+                insecure_skip_tls_verify: false,
+                injected,
+            }
+        }
     };
     Ok((observed, Some(object)))
 }
@@ -176,7 +178,7 @@ pub async fn update_target(
                 spec.insert("insecureSkipTLSVerify".into(), Value::Bool(false));
             }
         }
-        _ => {
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
             for hook in object
                 .data
                 .get_mut("webhooks")
@@ -229,7 +231,7 @@ pub async fn apply_target(
         WebhookKind::ApiService => {
             json!({"spec": {"caBundle": encoded, "insecureSkipTLSVerify": false}})
         }
-        _ => {
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
             let hooks: Vec<Value> = w
                 .entries
                 .iter()

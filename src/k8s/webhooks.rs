@@ -307,14 +307,15 @@ pub(super) fn bundles(kind: WebhookKind, data: &Value) -> Result<Vec<Vec<u8>>, S
     };
     match kind {
         WebhookKind::ApiService => Ok(vec![decode(data.pointer("/spec/caBundle"))?]),
-        _ => data
-            .get("webhooks")
-            .and_then(Value::as_array)
-            .map(|list| list.as_slice())
-            .unwrap_or_default()
-            .iter()
-            .map(|w| decode(w.pointer("/clientConfig/caBundle")))
-            .collect(),
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
+            data.get("webhooks")
+                .and_then(Value::as_array)
+                .map(|list| list.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|w| decode(w.pointer("/clientConfig/caBundle")))
+                .collect()
+        }
     }
 }
 
@@ -326,7 +327,7 @@ fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8]) {
                 spec.insert("caBundle".into(), encoded);
             }
         }
-        _ => {
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
             if let Some(list) = data.get_mut("webhooks").and_then(Value::as_array_mut) {
                 for w in list {
                     if let Some(w) = w.as_object_mut() {
