@@ -349,10 +349,11 @@ pub struct Evidence {
     other: Option<Instant>,
     /// The last write to a `caBundle` target as stored (store clock; earlier runs' too).
     other_stored: Option<OffsetDateTime>,
-    /// The TLS Secrets no declared consumer mounts (set once the pods are listed): one that no
-    /// pod mounts either may be held by what the gate cannot observe (a process outside the
-    /// cluster, a controller that reads it through the API), so only its timer opens the gate.
-    undeclared: Option<BTreeSet<String>>,
+    /// The TLS Secrets no declared consumer mounts (from the config, for the whole run:
+    /// [`Evidence::new`]): one that no pod mounts either may be held by what the gate cannot
+    /// observe (a process outside the cluster, a controller that reads it through the API), so
+    /// only its timer opens the gate, whichever run wrote it.
+    undeclared: BTreeSet<String>,
     /// Those of them the gate under way waited for, by their timer: a line each when it opens.
     timed: BTreeSet<String>,
     /// A write to a `caBundle` target the API server's cache did not show (store clock, why):
@@ -425,6 +426,21 @@ pub enum Verdict {
 }
 
 impl Evidence {
+    /// A run's evidence, before anything was pushed or seen: it knows which TLS Secrets of
+    /// `config` no declared consumer mounts.
+    pub fn new(config: &Config) -> Self {
+        let undeclared = config
+            .tls
+            .iter()
+            .map(|t| t.name.clone())
+            .filter(|n| !config.consumers.iter().any(|c| c.mounts.contains(n)))
+            .collect();
+        Self {
+            undeclared,
+            ..Self::default()
+        }
+    }
+
     /// Records a step's writes (TLS Secrets; `by` is a store-clock bound they landed before).
     pub fn wrote<'a>(&mut self, names: impl IntoIterator<Item = &'a String>, by: OffsetDateTime) {
         self.epoch += 1;
@@ -938,12 +954,9 @@ impl Evidence {
     /// The written Secrets that no declared consumer and no pod in `pods` mounts, with the store
     /// time their timer opens at.
     fn unobserved(&self, pods: &[PodView], delay: Duration) -> Vec<(String, OffsetDateTime)> {
-        let Some(undeclared) = &self.undeclared else {
-            return Vec::new();
-        };
         self.writes
             .iter()
-            .filter(|(n, _)| undeclared.contains(*n))
+            .filter(|(n, _)| self.undeclared.contains(*n))
             .filter(|(n, _)| !pods.iter().any(|p| !p.finished && p.secrets.contains(*n)))
             .map(|(n, w)| (n.clone(), timer_of(w.by, delay)))
             .collect()
@@ -1024,16 +1037,6 @@ impl Push<'_> {
             .secret_names()
             .into_iter()
             .map(str::to_string)
-            .collect()
-    }
-
-    /// The TLS Secrets no declared consumer mounts.
-    fn undeclared(&self) -> BTreeSet<String> {
-        self.config
-            .tls
-            .iter()
-            .map(|t| t.name.clone())
-            .filter(|n| !self.config.consumers.iter().any(|c| c.mounts.contains(n)))
             .collect()
     }
 
@@ -1127,10 +1130,6 @@ impl Push<'_> {
             return Ok(());
         };
         self.owners(ev).await;
-        // From the config: once per run.
-        if ev.undeclared.is_none() {
-            ev.undeclared = Some(self.undeclared());
-        }
         ev.unowned(&pods, &self.managed());
         #[cfg(feature = "test-hooks")]
         if !ev.due(&pods, (now, Instant::now()), self.delay).is_empty() {
@@ -1304,11 +1303,6 @@ impl Push<'_> {
             let Some(pods) = self.list(ev).await? else {
                 return Ok(Waited::Unobservable);
             };
-            // A gate resumed from an earlier run (no step of this run listed the pods yet)
-            // holds for the Secrets no consumer declares just the same.
-            if ev.undeclared.is_none() {
-                ev.undeclared = Some(self.undeclared());
-            }
             // Pods that appeared or were missed since the step (or a gate resumed from an
             // earlier run), and pods whose kubelet came back from a gap: poked now.
             self.poke(ev, &pods, outcome, store_now()).await;
@@ -1863,7 +1857,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_secret_no_pod_mounts_and_no_consumer_declares_waits_for_its_timer() {
-        let undeclared = |names: &[&str]| Some(names.iter().map(|n| n.to_string()).collect());
+        let undeclared = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
         let mut ev = Evidence {
             undeclared: undeclared(&["webhook"]),
             ..Evidence::default()

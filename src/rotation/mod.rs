@@ -304,7 +304,7 @@ async fn steps<S: SecretStore>(
     progress: &mut Progress,
 ) -> Result<(Report, Option<Error>), Error> {
     let push = inv.push();
-    let mut evidence = gate::Evidence::default();
+    let mut evidence = gate::Evidence::new(inv.config);
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }
