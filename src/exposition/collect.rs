@@ -22,39 +22,53 @@ pub async fn checked<S: SecretStore>(
     store: &S,
     webhooks: Option<&WebhookStore>,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
-    let (observed, mut unreadable) = observe::observe_each(store, config).await?;
-    let unread = unreadable
-        .iter()
-        .map(|(name, e)| (name.clone(), e.to_string()))
-        .collect();
-    let (report, families) = judged(config, store, webhooks, &observed, unread).await?;
-    let first = (!unreadable.is_empty()).then(|| unreadable.swap_remove(0).1);
-    Ok((report, families, first))
+    let mut read = judged(config, store, webhooks).await?;
+    let first = (!read.unreadable.is_empty()).then(|| read.unreadable.swap_remove(0).1);
+    Ok((read.report, read.families, first))
 }
 
-/// `check`'s judgement of `observed` (read from `store`; `unreadable`: the Secrets that could
-/// not be, with why) and its gauges, with each `caBundle` target read through `webhooks`.
+/// One read of the store, judged as `check` judges it.
+struct Judged {
+    observed: Snapshot,
+    /// The Secrets that could not be read (they are on their rows of the report).
+    unreadable: Vec<(String, StoreError)>,
+    /// The store's "now" the judgement was made at.
+    now: time::OffsetDateTime,
+    report: CheckReport,
+    families: Vec<Family>,
+}
+
+/// Reads every Secret once (and each `caBundle` target through `webhooks`) and judges them
+/// at the store's "now": `check`'s report and its gauges.
 async fn judged<S: SecretStore>(
     config: &Config,
     store: &S,
     webhooks: Option<&WebhookStore>,
-    observed: &Snapshot,
-    unreadable: Vec<(String, String)>,
-) -> Result<(CheckReport, Vec<Family>), Error> {
+) -> Result<Judged, Error> {
+    let (observed, unreadable) = observe::observe_each(store, config).await?;
     let now = store.now();
     let targets = match webhooks {
-        Some(api) => targets(config, observed, api).await?,
+        Some(api) => targets(config, &observed, api).await?,
         None => vec![],
     };
     let ctx = Context {
         propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
         targets,
-        unreadable,
+        unreadable: unreadable
+            .iter()
+            .map(|(name, e)| (name.clone(), e.to_string()))
+            .collect(),
     };
-    let report = crate::check::check(config, observed, now, store.describe(), &ctx)
+    let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
         .with_exposed_keys(store.exposed_keys());
-    let families = super::health(config, observed, &report, now);
-    Ok((report, families))
+    let families = super::health(config, &observed, &report, now);
+    Ok(Judged {
+        observed,
+        unreadable,
+        now,
+        report,
+        families,
+    })
 }
 
 /// Each `caBundle` target of `config`, read once and compared with the `ca.crt` of the Secret
@@ -116,19 +130,12 @@ pub async fn left<S: SecretStore>(
     store: &S,
     webhooks: Option<&WebhookStore>,
 ) -> Result<Left, Error> {
-    let (observed, unreadable) = observe::observe_each(store, config).await?;
-    let complete = unreadable.is_empty();
-    let unread = unreadable
-        .iter()
-        .map(|(name, e)| (name.clone(), e.to_string()))
-        .collect();
-    let now = store.now();
-    let (_, families) = judged(config, store, webhooks, &observed, unread).await?;
+    let read = judged(config, store, webhooks).await?;
     Ok(Left {
-        observed,
-        complete,
-        now,
-        families,
+        observed: read.observed,
+        complete: read.unreadable.is_empty(),
+        now: read.now,
+        families: read.families,
     })
 }
 

@@ -5,7 +5,7 @@ use super::{local_store, print};
 use crate::cli::{OutputFormat, RunArgs};
 use crate::error::Error;
 use crate::k8s::KubeStore;
-use crate::store::{LocalStore, SecretStore};
+use crate::store::SecretStore;
 use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
 
 /// certgen's main job: resolve, run, print the report; with `--metrics-file`,
@@ -113,7 +113,7 @@ async fn read_left(
 ) -> Option<Result<exposition::collect::Left, Error>> {
     match (local, client) {
         (Some(dir), _) => {
-            let store = LocalStore::new(dir).with_secret_keys(config.private_data_keys());
+            let store = local_store(dir, config, false);
             Some(exposition::collect::left(config, &store, None).await)
         }
         (None, Some(client)) => {
