@@ -9,7 +9,6 @@
 //! dropped watches) are in `cluster::faults`, through a TCP proxy.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use certgen::k8s::KubeStore;
@@ -18,26 +17,30 @@ use certgen::store::{SecretStore, StoreError};
 use kube::client::{Body, ClientBuilder};
 use serde_json::json;
 
-/// A fake API server that answers with `script[i]` (status, extra header) for the i-th request
-/// and with the last entry afterwards.
-fn fake(
-    script: Vec<(u16, Option<(&'static str, &'static str)>)>,
-) -> (kube::Client, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = calls.clone();
+/// What a fake API server answers one request: status, JSON body, an extra header.
+type Answer = (u16, serde_json::Value, Option<(&'static str, &'static str)>);
+
+/// The requests a fake API server received, each as its path and query.
+type Requests = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// How many requests a fake API server received.
+fn count(requests: &Requests) -> usize {
+    requests.lock().unwrap().len()
+}
+
+/// A fake API server behind certgen's real client layers (`certgen::k8s::layered`): the i-th
+/// request (from 0) is answered `answer(i, path)`; every request is recorded.
+fn scripted(
+    answer: impl Fn(usize, &str) -> Answer + Clone + Send + 'static,
+) -> (kube::Client, Requests) {
+    let requests: Requests = Arc::default();
+    let seen = requests.clone();
     let service = tower::service_fn(move |req: http::Request<Body>| {
-        let n = seen.fetch_add(1, Ordering::SeqCst);
-        let (status, header) = script[n.min(script.len() - 1)];
-        let path = req.uri().path().to_string();
+        let mut all = seen.lock().unwrap();
+        all.push(req.uri().to_string());
+        let (status, body, header) = answer(all.len() - 1, req.uri().path());
+        drop(all);
         async move {
-            let body = if status == 200 {
-                json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                       "metadata": {"name": path.rsplit('/').next().unwrap(), "resourceVersion": "7"},
-                       "data": {"hmac-secret": "eA=="}})
-            } else {
-                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
-                       "reason": "TooManyRequests", "message": format!("fake answer {status}")})
-            };
             let mut resp = http::Response::builder()
                 .status(status)
                 .header("content-type", "application/json");
@@ -52,8 +55,25 @@ fn fake(
     });
     (
         certgen::k8s::layered(ClientBuilder::new(service, "ns")),
-        calls,
+        requests,
     )
+}
+
+/// A fake API server that answers with `script[i]` (status, extra header) for the i-th request
+/// and with the last entry afterwards: a Secret, or a Status.
+fn fake(script: Vec<(u16, Option<(&'static str, &'static str)>)>) -> (kube::Client, Requests) {
+    scripted(move |n, path| {
+        let (status, header) = script[n.min(script.len() - 1)];
+        let body = if status == 200 {
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                   "metadata": {"name": path.rsplit('/').next().unwrap(), "resourceVersion": "7"},
+                   "data": {"hmac-secret": "eA=="}})
+        } else {
+            json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
+                   "reason": "TooManyRequests", "message": format!("fake answer {status}")})
+        };
+        (status, body, header)
+    })
 }
 
 #[tokio::test]
@@ -63,7 +83,7 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
     let started = Instant::now();
     let observed = store.get("envoy-oidc-hmac").await.unwrap();
     assert!(matches!(observed, Observed::Present(_)));
-    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(count(&calls), 2);
     assert!(
         started.elapsed() >= Duration::from_millis(900),
         "waited for Retry-After: {:?}",
@@ -79,7 +99,7 @@ async fn unavailable_answers_are_retried_with_backoff() {
         store.get("x").await.unwrap(),
         Observed::Present(_)
     ));
-    assert_eq!(calls.load(Ordering::SeqCst), 4);
+    assert_eq!(count(&calls), 4);
 }
 
 #[tokio::test]
@@ -87,11 +107,7 @@ async fn a_500_is_an_api_failure_at_once_and_exits_5() {
     let (client, calls) = fake(vec![(500, None)]);
     let store = KubeStore::new(client, "ns");
     let err = store.get("envoy").await.unwrap_err();
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        1,
-        "a 500 is not retried blindly"
-    );
+    assert_eq!(count(&calls), 1, "a 500 is not retried blindly");
     let StoreError::Api(f) = &err else {
         panic!("{err}")
     };
@@ -113,43 +129,31 @@ async fn retries_are_bounded() {
     let (client, calls) = fake(vec![(503, None)]);
     let store = KubeStore::new(client, "ns");
     assert!(store.get("x").await.is_err());
-    assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
+    assert_eq!(count(&calls), 9, "one try and 8 retries");
 }
 
 /// A fake API server for pod pokes: the i-th PATCH is answered `script[i]` (the last entry
 /// afterwards); a 429 carries `Retry-After: 1` and `retryAfterSeconds: 2` in its Status.
-fn pods_fake(script: Vec<u16>) -> (kube::Client, Arc<AtomicUsize>) {
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = calls.clone();
-    let service = tower::service_fn(move |req: http::Request<Body>| {
-        let n = seen.fetch_add(1, Ordering::SeqCst);
+fn pods_fake(script: Vec<u16>) -> (kube::Client, Requests) {
+    scripted(move |n, path| {
         let status = script[n.min(script.len() - 1)];
-        let name = req.uri().path().rsplit('/').next().unwrap().to_string();
-        async move {
-            let body = if status == 200 {
-                json!({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": name, "namespace": "ns", "uid": "u1"}})
-            } else {
-                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
-                       "reason": "TooManyRequests", "message": "too many requests, please try again later",
-                       "details": {"retryAfterSeconds": 2}})
-            };
-            let mut resp = http::Response::builder()
-                .status(status)
-                .header("content-type", "application/json");
-            if status == 429 {
-                resp = resp.header("retry-after", "1");
-            }
-            Ok::<_, std::convert::Infallible>(
-                resp.body(Body::from(serde_json::to_vec(&body).unwrap()))
-                    .unwrap(),
+        let name = path.rsplit('/').next().unwrap();
+        if status == 200 {
+            let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": name, "namespace": "ns", "uid": "u1"}});
+            (status, pod, None)
+        } else {
+            let throttled = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                "code": status, "reason": "TooManyRequests",
+                "message": "too many requests, please try again later",
+                "details": {"retryAfterSeconds": 2}});
+            (
+                status,
+                throttled,
+                (status == 429).then_some(("retry-after", "1")),
             )
         }
-    });
-    (
-        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
-        calls,
-    )
+    })
 }
 
 #[tokio::test(start_paused = true)]
@@ -163,7 +167,7 @@ async fn a_poke_answered_429_is_retried_after_its_retry_after_and_the_429s_are_c
         .await
         .unwrap();
     assert_eq!(answer, certgen::k8s::PokeAnswer::Done);
-    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(count(&calls), 3);
     assert!(
         started.elapsed() >= Duration::from_secs(2),
         "waited for Retry-After twice: {:?}",
@@ -186,42 +190,25 @@ async fn a_poke_still_throttled_after_the_retries_says_when_to_ask_again() {
         answer,
         certgen::k8s::PokeAnswer::Throttled(Duration::from_secs(2))
     );
-    assert_eq!(calls.load(Ordering::SeqCst), 9, "one try and 8 retries");
+    assert_eq!(count(&calls), 9, "one try and 8 retries");
 }
 
 /// A fake API server for the read-back of a `caBundle` write: the i-th request is answered
 /// `script[i]` (the last entry afterwards); every request's query is recorded.
-fn webhook_fake(script: Vec<u16>) -> (kube::Client, Arc<std::sync::Mutex<Vec<String>>>) {
-    let queries = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = queries.clone();
-    let service = tower::service_fn(move |req: http::Request<Body>| {
-        let mut q = seen.lock().unwrap();
-        q.push(req.uri().query().unwrap_or_default().to_string());
-        let status = script[(q.len() - 1).min(script.len() - 1)];
-        drop(q);
-        async move {
-            let body = if status == 200 {
-                json!({"apiVersion": "admissionregistration.k8s.io/v1",
-                       "kind": "ValidatingWebhookConfiguration",
-                       "metadata": {"name": "admission", "resourceVersion": "42"}})
-            } else {
-                json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
-                       "reason": "Timeout", "message": "Too large resource version: 41, current: 40",
-                       "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}})
-            };
-            Ok::<_, std::convert::Infallible>(
-                http::Response::builder()
-                    .status(status)
-                    .header("content-type", "application/json")
-                    .body(Body::from(serde_json::to_vec(&body).unwrap()))
-                    .unwrap(),
-            )
-        }
-    });
-    (
-        certgen::k8s::layered(ClientBuilder::new(service, "ns")),
-        queries,
-    )
+fn webhook_fake(script: Vec<u16>) -> (kube::Client, Requests) {
+    scripted(move |n, _| {
+        let status = script[n.min(script.len() - 1)];
+        let body = if status == 200 {
+            json!({"apiVersion": "admissionregistration.k8s.io/v1",
+                   "kind": "ValidatingWebhookConfiguration",
+                   "metadata": {"name": "admission", "resourceVersion": "42"}})
+        } else {
+            json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": status,
+                   "reason": "Timeout", "message": "Too large resource version: 41, current: 40",
+                   "details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}})
+        };
+        (status, body, None)
+    })
 }
 
 /// A `caBundle` write counts only once the API server's watch cache shows it: the read back
@@ -252,7 +239,7 @@ async fn a_ca_bundle_write_counts_only_once_the_api_servers_cache_shows_it() {
         !store.cached(Kind, "admission", "41").await.unwrap(),
         "a cache that stays behind is not yet, after the client's retries"
     );
-    assert_eq!(queries.lock().unwrap().len(), 9, "one try and 8 retries");
+    assert_eq!(count(&queries), 9, "one try and 8 retries");
 
     let (client, _) = webhook_fake(vec![404]);
     let store = certgen::k8s::webhooks::WebhookStore::new(client);
