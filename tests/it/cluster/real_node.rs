@@ -70,15 +70,19 @@ pub(super) struct Node {
     pub(super) peer_image: String,
 }
 
-/// The real node has one kubelet. The fault tests stop, cut and restart it (together: each
-/// one's gates must hold whatever the kubelet suffers); the hook test measures propagation
-/// delays against its gate on a healthy kubelet, which a fault of another test would make
-/// meaningless, so it takes the node alone. (In CI on 2026-11-26 the hook test, overlapping
-/// the fault tests, once had 39 handshakes fail (5,106 succeeded) in its staged rotation; its failure
-/// message now carries the writes, the peers' loads and the hook's log to explain such a run.)
+/// The real node has one kubelet. The fault tests stop, cut and restart it, each timing its
+/// gate against its own fault, so each takes the node alone: run together, one test's `heal`,
+/// `cont` or `restart` ended another's fault early, and that one's gate rightly opened before
+/// its fault's end, failing its assertions (CI, stop 38: the cut-off and restart tests, run
+/// side by side, both failed). The hook test measures propagation delays against its gate on a
+/// healthy kubelet, so it takes the node alone too. The workload-kind tests only need a
+/// healthy kubelet: they share it with each other. (In CI on 2026-11-26 the hook test,
+/// overlapping the fault tests, once had 39 handshakes fail (5,106 succeeded) in its staged
+/// rotation; its failure message now carries the writes, the peers' loads and the hook's log to
+/// explain such a run.)
 static NODE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// The node, shared with the other fault tests.
+/// The node with a healthy kubelet, shared with tests that inject no fault.
 pub(super) async fn shared_node() -> tokio::sync::RwLockReadGuard<'static, ()> {
     NODE.read().await
 }

@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 use super::real_node::{
-    Node, Peer, free_ports, peer_deployment, real_namespace, real_node, shared_node,
+    Node, Peer, free_ports, peer_deployment, real_namespace, real_node, whole_node,
 };
 use super::{Cluster, cluster, data, rolled_out};
 
@@ -326,8 +326,8 @@ async fn through(
 ) {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
-    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
-    let _node = shared_node().await;
+    // The one kubelet's fault: this test's alone (see `real_node::whole_node`).
+    let _node = whole_node().await;
     let s = setup(&c, &node, prefix).await;
     let _healed = Healed(&node);
     let started = Instant::now();
@@ -383,8 +383,8 @@ async fn a_kubelet_cut_off_through_the_leaves_gate_holds_it() {
 async fn a_kubelet_restarted_mid_rotation_holds_the_gate_until_it_is_back() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
-    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
-    let _node = shared_node().await;
+    // The one kubelet's fault: this test's alone (see `real_node::whole_node`).
+    let _node = whole_node().await;
     let s = setup(&c, &node, "krestart").await;
     let _healed = Healed(&node);
     let started = Instant::now();
@@ -411,8 +411,8 @@ async fn a_kubelet_restarted_mid_rotation_holds_the_gate_until_it_is_back() {
 async fn a_pod_created_while_its_kubelet_is_cut_off_proves_nothing() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
-    // Faults of the one kubelet: shared with the other fault tests, never with the hook test.
-    let _node = shared_node().await;
+    // The one kubelet's fault: this test's alone (see `real_node::whole_node`).
+    let _node = whole_node().await;
     let s = setup(&c, &node, "kcreate").await;
     let _healed = Healed(&node);
     let started = Instant::now();

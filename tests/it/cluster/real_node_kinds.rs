@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::kinds::{ds_rolled_out, eventually, sts_rolled_out};
 use super::real_node::{
     Node, Peer, Tally, converged_to, free_ports, gate, now_ms, peer_deployment, read_events,
-    real_namespace, real_node, sync_period,
+    real_namespace, real_node, shared_node, sync_period,
 };
 use super::{Cluster, cluster, rolled_out};
 use crate::util::{consumer, tempdir};
@@ -98,6 +98,8 @@ fn peer_template(node: &Node, results: &Path, peer: Peer) -> Value {
 async fn restarted_by_a_rotation_and_waited_for(kind: &str) {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    // A healthy kubelet: never while a fault test stops, cuts or restarts it.
+    let _node = shared_node().await;
     let settings = std::fs::read_to_string(node.dir.join("settings")).unwrap_or_default();
     let gate = gate(sync_period(&settings));
     let (ns, results) = real_namespace(&c, &node, &format!("real-{}", kind.to_lowercase())).await;
