@@ -981,8 +981,6 @@ impl Evidence {
     }
 }
 
-/// Pushes Secret changes to pods and opens gates on evidence (in a cluster, with pokes on).
-
 /// `recheck` moved to `at` if that is sooner.
 fn soon(at: Instant, recheck: &mut Option<Instant>) {
     *recheck = Some(recheck.map_or(at, |r| r.min(at)));

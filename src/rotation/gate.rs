@@ -51,6 +51,7 @@ async fn pause_before_pokes() {
     }
 }
 
+/// Pushes Secret changes to pods and opens gates on evidence (in a cluster, with pokes on).
 pub struct Push<'a> {
     pub pods: &'a dyn PodsApi,
     pub workloads: Option<&'a dyn Workloads>,
