@@ -139,24 +139,50 @@ pub fn health(
     report: &CheckReport,
     now: OffsetDateTime,
 ) -> Vec<Family> {
-    let ns = || ("namespace", config.namespace.clone());
-    let secret_labels = |secret: &str, kind: &str| {
-        vec![
-            ns(),
-            ("secret", secret.to_string()),
-            ("kind", kind.to_string()),
-        ]
-    };
-
     let mut healthy = Family::gauge(
         "certgen_check_healthy",
         "1 when a plain certgen run would write nothing, wait for nothing and refuse nothing (certgen check exits 0): every Secret is usable, unexpired, outside its renewal window, every caBundle target in step, and no rotation is in progress.",
     );
     healthy.push(
-        vec![ns(), ("profile", config.profile.clone())],
+        vec![ns(config), ("profile", config.profile.clone())],
         f64::from(u8::from(report.healthy)),
     );
 
+    let [status, problems] = secret_families(config, report);
+    let [not_before, not_after, renewal] = certificate_families(config, observed);
+    let [cas, ca_not_after] = bundle_families(config, report);
+    let [phase, since] = rotation_families(config, observed, now);
+    vec![
+        healthy,
+        status,
+        problems,
+        not_before,
+        not_after,
+        renewal,
+        cas,
+        ca_not_after,
+        phase,
+        since,
+        target_family(config, report),
+    ]
+}
+
+/// The `namespace` label every series carries.
+fn ns(config: &Config) -> (&'static str, String) {
+    ("namespace", config.namespace.clone())
+}
+
+/// The labels of a series about one Secret.
+fn secret_labels(config: &Config, secret: &str, kind: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ns(config),
+        ("secret", secret.to_string()),
+        ("kind", kind.to_string()),
+    ]
+}
+
+/// Each managed Secret's status and problems, as `check` reports them.
+fn secret_families(config: &Config, report: &CheckReport) -> [Family; 2] {
     let mut status = Family::gauge(
         "certgen_secret_status",
         "The status of each managed Secret as certgen check reports it: 1 for the current status (ok, due, missing, invalid), 0 for the others.",
@@ -167,16 +193,21 @@ pub fn health(
     );
     for row in &report.secrets {
         for s in SECRET_STATUSES {
-            let mut labels = secret_labels(&row.secret, row.kind);
+            let mut labels = secret_labels(config, &row.secret, row.kind);
             labels.push(("status", s.to_string()));
             status.push(labels, f64::from(u8::from(row.status == s)));
         }
         problems.push(
-            secret_labels(&row.secret, row.kind),
+            secret_labels(config, &row.secret, row.kind),
             row.problems.len() as f64,
         );
     }
 
+    [status, problems]
+}
+
+/// The times of the certificate each Secret holds.
+fn certificate_families(config: &Config, observed: &Snapshot) -> [Family; 3] {
     let mut not_before = Family::gauge(
         "certgen_certificate_not_before_timestamp_seconds",
         "The notBefore of the certificate each Secret holds (the active CA for the CA Secret), in Unix time.",
@@ -194,11 +225,19 @@ pub fn health(
             .not_after
             .checked_sub(time::Duration::try_from(renew_before).unwrap_or(time::Duration::MAX))
             .unwrap_or(cert.not_before);
-        not_before.push(secret_labels(secret, kind), seconds(cert.not_before));
-        not_after.push(secret_labels(secret, kind), seconds(cert.not_after));
-        renewal.push(secret_labels(secret, kind), seconds(renew_at));
+        not_before.push(
+            secret_labels(config, secret, kind),
+            seconds(cert.not_before),
+        );
+        not_after.push(secret_labels(config, secret, kind), seconds(cert.not_after));
+        renewal.push(secret_labels(config, secret, kind), seconds(renew_at));
     }
 
+    [not_before, not_after, renewal]
+}
+
+/// The trust bundles: how many CAs each holds, and until when each is valid.
+fn bundle_families(config: &Config, report: &CheckReport) -> [Family; 2] {
     let mut cas = Family::gauge(
         "certgen_bundle_cas",
         "The number of CA certificates in each Secret's trust bundle (ca.crt); certgen keeps at most two.",
@@ -209,7 +248,7 @@ pub fn health(
     );
     for row in report.secrets.iter().filter(|r| !r.bundle.is_empty()) {
         cas.push(
-            vec![ns(), ("secret", row.secret.clone())],
+            vec![ns(config), ("secret", row.secret.clone())],
             row.bundle.len() as f64,
         );
         // One series per distinct CA: a bundle holding a CA twice (which check reports, and a
@@ -226,7 +265,7 @@ pub fn health(
             };
             ca_not_after.push(
                 vec![
-                    ns(),
+                    ns(config),
                     ("secret", row.secret.clone()),
                     ("ca_sha256", ca.sha256.chars().take(16).collect()),
                 ],
@@ -235,6 +274,11 @@ pub fn health(
         }
     }
 
+    [cas, ca_not_after]
+}
+
+/// The rotation phase the stored certificates are in, and since when.
+fn rotation_families(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> [Family; 2] {
     let rot = rotation(config, observed, now);
     let mut phase = Family::gauge(
         "certgen_rotation_phase",
@@ -243,7 +287,7 @@ pub fn health(
     for p in PHASES {
         phase.push(
             vec![
-                ns(),
+                ns(config),
                 ("profile", config.profile.clone()),
                 ("phase", p.into()),
             ],
@@ -257,7 +301,7 @@ pub fn health(
     if let Some(t) = rot.since.filter(|_| rot.phase != "steady") {
         since.push(
             vec![
-                ns(),
+                ns(config),
                 ("profile", config.profile.clone()),
                 ("phase", rot.phase.into()),
             ],
@@ -265,6 +309,11 @@ pub fn health(
         );
     }
 
+    [phase, since]
+}
+
+/// Each `caBundle` target's state against the Secret it follows.
+fn target_family(config: &Config, report: &CheckReport) -> Family {
     let mut target = Family::gauge(
         "certgen_cabundle_target_status",
         "The state of each caBundle target (webhook configuration, APIService) against the ca.crt of the Secret it follows: 1 for the current state (in_sync, drifted, absent, refused, cert_manager: its CA injector writes it and certgen never does), 0 for the others.",
@@ -273,7 +322,7 @@ pub fn health(
         for s in TargetState::ALL.map(TargetState::name) {
             target.push(
                 vec![
-                    ns(),
+                    ns(config),
                     ("target_kind", t.kind.clone()),
                     ("target", t.name.clone()),
                     ("secret", t.secret.clone()),
@@ -284,19 +333,7 @@ pub fn health(
         }
     }
 
-    vec![
-        healthy,
-        status,
-        problems,
-        not_before,
-        not_after,
-        renewal,
-        cas,
-        ca_not_after,
-        phase,
-        since,
-        target,
-    ]
+    target
 }
 
 /// What a run did, for its metrics.
