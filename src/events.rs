@@ -417,13 +417,7 @@ mod tests {
     const DAY: time::Duration = time::Duration::DAY;
 
     fn config() -> Config {
-        use crate::config::{Env, Overrides, Source};
-        Config::resolve(
-            &Source::Profile("envoy-gateway".into()),
-            &Overrides::default(),
-            &Env::default(),
-        )
-        .unwrap()
+        crate::config::test_profile(None)
     }
 
     /// The Warnings of certgen's installation made `ago` before NOW, with `rotation`.

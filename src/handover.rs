@@ -229,16 +229,7 @@ mod tests {
     use super::*;
 
     fn config() -> Config {
-        use crate::config::{Env, Overrides, Source};
-        Config::resolve(
-            &Source::Profile("envoy-gateway".into()),
-            &Overrides {
-                namespace: Some("ns".into()),
-                ..Overrides::default()
-            },
-            &Env::default(),
-        )
-        .unwrap()
+        crate::config::test_profile(Some("ns"))
     }
 
     fn healthy(config: &Config) -> CheckReport {

@@ -1,7 +1,6 @@
 use time::macros::datetime;
 
 use super::*;
-use crate::config::{Env, Overrides, Source};
 use crate::observe::fixtures::installed;
 use crate::pki::{CaKey, Issued, issue_ca, issue_leaf};
 use crate::secret::{Found, StoredSecret};
@@ -10,12 +9,7 @@ const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
 
 fn config() -> Config {
-    Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides::default(),
-        &Env::default(),
-    )
-    .unwrap()
+    crate::config::test_profile(None)
 }
 
 fn pem(c: &Cert) -> Vec<u8> {

@@ -522,5 +522,19 @@ pub(crate) fn usages(list: &[Usage]) -> Usages {
     }
 }
 
+/// The unit tests' config: the built-in envoy-gateway profile, in `namespace` when given.
+#[cfg(test)]
+pub(crate) fn test_profile(namespace: Option<&str>) -> Config {
+    Config::resolve(
+        &Source::Profile("envoy-gateway".into()),
+        &Overrides {
+            namespace: namespace.map(str::to_string),
+            ..Overrides::default()
+        },
+        &Env::default(),
+    )
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,6 @@
 use time::macros::datetime;
 
 use super::*;
-use crate::config::{Env, Overrides, Source};
 use crate::observe::fixtures::installed;
 use crate::pki::{CaKey, Issued, bundle_pem, issue_ca, issue_leaf};
 
@@ -9,12 +8,7 @@ const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
 
 fn config() -> Config {
-    Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides::default(),
-        &Env::default(),
-    )
-    .unwrap()
+    crate::config::test_profile(None)
 }
 
 /// A staged rotation from `old` to `new`, one stored state per phase, each write stamped.

@@ -23,12 +23,7 @@ fn immediate() -> Options {
 /// The built-in profile with the lifetimes these tests' dates were written for: a 5-year CA
 /// and 1-year leaves.
 fn config() -> Config {
-    let mut config = Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides::default(),
-        &Env::default(),
-    )
-    .unwrap();
+    let mut config = crate::config::test_profile(None);
     config.ca.spec.validity = Duration::from_secs(1825 * 86_400);
     for t in &mut config.tls {
         t.leaf.validity = Duration::from_secs(365 * 86_400);

@@ -1,7 +1,6 @@
 use time::macros::datetime;
 
 use super::*;
-use crate::config::{Env, Overrides, Source};
 use crate::exposition::render;
 use crate::observe::fixtures::installed;
 use crate::pki::issue_ca;
@@ -10,12 +9,7 @@ const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 const DAY: time::Duration = time::Duration::DAY;
 
 fn config() -> Config {
-    Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides::default(),
-        &Env::default(),
-    )
-    .unwrap()
+    crate::config::test_profile(None)
 }
 
 /// The Secrets a run at `NOW` leaves, as the watch lists them.

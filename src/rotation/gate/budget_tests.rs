@@ -90,16 +90,7 @@ impl PodsApi for Fake {
 }
 
 fn config() -> Config {
-    use crate::config::{Env, Overrides, Source};
-    Config::resolve(
-        &Source::Profile("envoy-gateway".into()),
-        &Overrides {
-            namespace: Some("ns".into()),
-            ..Overrides::default()
-        },
-        &Env::default(),
-    )
-    .unwrap()
+    crate::config::test_profile(Some("ns"))
 }
 
 fn pods(n: usize) -> Vec<PodView> {
