@@ -48,9 +48,10 @@ pub struct GlobalArgs {
     pub quiet: bool,
 }
 
-/// Where the Secrets are and which profile describes them (the main job and `check`).
+/// Which Secrets, and the profile or config that describes them (the main job, `check` and
+/// the exporter).
 #[derive(Debug, Args)]
-pub struct TargetArgs {
+pub struct SecretsArgs {
     /// Built-in profile to use [default: envoy-gateway].
     #[arg(long, value_name = "NAME", conflicts_with = "config")]
     pub profile: Option<String>,
@@ -63,6 +64,13 @@ pub struct TargetArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
+}
+
+/// Where the Secrets are and which profile describes them (the main job and `check`).
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    #[command(flatten)]
+    pub secrets: SecretsArgs,
     /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the
     /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+].
     #[arg(short, long, value_name = "DIR", num_args = 0..=1)]

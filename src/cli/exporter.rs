@@ -5,23 +5,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{OutputFormat, TargetArgs};
+use super::{OutputFormat, SecretsArgs, TargetArgs};
 
 /// `certgen exporter`
 #[derive(Debug, Args)]
 pub struct ExporterArgs {
-    /// Built-in profile to use [default: envoy-gateway].
-    #[arg(long, value_name = "NAME", conflicts_with = "config")]
-    pub profile: Option<String>,
-    /// YAML config file (start from `certgen profile show`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile's].
-    #[arg(short, long, value_name = "NS")]
-    pub namespace: Option<String>,
-    /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
-    #[arg(long, value_name = "DOMAIN")]
-    pub cluster_domain: Option<String>,
+    #[command(flatten)]
+    pub secrets: SecretsArgs,
     /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
     #[arg(long)]
     pub disable_topology_injector: bool,
@@ -48,10 +38,12 @@ impl ExporterArgs {
     /// The same target as `certgen check` with these options (always a cluster).
     pub fn target(&self) -> TargetArgs {
         TargetArgs {
-            profile: self.profile.clone(),
-            config: self.config.clone(),
-            namespace: self.namespace.clone(),
-            cluster_domain: self.cluster_domain.clone(),
+            secrets: SecretsArgs {
+                profile: self.secrets.profile.clone(),
+                config: self.secrets.config.clone(),
+                namespace: self.secrets.namespace.clone(),
+                cluster_domain: self.secrets.cluster_domain.clone(),
+            },
             local: None,
             config_home: None,
             disable_topology_injector: self.disable_topology_injector,

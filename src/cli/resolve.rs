@@ -10,10 +10,10 @@ impl TargetArgs {
     /// Where the configuration and the Secrets are, as asked.
     pub fn spec(&self) -> TargetSpec {
         TargetSpec {
-            profile: self.profile.clone(),
-            config: self.config.clone(),
-            namespace: self.namespace.clone(),
-            cluster_domain: self.cluster_domain.clone(),
+            profile: self.secrets.profile.clone(),
+            config: self.secrets.config.clone(),
+            namespace: self.secrets.namespace.clone(),
+            cluster_domain: self.secrets.cluster_domain.clone(),
             local: self.local.clone(),
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
