@@ -509,6 +509,45 @@ mod tests {
     }
 
     #[test]
+    fn patch_fields_are_read_and_set_on_every_entry_and_left_alone_otherwise() {
+        let kind = WebhookKind::ValidatingWebhookConfiguration;
+        let mut data = json!({"webhooks": [
+            {"name": "a", "failurePolicy": "Fail", "clientConfig": {}},
+            {"name": "b", "clientConfig": {}},
+        ]});
+        let entry = |name: &str, policy: Option<&str>| TargetEntry {
+            name: name.into(),
+            failure_policy: policy.map(str::to_string),
+        };
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Fail")), entry("b", None)]
+        );
+        // The driver's write: the bundle alone.
+        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Fail")), entry("b", None)]
+        );
+        let fields = TargetFields {
+            failure_policy: Some(crate::outside::FailurePolicy::Ignore),
+            verify_tls: true,
+        };
+        set_bundles(kind, &mut data, b"pem", fields);
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Ignore")), entry("b", Some("Ignore"))]
+        );
+        let kind = WebhookKind::ApiService;
+        let mut data = json!({"spec": {"insecureSkipTLSVerify": true}});
+        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        assert_eq!(data["spec"]["insecureSkipTLSVerify"], true);
+        set_bundles(kind, &mut data, b"pem", fields);
+        assert_eq!(data["spec"]["insecureSkipTLSVerify"], false);
+        assert_eq!(entries(kind, &data), [TargetEntry::default()]);
+    }
+
+    #[test]
     fn a_bundle_that_is_not_base64_is_an_error() {
         let data = json!({"webhooks": [{"clientConfig": {"caBundle": "%%%"}}]});
         assert!(bundles(WebhookKind::ValidatingWebhookConfiguration, &data).is_err());
