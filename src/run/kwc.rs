@@ -88,17 +88,7 @@ async fn renew(
     if !due.is_empty() {
         tracing::info!(secret = %object, "due for renewal: {}", due.join("; "));
     }
-    let options = crate::config::RunOptions {
-        strategy: crate::config::Strategy::Staged,
-        propagation_delay: req.renewal.propagation_delay,
-        dry_run,
-        // Certificates that outlive --validity move to a new CA, staged like any rotation. A
-        // rotation already under way is resumed, never started again (`plan::Options::after`).
-        overwrite: rotate,
-        poke: true,
-        timeout: req.renewal.timeout,
-        ..crate::config::RunOptions::default()
-    };
+    let options = renew_options(req, rotate, dry_run);
     let (report, failure) = super::cluster::job(client, config, options).await?;
     let acted = report.writes > 0
         || report.note.is_some()
@@ -119,6 +109,26 @@ async fn renew(
     // A dry run's report lists the caBundle writes its first step plans (the engine's).
     let lines: Vec<String> = report.to_text().lines().map(str::to_string).collect();
     Ok(lines)
+}
+
+/// How `create` runs certgen's main job on an existing Secret (`rotate`: its certificates
+/// outlive `--validity`).
+pub fn renew_options(
+    req: &CreateRequest,
+    rotate: bool,
+    dry_run: bool,
+) -> crate::config::RunOptions {
+    crate::config::RunOptions {
+        strategy: crate::config::Strategy::Staged,
+        propagation_delay: req.renewal.propagation_delay,
+        dry_run,
+        // Certificates that outlive --validity move to a new CA, staged like any rotation. A
+        // rotation already under way is resumed, never started again (`plan::Options::after`).
+        overwrite: rotate,
+        poke: true,
+        timeout: req.renewal.timeout,
+        ..crate::config::RunOptions::default()
+    }
 }
 
 /// `certgen patch`: the Secret read through kube-webhook-certgen's adapter, the targets
