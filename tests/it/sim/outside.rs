@@ -51,7 +51,7 @@ use time::OffsetDateTime;
 
 use super::{
     DELAY, Ended, FOREIGN, Faults, RunSpec, Session, TLS, World, broken, check_current, check_runs,
-    config, crashed, options, runtime, seed_envoy_gateway, unsettled, verifies,
+    config, crashed, options, runtime, seed_envoy_gateway, unsettled,
 };
 
 /// How long a restart-only consumer's rollout takes (new pod created at the restart, the old
@@ -1306,7 +1306,7 @@ pub fn check_holders(
             return Ok(());
         }
         sizes.pairs += 1;
-        match verifies(leaf, b.bundle, start) {
+        match w.verifies(leaf, b.bundle, start) {
             Err(_) if a.seeded && b.seeded => Ok(()),
             Err(e) => Err(format!(
                 "at {start}: {} holds {} whose leaf (issuer {}) is rejected by the bundle {} holds, {}: {e}",
