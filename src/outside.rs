@@ -3,6 +3,8 @@
 //! namespace's pods and the run lock's Lease. Each is a trait over plain data, implemented by the Kubernetes adapter
 //! (`crate::k8s`) and, in memory, by the trajectory simulation (`tests/it/sim/outside.rs`), so
 //! the simulation runs the driver's real code for caBundle writes, restarts and pokes.
+//! `certgen patch` (kube-webhook-certgen's) reads and writes its targets through the same
+//! `caBundle` seam, so it runs in the simulation too.
 //!
 //! The traits carry no decision: what to write, restart or poke is the driver's
 //! ([`crate::rotation`]) and [`crate::rollout`]'s. Methods answer boxed futures so the driver
