@@ -34,7 +34,9 @@ use certgen::store::SecretStore;
 use time::OffsetDateTime;
 
 use super::outside::{Mutation, OutsideWorld, Sim, check_holders};
-use super::{CA, DELAY, Ended, RunSpec, Session, TLS, World, check_current, check_runs, config};
+use super::{
+    CA, DELAY, Ended, Faults, RunSpec, Session, TLS, World, check_current, check_runs, config,
+};
 
 /// How long `create`'s certificates last, and how far ahead of its CA's expiry it renews.
 const VALIDITY: Duration = Duration::from_secs(2 * 3600);
@@ -102,6 +104,8 @@ fn patch_request() -> PatchRequest {
 pub enum Step {
     /// `create`, with this `--timeout`.
     Create(Duration),
+    /// `create`, killed right after its N-th write of any kind lands (1-based).
+    Killed(usize),
     Patch,
     Advance(Duration),
 }
@@ -119,8 +123,22 @@ async fn read_secret(sim: &Sim) -> Result<ObservedSecret, String> {
 }
 
 fn sim(world: &Arc<Mutex<World>>, outside: &Arc<Mutex<OutsideWorld>>, index: usize) -> Sim {
+    killed(world, outside, index, None)
+}
+
+/// [`sim`], whose process dies right after its `crash_after`-th write.
+fn killed(
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    index: usize,
+    crash_after: Option<usize>,
+) -> Sim {
+    let faults = Faults {
+        crash_after,
+        ..Faults::default()
+    };
     Sim {
-        session: Session::new(world, index, Default::default()),
+        session: Session::new(world, index, faults),
         outside: outside.clone(),
         mutation: Mutation::None,
     }
@@ -190,6 +208,8 @@ pub struct Checked {
     pub sizes: super::outside::Sizes,
     /// Runs of `create` that exited 3 (a gate not open within `--timeout`).
     pub unfinished: usize,
+    /// Runs of `create` killed after a write.
+    pub killed: usize,
     /// `patch` runs that wrote.
     pub patches: usize,
 }
@@ -209,15 +229,26 @@ pub async fn trajectory(steps: &[Step]) -> Result<Checked, String> {
         let index = i + 1;
         match *step {
             Step::Advance(d) => tokio::time::advance(d).await,
-            Step::Create(timeout) => {
+            Step::Create(_) | Step::Killed(_) => {
                 let resumed = {
                     let mut w = world.lock().unwrap();
                     let mark = w.history.len();
                     w.run_marks.push(mark);
                     w.get(CA).is_some_and(|s| s.data.contains_key("next.crt"))
                 };
-                let (code, message) = create(&sim(&world, &outside, index), timeout).await?;
+                let (timeout, crash_after) = match *step {
+                    Step::Killed(n) => (TIMEOUT, Some(n)),
+                    Step::Create(timeout) => (timeout, None),
+                    _ => unreachable!(),
+                };
+                let sim = killed(&world, &outside, index, crash_after);
+                let (code, message) = match create(&sim, timeout).await {
+                    Err(e) if crash_after.is_some() => (5, e),
+                    other => other?,
+                };
+                let dead = sim.session.state.lock().unwrap().dead;
                 match code {
+                    _ if dead => checked.killed += 1,
                     0 => {}
                     3 => checked.unfinished += 1,
                     _ => return Err(format!("create (step {index}) exited {code}: {message}")),
@@ -274,17 +305,17 @@ pub async fn trajectory(steps: &[Step]) -> Result<Checked, String> {
 /// hours, once stopped at a gate by a short `--timeout` and finished by the next run; and
 /// `patch` between the runs (an upgrade runs both Jobs again), in the middle of a renewal too.
 pub fn chart_life() -> Vec<Step> {
+    chart_life_with(Step::Create(Duration::from_secs(2)))
+}
+
+/// [`chart_life`] with `first` the run that meets the first renewal.
+fn chart_life_with(first: Step) -> Vec<Step> {
     let min = |m: u64| Duration::from_secs(m * 60);
     let mut steps = vec![Step::Create(TIMEOUT), Step::Patch];
     for i in 0..10 {
         steps.push(Step::Advance(min(30)));
         // The third run meets the first renewal: stopped at its first gate, patched, resumed.
-        let timeout = if i == 2 {
-            Duration::from_secs(2)
-        } else {
-            TIMEOUT
-        };
-        steps.push(Step::Create(timeout));
+        steps.push(if i == 2 { first } else { Step::Create(TIMEOUT) });
         steps.push(Step::Advance(Duration::from_secs(20 + 7 * i)));
         steps.push(Step::Patch);
     }
@@ -303,4 +334,23 @@ fn create_renewals_with_patch_between_keep_the_webhook_trusted() {
     assert!(s.webhook_pairs > 0 && s.pairs > 0, "{s:?}");
     assert!(checked.unfinished >= 1, "{checked:?}");
     assert!(checked.patches >= 1, "{checked:?}");
+}
+
+/// The run that meets the first renewal killed after each of its writes (Secrets, the
+/// `caBundle`, pokes), then `patch`, then `create` again every 30 minutes.
+#[test]
+fn create_killed_after_any_write_of_a_renewal_with_patch_after() {
+    let mut killed = 0;
+    for n in 1..=12 {
+        let checked = super::runtime()
+            .block_on(trajectory(&chart_life_with(Step::Killed(n))))
+            .unwrap_or_else(|e| panic!("killed after write {n}: {e}"));
+        killed += checked.killed;
+    }
+    eprintln!("{killed} of 12 runs killed");
+    // The last one outlived its writes: every write of the renewal was a crash point.
+    assert!(
+        (6..12).contains(&killed),
+        "{killed} killed: widen the range"
+    );
 }
