@@ -448,92 +448,17 @@ pub fn check(
     store: String,
     ctx: &Context,
 ) -> CheckReport {
-    let mut rows: Vec<Checked> = Vec::new();
-    let mut rotation = None;
     // The one judge of what is valid: rustls-webpki at `now` (`pki::Verifier`).
     let verifier = crate::pki::Verifier::new(now);
-    let unreadable = |name: &str| {
-        ctx.unreadable
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, why)| why.clone())
-    };
+    let unreadable = |name: &str| unreadable(ctx, name);
     let ca_unreadable = unreadable(&config.ca.secret_name).is_some();
 
-    // The CA.
-    let mut ca = Checked::new(&config.ca.secret_name, "ca");
-    let mut active: Option<Cert> = None;
-    let mut known_cas: Vec<Cert> = Vec::new();
-    match observed.ca().present() {
-        None if ca_unreadable || config.tls.is_empty() => {}
-        None => ca.findings.push(Finding::NoCa),
-        Some(s) => {
-            ca.judge_common(s, crate::secret::TYPE_TLS);
-            let data = parse::ca(s);
-            match data.cert {
-                Field::Ok(cert) => {
-                    if !cert.is_ca {
-                        ca.findings.push(Finding::NotCa {
-                            subject: cert.subject.clone(),
-                        });
-                    }
-                    if let Field::Bad(p) = &data.key {
-                        ca.unusable("tls.key", p);
-                    }
-                    if let Some(why) = due(&cert, config.ca.renew_before, now) {
-                        ca.findings.push(Finding::CaDue(why));
-                    }
-                    if let Some(why) =
-                        crate::plan::ca_refusal(config, &verifier, &cert).filter(|_| cert.is_ca)
-                    {
-                        ca.unusable(
-                            "tls.crt",
-                            format!("TLS verifiers would reject this CA: {why}"),
-                        );
-                    }
-                    ca.row.issuer = Some(cert.short_fingerprint());
-                    ca.row = ca.row.with_cert(&cert, now);
-                    known_cas.push(cert.clone());
-                    active = Some(cert);
-                }
-                Field::Bad(p) => ca.unusable("tls.crt", p),
-                Field::Absent | Field::Empty | Field::Unchecked => {
-                    ca.findings.push(Finding::KeyMissing {
-                        key: "tls.crt".into(),
-                        refused: true,
-                    });
-                }
-            }
-            match data.bundle {
-                Field::Ok(b) => {
-                    if let Some(e) = &b.broken {
-                        ca.unusable("ca.crt", e);
-                    }
-                    ca.judge_bundle("ca.crt", &b.certs, now);
-                    ca.row.bundle = BundleEntry::list(&b.certs, now);
-                    known_cas.extend(b.certs);
-                }
-                Field::Bad(p) => ca.unusable("ca.crt", p),
-                Field::Absent | Field::Empty | Field::Unchecked => {}
-            }
-            // A staged rotation's pending CA, judged by the planner's own rules: a run refuses
-            // what is reported here (or drops it with --force).
-            match (data.next_cert, data.next_key) {
-                (Field::Absent, Field::Absent) => {}
-                (Field::Bad(p), _) => ca.unusable("next.crt", p),
-                (cert, key) => match crate::plan::pending_ca(cert, key) {
-                    Ok(p) => {
-                        rotation = Some(format!(
-                            "staged rotation in progress: pending CA {} (run certgen to finish it)",
-                            p.cert.short_fingerprint()
-                        ));
-                        known_cas.push(p.cert);
-                    }
-                    Err(problem) => ca.findings.push(Finding::PendingCa(problem)),
-                },
-            }
-        }
-    }
+    let Ca {
+        mut row,
+        active,
+        known,
+        rotation,
+    } = ca_row(config, observed, &verifier, now, ca_unreadable);
     // What a plain run does (its first step, planned over the same observation; nothing can
     // be planned over a Secret that could not be read).
     let object = |name: &str| name.to_string();
@@ -545,158 +470,42 @@ pub fn check(
         .unreadable
         .is_empty()
         .then(|| crate::plan::plan(config, observed, now, options, Known::default(), &object));
-    // Another writer since certgen's last run: the planner's reading of what the Secrets hold,
-    // and what a plain run does next.
-    if let Some(Ok(p)) = &planned
-        && let Some(found) = p.ca.derived.clone()
-    {
-        let next = match &p.phase {
-            Phase::Gate { reason, .. } => format!("waits: {reason}"),
-            phase => format!(
-                "{} step: {} ({})",
-                phase.name(),
-                p.ca.action.name(),
-                p.ca.reason
-            ),
-        };
-        ca.findings
-            .push(Finding::WrittenByAnotherTool { found, next });
+    if let Some(Ok(p)) = &planned {
+        another_writer(&mut row, p);
     }
-    rows.push(ca);
+    let mut rows = vec![row];
 
     // The leaves, then trust between them.
-    let mut leaves: Vec<(usize, Cert, Vec<Cert>, crate::pki::Usages)> = Vec::new();
+    let mut leaves: Vec<Leaf> = Vec::new();
     for t in &config.tls {
-        let mut r = Checked::new(&t.name, "tls");
         let Some(s) = observed.get(&t.name).present() else {
+            let mut r = Checked::new(&t.name, "tls");
             if unreadable(&t.name).is_none() {
                 r.findings.push(Finding::Missing);
             }
             rows.push(r);
             continue;
         };
-        r.judge_common(s, t.layout.type_);
-        let data = parse::leaf_in(s, &t.layout);
-        let (crt, key, ca_crt) = (&t.layout.cert, &t.layout.key, &t.layout.bundle);
-        let leaf = match data.cert {
-            Field::Ok(cert) => Some(cert),
-            Field::Bad(p) => {
-                r.unusable(crt, p);
-                None
-            }
-            Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing {
-                    key: crt.clone(),
-                    refused: true,
-                });
-                None
-            }
+        let issuer = Issuers {
+            active: active.as_ref(),
+            known: &known,
+            unknown: ca_unreadable,
         };
-        let bundle = match data.bundle {
-            Field::Ok(b) => {
-                if let Some(e) = &b.broken {
-                    r.unusable(ca_crt, e);
-                }
-                r.judge_bundle(ca_crt, &b.certs, now);
-                b.certs
-            }
-            Field::Bad(p) => {
-                r.unusable(ca_crt, p);
-                vec![]
-            }
-            Field::Absent | Field::Empty | Field::Unchecked => {
-                r.findings.push(Finding::KeyMissing {
-                    key: ca_crt.clone(),
-                    refused: false,
-                });
-                vec![]
-            }
-        };
-        r.row.bundle = BundleEntry::list(&bundle, now);
-        if let Some(leaf) = leaf {
-            match &data.key {
-                Field::Ok(()) => {}
-                Field::Bad(p) => r.unusable(key, p),
-                Field::Absent | Field::Empty | Field::Unchecked => {
-                    r.findings.push(Finding::KeyMissing {
-                        key: key.clone(),
-                        refused: true,
-                    });
-                }
-            }
-            if let Some(why) = due(&leaf, t.renew_before, now) {
-                r.findings.push(Finding::Due(why));
-            }
-            if let Some(drift) = san_drift(&leaf, t) {
-                r.findings.push(Finding::SanDrift(drift));
-            }
-            r.row.issuer = known_cas
-                .iter()
-                .find(|ca| ca.signed(&leaf))
-                .map(Cert::short_fingerprint);
-            match (&active, &r.row.issuer) {
-                // Nothing is known of the CA Secret: its own row says why.
-                _ if ca_unreadable => {}
-                (_, None) => r.findings.push(Finding::UnknownIssuer),
-                (Some(a), Some(_)) if !a.signed(&leaf) => r.findings.push(Finding::OtherIssuer),
-                _ => {}
-            }
-            r.row = r.row.with_cert(&leaf, now);
-            leaves.push((rows.len(), leaf, bundle, t.leaf.usages));
+        let (r, leaf) = leaf_row(t, s, &issuer, now);
+        if let Some((leaf, bundle)) = leaf {
+            leaves.push(Leaf {
+                row: rows.len(),
+                cert: leaf,
+                bundle,
+                usages: t.leaf.usages,
+            });
         }
         rows.push(r);
     }
-    // Each leaf against each distinct unexpired bundle CA once (the verifier's judgement, for
-    // its Secret's usages), then every peer's bundle by fingerprint: N x CAs verifications,
-    // not N x N (a thousand Secrets whose bundles hold the same CA would otherwise cost a
-    // million).
-    let mut bundle_cas: Vec<&Cert> = Vec::new();
-    for ca in leaves.iter().flat_map(|(_, _, b, _)| b) {
-        if !ca.is_expired_at(now)
-            && !bundle_cas
-                .iter()
-                .any(|c| c.fingerprint() == ca.fingerprint())
-        {
-            bundle_cas.push(ca);
-        }
-    }
-    for (index, leaf, _, usages) in &leaves {
-        let signers: Vec<[u8; 32]> = bundle_cas
-            .iter()
-            .filter(|ca| {
-                verifier
-                    .verify(leaf, std::slice::from_ref(**ca), *usages)
-                    .is_ok()
-            })
-            .map(|ca| ca.fingerprint())
-            .collect();
-        let rejecting: Vec<String> = leaves
-            .iter()
-            .filter(|(_, _, bundle, _)| {
-                !bundle.iter().any(|ca| signers.contains(&ca.fingerprint()))
-            })
-            .map(|(peer, _, _, _)| rows[*peer].row.secret.clone())
-            .collect();
-        if !rejecting.is_empty() {
-            rows[*index].findings.push(Finding::Untrusted(rejecting));
-        }
-    }
+    trust_between(&leaves, &mut rows, &verifier, now);
 
     for h in &config.hmac {
-        let mut r = Checked::new(&h.name, "hmac");
-        match observed.get(&h.name).present() {
-            None if unreadable(&h.name).is_some() => {}
-            None => r.findings.push(Finding::Missing),
-            Some(s) => {
-                r.judge_common(s, crate::secret::TYPE_OPAQUE);
-                if parse::hmac(s, &h.key).missing() {
-                    r.findings.push(Finding::HmacKey(h.key.clone()));
-                } else if let Some(short) = parse::hmac_short(s, &h.key, h.bytes) {
-                    r.findings.push(Finding::HmacShort(short));
-                }
-            }
-        }
-        rows.push(r);
+        rows.push(hmac_row(h, observed, unreadable(&h.name).is_some()));
     }
 
     // Local mode: judge what consumers read, not only certgen's own copy.
@@ -715,7 +524,319 @@ pub fn check(
     // The verdict: what a plain run does. Each write or refusal it makes is explained on its
     // row, by a finding above or by the planner's own reason.
     let mut next = next_run(planned.as_ref(), ctx);
-    match &next {
+    explain(&next, &mut rows);
+    // The caBundle targets a run writes (after its Secrets' writes, if any).
+    let (targets, drifted) = target_rows(ctx);
+    if !drifted.is_empty() {
+        match &mut next {
+            NextRun::Nothing => next = NextRun::Writes { writes: drifted },
+            NextRun::Writes { writes } => writes.extend(drifted),
+            NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
+        }
+    }
+    let quiet = next == NextRun::Nothing;
+    let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
+    CheckReport::new(config, store, rotation, rows, targets, next)
+}
+
+/// Why `name` could not be read, if it could not.
+fn unreadable(ctx: &Context, name: &str) -> Option<String> {
+    ctx.unreadable
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, why)| why.clone())
+}
+
+/// The CA Secret's row, and what it shows of the CAs.
+struct Ca {
+    row: Checked,
+    /// The CA that signs now (`tls.crt`).
+    active: Option<Cert>,
+    /// Every CA the Secret holds: the active one, its bundle and a pending one.
+    known: Vec<Cert>,
+    /// A staged rotation in progress, said in words.
+    rotation: Option<String>,
+}
+
+fn ca_row(
+    config: &Config,
+    observed: &Snapshot,
+    verifier: &crate::pki::Verifier,
+    now: OffsetDateTime,
+    ca_unreadable: bool,
+) -> Ca {
+    let mut row = Checked::new(&config.ca.secret_name, "ca");
+    let (mut active, mut known, mut rotation) = (None, Vec::new(), None);
+    let s = match observed.ca().present() {
+        None if ca_unreadable || config.tls.is_empty() => None,
+        None => {
+            row.findings.push(Finding::NoCa);
+            None
+        }
+        Some(s) => Some(s),
+    };
+    let Some(s) = s else {
+        return Ca {
+            row,
+            active,
+            known,
+            rotation,
+        };
+    };
+    row.judge_common(s, crate::secret::TYPE_TLS);
+    let data = parse::ca(s);
+    match data.cert {
+        Field::Ok(cert) => {
+            if !cert.is_ca {
+                row.findings.push(Finding::NotCa {
+                    subject: cert.subject.clone(),
+                });
+            }
+            if let Field::Bad(p) = &data.key {
+                row.unusable("tls.key", p);
+            }
+            if let Some(why) = due(&cert, config.ca.renew_before, now) {
+                row.findings.push(Finding::CaDue(why));
+            }
+            if let Some(why) =
+                crate::plan::ca_refusal(config, verifier, &cert).filter(|_| cert.is_ca)
+            {
+                row.unusable(
+                    "tls.crt",
+                    format!("TLS verifiers would reject this CA: {why}"),
+                );
+            }
+            row.row.issuer = Some(cert.short_fingerprint());
+            row.row = row.row.with_cert(&cert, now);
+            known.push(cert.clone());
+            active = Some(cert);
+        }
+        Field::Bad(p) => row.unusable("tls.crt", p),
+        Field::Absent | Field::Empty | Field::Unchecked => {
+            row.findings.push(Finding::KeyMissing {
+                key: "tls.crt".into(),
+                refused: true,
+            });
+        }
+    }
+    match data.bundle {
+        Field::Ok(b) => {
+            if let Some(e) = &b.broken {
+                row.unusable("ca.crt", e);
+            }
+            row.judge_bundle("ca.crt", &b.certs, now);
+            row.row.bundle = BundleEntry::list(&b.certs, now);
+            known.extend(b.certs);
+        }
+        Field::Bad(p) => row.unusable("ca.crt", p),
+        Field::Absent | Field::Empty | Field::Unchecked => {}
+    }
+    // A staged rotation's pending CA, judged by the planner's own rules: a run refuses what is
+    // reported here (or drops it with --force).
+    match (data.next_cert, data.next_key) {
+        (Field::Absent, Field::Absent) => {}
+        (Field::Bad(p), _) => row.unusable("next.crt", p),
+        (cert, key) => match crate::plan::pending_ca(cert, key) {
+            Ok(p) => {
+                rotation = Some(format!(
+                    "staged rotation in progress: pending CA {} (run certgen to finish it)",
+                    p.cert.short_fingerprint()
+                ));
+                known.push(p.cert);
+            }
+            Err(problem) => row.findings.push(Finding::PendingCa(problem)),
+        },
+    }
+    Ca {
+        row,
+        active,
+        known,
+        rotation,
+    }
+}
+
+/// Another writer since certgen's last run: the planner's reading of what the Secrets hold,
+/// and what a plain run does next, on the CA's row.
+fn another_writer(ca: &mut Checked, p: &Plan) {
+    let Some(found) = p.ca.derived.clone() else {
+        return;
+    };
+    let next = match &p.phase {
+        Phase::Gate { reason, .. } => format!("waits: {reason}"),
+        phase => format!(
+            "{} step: {} ({})",
+            phase.name(),
+            p.ca.action.name(),
+            p.ca.reason
+        ),
+    };
+    ca.findings
+        .push(Finding::WrittenByAnotherTool { found, next });
+}
+
+/// What a leaf's issuer is judged against.
+struct Issuers<'a> {
+    active: Option<&'a Cert>,
+    known: &'a [Cert],
+    /// The CA Secret could not be read: nothing is known of the issuers.
+    unknown: bool,
+}
+
+/// A leaf that loads, for the trust between leaves.
+struct Leaf {
+    /// Its row's index.
+    row: usize,
+    cert: Cert,
+    bundle: Vec<Cert>,
+    usages: crate::pki::Usages,
+}
+
+/// A TLS Secret's row, and its leaf and bundle when the leaf loads.
+fn leaf_row(
+    t: &crate::config::TlsSecret,
+    s: &StoredSecret,
+    issuers: &Issuers<'_>,
+    now: OffsetDateTime,
+) -> (Checked, Option<(Cert, Vec<Cert>)>) {
+    let mut r = Checked::new(&t.name, "tls");
+    r.judge_common(s, t.layout.type_);
+    let data = parse::leaf_in(s, &t.layout);
+    let (crt, key, ca_crt) = (&t.layout.cert, &t.layout.key, &t.layout.bundle);
+    let leaf = match data.cert {
+        Field::Ok(cert) => Some(cert),
+        Field::Bad(p) => {
+            r.unusable(crt, p);
+            None
+        }
+        Field::Absent | Field::Empty | Field::Unchecked => {
+            r.findings.push(Finding::KeyMissing {
+                key: crt.clone(),
+                refused: true,
+            });
+            None
+        }
+    };
+    let bundle = match data.bundle {
+        Field::Ok(b) => {
+            if let Some(e) = &b.broken {
+                r.unusable(ca_crt, e);
+            }
+            r.judge_bundle(ca_crt, &b.certs, now);
+            b.certs
+        }
+        Field::Bad(p) => {
+            r.unusable(ca_crt, p);
+            vec![]
+        }
+        Field::Absent | Field::Empty | Field::Unchecked => {
+            r.findings.push(Finding::KeyMissing {
+                key: ca_crt.clone(),
+                refused: false,
+            });
+            vec![]
+        }
+    };
+    r.row.bundle = BundleEntry::list(&bundle, now);
+    let Some(leaf) = leaf else {
+        return (r, None);
+    };
+    match &data.key {
+        Field::Ok(()) => {}
+        Field::Bad(p) => r.unusable(key, p),
+        Field::Absent | Field::Empty | Field::Unchecked => {
+            r.findings.push(Finding::KeyMissing {
+                key: key.clone(),
+                refused: true,
+            });
+        }
+    }
+    if let Some(why) = due(&leaf, t.renew_before, now) {
+        r.findings.push(Finding::Due(why));
+    }
+    if let Some(drift) = san_drift(&leaf, t) {
+        r.findings.push(Finding::SanDrift(drift));
+    }
+    r.row.issuer = issuers
+        .known
+        .iter()
+        .find(|ca| ca.signed(&leaf))
+        .map(Cert::short_fingerprint);
+    match (issuers.active, &r.row.issuer) {
+        // Nothing is known of the CA Secret: its own row says why.
+        _ if issuers.unknown => {}
+        (_, None) => r.findings.push(Finding::UnknownIssuer),
+        (Some(a), Some(_)) if !a.signed(&leaf) => r.findings.push(Finding::OtherIssuer),
+        _ => {}
+    }
+    r.row = r.row.with_cert(&leaf, now);
+    (r, Some((leaf, bundle)))
+}
+
+/// Each leaf against each distinct unexpired bundle CA once (the verifier's judgement, for its
+/// Secret's usages), then every peer's bundle by fingerprint: N x CAs verifications, not N x N
+/// (a thousand Secrets whose bundles hold the same CA would otherwise cost a million).
+fn trust_between(
+    leaves: &[Leaf],
+    rows: &mut [Checked],
+    verifier: &crate::pki::Verifier,
+    now: OffsetDateTime,
+) {
+    let mut bundle_cas: Vec<&Cert> = Vec::new();
+    for ca in leaves.iter().flat_map(|l| &l.bundle) {
+        if !ca.is_expired_at(now)
+            && !bundle_cas
+                .iter()
+                .any(|c| c.fingerprint() == ca.fingerprint())
+        {
+            bundle_cas.push(ca);
+        }
+    }
+    for leaf in leaves {
+        let signers: Vec<[u8; 32]> = bundle_cas
+            .iter()
+            .filter(|ca| {
+                verifier
+                    .verify(&leaf.cert, std::slice::from_ref(**ca), leaf.usages)
+                    .is_ok()
+            })
+            .map(|ca| ca.fingerprint())
+            .collect();
+        let rejecting: Vec<String> = leaves
+            .iter()
+            .filter(|peer| {
+                !peer
+                    .bundle
+                    .iter()
+                    .any(|ca| signers.contains(&ca.fingerprint()))
+            })
+            .map(|peer| rows[peer.row].row.secret.clone())
+            .collect();
+        if !rejecting.is_empty() {
+            rows[leaf.row].findings.push(Finding::Untrusted(rejecting));
+        }
+    }
+}
+
+fn hmac_row(h: &crate::config::HmacSecret, observed: &Snapshot, unreadable: bool) -> Checked {
+    let mut r = Checked::new(&h.name, "hmac");
+    match observed.get(&h.name).present() {
+        None if unreadable => {}
+        None => r.findings.push(Finding::Missing),
+        Some(s) => {
+            r.judge_common(s, crate::secret::TYPE_OPAQUE);
+            if parse::hmac(s, &h.key).missing() {
+                r.findings.push(Finding::HmacKey(h.key.clone()));
+            } else if let Some(short) = parse::hmac_short(s, &h.key, h.bytes) {
+                r.findings.push(Finding::HmacShort(short));
+            }
+        }
+    }
+    r
+}
+
+/// Each write or refusal of the next run, explained on its row where no finding does.
+fn explain(next: &NextRun, rows: &mut [Checked]) {
+    match next {
         NextRun::Writes { writes } => {
             for w in writes {
                 if let Some(r) = rows.iter_mut().find(|r| r.row.secret == w.object)
@@ -730,7 +851,7 @@ pub fn check(
         }
         NextRun::Refuses { object, message } => {
             let row = rows
-                .iter_mut()
+                .iter()
                 .position(|r| r.row.secret == *object)
                 .unwrap_or(0);
             if !rows[row].findings.iter().any(Finding::invalid) {
@@ -739,8 +860,11 @@ pub fn check(
         }
         NextRun::Nothing | NextRun::Waits { .. } => {}
     }
-    // The caBundle targets a run writes (after its Secrets' writes, if any).
-    let targets: Vec<TargetRow> = ctx
+}
+
+/// The `caBundle` targets' rows, and the writes a run makes to those that drifted.
+fn target_rows(ctx: &Context) -> (Vec<TargetRow>, Vec<PlannedWrite>) {
+    let targets = ctx
         .targets
         .iter()
         .map(|t| TargetRow {
@@ -751,7 +875,7 @@ pub fn check(
             text: t.state.text(),
         })
         .collect();
-    let drifted: Vec<PlannedWrite> = ctx
+    let drifted = ctx
         .targets
         .iter()
         .filter(|t| t.state.run_writes())
@@ -764,16 +888,7 @@ pub fn check(
             ),
         })
         .collect();
-    if !drifted.is_empty() {
-        match &mut next {
-            NextRun::Nothing => next = NextRun::Writes { writes: drifted },
-            NextRun::Writes { writes } => writes.extend(drifted),
-            NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
-        }
-    }
-    let quiet = next == NextRun::Nothing;
-    let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
-    CheckReport::new(config, store, rotation, rows, targets, next)
+    (targets, drifted)
 }
 
 #[cfg(test)]

@@ -1,8 +1,8 @@
 //! Pods in one namespace: listed with the Secrets they mount, and "poked" (an annotation on the
 //! pod's own metadata) so that their kubelet re-projects those Secrets now; and the heartbeat of
 //! the kubelets that run them (the node Lease `kube-node-lease/<node>`, read by name). What to
-//! poke, and what a poke proves, is [`crate::rotation`]'s (`gate.rs`); this module only converts
-//! and calls.
+//! poke, and what a poke proves, is [`crate::rotation`]'s (`gate.rs`, `evidence.rs`); this module
+//! only converts and calls.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -8,6 +8,7 @@
 //! what each step writes is the plan's ([`crate::plan`]).
 
 mod consumers;
+mod evidence;
 mod gate;
 mod pace;
 mod progress;
@@ -19,9 +20,10 @@ use std::collections::BTreeSet;
 
 use tokio::time::Instant;
 
+pub use self::evidence::{POKE_SETTLE, WATCHES_BACK};
 #[cfg(feature = "test-hooks")]
 pub use self::gate::PAUSE_BEFORE_POKES_ENV;
-pub use self::gate::{POKE_SETTLE, WATCHES_BACK, wait_timer};
+pub use self::gate::wait_timer;
 pub use self::pace::{IN_FLIGHT, PER_SECOND};
 #[cfg(feature = "test-hooks")]
 pub use self::pace::{IN_FLIGHT_ENV, PER_SECOND_ENV};
@@ -304,7 +306,7 @@ async fn steps<S: SecretStore>(
     progress: &mut Progress,
 ) -> Result<(Report, Option<Error>), Error> {
     let push = inv.push();
-    let mut evidence = gate::Evidence::new(inv.config);
+    let mut evidence = evidence::Evidence::new(inv.config);
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }
@@ -390,7 +392,7 @@ async fn raced(
 }
 
 /// The report of the steps so far, the last being `outcome`.
-fn finish(outcome: &Outcome, progress: &Progress, evidence: &gate::Evidence) -> Report {
+fn finish(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence) -> Report {
     let mut report = Report::after_steps(
         &outcome.report,
         progress.written.clone(),
@@ -519,7 +521,7 @@ async fn after_step<S: SecretStore>(
     inv: &Invocation<'_>,
     outcome: &Outcome,
     (first, targets): (bool, Option<webhooks::Targets>),
-    (push, evidence): (Option<&gate::Push<'_>>, &mut gate::Evidence),
+    (push, evidence): (Option<&gate::Push<'_>>, &mut evidence::Evidence),
     progress: &mut Progress,
 ) -> Result<Vec<Entry>, Error> {
     let refused = progress.refused.keys().cloned().collect();

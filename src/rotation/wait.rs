@@ -1,5 +1,5 @@
 //! Waiting at a gate: on evidence first (every pod that mounts what changed was poked and had
-//! time to load it, was created since, or is gone: `gate.rs`), then on probes for the trust
+//! time to load it, was created since, or is gone: `evidence.rs`), then on probes for the trust
 //! gate, then on the timer, within the run's deadline. A cleanup gate that only the timer can
 //! open and that lies far away is left to the next run in a cluster (docs/rotation.md).
 
@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::progress::{Learned, Progress};
 use super::step::Outcome;
-use super::{CLEANUP_WAIT, Invocation, consumers, gate};
+use super::{CLEANUP_WAIT, Invocation, consumers, evidence, gate};
 use crate::error::Error;
 use crate::plan::Phase;
 use crate::report::{GatePod, GateReport};
@@ -73,7 +73,7 @@ pub(super) async fn at_gate<S: SecretStore>(
     inv: &Invocation<'_>,
     outcome: &Outcome,
     push: Option<&gate::Push<'_>>,
-    evidence: &mut gate::Evidence,
+    evidence: &mut evidence::Evidence,
     progress: &mut Progress,
 ) -> Result<GateEnd, Error> {
     let Phase::Gate {
@@ -102,7 +102,7 @@ pub(super) async fn at_gate<S: SecretStore>(
     let probe_until = Instant::now()
         .checked_add(until_ready(store, *ready_at))
         .map_or(inv.deadline, |t| t.min(inv.deadline));
-    // Evidence first: every pod that mounts what changed shown to hold it (gate.rs). Probes
+    // Evidence first: every pod that mounts what changed shown to hold it (evidence.rs). Probes
     // show what the probed consumers hold, not what every other pod that mounts the Secrets
     // holds (a peer that is no declared consumer: one failed handshake in 452 on the real
     // node, bench/rotation-speed), so where pods can be observed their evidence opens the
@@ -125,13 +125,13 @@ pub(super) async fn at_gate<S: SecretStore>(
             )
             .await?;
         match waited {
-            gate::Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
-            gate::Waited::Stopped {
+            evidence::Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
+            evidence::Waited::Stopped {
                 held,
                 waiting,
                 timer,
             } => return Ok(at.stopped(&held, &waiting, timer, evidence, progress)),
-            gate::Waited::Unobservable => {}
+            evidence::Waited::Unobservable => {}
         }
     }
     // The pods cannot be observed: probes can still open it early, else the timer.
@@ -167,7 +167,7 @@ impl Reached<'_> {
         inv: &Invocation<'_>,
         outcome: &Outcome,
         until: Instant,
-        evidence: &gate::Evidence,
+        evidence: &evidence::Evidence,
         progress: &mut Progress,
     ) -> GateEnd {
         if probed(inv, outcome, until).await {
@@ -230,7 +230,7 @@ impl Reached<'_> {
     fn opened(
         &self,
         pods: Vec<GatePod>,
-        evidence: &gate::Evidence,
+        evidence: &evidence::Evidence,
         progress: &mut Progress,
     ) -> GateEnd {
         tracing::info!(
@@ -263,7 +263,7 @@ impl Reached<'_> {
         held: &[String],
         waiting: &[String],
         timer: Option<time::OffsetDateTime>,
-        evidence: &gate::Evidence,
+        evidence: &evidence::Evidence,
         progress: &mut Progress,
     ) -> GateEnd {
         let kubelets = &evidence.held;

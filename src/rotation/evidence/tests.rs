@@ -1,0 +1,557 @@
+//! The evidence's rules, one situation each, on a paused clock.
+
+use time::macros::datetime;
+
+use super::*;
+
+const T0: OffsetDateTime = datetime!(2026-11-25 03:00:00 UTC);
+const DELAY: Duration = Duration::from_secs(120);
+const NODE: &str = "node-1";
+
+fn pod(name: &str, uid: &str, secret: &str, created: OffsetDateTime) -> PodView {
+    PodView {
+        name: name.into(),
+        uid: uid.into(),
+        created: Some(created),
+        terminating: false,
+        finished: false,
+        owner: Some((
+            Kind::Deployment,
+            name.rsplit_once('-').map_or(name, |(d, _)| d).to_string(),
+        )),
+        secrets: BTreeSet::from([secret.to_string()]),
+        restart_fingerprint: None,
+        node: Some(NODE.into()),
+    }
+}
+
+fn secs(n: i64) -> time::Duration {
+    time::Duration::seconds(n)
+}
+
+fn dur(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+/// A Lease read: version `v`, renewed at `renewed` (store clock), 40 s long.
+fn lease(v: u32, renewed: OffsetDateTime) -> Result<Option<KubeletLease>, String> {
+    Ok(Some(KubeletLease {
+        version: v.to_string(),
+        renewed_at: Some(renewed),
+        duration_seconds: Some(40),
+    }))
+}
+
+/// The store's time `t` after `t0` on the monotonic clock (the two clocks run together).
+fn at(t0: Instant, n: u64) -> (Instant, OffsetDateTime) {
+    (t0 + dur(n), T0 + secs(n as i64))
+}
+
+/// One write of `envoy` at T0, one hot pod on NODE mounting it created before, and its
+/// kubelet's Lease read once (version 1, renewed at T0).
+fn written() -> (Evidence, Vec<PodView>, Instant) {
+    let t0 = Instant::now();
+    let mut ev = Evidence::default();
+    ev.wrote(&["envoy".to_string()], T0);
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    (ev, vec![pod("proxy-a", "u1", "envoy", T0 - secs(600))], t0)
+}
+
+fn open_by(v: &Verdict) -> Vec<(&str, &str)> {
+    match v {
+        Verdict::Open(pods) => pods
+            .iter()
+            .map(|p| (p.name.as_str(), p.opened_by.as_str()))
+            .collect(),
+        Verdict::Wait { .. } => panic!("not open: {v:?}"),
+    }
+}
+
+fn held(v: &Verdict) -> bool {
+    matches!(v, Verdict::Wait { held, .. } if !held.is_empty())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poke_counts_once_its_kubelet_renewed_after_it_and_the_settle_time_passed() {
+    let (mut ev, pods, t0) = written();
+    assert_eq!(ev.due(&pods, (T0, Instant::now()), DELAY).len(), 1);
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    assert!(
+        ev.due(&pods, (T0, Instant::now()), DELAY).is_empty(),
+        "poked once per write"
+    );
+    // The read right after the poke: the version seen before it, which proves nothing.
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    let (m, n) = at(t0, 6);
+    ev.saw(NODE, lease(1, T0), m, n);
+    assert!(
+        matches!(ev.verdict(&pods, n, m, DELAY), Verdict::Wait { .. }),
+        "the API server's acceptance is no evidence"
+    );
+    // A renewal after the poke; then the settle time from that renewal.
+    let (m, n) = at(t0, 8);
+    ev.saw(NODE, lease(2, n), m, n);
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { recheck: Some(r), .. } if r == m + POKE_SETTLE
+    ));
+    let (m, n) = at(t0, 8 + POKE_SETTLE.as_secs());
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [("proxy-a", "poke plus live kubelet")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_renewal_read_before_the_poke_is_not_after_it() {
+    let (mut ev, pods, t0) = written();
+    // The kubelet renewed (version 2) between a read before the poke and one after.
+    let (m, n) = at(t0, 1);
+    ev.record(&pods[0], Ok(PokeAnswer::Done), m);
+    let (m, n2) = at(t0, 2);
+    ev.saw(NODE, lease(2, n), m, n2);
+    let (m, n) = at(t0, 10);
+    ev.saw(NODE, lease(2, n2), m, n);
+    let v = ev.verdict(&pods, n, m, DELAY);
+    assert!(
+        matches!(&v, Verdict::Wait { recheck: Some(r), held, .. } if *r == m + RECHECK && held.is_empty()),
+        "{v:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_seen_down_holds_the_gate_past_its_timer() {
+    let (mut ev, pods, t0) = written();
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    // No renewal for 13 s (1.25 intervals of a 40 s Lease is 12.5 s): seen not live.
+    for s in [5, 10, 12, 13, 121, 600] {
+        let (m, n) = at(t0, s);
+        ev.saw(NODE, lease(1, T0), m, n);
+        let v = ev.verdict(&pods, n, m, DELAY);
+        assert_eq!(held(&v), s >= 13, "{s}s: {v:?}");
+    }
+    assert!(ev.held.contains_key("proxy-a"));
+    // A write whose timer had passed before the kubelet went silent is not held.
+    let mut old = Evidence::default();
+    old.wrote(&["envoy".to_string()], T0 - secs(600));
+    old.saw(NODE, lease(1, T0), t0, T0 + secs(100));
+    assert_eq!(open_by(&old.verdict(&pods, T0 + secs(100), t0, DELAY)), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_back_from_a_gap_needs_a_poke_after_its_watches_came_back() {
+    let (mut ev, pods, t0) = written();
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    let (m, n) = at(t0, 20);
+    ev.saw(NODE, lease(1, T0), m, n);
+    assert!(held(&ev.verdict(&pods, n, m, DELAY)));
+    // Back: renewed at 30 s. The poke before proves nothing, nor a renewal now.
+    let (back, nb) = at(t0, 30);
+    ev.saw(NODE, lease(2, nb), back, nb);
+    let (m, n) = at(t0, 41);
+    ev.saw(NODE, lease(3, n), m, n);
+    let v = ev.verdict(&pods, n, m, DELAY);
+    assert!(
+        matches!(&v, Verdict::Wait { recheck: Some(r), held, .. } if *r == back + WATCHES_BACK && held.is_empty()),
+        "{v:?}"
+    );
+    assert!(
+        ev.due(&pods, (n, m), DELAY).is_empty(),
+        "not before its watches are back"
+    );
+    // Its watches are back: poked again, then a renewal and the settle time.
+    let (m, n) = at(t0, 30 + WATCHES_BACK.as_secs());
+    assert_eq!(ev.due(&pods, (n, m), DELAY).len(), 1);
+    ev.record(&pods[0], Ok(PokeAnswer::Done), m);
+    ev.saw(NODE, lease(3, n), m, n);
+    let (m, n) = at(t0, 40 + WATCHES_BACK.as_secs());
+    ev.saw(NODE, lease(4, n), m, n);
+    let (m, n) = at(t0, 40 + WATCHES_BACK.as_secs() + POKE_SETTLE.as_secs());
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [("proxy-a", "poke plus live kubelet")]
+    );
+    assert!(
+        ev.held["proxy-a"].1.contains("has not renewed"),
+        "{:?}",
+        ev.held
+    );
+    // The timer counts from its return too.
+    let mut timer_only = Evidence::default();
+    timer_only.wrote(&["envoy".to_string()], T0);
+    timer_only.saw(NODE, lease(1, T0), t0, T0);
+    timer_only.saw(NODE, lease(1, T0), t0 + dur(20), T0 + secs(20));
+    timer_only.saw(NODE, lease(2, T0 + secs(30)), t0 + dur(30), T0 + secs(30));
+    let lost = Err("the connection broke".to_string());
+    timer_only.record(&pods[0], lost, t0);
+    let v = timer_only.verdict(&pods, T0 + secs(121), t0 + dur(121), DELAY);
+    assert!(
+        matches!(&v, Verdict::Wait { timer: Some(t), .. } if *t == T0 + secs(30) + WATCHES_BACK + DELAY),
+        "{v:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gap_between_two_close_reads_is_seen_from_the_renewal_times() {
+    let t0 = Instant::now();
+    let mut ev = Evidence::default();
+    ev.wrote(&["envoy".to_string()], T0);
+    let pods = vec![pod("proxy-a", "u1", "envoy", T0 - secs(600))];
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    // Never silent longer than 12.5 s at a read, but the renewal read at 4 s came 14 s
+    // after the one before it: a gap all the same.
+    ev.saw(NODE, lease(1, T0 - secs(10)), t0, T0);
+    ev.saw(NODE, lease(1, T0 - secs(10)), t0 + dur(2), T0 + secs(2));
+    ev.saw(NODE, lease(2, T0 + secs(4)), t0 + dur(4), T0 + secs(4));
+    let (m, n) = at(t0, 20);
+    let v = ev.verdict(&pods, n, m, DELAY);
+    assert!(
+        matches!(&v, Verdict::Wait { recheck: Some(r), .. } if *r == t0 + dur(4) + WATCHES_BACK),
+        "{v:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_poke_never_opens_the_gate_before_the_timer() {
+    for answer in [
+        Ok(PokeAnswer::Recreated),
+        Err("pods \"proxy-a\" is forbidden (403)".to_string()),
+        Err("the connection broke".to_string()),
+    ] {
+        let (mut ev, pods, t0) = written();
+        ev.record(&pods[0], answer.clone(), t0);
+        let (m, n) = at(t0, 100);
+        ev.saw(NODE, lease(9, n), m, n);
+        assert!(
+            matches!(ev.verdict(&pods, n, m, DELAY), Verdict::Wait { timer: Some(t), .. } if t == T0 + secs(120)),
+            "{answer:?}"
+        );
+        let (m, n) = at(t0, 120);
+        ev.saw(NODE, lease(10, n), m, n);
+        assert_eq!(
+            open_by(&ev.verdict(&pods, n, m, DELAY)),
+            [("proxy-a", "timer")]
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_poke_before_the_latest_write_proves_nothing_about_it() {
+    let (mut ev, pods, t0) = written();
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    ev.saw(NODE, lease(2, T0 + secs(5)), t0 + dur(5), T0 + secs(5));
+    // The next step writes again: the earlier poke is for the earlier bytes.
+    ev.wrote(&["envoy".to_string()], T0 + secs(10));
+    let (m, n) = at(t0, 30);
+    ev.saw(NODE, lease(3, n), m, n);
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { .. }
+    ));
+    assert_eq!(ev.due(&pods, (n, Instant::now()), DELAY).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_by_someone_else_after_a_poke_needs_a_new_poke() {
+    let (mut ev, pods, t0) = written();
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    ev.saw(NODE, lease(2, T0 + secs(2)), t0 + dur(2), T0 + secs(2));
+    // The stored time of this run's own write does not count as a new write.
+    ev.stored(&BTreeMap::from([("envoy".to_string(), T0)]));
+    let (m, n) = at(t0, 2 + POKE_SETTLE.as_secs());
+    assert_eq!(open_by(&ev.verdict(&pods, n, m, DELAY)).len(), 1);
+    // Another writer changed the Secret after that poke: it proves nothing for that write.
+    ev.stored(&BTreeMap::from([("envoy".to_string(), T0 + secs(3))]));
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { .. }
+    ));
+    assert_eq!(ev.due(&pods, (n, Instant::now()), DELAY).len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_created_after_the_write_counts_only_on_a_live_kubelet_without_a_gap() {
+    let (mut ev, _, t0) = written();
+    let new = vec![pod("proxy-b", "u2", "envoy", T0 + secs(1))];
+    assert!(ev.due(&new, (T0, Instant::now()), DELAY).is_empty());
+    assert_eq!(
+        open_by(&ev.verdict(&new, T0 + secs(1), t0, DELAY)),
+        [("proxy-b", "created after the write")]
+    );
+    // Created a second before the bound on the write: it may have mounted the old bytes.
+    ev.next_gate();
+    let old = vec![pod("proxy-c", "u3", "envoy", T0 - secs(1))];
+    assert!(matches!(
+        ev.verdict(&old, T0, t0, DELAY),
+        Verdict::Wait { .. }
+    ));
+    // Not scheduled yet: only the timer.
+    let mut pending = pod("proxy-d", "u4", "envoy", T0 + secs(1));
+    pending.node = None;
+    let v = ev.verdict(std::slice::from_ref(&pending), T0 + secs(1), t0, DELAY);
+    assert!(matches!(v, Verdict::Wait { timer: Some(_), .. }), "{v:?}");
+    // Created during a gap of its kubelet (cut off at 5 s, back at 40 s): it may have started
+    // from a stale Secret cache, so it counts only from its kubelet's return.
+    ev.saw(NODE, lease(1, T0), t0 + dur(20), T0 + secs(20));
+    ev.saw(NODE, lease(2, T0 + secs(40)), t0 + dur(40), T0 + secs(40));
+    let during = vec![pod("proxy-e", "u5", "envoy", T0 + secs(30))];
+    let v = ev.verdict(&during, T0 + secs(41), t0 + dur(41), DELAY);
+    assert!(matches!(v, Verdict::Wait { .. }), "{v:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_lease_leaves_the_pod_to_the_timer_and_says_why() {
+    let (mut ev, pods, t0) = written();
+    let refused = "leases.coordination.k8s.io \"node-1\" is forbidden (403)".to_string();
+    ev.saw(NODE, Err(refused), t0, T0);
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    let v = ev.verdict(&pods, T0 + secs(60), t0 + dur(60), DELAY);
+    let Verdict::Wait { timer, waiting, .. } = &v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(*timer, Some(T0 + secs(120)));
+    assert!(
+        waiting[0].contains("proxy-a") && waiting[0].contains("forbidden"),
+        "{waiting:?}"
+    );
+    assert_eq!(
+        open_by(&ev.verdict(&pods, T0 + secs(120), t0 + dur(120), DELAY)),
+        [("proxy-a", "timer")]
+    );
+    // No Lease at all: the same.
+    let mut none = Evidence::default();
+    none.wrote(&["envoy".to_string()], T0);
+    none.saw(NODE, Ok(None), t0, T0);
+    assert!(matches!(
+        none.verdict(&pods, T0, t0, DELAY),
+        Verdict::Wait { timer: Some(_), .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminating_pods_and_old_restart_only_pods_are_waited_for_not_poked() {
+    let (mut ev, mut pods, t0) = written();
+    pods[0].terminating = true;
+    assert!(ev.due(&pods, (T0, Instant::now()), DELAY).is_empty());
+    assert!(matches!(
+        ev.verdict(&pods, T0, t0, DELAY),
+        Verdict::Wait { .. }
+    ));
+    // Gone: nothing left to wait for, and the report says so.
+    assert_eq!(
+        open_by(&ev.verdict(&[], T0, t0, DELAY)),
+        [("proxy-a", "gone")]
+    );
+
+    ev.next_gate();
+    let mut owners = Owners::new();
+    owners.insert(
+        (Kind::Deployment, "ratelimit".into()),
+        (
+            "envoy-ratelimit".into(),
+            Reload::Restart,
+            BTreeSet::from(["envoy".into()]),
+        ),
+    );
+    ev.owners = Some(owners);
+    let old = vec![pod("ratelimit-x", "u9", "envoy", T0 - secs(60))];
+    assert!(
+        ev.due(&old, (T0, Instant::now()), DELAY).is_empty(),
+        "poking cannot reload it"
+    );
+    assert!(matches!(
+        ev.verdict(&old, T0, t0, DELAY),
+        Verdict::Wait { timer: Some(_), .. }
+    ));
+    ev.next_gate();
+    let new = vec![pod("ratelimit-y", "u10", "envoy", T0 + secs(3))];
+    assert_eq!(
+        open_by(&ev.verdict(&new, T0, t0, DELAY)),
+        [("ratelimit-y", "created after the write")]
+    );
+    // A pod of certgen's restart for the stored contents, whose creation second does not
+    // show it came after the write: its template's fingerprint does.
+    ev.next_gate();
+    ev.digests = BTreeMap::from([("envoy".to_string(), "d2".to_string())]);
+    let mut restarted = pod("ratelimit-z", "u11", "envoy", T0 - secs(1));
+    restarted.restart_fingerprint = Some(crate::rollout::fingerprint([("envoy", "d2")]));
+    assert_eq!(
+        open_by(&ev.verdict(std::slice::from_ref(&restarted), T0, t0, DELAY)),
+        [("ratelimit-z", "restarted")]
+    );
+    // A restart for other contents proves nothing about these.
+    ev.next_gate();
+    restarted.restart_fingerprint = Some(crate::rollout::fingerprint([("envoy", "d1")]));
+    assert!(matches!(
+        ev.verdict(&[restarted], T0, t0, DELAY),
+        Verdict::Wait { timer: Some(_), .. }
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cabundle_write_settles_like_a_poke() {
+    let mut ev = Evidence::default();
+    ev.wrote_other();
+    let t = Instant::now();
+    assert!(matches!(
+        ev.verdict(&[], T0, t, DELAY),
+        Verdict::Wait { .. }
+    ));
+    assert_eq!(open_by(&ev.verdict(&[], T0, t + POKE_SETTLE, DELAY)), []);
+    // One written by an earlier run, as stored: counted on the store's clock.
+    let mut ev = Evidence {
+        other_stored: Some(T0),
+        ..Evidence::default()
+    };
+    assert!(matches!(
+        ev.verdict(&[], T0 + secs(4), t, DELAY),
+        Verdict::Wait { .. }
+    ));
+    assert_eq!(open_by(&ev.verdict(&[], T0 + secs(5), t, DELAY)), []);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_secret_no_pod_mounts_and_no_consumer_declares_waits_for_its_timer() {
+    let undeclared = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+    let mut ev = Evidence {
+        undeclared: undeclared(&["webhook"]),
+        ..Evidence::default()
+    };
+    ev.wrote(&["webhook".to_string(), "envoy".to_string()], T0);
+    let t = Instant::now();
+    let opens = T0 + time::Duration::try_from(DELAY).unwrap();
+    // Whoever holds it (a webhook outside the cluster) cannot be observed: no evidence.
+    match ev.verdict(&[], T0 + secs(1), t, DELAY) {
+        Verdict::Wait {
+            timer: Some(at),
+            waiting,
+            ..
+        } => {
+            assert_eq!(at, opens);
+            assert!(
+                waiting[0].starts_with("Secret webhook (only the timer"),
+                "{waiting:?}"
+            );
+        }
+        v => panic!("the gate opened with no pod and no consumer for the Secret: {v:?}"),
+    }
+    assert_eq!(
+        open_by(&ev.verdict(&[], opens, t, DELAY)),
+        [("Secret webhook", "timer")]
+    );
+    // A declared consumer with no pod (scaled to zero): its next pods start from the store.
+    let mut ev = Evidence {
+        undeclared: undeclared(&[]),
+        ..Evidence::default()
+    };
+    ev.wrote(&["webhook".to_string()], T0);
+    assert_eq!(open_by(&ev.verdict(&[], T0 + secs(1), t, DELAY)), []);
+    // A pod that mounts it is evidence to wait for, as for any Secret.
+    let mut ev = Evidence {
+        undeclared: undeclared(&["webhook"]),
+        ..Evidence::default()
+    };
+    ev.wrote(&["webhook".to_string()], T0);
+    let mounting = pod("webhook-1", "u1", "webhook", T0 + secs(1));
+    assert!(
+        ev.unobserved(std::slice::from_ref(&mounting), DELAY)
+            .is_empty()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cabundle_write_the_api_servers_cache_did_not_show_waits_for_the_timer() {
+    let mut ev = Evidence::default();
+    ev.unseen_other(T0, "not shown".into());
+    let t = Instant::now();
+    // Settled like a poke, but not shown: the timer, from the write.
+    match ev.verdict(&[], T0 + secs(30), t + POKE_SETTLE, DELAY) {
+        Verdict::Wait {
+            timer: Some(at),
+            waiting,
+            ..
+        } => {
+            assert_eq!(at, T0 + time::Duration::try_from(DELAY).unwrap());
+            assert!(
+                waiting[0].contains("only the timer: not shown"),
+                "{waiting:?}"
+            );
+        }
+        v => panic!("the gate opened on a write nobody saw loaded: {v:?}"),
+    }
+    let opens = T0 + time::Duration::try_from(DELAY).unwrap();
+    assert_eq!(open_by(&ev.verdict(&[], opens, t + POKE_SETTLE, DELAY)), []);
+    // A later write the cache shows is past the earlier one: it settles like a poke.
+    ev.wrote_other();
+    let t = Instant::now();
+    assert_eq!(
+        open_by(&ev.verdict(&[], T0 + secs(31), t + POKE_SETTLE, DELAY)),
+        []
+    );
+}
+
+#[test]
+fn the_worst_stand_wins() {
+    let t = Instant::now();
+    let cover = |o| Stand::Covered(o);
+    assert_eq!(
+        cover(Opened::Poke).worst(cover(Opened::Timer)),
+        cover(Opened::Timer)
+    );
+    assert_eq!(
+        cover(Opened::Timer).worst(Stand::Until(t, "x".into())),
+        Stand::Until(t, "x".into())
+    );
+    assert_eq!(
+        Stand::Until(t, "x".into()).worst(Stand::Timer(T0, "y".into())),
+        Stand::Timer(T0, "y".into())
+    );
+    assert_eq!(
+        Stand::Timer(T0 + secs(9), "late".into()).worst(Stand::Timer(T0, "y".into())),
+        Stand::Timer(T0 + secs(9), "late".into())
+    );
+    assert_eq!(
+        Stand::Timer(T0, "y".into()).worst(Stand::Held("h".into())),
+        Stand::Held("h".into())
+    );
+}
+
+#[test]
+fn a_pod_outside_every_consumer_is_reported_once() {
+    let mut ev = Evidence::default();
+    let mut owners = Owners::new();
+    owners.insert(
+        (Kind::Deployment, "proxy".into()),
+        (
+            "envoy-proxies".into(),
+            Reload::Hot,
+            BTreeSet::from(["envoy".into()]),
+        ),
+    );
+    ev.owners = Some(owners);
+    let managed = BTreeSet::from(["envoy".to_string(), "envoy-gateway".to_string()]);
+    let mut stray = pod("debug-1", "u5", "envoy", T0);
+    stray.node = None;
+    stray.owner = None;
+    let pods = vec![
+        pod("proxy-a", "u1", "envoy", T0),
+        pod("proxy-b", "u2", "envoy-gateway", T0),
+        stray,
+        pod("other-a", "u6", "unmanaged", T0),
+    ];
+    ev.unowned(&pods, &managed);
+    ev.unowned(&pods, &managed);
+    let names: Vec<_> = ev
+        .pods
+        .iter()
+        .map(|p| (p.name.as_str(), p.action.as_str()))
+        .collect();
+    assert_eq!(names, [("proxy-b", "unowned"), ("debug-1", "unowned")]);
+    assert!(
+        ev.pods[0]
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("does not declare")
+    );
+}
