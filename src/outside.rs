@@ -3,6 +3,8 @@
 //! namespace's pods and the run lock's Lease. Each is a trait over plain data, implemented by the Kubernetes adapter
 //! (`crate::k8s`) and, in memory, by the trajectory simulation (`tests/it/sim/outside.rs`), so
 //! the simulation runs the driver's real code for caBundle writes, restarts and pokes.
+//! `certgen patch` (kube-webhook-certgen's) reads and writes its targets through the same
+//! `caBundle` seam, so it runs in the simulation too.
 //!
 //! The traits carry no decision: what to write, restart or poke is the driver's
 //! ([`crate::rotation`]) and [`crate::rollout`]'s. Methods answer boxed futures so the driver
@@ -31,6 +33,11 @@ pub struct TargetRead {
     pub version: String,
     /// The `caBundle` of each entry, in order (one for an APIService); empty when unset.
     pub bundles: Vec<Vec<u8>>,
+    /// Each entry's name and `failurePolicy`, in the order of `bundles` (an APIService's one
+    /// entry has neither).
+    pub entries: Vec<TargetEntry>,
+    /// An APIService's `spec.insecureSkipTLSVerify` (false for a webhook configuration).
+    pub insecure_skip_tls_verify: bool,
     /// When the object last changed, by the store's clock (rounded up to the second).
     pub written_at: Option<time::OffsetDateTime>,
     /// cert-manager's CA injector writes its `caBundle` (the annotation it acts on): certgen
@@ -62,6 +69,42 @@ impl TargetRead {
     }
 }
 
+/// One entry of a target as read, beside its `caBundle`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetEntry {
+    /// The webhook's name (empty for an APIService).
+    pub name: String,
+    /// The webhook's `failurePolicy` as written (`None` when unset, and for an APIService).
+    pub failure_policy: Option<String>,
+}
+
+/// A webhook configuration's failure policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailurePolicy {
+    Ignore,
+    Fail,
+}
+
+impl FailurePolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ignore => "Ignore",
+            Self::Fail => "Fail",
+        }
+    }
+}
+
+/// What a write sets besides the `caBundle`: nothing for the engine; `certgen patch`
+/// (kube-webhook-certgen's) may set every webhook's `failurePolicy`, and turns an
+/// APIService's `insecureSkipTLSVerify` off.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetFields {
+    /// Every webhook entry's `failurePolicy` (an APIService has none).
+    pub failure_policy: Option<FailurePolicy>,
+    /// Sets an APIService's `insecureSkipTLSVerify` to false.
+    pub verify_tls: bool,
+}
+
 /// What a read of a `caBundle` target found.
 #[derive(Debug, Clone)]
 pub enum TargetObserved {
@@ -77,13 +120,24 @@ pub trait CaBundleTargets: Send + Sync {
         kind: WebhookKind,
         name: &'a str,
     ) -> BoxFuture<'a, Result<TargetObserved, StoreError>>;
-    /// Writes `bundle` into every entry of the target as `read`, fenced by its version and uid
-    /// (a change or a recreation since is [`StoreError::Conflict`]). The version written.
+    /// Writes `bundle` (and `fields`) into every entry of the target as `read`, fenced by its
+    /// version and uid (a change or a recreation since is [`StoreError::Conflict`]); nothing
+    /// else of it changes. The version written.
     fn put<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<String, StoreError>>;
+    /// Writes `bundle` (and `fields`) into the entries `read` found, by name, with a
+    /// server-side apply that owns those fields alone: no fence (kube-webhook-certgen's
+    /// `--patch-mode patch`, which needs the `patch` verb instead of `update`).
+    fn apply<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+        fields: TargetFields,
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
     /// Whether the cache the API server loads the target from (its watch cache, which feeds
     /// its informer) shows `version` or a later one yet; `Ok(false)`: not yet.
     fn cached<'a>(

@@ -7,6 +7,8 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use crate::access::{Access, Rule};
+use crate::config::WebhookKind;
+use crate::store::{ApiFailure, StoreError};
 
 /// Asks the API server which rules apply to this identity in `namespace`. A failed review is
 /// not fatal: everything is then unknown and the real requests decide.
@@ -46,4 +48,58 @@ fn from_review(r: &ResourceRule) -> Rule {
         resources: r.resources.clone().unwrap_or_default(),
         names: r.resource_names.clone().unwrap_or_default(),
     }
+}
+
+/// Whether this identity may `verb` the `caBundle` target `name` of `kind`, by a
+/// SelfSubjectAccessReview naming it (exact, including `resourceNames` rules). `Ok(None)` when
+/// the review itself failed: the write then finds out.
+pub async fn may_write(
+    client: &kube::Client,
+    verb: &'static str,
+    kind: WebhookKind,
+    name: &str,
+) -> Result<Option<bool>, StoreError> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(kind.group().to_string()),
+                resource: Some(kind.plural().to_string()),
+                verb: Some(verb.to_string()),
+                name: Some(name.to_string()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    match api.create(&PostParams::default(), &review).await {
+        Ok(r) => Ok(r.status.map(|s| s.allowed)),
+        Err(e) => {
+            tracing::debug!(
+                "the access review of {verb} {} {name} failed: {e}",
+                kind.plural()
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The refusal of `verb` on target `name` of `kind` that [`may_write`] found before any write.
+pub fn refused_before_writing(verb: &'static str, kind: WebhookKind, name: &str) -> StoreError {
+    let (plural, group) = (kind.plural(), kind.group());
+    StoreError::Api(Box::new(ApiFailure {
+        verb,
+        resource: plural,
+        namespace: String::new(),
+        name: name.to_string(),
+        status: Some(403),
+        message: "this identity may not (an access review, made before the first write); nothing was written".into(),
+        hint: format!(
+            "; grant the {verb} verb on {plural} (group {group}) cluster-wide (a ClusterRole) to this identity, as kube-webhook-certgen's patch Job needs"
+        ),
+    }))
 }

@@ -12,7 +12,7 @@ use super::{Pods, ServiceEndpoints, WebhookStore, service_endpoints};
 use crate::config::WebhookKind;
 use crate::outside::{
     CaBundleTargets, Endpoints, EndpointsError, Kind, KubeletLease, PodView, PodsApi, PokeAnswer,
-    RolloutProgress, TargetObserved, TargetRead, WorkloadView, Workloads,
+    RolloutProgress, TargetFields, TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
@@ -30,8 +30,18 @@ impl CaBundleTargets for WebhookStore {
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        self.put_ca_bundle(read, bundle).boxed()
+        self.put_fields(read, bundle, fields).boxed()
+    }
+
+    fn apply<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+        fields: TargetFields,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.apply_fields(read, bundle, fields).boxed()
     }
 
     fn cached<'a>(

@@ -7,7 +7,9 @@
 //! entry with an `update` that carries both, so a change in between (409) or a deleted object
 //! (404), or one deleted and recreated under the same name (a new uid), is a
 //! [`StoreError::Conflict`] and the caller re-reads and re-plans. It decides nothing: what the
-//! bundle should be is the planner's job.
+//! bundle should be is the planner's job. `certgen patch` (kube-webhook-certgen's) goes through
+//! it too: a read also returns each entry's name and `failurePolicy`, a write may set the
+//! policy, and `--patch-mode patch` writes with a server-side apply instead of an update.
 //!
 //! Why `update` and not `patch`: Envoy Gateway's chart grants `update` (and `patch`) on its
 //! webhook and its own certgen uses `update`, so `update` is the verb every deployment has. A
@@ -18,14 +20,17 @@
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
-use kube::api::{Api, ApiResource, DynamicObject, GetParams, GroupVersionKind, PostParams};
-use serde_json::Value;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GetParams, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use serde_json::{Value, json};
 
 use crate::config::WebhookKind;
 use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
+use crate::outside::{TargetEntry, TargetFields};
 /// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
 /// object kept as the read's token for the write.
 pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as ObservedWebhook};
@@ -33,6 +38,8 @@ pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as Observ
 /// Reads and writes `caBundle` targets through one client.
 pub struct WebhookStore {
     client: kube::Client,
+    /// Whether Envoy Gateway's topology injector not found by name is looked for by label.
+    by_label: bool,
 }
 
 /// The target kind's API resource (v1), its resource (plural) and its group.
@@ -45,9 +52,8 @@ pub(super) fn resource(kind: WebhookKind) -> (ApiResource, &'static str, &'stati
     )
 }
 
-/// The objects of a target kind, cluster-wide (both adapters of them, this one and
-/// kube-webhook-certgen's in `kwc.rs`, go through it).
-pub(super) fn api(client: &kube::Client, kind: WebhookKind) -> Api<DynamicObject> {
+/// The objects of a target kind, cluster-wide.
+fn api(client: &kube::Client, kind: WebhookKind) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &resource(kind).0)
 }
 
@@ -70,7 +76,19 @@ pub fn describe(kind: WebhookKind, name: &str) -> String {
 impl WebhookStore {
     /// A store using `client`.
     pub fn new(client: kube::Client) -> Self {
-        Self { client }
+        Self {
+            client,
+            by_label: true,
+        }
+    }
+
+    /// A store using `client` that reads every target by its name alone (`certgen patch`,
+    /// as kube-webhook-certgen reads them).
+    pub fn exact(client: kube::Client) -> Self {
+        Self {
+            client,
+            by_label: false,
+        }
     }
 
     fn api(&self, kind: WebhookKind) -> Api<DynamicObject> {
@@ -79,10 +97,11 @@ impl WebhookStore {
 
     /// Reads a target; `Absent` only on 404. A consistent read (no resourceVersion). Envoy
     /// Gateway's topology injector (`envoy-gateway-topology-injector.<namespace>`) not found
-    /// under that name is looked for by its label, [`TOPOLOGY_INJECTOR_LABEL`].
+    /// under that name is looked for by its label, [`TOPOLOGY_INJECTOR_LABEL`] (unless the
+    /// store is [`WebhookStore::exact`]).
     pub async fn get(&self, kind: WebhookKind, name: &str) -> Result<WebhookObserved, StoreError> {
         let found = match self.api(kind).get_opt(name).await {
-            Ok(None) => self.topology_injector(kind, name).await?,
+            Ok(None) if self.by_label => self.topology_injector(kind, name).await?,
             Ok(found) => found,
             Err(e) => return Err(failure("get", kind, name, e)),
         };
@@ -108,6 +127,12 @@ impl WebhookStore {
                     uid: object.metadata.uid.clone().unwrap_or_default(),
                     version: object.metadata.resource_version.clone().unwrap_or_default(),
                     bundles,
+                    entries: entries(kind, &object.data),
+                    insecure_skip_tls_verify: object
+                        .data
+                        .pointer("/spec/insecureSkipTLSVerify")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
                     written_at: super::written_at(&object.metadata),
                     injected: object
                         .metadata
@@ -218,13 +243,23 @@ impl WebhookStore {
         read: &ObservedWebhook,
         bundle: &[u8],
     ) -> Result<String, StoreError> {
+        self.put_fields(read, bundle, TargetFields::default()).await
+    }
+
+    /// [`WebhookStore::put_ca_bundle`], setting `fields` as well.
+    pub async fn put_fields(
+        &self,
+        read: &ObservedWebhook,
+        bundle: &[u8],
+        fields: TargetFields,
+    ) -> Result<String, StoreError> {
         let mut object = read
             .token
             .as_ref()
             .and_then(|t| t.downcast_ref::<DynamicObject>())
             .expect("a target read through this store")
             .clone();
-        set_bundles(read.kind, &mut object.data, bundle);
+        set_bundles(read.kind, &mut object.data, bundle, fields);
         // Both are preconditions of an update: the API server answers 409 when either no
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());
@@ -251,6 +286,56 @@ impl WebhookStore {
                 detail: "it was deleted after certgen read it".into(),
             }),
             Err(e) => Err(failure("update", read.kind, &read.name, e)),
+        }
+    }
+
+    /// Writes `bundle` (and `fields`) into the entries of `read`, by name, with a server-side
+    /// apply (field manager `certgen`, forced): only those fields, no fence.
+    pub async fn apply_fields(
+        &self,
+        read: &ObservedWebhook,
+        bundle: &[u8],
+        fields: TargetFields,
+    ) -> Result<(), StoreError> {
+        let (resource, _, _) = resource(read.kind);
+        let encoded = serde_json::to_value(ByteString(bundle.to_vec())).expect("bytes serialize");
+        let spec = match read.kind {
+            WebhookKind::ApiService => {
+                json!({"spec": {"caBundle": encoded, "insecureSkipTLSVerify": false}})
+            }
+            WebhookKind::MutatingWebhookConfiguration
+            | WebhookKind::ValidatingWebhookConfiguration => {
+                let hooks: Vec<Value> = read
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let mut hook =
+                            json!({"name": e.name, "clientConfig": {"caBundle": encoded}});
+                        if let Some(p) = fields.failure_policy {
+                            hook["failurePolicy"] = Value::String(p.as_str().into());
+                        }
+                        hook
+                    })
+                    .collect();
+                json!({"webhooks": hooks})
+            }
+        };
+        let mut body = json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": {"name": read.name},
+        });
+        if let (Some(body), Some(spec)) = (body.as_object_mut(), spec.as_object()) {
+            body.extend(spec.clone());
+        }
+        let pp = PatchParams::apply(FIELD_MANAGER).force();
+        match self
+            .api(read.kind)
+            .patch(&read.name, &pp, &Patch::Apply(&body))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => Err(failure("patch", read.kind, &read.name, e)),
         }
     }
 
@@ -319,18 +404,44 @@ pub(super) fn bundles(kind: WebhookKind, data: &Value) -> Result<Vec<Vec<u8>>, S
     }
 }
 
-fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8]) {
+/// Each entry's name and `failurePolicy`, in the order of [`bundles`].
+fn entries(kind: WebhookKind, data: &Value) -> Vec<TargetEntry> {
+    match kind {
+        WebhookKind::ApiService => vec![TargetEntry::default()],
+        WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
+            let field = |w: &Value, f: &str| w.get(f).and_then(Value::as_str).map(str::to_string);
+            data.get("webhooks")
+                .and_then(Value::as_array)
+                .map(|list| list.as_slice())
+                .unwrap_or_default()
+                .iter()
+                .map(|w| TargetEntry {
+                    name: field(w, "name").unwrap_or_default(),
+                    failure_policy: field(w, "failurePolicy"),
+                })
+                .collect()
+        }
+    }
+}
+
+fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8], fields: TargetFields) {
     let encoded = serde_json::to_value(ByteString(bundle.to_vec())).expect("bytes serialize");
     match kind {
         WebhookKind::ApiService => {
             if let Some(spec) = data.get_mut("spec").and_then(Value::as_object_mut) {
                 spec.insert("caBundle".into(), encoded);
+                if fields.verify_tls {
+                    spec.insert("insecureSkipTLSVerify".into(), Value::Bool(false));
+                }
             }
         }
         WebhookKind::MutatingWebhookConfiguration | WebhookKind::ValidatingWebhookConfiguration => {
             if let Some(list) = data.get_mut("webhooks").and_then(Value::as_array_mut) {
                 for w in list {
                     if let Some(w) = w.as_object_mut() {
+                        if let Some(p) = fields.failure_policy {
+                            w.insert("failurePolicy".into(), Value::String(p.as_str().into()));
+                        }
                         let cc = w
                             .entry("clientConfig")
                             .or_insert_with(|| Value::Object(Default::default()));
@@ -357,7 +468,7 @@ mod tests {
         ]});
         let kind = WebhookKind::MutatingWebhookConfiguration;
         assert_eq!(bundles(kind, &data).unwrap(), [b"old".to_vec(), vec![]]);
-        set_bundles(kind, &mut data, b"new");
+        set_bundles(kind, &mut data, b"new", TargetFields::default());
         assert_eq!(
             bundles(kind, &data).unwrap(),
             [b"new".to_vec(), b"new".to_vec()]
@@ -373,6 +484,8 @@ mod tests {
             uid: "u".into(),
             version: "1".into(),
             bundles: vec![b"a".to_vec(), b"a".to_vec()],
+            entries: vec![TargetEntry::default(); 2],
+            insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
             token: None,
@@ -390,9 +503,48 @@ mod tests {
         let mut data = json!({"spec": {"service": {"name": "m"}, "groupPriorityMinimum": 100}});
         let kind = WebhookKind::ApiService;
         assert_eq!(bundles(kind, &data).unwrap(), [Vec::<u8>::new()]);
-        set_bundles(kind, &mut data, b"pem");
+        set_bundles(kind, &mut data, b"pem", TargetFields::default());
         assert_eq!(bundles(kind, &data).unwrap(), [b"pem".to_vec()]);
         assert_eq!(data["spec"]["groupPriorityMinimum"], 100);
+    }
+
+    #[test]
+    fn patch_fields_are_read_and_set_on_every_entry_and_left_alone_otherwise() {
+        let kind = WebhookKind::ValidatingWebhookConfiguration;
+        let mut data = json!({"webhooks": [
+            {"name": "a", "failurePolicy": "Fail", "clientConfig": {}},
+            {"name": "b", "clientConfig": {}},
+        ]});
+        let entry = |name: &str, policy: Option<&str>| TargetEntry {
+            name: name.into(),
+            failure_policy: policy.map(str::to_string),
+        };
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Fail")), entry("b", None)]
+        );
+        // The driver's write: the bundle alone.
+        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Fail")), entry("b", None)]
+        );
+        let fields = TargetFields {
+            failure_policy: Some(crate::outside::FailurePolicy::Ignore),
+            verify_tls: true,
+        };
+        set_bundles(kind, &mut data, b"pem", fields);
+        assert_eq!(
+            entries(kind, &data),
+            [entry("a", Some("Ignore")), entry("b", Some("Ignore"))]
+        );
+        let kind = WebhookKind::ApiService;
+        let mut data = json!({"spec": {"insecureSkipTLSVerify": true}});
+        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        assert_eq!(data["spec"]["insecureSkipTLSVerify"], true);
+        set_bundles(kind, &mut data, b"pem", fields);
+        assert_eq!(data["spec"]["insecureSkipTLSVerify"], false);
+        assert_eq!(entries(kind, &data), [TargetEntry::default()]);
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //!
 //! Layers as in the rest of certgen: [`request`] turns clap's arguments into validated
 //! requests (no IO), [`plan`] decides from what was read (pure); `crate::run::kwc` reads,
-//! plans, prints and writes through the Kubernetes adapter (`crate::k8s::kwc`), which this
-//! module never imports.
+//! plans, prints and writes: the Secret through the Kubernetes adapter (`crate::k8s::kwc`),
+//! which this module never imports, the targets through the `caBundle` seam
+//! ([`crate::outside::CaBundleTargets`]), as the driver does.
 
 pub mod plan;
 pub mod request;

@@ -14,6 +14,7 @@ use crate::config::{
     CaFile, Config, ConfigError, ConfigFile, DataKeysFile, SecretFile, SecretType, Usage,
     WebhookFile, WebhookKind,
 };
+use crate::outside::TargetObserved;
 use crate::pki::{
     CaSpec, Cert, KeyAlgorithm, LeafSpec, SecretPem, Usages, bundle_pem, issue_ca, issue_leaf,
     load_signing_key, parse_cert_chain, parse_single_cert,
@@ -422,6 +423,29 @@ pub enum ObservedTarget {
         /// cert-manager's CA injector writes its `caBundle`: `patch` leaves it alone.
         injected: Option<Injected>,
     },
+}
+
+impl From<&TargetObserved> for ObservedTarget {
+    /// What `patch` plans from of a target read through the `caBundle` seam.
+    fn from(read: &TargetObserved) -> Self {
+        let TargetObserved::Present(read) = read else {
+            return Self::Absent;
+        };
+        Self::Present {
+            entries: read
+                .bundles
+                .iter()
+                .zip(&read.entries)
+                .map(|(bundle, e)| ObservedEntry {
+                    name: e.name.clone(),
+                    ca_bundle: bundle.clone(),
+                    failure_policy: e.failure_policy.clone(),
+                })
+                .collect(),
+            insecure_skip_tls_verify: read.insecure_skip_tls_verify,
+            injected: read.injected.clone(),
+        }
+    }
 }
 
 /// One target's write.

@@ -58,21 +58,8 @@ pub struct Renewal {
 /// The shortest `--validity`: certgen's own bound for any certificate it issues.
 pub const MIN_VALIDITY: std::time::Duration = std::time::Duration::from_secs(3_600);
 
-/// A webhook configuration's failure policy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailurePolicy {
-    Ignore,
-    Fail,
-}
-
-impl FailurePolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ignore => "Ignore",
-            Self::Fail => "Fail",
-        }
-    }
-}
+/// A webhook configuration's failure policy (the `caBundle` seam's, which writes it).
+pub use crate::outside::FailurePolicy;
 
 /// How webhook configurations are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,9 @@ use crate::certmanager::{Injected, injected_note};
 use crate::config::{Webhook, WebhookKind};
 use crate::error::Error;
 use crate::observe::Snapshot;
-use crate::outside::{CaBundleTargets, TargetObserved, TargetRead, describe_target as describe};
+use crate::outside::{
+    CaBundleTargets, TargetFields, TargetObserved, TargetRead, describe_target as describe,
+};
 use crate::pki::{Cert, bundle_pem, parse_cert_chain};
 use crate::plan::{Action, CaRef};
 use crate::report::Entry;
@@ -380,7 +382,7 @@ pub async fn execute(
             continue;
         };
         let bundle = w.bundle.as_deref().expect("a run plans bundles it has");
-        match api.put(&w.read, bundle).await {
+        match api.put(&w.read, bundle, TargetFields::default()).await {
             Ok(version) => {
                 let entry = w.entry();
                 let what = w.what();
@@ -587,6 +589,8 @@ mod tests {
             uid: "u".into(),
             version: "7".into(),
             bundles: vec![bundle.to_vec()],
+            entries: vec![Default::default()],
+            insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
             token: None,

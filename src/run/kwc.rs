@@ -7,8 +7,12 @@ use crate::cli::kwc::{KwcCreateArgs, KwcPatchArgs};
 use crate::error::Error;
 use crate::k8s::kwc as api;
 
-use crate::kwc::plan::{CreatePlan, patch_bundle, plan_create, plan_patch};
+use crate::kwc::plan::{
+    CreatePlan, ObservedTarget, PatchPlan, SecretBundle, patch_bundle, plan_create, plan_patch,
+};
 use crate::kwc::request::{CreateRequest, PatchMode, PatchRequest};
+use crate::outside::{CaBundleTargets, TargetFields, TargetObserved};
+use crate::store::StoreError;
 
 /// What a run printed: one line per object, for standard output.
 pub type Report = Vec<String>;
@@ -84,17 +88,7 @@ async fn renew(
     if !due.is_empty() {
         tracing::info!(secret = %object, "due for renewal: {}", due.join("; "));
     }
-    let options = crate::config::RunOptions {
-        strategy: crate::config::Strategy::Staged,
-        propagation_delay: req.renewal.propagation_delay,
-        dry_run,
-        // Certificates that outlive --validity move to a new CA, staged like any rotation. A
-        // rotation already under way is resumed, never started again (`plan::Options::after`).
-        overwrite: rotate,
-        poke: true,
-        timeout: req.renewal.timeout,
-        ..crate::config::RunOptions::default()
-    };
+    let options = renew_options(req, rotate, dry_run);
     let (report, failure) = super::cluster::job(client, config, options).await?;
     let acted = report.writes > 0
         || report.note.is_some()
@@ -117,43 +111,106 @@ async fn renew(
     Ok(lines)
 }
 
-/// `certgen patch`.
+/// How `create` runs certgen's main job on an existing Secret (`rotate`: its certificates
+/// outlive `--validity`).
+pub fn renew_options(
+    req: &CreateRequest,
+    rotate: bool,
+    dry_run: bool,
+) -> crate::config::RunOptions {
+    crate::config::RunOptions {
+        strategy: crate::config::Strategy::Staged,
+        propagation_delay: req.renewal.propagation_delay,
+        dry_run,
+        // Certificates that outlive --validity move to a new CA, staged like any rotation. A
+        // rotation already under way is resumed, never started again (`plan::Options::after`).
+        overwrite: rotate,
+        poke: true,
+        timeout: req.renewal.timeout,
+        ..crate::config::RunOptions::default()
+    }
+}
+
+/// `certgen patch`: the Secret read through kube-webhook-certgen's adapter, the targets
+/// through the `caBundle` seam ([`crate::outside::CaBundleTargets`]), each by its name.
 pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
     let req = PatchRequest::from_args(args)?;
     let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
     let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
     let bundle = patch_bundle(&req, &observed)?;
-    let mut read = Vec::new();
-    let mut objects = Vec::new();
-    for target in &req.targets {
-        let (state, object) = api::get_target(&client, target).await?;
-        read.push((target.clone(), state));
-        objects.push(object);
-    }
+    let targets = crate::k8s::WebhookStore::exact(client.clone());
+    let read = read_targets(&req, &targets).await?;
     let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
-    let plan = plan_patch(&req, &bundle, &read, now)?;
-    let verb = match req.mode {
-        PatchMode::Patch => "patch",
-        PatchMode::Update => "update",
-    };
+    let plan = plan_targets(&req, &bundle, &read, now)?;
     // More than one write: every verb is checked before the first, so a missing one (partial
     // RBAC) stops the run with nothing written rather than after the first object. One write
     // is its own check.
     if plan.writes.len() > 1 && !args.common.dry_run {
+        let verb = match req.mode {
+            PatchMode::Patch => "patch",
+            PatchMode::Update => "update",
+        };
         for w in &plan.writes {
-            if api::may(&client, verb, &w.target).await? == Some(false) {
-                return Err(api::refused_before_writing(verb, &w.target).into());
+            let (kind, name) = (w.target.kind, w.target.name.as_str());
+            if crate::k8s::may_write(&client, verb, kind, name).await? == Some(false) {
+                return Err(crate::k8s::refused_before_writing(verb, kind, name).into());
             }
         }
     }
+    write_targets(&req, &bundle, &plan, &read, &targets, args.common.dry_run).await
+}
+
+/// Reads every target of `patch`, in order, before any is written.
+pub async fn read_targets(
+    req: &PatchRequest,
+    targets: &dyn CaBundleTargets,
+) -> Result<Vec<TargetObserved>, Error> {
+    let mut read = Vec::with_capacity(req.targets.len());
+    for t in &req.targets {
+        read.push(targets.read(t.kind, &t.name).await?);
+    }
+    Ok(read)
+}
+
+/// `patch`'s plan from what [`read_targets`] read.
+pub fn plan_targets(
+    req: &PatchRequest,
+    bundle: &SecretBundle,
+    read: &[TargetObserved],
+    now: time::OffsetDateTime,
+) -> Result<PatchPlan, Error> {
+    let observed: Vec<_> = req
+        .targets
+        .iter()
+        .cloned()
+        .zip(read.iter().map(ObservedTarget::from))
+        .collect();
+    Ok(plan_patch(req, bundle, &observed, now)?)
+}
+
+/// Makes `plan`'s writes (each fenced by its read, or a server-side apply with
+/// `--patch-mode patch`) and says what it did, one line per target; a dry run says what it
+/// would write.
+pub async fn write_targets(
+    req: &PatchRequest,
+    bundle: &SecretBundle,
+    plan: &PatchPlan,
+    read: &[TargetObserved],
+    targets: &dyn CaBundleTargets,
+    dry_run: bool,
+) -> Result<Report, Error> {
+    let fields = TargetFields {
+        failure_policy: plan.failure_policy,
+        verify_tls: true,
+    };
     let mut report = Vec::new();
     let mut written: Vec<String> = Vec::new();
     for w in &plan.writes {
         let mut changes = w.changes.join(", ");
         if w.keeps_prior {
-            changes.push_str(&prior_note(&bundle, req.propagation_delay));
+            changes.push_str(&prior_note(bundle, req.propagation_delay));
         }
-        if args.common.dry_run {
+        if dry_run {
             report.push(format!("{}: would write {changes}", w.target.describe()));
             continue;
         }
@@ -162,14 +219,19 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
             .iter()
             .position(|t| *t == w.target)
             .expect("every write is of a target read");
-        let result = match (req.mode, objects[index].take()) {
-            (PatchMode::Patch, _) => {
-                api::apply_target(&client, w, &w.bundle, plan.failure_policy).await
-            }
-            (PatchMode::Update, Some(object)) => {
-                api::update_target(&client, object, w, &w.bundle, plan.failure_policy).await
-            }
-            (PatchMode::Update, None) => unreachable!("a present target was read with its object"),
+        let TargetObserved::Present(target) = &read[index] else {
+            unreachable!("a write is of a present target")
+        };
+        let result = match req.mode {
+            PatchMode::Patch => targets.apply(target, &w.bundle, fields).await,
+            PatchMode::Update => match targets.put(target, &w.bundle, fields).await {
+                Ok(_) => Ok(()),
+                Err(StoreError::Conflict { .. }) => Err(StoreError::Conflict {
+                    what: w.target.describe(),
+                    detail: "it changed after certgen read it; re-run".into(),
+                }),
+                Err(e) => Err(e),
+            },
         };
         if let Err(e) = result {
             // What was written before the failure, as a successful run prints it; the error
@@ -192,7 +254,7 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
     }
     for (t, keeps_prior) in &plan.unchanged {
         let note = if *keeps_prior {
-            prior_note(&bundle, req.propagation_delay)
+            prior_note(bundle, req.propagation_delay)
         } else {
             String::new()
         };
@@ -205,7 +267,7 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
 }
 
 /// Says until when a `caBundle` keeps the prior CA, and what drops it.
-fn prior_note(secret: &crate::kwc::plan::SecretBundle, delay: std::time::Duration) -> String {
+fn prior_note(secret: &SecretBundle, delay: std::time::Duration) -> String {
     let until = secret
         .written_at
         .map(|at| at + time::Duration::try_from(delay).unwrap_or(time::Duration::ZERO))

@@ -30,7 +30,8 @@
 //! - the topology injector's caBundle: `cluster::webhook`
 //! - kube-webhook-certgen compatibility (kube-prometheus-stack's Job pair, refusals, an
 //!   APIService) and admission calls during a rotation: `cluster::kwc`, `cluster::kwc_rotation`;
-//!   `create` renewing a due Secret with its caBundle in step: `cluster::kwc_renew`
+//!   `create` renewing a due Secret with its caBundle in step: `cluster::kwc_renew`; `create`
+//!   renewals with `patch` between them in the whole simulated world: `sim::kwc`
 //! - beside cert-manager (its real controller and CA injector): a caBundle the injector
 //!   manages is never written, the hand-over both ways and kube-webhook-certgen's switch to
 //!   cert-manager with peers or an admission webhook called throughout: `cluster::cert_manager`;

@@ -21,6 +21,7 @@
 
 mod cases;
 mod foreign;
+mod kwc;
 mod lease;
 mod outside;
 mod unfinished;
@@ -109,6 +110,9 @@ pub struct World {
     pub ca_deleted: Vec<OffsetDateTime>,
     /// The run lock's Lease, when runs take it ([`lease`]).
     pub lease: lease::LeaseState,
+    /// The leaves only serve (a webhook's, as `certgen create` issues them): the oracle checks
+    /// them for server use alone, not for mutual TLS.
+    pub serving_only: bool,
 }
 
 /// The run index of writes made by another tool (and of seeded Secrets).
@@ -132,6 +136,7 @@ impl World {
             run_marks: Vec::new(),
             ca_deleted: Vec::new(),
             lease: lease::LeaseState::default(),
+            serving_only: false,
         }))
     }
 
@@ -591,6 +596,14 @@ fn verifies(leaf: &Cert, bundle: &[Cert], at: OffsetDateTime) -> Result<(), Stri
     crate::util::trust::webpki_verifies(leaf, bundle, time)
 }
 
+impl World {
+    /// [`verifies`], for server use alone in a world whose leaves only serve.
+    fn verifies(&self, leaf: &Cert, bundle: &[Cert], at: OffsetDateTime) -> Result<(), String> {
+        let time = UnixTime::since_unix_epoch(Duration::from_secs(at.unix_timestamp() as u64));
+        crate::util::trust::webpki_verifies_as(leaf, bundle, time, !self.serving_only)
+    }
+}
+
 /// What the oracle checked.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Checked {
@@ -660,7 +673,7 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
                 continue;
             }
             checked.pairs += 1;
-            if let Err(e) = verifies(leaf, &b.bundle, start) {
+            if let Err(e) = world.verifies(leaf, &b.bundle, start) {
                 let (ia, ib) = (index_of(versions, a), index_of(versions, b));
                 // A deleted Secret's files stay in running pods, but a deletion leaves no write
                 // time a run could count a gate from: what pods still hold of it after the
@@ -847,7 +860,7 @@ pub fn check_current(world: &World, at: OffsetDateTime) -> Result<(), String> {
     for a in &current {
         for b in &current {
             if let Some(leaf) = &a.leaf
-                && let Err(e) = verifies(leaf, &b.bundle, at)
+                && let Err(e) = world.verifies(leaf, &b.bundle, at)
             {
                 return Err(format!(
                     "after the runs settled, {}'s leaf (issuer {}) is rejected by {}'s bundle: {e}",

@@ -38,7 +38,7 @@ use certgen::config::{Config, Reload, WebhookKind, Workload};
 use certgen::lock;
 use certgen::outside::{
     CaBundleTargets, Kind, KubeletLease, PodView, PodsApi, PokeAnswer, RolloutProgress,
-    RolloutStatus, TargetObserved, TargetRead, WorkloadView, Workloads,
+    RolloutStatus, TargetEntry, TargetFields, TargetObserved, TargetRead, WorkloadView, Workloads,
 };
 use certgen::pki::{Cert, parse_cert_chain};
 use certgen::rollout::{RolloutError, Target};
@@ -51,7 +51,7 @@ use time::OffsetDateTime;
 
 use super::{
     DELAY, Ended, FOREIGN, Faults, RunSpec, Session, TLS, World, broken, check_current, check_runs,
-    config, crashed, options, runtime, seed_envoy_gateway, unsettled, verifies,
+    config, crashed, options, runtime, seed_envoy_gateway, unsettled,
 };
 
 /// How long a restart-only consumer's rollout takes (new pod created at the restart, the old
@@ -535,46 +535,22 @@ fn conflict(what: &str) -> StoreError {
     }
 }
 
-impl CaBundleTargets for Sim {
-    fn read<'a>(
-        &'a self,
-        kind: WebhookKind,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
-        async move {
-            self.read().await?;
-            let o = self.outside.lock().unwrap();
-            Ok(match &o.target {
-                Some(t) if t.kind == kind && t.name == name => {
-                    TargetObserved::Present(Box::new(TargetRead {
-                        kind,
-                        name: name.into(),
-                        uid: t.uid.clone(),
-                        version: t.rv.to_string(),
-                        bundles: vec![t.raw.clone()],
-                        written_at: t.written_at,
-                        injected: None,
-                        token: None,
-                    }))
-                }
-                _ => TargetObserved::Absent,
-            })
-        }
-        .boxed()
-    }
-
-    fn put<'a>(
-        &'a self,
-        read: &'a TargetRead,
-        bundle: &'a [u8],
-    ) -> BoxFuture<'a, Result<String, StoreError>> {
+impl Sim {
+    /// A `caBundle` write: fenced by `read`'s version and uid (an update), or not (a
+    /// server-side apply).
+    async fn write_bundle(
+        &self,
+        read: &TargetRead,
+        bundle: &[u8],
+        fenced: bool,
+    ) -> Result<String, StoreError> {
         let drop_it = self.mutation == Mutation::DropCaBundleWrite;
         let run = self.session.run;
         self.act(
             format!("caBundle {}", read.name),
             move |o, store_now, true_now| {
                 let t = o.target.as_mut().ok_or_else(|| conflict(&read.name))?;
-                if t.rv.to_string() != read.version || t.uid != read.uid {
+                if fenced && (t.rv.to_string() != read.version || t.uid != read.uid) {
                     return Err(conflict(&read.name));
                 }
                 if drop_it {
@@ -595,7 +571,59 @@ impl CaBundleTargets for Sim {
                 Ok(t.rv.to_string())
             },
         )
+        .await
+    }
+}
+
+impl CaBundleTargets for Sim {
+    fn read<'a>(
+        &'a self,
+        kind: WebhookKind,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
+        async move {
+            self.read().await?;
+            let o = self.outside.lock().unwrap();
+            Ok(match &o.target {
+                Some(t) if t.kind == kind && t.name == name => {
+                    TargetObserved::Present(Box::new(TargetRead {
+                        kind,
+                        name: name.into(),
+                        uid: t.uid.clone(),
+                        version: t.rv.to_string(),
+                        bundles: vec![t.raw.clone()],
+                        entries: vec![TargetEntry::default()],
+                        insecure_skip_tls_verify: false,
+                        written_at: t.written_at,
+                        injected: None,
+                        token: None,
+                    }))
+                }
+                _ => TargetObserved::Absent,
+            })
+        }
         .boxed()
+    }
+
+    /// The world's target has one entry and no other field: `fields` change nothing of it.
+    fn put<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+        _fields: TargetFields,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        self.write_bundle(read, bundle, true).boxed()
+    }
+
+    fn apply<'a>(
+        &'a self,
+        read: &'a TargetRead,
+        bundle: &'a [u8],
+        _fields: TargetFields,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.write_bundle(read, bundle, false)
+            .map(|r| r.map(drop))
+            .boxed()
     }
 
     /// The simulated API server loads a write into its informer `POKE_SETTLE` after it (see
@@ -1278,7 +1306,7 @@ pub fn check_holders(
             return Ok(());
         }
         sizes.pairs += 1;
-        match verifies(leaf, b.bundle, start) {
+        match w.verifies(leaf, b.bundle, start) {
             Err(_) if a.seeded && b.seeded => Ok(()),
             Err(e) => Err(format!(
                 "at {start}: {} holds {} whose leaf (issuer {}) is rejected by the bundle {} holds, {}: {e}",

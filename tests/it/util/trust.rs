@@ -72,6 +72,17 @@ pub fn webpki_verifies(
     bundle: &[certgen::pki::Cert],
     at: rustls_pki_types::UnixTime,
 ) -> Result<(), String> {
+    webpki_verifies_as(leaf, bundle, at, true)
+}
+
+/// [`webpki_verifies`] for server use, and for client use as well when `client` (a serving
+/// certificate alone, such as a webhook's, is checked as a server only).
+pub fn webpki_verifies_as(
+    leaf: &certgen::pki::Cert,
+    bundle: &[certgen::pki::Cert],
+    at: rustls_pki_types::UnixTime,
+    client: bool,
+) -> Result<(), String> {
     use rustls_pki_types::CertificateDer;
     let ders: Vec<CertificateDer> = bundle
         .iter()
@@ -83,16 +94,17 @@ pub fn webpki_verifies(
         .collect();
     let leaf_der = CertificateDer::from(leaf.der().to_vec());
     let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
-    for usage in [
+    let usages = [
         webpki::KeyUsage::server_auth(),
         webpki::KeyUsage::client_auth(),
-    ] {
+    ];
+    for usage in &usages[..if client { 2 } else { 1 }] {
         ee.verify_for_usage(
             webpki::ALL_VERIFICATION_ALGS,
             &anchors,
             &[],
             at,
-            usage,
+            *usage,
             None,
             None,
         )
