@@ -47,11 +47,10 @@ pub struct Invocation<'a> {
     pub options: RunOptions,
     /// When the run must be done by ([`RunOptions::deadline`]).
     pub deadline: Instant,
-    /// The consumers' workloads, of every kind (in a cluster). The field keeps its first
-    /// name so that callers (the simulation) need not change.
-    pub deployments: Option<&'a dyn Workloads>,
+    /// The consumers' workloads, of every kind (in a cluster).
+    pub workloads: Option<&'a dyn Workloads>,
     /// The Services' endpoints probes dial (in a cluster; its presence means a cluster run).
-    pub client: Option<&'a dyn Endpoints>,
+    pub endpoints: Option<&'a dyn Endpoints>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
     pub webhooks: Option<&'a dyn CaBundleTargets>,
     /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
@@ -69,7 +68,7 @@ impl Invocation<'_> {
     fn push(&self) -> Option<gate::Push<'_>> {
         Some(gate::Push {
             pods: self.pods?,
-            workloads: self.deployments,
+            workloads: self.workloads,
             config: self.config,
             delay: self.options.propagation_delay,
             pacer: pace::Pacer::default(),
@@ -95,7 +94,7 @@ impl Invocation<'_> {
         consumers::reload(
             self.config,
             outcome,
-            (self.deployments, self.client),
+            (self.workloads, self.endpoints),
             tasks,
             store.now(),
             refused,
@@ -435,7 +434,7 @@ async fn missed_restarts<S: SecretStore>(
     fresh: bool,
     progress: &mut Progress,
 ) -> Result<Option<(Report, Option<Error>)>, Error> {
-    let (Some(look), Some(_), false) = (look, inv.deployments, fresh) else {
+    let (Some(look), Some(_), false) = (look, inv.workloads, fresh) else {
         return Ok(None);
     };
     // What is stored, nothing written yet.

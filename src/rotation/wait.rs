@@ -56,14 +56,14 @@ async fn probed(inv: &Invocation<'_>, outcome: &Outcome, until: Instant) -> bool
             };
             consumers::trust_confirmed(
                 inv.config,
-                inv.client,
+                inv.endpoints,
                 pending,
                 signer.map(|s| &s.cert),
                 until,
             )
             .await
         }
-        _ => consumers::leaves_confirmed(inv.config, inv.client, outcome, until).await,
+        _ => consumers::leaves_confirmed(inv.config, inv.endpoints, outcome, until).await,
     }
 }
 
@@ -97,7 +97,7 @@ pub(super) async fn at_gate<S: SecretStore>(
         optional: *optional,
         // A cleanup nobody waits for (in a cluster, without --wait) is left to the next run
         // when what is left is far away or a kubelet not live: nothing breaks meanwhile.
-        impatient: *optional && inv.client.is_some() && !inv.options.wait,
+        impatient: *optional && inv.endpoints.is_some() && !inv.options.wait,
     };
     let probe_until = Instant::now()
         .checked_add(until_ready(store, *ready_at))
