@@ -25,7 +25,7 @@ pub use schema::{
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
 use crate::profiles;
 pub use crate::workload::Kind;
-pub(crate) use validate::{data_key_problem, dns_san};
+pub(crate) use validate::{data_key_problem, dns_san, dns1123_label, dns1123_subdomain};
 
 /// The label every Secret certgen writes carries.
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";

@@ -465,3 +465,19 @@ fn a_tls_secret_may_declare_its_data_keys_and_type() {
     let err = resolve_text(&hmac, &Overrides::default(), &Env::default()).unwrap_err();
     assert!(err.contains("secrets[1]: commonName"), "{err}");
 }
+
+#[test]
+fn object_names_follow_the_api_servers_rule_not_a_labels() {
+    use crate::config::{dns1123_label, dns1123_subdomain};
+    // A Secret may be named with 100 characters and no dot (IsDNS1123Subdomain bounds the
+    // whole name, not each label).
+    assert_eq!(dns1123_subdomain(&"a".repeat(100)), Ok(()));
+    assert_eq!(dns1123_subdomain(&format!("{}.b", "a".repeat(250))), Ok(()));
+    assert!(dns1123_subdomain(&"a".repeat(254)).is_err());
+    for bad in ["a..b", ".a", "a.", "-a", "a-", "A", "a_b", ""] {
+        assert!(dns1123_subdomain(bad).is_err(), "{bad:?}");
+    }
+    // A namespace is a label: at most 63.
+    assert_eq!(dns1123_label(&"a".repeat(63)), Ok(()));
+    assert!(dns1123_label(&"a".repeat(64)).is_err());
+}

@@ -19,6 +19,27 @@ pub fn dns1123_label(s: &str) -> Result<(), String> {
     if s.is_empty() || s.len() > 63 {
         return Err("must be 1 to 63 characters".into());
     }
+    dns1123_chars(s)
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain, as the API server checks it:
+/// `IsDNS1123Subdomain`, at most 253 characters in all, with no limit on each label's length,
+/// so a Secret may be named with 100 characters and no dot).
+pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
+    if s.is_empty() || s.len() > 253 {
+        return Err("must be 1 to 253 characters".into());
+    }
+    for label in s.split('.') {
+        if label.is_empty() {
+            return Err("has an empty label (two dots, or a dot at an end)".into());
+        }
+        dns1123_chars(label).map_err(|e| format!("label {label:?} {e}"))?;
+    }
+    Ok(())
+}
+
+/// The characters of an RFC 1123 label: lower-case letters, digits and inner '-'.
+fn dns1123_chars(s: &str) -> Result<(), String> {
     if !s
         .bytes()
         .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
@@ -27,17 +48,6 @@ pub fn dns1123_label(s: &str) -> Result<(), String> {
     }
     if s.starts_with('-') || s.ends_with('-') {
         return Err("must start and end with a letter or digit".into());
-    }
-    Ok(())
-}
-
-/// A Kubernetes object name (RFC 1123 subdomain).
-pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
-    if s.is_empty() || s.len() > 253 {
-        return Err("must be 1 to 253 characters".into());
-    }
-    for label in s.split('.') {
-        dns1123_label(label).map_err(|e| format!("label {label:?} {e}"))?;
     }
     Ok(())
 }

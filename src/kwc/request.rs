@@ -122,14 +122,7 @@ fn required(flag: &str, value: &Option<String>, what: &str) -> Result<String, Co
 
 /// A DNS-1123 label: a namespace.
 fn check_label(flag: &str, value: &str) -> Result<(), ConfigError> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !value.starts_with('-')
-        && !value.ends_with('-');
-    if ok {
+    if crate::config::dns1123_label(value).is_ok() {
         Ok(())
     } else {
         Err(bad(
@@ -143,17 +136,7 @@ fn check_label(flag: &str, value: &str) -> Result<(), ConfigError> {
 
 /// A DNS-1123 subdomain: a Secret or a cluster-scoped object's name.
 fn check_subdomain(flag: &str, value: &str) -> Result<(), ConfigError> {
-    let ok = !value.is_empty()
-        && value.len() <= 253
-        && value.split('.').all(|label| {
-            !label.is_empty()
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        });
-    if ok {
+    if crate::config::dns1123_subdomain(value).is_ok() {
         Ok(())
     } else {
         Err(bad(
