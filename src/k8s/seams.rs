@@ -32,7 +32,7 @@ impl CaBundleTargets for WebhookStore {
         bundle: &'a [u8],
         fields: TargetFields,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        self.put_fields(read, bundle, fields).boxed()
+        self.put_ca_bundle(read, bundle, fields).boxed()
     }
 
     fn apply<'a>(

@@ -26,11 +26,11 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use crate::config::WebhookKind;
+use crate::outside::{TargetEntry, TargetFields};
 use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
-use crate::outside::{TargetEntry, TargetFields};
 /// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
 /// object kept as the read's token for the write.
 pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as ObservedWebhook};
@@ -235,19 +235,10 @@ impl WebhookStore {
         }
     }
 
-    /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, fenced by
-    /// its resourceVersion and uid. Nothing else of the object changes. The resourceVersion
-    /// the write made.
+    /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, and
+    /// `fields` (none for the engine's writes), fenced by its resourceVersion and uid. Nothing
+    /// else of the object changes. The resourceVersion the write made.
     pub async fn put_ca_bundle(
-        &self,
-        read: &ObservedWebhook,
-        bundle: &[u8],
-    ) -> Result<String, StoreError> {
-        self.put_fields(read, bundle, TargetFields::default()).await
-    }
-
-    /// [`WebhookStore::put_ca_bundle`], setting `fields` as well.
-    pub async fn put_fields(
         &self,
         read: &ObservedWebhook,
         bundle: &[u8],
@@ -300,9 +291,10 @@ impl WebhookStore {
         let (resource, _, _) = resource(read.kind);
         let encoded = serde_json::to_value(ByteString(bundle.to_vec())).expect("bytes serialize");
         let spec = match read.kind {
-            WebhookKind::ApiService => {
+            WebhookKind::ApiService if fields.verify_tls => {
                 json!({"spec": {"caBundle": encoded, "insecureSkipTLSVerify": false}})
             }
+            WebhookKind::ApiService => json!({"spec": {"caBundle": encoded}}),
             WebhookKind::MutatingWebhookConfiguration
             | WebhookKind::ValidatingWebhookConfiguration => {
                 let hooks: Vec<Value> = read

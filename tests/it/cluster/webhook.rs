@@ -6,6 +6,7 @@
 
 use certgen::config::WebhookKind;
 use certgen::k8s::{ObservedWebhook, WebhookObserved, WebhookStore};
+use certgen::outside::TargetFields;
 use certgen::store::StoreError;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -109,7 +110,10 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
     // A write reaches every entry, and leaves everything else as it was.
     let bundle =
         b"-----BEGIN CERTIFICATE-----\nnot checked by the API server\n-----END CERTIFICATE-----\n";
-    store.put_ca_bundle(&first, bundle).await.unwrap();
+    store
+        .put_ca_bundle(&first, bundle, TargetFields::default())
+        .await
+        .unwrap();
     let after = read(&store, &name).await;
     assert_eq!(after.bundles, [bundle.to_vec(), bundle.to_vec()]);
     assert_eq!(after.uid, first.uid);
@@ -133,7 +137,10 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
     );
 
     // Writing from the stale read is a conflict, and changes nothing.
-    let err = store.put_ca_bundle(&first, b"stale").await.unwrap_err();
+    let err = store
+        .put_ca_bundle(&first, b"stale", TargetFields::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
     assert_eq!(read(&store, &name).await.bundles[0], bundle.to_vec());
 
@@ -146,13 +153,19 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
     )
     .await
     .unwrap();
-    let err = store.put_ca_bundle(&current, b"late").await.unwrap_err();
+    let err = store
+        .put_ca_bundle(&current, b"late", TargetFields::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
 
     // Deleted: a write from the old read is a conflict (404), not a create.
     let current = read(&store, &name).await;
     api.delete(&name, &DeleteParams::default()).await.unwrap();
-    let err = store.put_ca_bundle(&current, b"gone").await.unwrap_err();
+    let err = store
+        .put_ca_bundle(&current, b"gone", TargetFields::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
     assert!(matches!(
         store.get(KIND, &name).await.unwrap(),
@@ -164,7 +177,7 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
         .await
         .unwrap();
     let err = store
-        .put_ca_bundle(&current, b"recreated")
+        .put_ca_bundle(&current, b"recreated", TargetFields::default())
         .await
         .unwrap_err();
     assert!(matches!(err, StoreError::Conflict { .. }), "{err}");
@@ -172,7 +185,10 @@ async fn read_write_conflict_and_recreate_on_a_real_api_server() {
     assert_ne!(fresh.uid, current.uid);
     assert_eq!(fresh.bundles, [Vec::new(), b"old".to_vec()], "untouched");
     // And a write from a fresh read succeeds.
-    store.put_ca_bundle(&fresh, bundle).await.unwrap();
+    store
+        .put_ca_bundle(&fresh, bundle, TargetFields::default())
+        .await
+        .unwrap();
     assert_eq!(read(&store, &name).await.bundles[1], bundle.to_vec());
 }
 
