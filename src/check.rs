@@ -122,6 +122,16 @@ pub struct Context {
     pub unreadable: Vec<(String, String)>,
 }
 
+impl Context {
+    /// Why Secret `name` could not be read, if it could not.
+    fn unread(&self, name: &str) -> Option<String> {
+        self.unreadable
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, why)| why.clone())
+    }
+}
+
 /// One problem `check` found with a Secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Finding {
@@ -450,8 +460,7 @@ pub fn check(
 ) -> CheckReport {
     // The one judge of what is valid: rustls-webpki at `now` (`pki::Verifier`).
     let verifier = crate::pki::Verifier::new(now);
-    let unreadable = |name: &str| unreadable(ctx, name);
-    let ca_unreadable = unreadable(&config.ca.secret_name).is_some();
+    let ca_unreadable = ctx.unread(&config.ca.secret_name).is_some();
 
     let Ca {
         mut row,
@@ -480,7 +489,7 @@ pub fn check(
     for t in &config.tls {
         let Some(s) = observed.get(&t.name).present() else {
             let mut r = Checked::new(&t.name, "tls");
-            if unreadable(&t.name).is_none() {
+            if ctx.unread(&t.name).is_none() {
                 r.findings.push(Finding::Missing);
             }
             rows.push(r);
@@ -505,12 +514,12 @@ pub fn check(
     trust_between(&leaves, &mut rows, &verifier, now);
 
     for h in &config.hmac {
-        rows.push(hmac_row(h, observed, unreadable(&h.name).is_some()));
+        rows.push(hmac_row(h, observed, ctx.unread(&h.name).is_some()));
     }
 
     // Local mode: judge what consumers read, not only certgen's own copy.
     for r in &mut rows {
-        if let Some(why) = unreadable(&r.row.secret) {
+        if let Some(why) = ctx.unread(&r.row.secret) {
             r.findings.push(Finding::Unreadable(why));
         }
         let stored = observed
@@ -539,14 +548,6 @@ pub fn check(
     CheckReport::new(config, store, rotation, rows, targets, next)
 }
 
-/// Why `name` could not be read, if it could not.
-fn unreadable(ctx: &Context, name: &str) -> Option<String> {
-    ctx.unreadable
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, why)| why.clone())
-}
-
 /// The CA Secret's row, and what it shows of the CAs.
 struct Ca {
     row: Checked,
@@ -566,23 +567,18 @@ fn ca_row(
     ca_unreadable: bool,
 ) -> Ca {
     let mut row = Checked::new(&config.ca.secret_name, "ca");
-    let (mut active, mut known, mut rotation) = (None, Vec::new(), None);
-    let s = match observed.ca().present() {
-        None if ca_unreadable || config.tls.is_empty() => None,
-        None => {
+    let Some(s) = observed.ca().present() else {
+        if !ca_unreadable && !config.tls.is_empty() {
             row.findings.push(Finding::NoCa);
-            None
         }
-        Some(s) => Some(s),
-    };
-    let Some(s) = s else {
         return Ca {
             row,
-            active,
-            known,
-            rotation,
+            active: None,
+            known: Vec::new(),
+            rotation: None,
         };
     };
+    let (mut active, mut known, mut rotation) = (None, Vec::new(), None);
     row.judge_common(s, crate::secret::TYPE_TLS);
     let data = parse::ca(s);
     match data.cert {
