@@ -10,14 +10,19 @@
 //!   state this step leaves), at the store's now, for each Secret's configured usages; and each
 //!   leaf the step issues against its own bundle. The planner's rules are meant to make this
 //!   pass; it runs live as defence in depth, and a step that fails it is refused before
-//!   anything is written.
+//!   anything is written. A leaf not valid yet by the store's clock (a clock behind its
+//!   issuer's, or stepped back) is judged at its own notBefore instead: a consumer whose clock
+//!   is right accepts it now, so a step must not break it, and judging it when neither it nor
+//!   its CA is valid yet would call every pair of it broken already.
 //!
 //! A pair the step does not make worse is not the step's doing: a pair both of whose parts are
 //! as read; a new leaf that a bundle as read rejects when it rejected the leaf it replaces too;
 //! a new bundle that rejects a leaf as read which the bundle it replaces rejected too (another
 //! writer's breakage, a leaf or CA that expired before the run). Pure: `now` is the verifier's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use time::OffsetDateTime;
 
 use crate::config::{Config, Strategy};
 use crate::pki::{Cert, Usages, Verifier, ca_shape_problem};
@@ -104,8 +109,10 @@ pub fn step_check(
         .iter()
         .map(|t| (t.name.as_str(), t.leaf.usages))
         .collect();
+    let later = later_instants(verifier.at(), held);
     let check = Check {
         verifier,
+        later: &later,
         held,
         bundles: instances(held),
         immediate: strategy == Strategy::Immediate,
@@ -137,6 +144,20 @@ pub fn step_check(
         }
     }
     Ok(())
+}
+
+/// A verifier for each instant after `at` at which a held leaf becomes valid: such a leaf is
+/// judged there (see the module's documentation).
+fn later_instants(
+    at: OffsetDateTime,
+    held: &BTreeMap<String, Held>,
+) -> HashMap<OffsetDateTime, Verifier> {
+    held.values()
+        .flat_map(|h| [&h.before_leaf, &h.after_leaf])
+        .flatten()
+        .filter(|leaf| at < leaf.not_before)
+        .map(|leaf| (leaf.not_before, Verifier::new(leaf.not_before)))
+        .collect()
 }
 
 /// Whether a step changes a Secret's leaf, and its bundle.
@@ -191,15 +212,26 @@ fn instances<'a>(held: &'a BTreeMap<String, Held>) -> Vec<Instance<'a>> {
 /// The check of one step: the held Secrets and every bundle consumers may hold.
 struct Check<'a> {
     verifier: &'a Verifier,
+    /// Verifiers at the notBefore of leaves not valid yet at `verifier`'s instant.
+    later: &'a HashMap<OffsetDateTime, Verifier>,
     held: &'a BTreeMap<String, Held>,
     bundles: Vec<Instance<'a>>,
     immediate: bool,
 }
 
 impl Check<'_> {
+    /// The verifier judging `leaf`: at the store's now, or at the leaf's notBefore when that is
+    /// later.
+    fn judge(&self, leaf: &Cert) -> &Verifier {
+        self.later
+            .get(&leaf.not_before)
+            .filter(|_| self.verifier.at() < leaf.not_before)
+            .unwrap_or(self.verifier)
+    }
+
     /// Why a verifier rejects `leaf` against `bundle` for usages `u`, if it does.
     fn fails(&self, leaf: &Cert, bundle: &[Cert], u: Usages) -> Option<String> {
-        self.verifier.verify(leaf, bundle, u).err().map(|e| e.0)
+        self.judge(leaf).verify(leaf, bundle, u).err().map(|e| e.0)
     }
 
     /// One version of Secret `name`'s leaf (as read, or as this step writes it: `leaf_new`)
@@ -236,7 +268,7 @@ impl Check<'_> {
                     .is_some_and(|before| self.fails(before, b.bundle, u).is_some())
                     || b.bundle
                         .iter()
-                        .all(|c| self.verifier.anchor(c, u).is_some());
+                        .all(|c| self.judge(leaf).anchor(c, u).is_some());
                 if !kept {
                     return refuse(false, b.old[0], why);
                 }
@@ -266,10 +298,9 @@ impl Check<'_> {
         leaf_new: bool,
         u: Usages,
     ) -> Option<&'b str> {
-        let at = self.verifier.at();
-        // (A leaf not valid at this instant by its own dates, expired or not valid yet, is
-        // rejected by every bundle already.)
-        let dead = leaf.is_expired_at(at) || at < leaf.not_before;
+        // (A leaf expired by the store's clock is rejected by every bundle already. One not
+        // valid yet is judged at its notBefore: it is early, not dead.)
+        let dead = leaf.is_expired_at(self.verifier.at());
         // (A Secret absent as read breaks a leaf as read only if some bundle held as read
         // trusts that leaf: one every bundle rejects already, another writer's, is broken for
         // everyone before this step.)
@@ -286,5 +317,94 @@ impl Check<'_> {
                         None => trusted_as_read(),
                     })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::pki::{CaKey, issue_ca, issue_leaf};
+
+    const T0: OffsetDateTime = datetime!(2026-06-01 00:00 UTC);
+    const HOUR: time::Duration = time::Duration::HOUR;
+
+    fn ca(config: &Config, at: OffsetDateTime) -> CaKey {
+        issue_ca(&config.ca.spec, at).unwrap().0
+    }
+
+    fn leaf(config: &Config, name: &str, ca: &CaKey, at: OffsetDateTime) -> Cert {
+        let spec = &config.tls.iter().find(|t| t.name == name).unwrap().leaf;
+        issue_leaf(spec, ca, at).unwrap().cert
+    }
+
+    /// Two Secrets whose leaves `ca0` signed at `issued`: the step drops `ca0` from the
+    /// second's bundle (a trust step that keeps only its own CA beside a new one), while the
+    /// first's leaf, signed by `ca0`, stays as it is.
+    fn dropping_a_peers_ca(
+        config: &Config,
+        issued: OffsetDateTime,
+        at: OffsetDateTime,
+    ) -> BTreeMap<String, Held> {
+        let ca0 = ca(config, issued);
+        let ca1 = ca(config, at);
+        let [a, b] = ["envoy-gateway", "envoy"];
+        let held = |name: &str, after: Option<Vec<Cert>>| Held {
+            before_leaf: Some(leaf(config, name, &ca0, issued)),
+            before_bundle: Some(vec![ca0.cert.clone()]),
+            after_leaf: None,
+            after_bundle: after,
+            fresh: false,
+        };
+        BTreeMap::from([
+            (a.to_string(), held(a, None)),
+            (b.to_string(), held(b, Some(vec![ca1.cert.clone()]))),
+        ])
+    }
+
+    #[test]
+    fn dropping_the_ca_of_a_leaf_held_is_refused() {
+        let config = crate::config::test_profile(None);
+        let held = dropping_a_peers_ca(&config, T0, T0 + HOUR);
+        let verdict = step_check(&config, &Verifier::new(T0 + HOUR), &held, Strategy::Staged);
+        let broken = verdict.unwrap_err();
+        assert_eq!((broken.bundle.as_str(), broken.bundle_new), ("envoy", true));
+        assert!(!broken.leaf_new, "{broken}");
+    }
+
+    /// Found by the simulation (a mid-rotation restore, the store's clock an hour back): by the
+    /// store's clock neither the held leaves nor their CA are valid yet, so every pair of them
+    /// looked broken already and the step that dropped their CA passed. Consumers whose clock
+    /// is right accept them; the step breaks them.
+    #[test]
+    fn a_leaf_not_valid_yet_by_the_stores_clock_is_not_dead() {
+        let config = crate::config::test_profile(None);
+        let held = dropping_a_peers_ca(&config, T0, T0 - HOUR);
+        let verdict = step_check(&config, &Verifier::new(T0 - HOUR), &held, Strategy::Staged);
+        let broken = verdict.unwrap_err();
+        assert_eq!((broken.bundle.as_str(), broken.bundle_new), ("envoy", true));
+    }
+
+    /// A leaf issued by a clock an hour ahead, re-issued now from the same CA with the bundles
+    /// unchanged: nothing any consumer accepts is broken, so nothing is refused.
+    #[test]
+    fn re_issuing_a_leaf_not_valid_yet_from_its_own_ca_passes() {
+        let config = crate::config::test_profile(None);
+        let now = T0 + 10 * HOUR;
+        let ca0 = ca(&config, T0);
+        let name = "envoy-gateway";
+        let held = BTreeMap::from([(
+            name.to_string(),
+            Held {
+                before_leaf: Some(leaf(&config, name, &ca0, now + HOUR)),
+                before_bundle: Some(vec![ca0.cert.clone()]),
+                after_leaf: Some(leaf(&config, name, &ca0, now)),
+                after_bundle: Some(vec![ca0.cert.clone()]),
+                fresh: true,
+            },
+        )]);
+        let verdict = step_check(&config, &Verifier::new(now), &held, Strategy::Staged);
+        assert_eq!(verdict, Ok(()));
     }
 }
