@@ -142,7 +142,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand -n 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --namespace 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile''s]'
             cand --cluster-domain 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]'
-            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when Kustomize renamed it (the exporter watches targets by name, so a renamed one is not found by its label here)'
+            cand --topology-injector 'The topology injector''s MutatingWebhookConfiguration when Kustomize renamed it. Without it, a renamed one is found as a run finds it: the one labelled app.kubernetes.io/component=topology-injector whose webhook''s Service is in the namespace (when this identity may list and watch mutatingwebhookconfigurations)'
             cand --listen 'Address to serve /metrics, /healthz and /readyz on'
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --context 'Kubeconfig context to use'

@@ -114,7 +114,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
-complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when Kustomize renamed it (the exporter watches targets by name, so a renamed one is not found by its label here)' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when Kustomize renamed it. Without it, a renamed one is found as a run finds it: the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace (when this identity may list and watch mutatingwebhookconfigurations)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l context -d 'Kubeconfig context to use' -r

@@ -57,6 +57,10 @@ pub enum TargetState {
     /// cert-manager's CA injector writes its `caBundle` (it carries one of the injector's
     /// annotations): certgen never does.
     CertManager,
+    /// Envoy Gateway's topology injector under its chart's name does not exist, and several
+    /// objects labelled as that injector call a Service in its namespace: a run refuses to
+    /// choose (the exporter's judgement; `check` and a run stop with that error).
+    Ambiguous,
 }
 
 impl TargetState {
@@ -68,6 +72,7 @@ impl TargetState {
             Self::Absent => "absent",
             Self::Refused => "refused",
             Self::CertManager => "cert_manager",
+            Self::Ambiguous => "ambiguous",
         }
     }
 
@@ -79,16 +84,20 @@ impl TargetState {
             Self::Absent => "not found",
             Self::Refused => "not readable (403)",
             Self::CertManager => "managed by cert-manager (its CA injector writes it)",
+            Self::Ambiguous => {
+                "not found, and several objects labelled app.kubernetes.io/component=topology-injector call a Service in its namespace: name the one to keep in step with --topology-injector"
+            }
         }
     }
 
     /// Every state, in the order the metrics list them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::InSync,
         Self::Drifted,
         Self::Absent,
         Self::Refused,
         Self::CertManager,
+        Self::Ambiguous,
     ];
 
     /// The state of a present target whose entries hold `entries` (one `caBundle` each), against
@@ -542,6 +551,18 @@ pub fn check(
             NextRun::Writes { writes } => writes.extend(drifted),
             NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
         }
+    }
+    // A target a run cannot choose stops it before it writes anything.
+    if let Some(t) = ctx
+        .targets
+        .iter()
+        .find(|t| t.state == TargetState::Ambiguous)
+        && !matches!(next, NextRun::Refuses { .. })
+    {
+        next = NextRun::Refuses {
+            object: format!("{} {}", t.kind, t.name),
+            message: t.state.text().into(),
+        };
     }
     let quiet = next == NextRun::Nothing;
     let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();

@@ -15,8 +15,10 @@ pub struct ExporterArgs {
     /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
     #[arg(long)]
     pub disable_topology_injector: bool,
-    /// The topology injector's MutatingWebhookConfiguration when Kustomize renamed it (the
-    /// exporter watches targets by name, so a renamed one is not found by its label here).
+    /// The topology injector's MutatingWebhookConfiguration when Kustomize renamed it.
+    /// Without it, a renamed one is found as a run finds it: the one labelled
+    /// app.kubernetes.io/component=topology-injector whose webhook's Service is in the
+    /// namespace (when this identity may list and watch mutatingwebhookconfigurations).
     #[arg(
         long,
         value_name = "NAME",

@@ -92,6 +92,28 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
             apply(&state),
         ));
     }
+    if state::looks_by_label(&config) {
+        // Only with the right to list and watch them all (the chart grants the injector by
+        // name): a watch the API server refuses would retry its LIST for ever.
+        let kind = WebhookKind::MutatingWebhookConfiguration;
+        let mut allowed = true;
+        for verb in ["list", "watch"] {
+            allowed &= crate::k8s::may(&client, verb, kind, None).await != Some(false);
+        }
+        if allowed {
+            watches.spawn(crate::k8s::watch::topology_injectors(
+                client.clone(),
+                apply(&state),
+            ));
+        } else {
+            tracing::info!(
+                "not watching {} labelled {}: this identity may not list and watch them all, so a renamed topology injector shows as absent (name it with --topology-injector)",
+                kind.plural(),
+                crate::k8s::webhooks::TOPOLOGY_INJECTOR_LABEL
+            );
+            apply(&state)(crate::k8s::watch::Change::InjectorsRefused);
+        }
+    }
 
     let address = listener.local_addr().map_or(args.listen, |a| a);
     tracing::info!(

@@ -59,6 +59,17 @@ pub async fn may_write(
     kind: WebhookKind,
     name: &str,
 ) -> Result<Option<bool>, StoreError> {
+    Ok(may(client, verb, kind, Some(name)).await)
+}
+
+/// Whether this identity may `verb` objects of `kind` (`name`: one of them; `None`: all), by a
+/// SelfSubjectAccessReview. `None` when the review itself failed.
+pub async fn may(
+    client: &kube::Client,
+    verb: &'static str,
+    kind: WebhookKind,
+    name: Option<&str>,
+) -> Option<bool> {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
     };
@@ -68,7 +79,7 @@ pub async fn may_write(
                 group: Some(kind.group().to_string()),
                 resource: Some(kind.plural().to_string()),
                 verb: Some(verb.to_string()),
-                name: Some(name.to_string()),
+                name: name.map(str::to_string),
                 ..ResourceAttributes::default()
             }),
             ..SelfSubjectAccessReviewSpec::default()
@@ -77,13 +88,14 @@ pub async fn may_write(
     };
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     match api.create(&PostParams::default(), &review).await {
-        Ok(r) => Ok(r.status.map(|s| s.allowed)),
+        Ok(r) => r.status.map(|s| s.allowed),
         Err(e) => {
             tracing::debug!(
-                "the access review of {verb} {} {name} failed: {e}",
-                kind.plural()
+                "the access review of {verb} {} {} failed: {e}",
+                kind.plural(),
+                name.unwrap_or("(all)")
             );
-            Ok(None)
+            None
         }
     }
 }

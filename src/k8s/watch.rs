@@ -9,7 +9,9 @@
 //! - `caBundle` targets: one watch per kind the config names (cluster-scoped). When the config
 //!   names one object of a kind, the watch selects it by `metadata.name`, so a ClusterRole with
 //!   `resourceNames` can grant it; with several, every object of the kind is watched and the
-//!   named ones kept. Only the decoded `caBundle`s are kept.
+//!   named ones kept. Only the decoded `caBundle`s are kept. Where the config names Envoy
+//!   Gateway's topology injector by its chart's name, the objects labelled as that injector are
+//!   watched too (by label), so that a Kustomize-renamed one is found as a run finds it.
 //!
 //! Each watch restarts itself after a failure with kube's default backoff; a 403 marks the
 //! kind refused (targets) and is logged once per change of state (kube-runtime's own log lines
@@ -46,6 +48,24 @@ pub enum Change {
     TargetDeleted(WebhookKind, String),
     /// The API server refused the LIST or WATCH of a target kind (403); the watch retries.
     TargetsRefused(WebhookKind),
+    /// A complete LIST of the objects labelled as Envoy Gateway's topology injector, by name.
+    InjectorsListed(Vec<(String, Labelled)>),
+    /// An object labelled as the topology injector was created or changed.
+    InjectorApplied(String, Labelled),
+    /// An object labelled as the topology injector was deleted (or lost the label).
+    InjectorDeleted(String),
+    /// The API server refused to list or watch them (403): none is found by label.
+    InjectorsRefused,
+}
+
+/// An object labelled as Envoy Gateway's topology injector: a stand-in for the injector the
+/// config names by its chart's name, when no object has that name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labelled {
+    /// The namespaces of the Services its webhooks call: it stands in for the injector of
+    /// these namespaces.
+    pub namespaces: BTreeSet<String>,
+    pub seen: TargetSeen,
 }
 
 /// A `caBundle` target as the watch saw it.
@@ -90,6 +110,71 @@ fn forbidden(e: &watcher::Error) -> bool {
     }
 }
 
+/// What one watch saw of the objects it keeps, by name.
+enum Seen<T> {
+    /// A complete LIST (the watch started or restarted).
+    Listed(Vec<(String, T)>),
+    Applied(String, T),
+    Deleted(String),
+    /// The API server refused the LIST or WATCH (403); the watch retries.
+    Refused,
+}
+
+/// Runs one watch of `api` until dropped: `keep` converts each object it keeps (by name) and
+/// drops the others; `emit` gets what was seen. `what` names the watched objects in the log;
+/// `refused` is the hint a 403 adds to it.
+async fn follow<K, T>(
+    api: Api<K>,
+    config: watcher::Config,
+    what: &str,
+    refused: &str,
+    keep: impl Fn(K) -> Option<(String, T)>,
+    emit: impl Fn(Seen<T>),
+) where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let mut listing = Vec::new();
+    let mut failing = false;
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(event) => {
+                // `Init` comes before the LIST is even sent: only a complete LIST or a watch
+                // event shows that the watch works again.
+                if failing && !matches!(event, Event::Init | Event::InitApply(_)) {
+                    tracing::info!("the watch of {what} works again");
+                    failing = false;
+                }
+                match event {
+                    Event::Init => listing.clear(),
+                    Event::InitApply(o) => listing.extend(keep(o)),
+                    Event::InitDone => emit(Seen::Listed(std::mem::take(&mut listing))),
+                    Event::Apply(o) => {
+                        if let Some((name, t)) = keep(o) {
+                            emit(Seen::Applied(name, t));
+                        }
+                    }
+                    Event::Delete(o) => {
+                        if let Some((name, _)) = keep(o) {
+                            emit(Seen::Deleted(name));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                if forbidden(&e) {
+                    emit(Seen::Refused);
+                }
+                if !failing {
+                    let hint = if forbidden(&e) { refused } else { "" };
+                    tracing::warn!("watching {what} failed (retrying): {e}{hint}");
+                    failing = true;
+                }
+            }
+        }
+    }
+}
+
 /// Follows the managed Secrets `names` in `namespace`, handing every change to `on`, until
 /// dropped.
 pub async fn secrets(
@@ -99,59 +184,46 @@ pub async fn secrets(
     on: impl Fn(Change) + Send + 'static,
 ) {
     let api: Api<Secret> = Api::namespaced(client, &namespace);
-    let keep = |s: Secret| -> Option<StoredSecret> {
-        let managed = s.metadata.name.as_ref().is_some_and(|n| names.contains(n));
-        managed.then(|| super::secrets::from_secret(s))
+    let keep = |s: Secret| -> Option<(String, StoredSecret)> {
+        let name = s.metadata.name.clone().filter(|n| names.contains(n))?;
+        Some((name, super::secrets::from_secret(s)))
     };
-    let mut listing: Vec<StoredSecret> = Vec::new();
-    let mut failing = false;
-    let mut stream = watcher::watcher(api, config()).default_backoff().boxed();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => {
-                // `Init` comes before the LIST is even sent: only a complete LIST or a watch
-                // event shows that the watch works again.
-                if failing && !matches!(event, Event::Init | Event::InitApply(_)) {
-                    tracing::info!("the watch of Secrets in namespace {namespace} works again");
-                    failing = false;
-                }
-                match event {
-                    Event::Init => listing.clear(),
-                    Event::InitApply(s) => listing.extend(keep(s)),
-                    Event::InitDone => {
-                        let listed = std::mem::take(&mut listing);
-                        on(Change::SecretsListed(listed));
-                    }
-                    Event::Apply(s) => {
-                        if let Some(s) = keep(s) {
-                            on(Change::SecretApplied(s));
-                        }
-                    }
-                    Event::Delete(s) => {
-                        if let Some(s) = keep(s) {
-                            on(Change::SecretDeleted(s.name));
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                if forbidden(&e) {
-                    on(Change::SecretsRefused);
-                }
-                if !failing {
-                    let hint = if forbidden(&e) {
-                        "; grant list and watch on secrets in this namespace (docs/rbac.md)"
-                    } else {
-                        ""
-                    };
-                    tracing::warn!(
-                        "watching Secrets in namespace {namespace} failed (retrying): {e}{hint}"
-                    );
-                    failing = true;
-                }
-            }
+    follow(
+        api,
+        config(),
+        &format!("Secrets in namespace {namespace}"),
+        "; grant list and watch on secrets in this namespace (docs/rbac.md)",
+        keep,
+        |seen| {
+            on(match seen {
+                Seen::Listed(l) => Change::SecretsListed(l.into_iter().map(|(_, s)| s).collect()),
+                Seen::Applied(_, s) => Change::SecretApplied(s),
+                Seen::Deleted(name) => Change::SecretDeleted(name),
+                Seen::Refused => Change::SecretsRefused,
+            })
+        },
+    )
+    .await;
+}
+
+/// What the exporter keeps of a `caBundle` target: its entries' bundles, and whether
+/// cert-manager's CA injector writes them.
+fn seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
+    let injected = o
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(crate::certmanager::injected)
+        .is_some();
+    let bundles = match super::webhooks::bundles(kind, &o.data) {
+        Ok(b) => b,
+        Err(e) => {
+            // A bundle that is not base64 holds nothing the Secret's ca.crt could equal.
+            tracing::warn!("{}: {e}", super::webhooks::describe(kind, name));
+            vec![e.into_bytes()]
         }
-    }
+    };
+    TargetSeen { bundles, injected }
 }
 
 /// Follows the `caBundle` targets `names` of `kind`, handing every change to `on`, until
@@ -171,67 +243,60 @@ pub async fn targets(
     }
     let keep = |o: DynamicObject| -> Option<(String, TargetSeen)> {
         let name = o.metadata.name.clone().filter(|n| names.contains(n))?;
-        let injected = o
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(crate::certmanager::injected)
-            .is_some();
-        let bundles = match super::webhooks::bundles(kind, &o.data) {
-            Ok(b) => b,
-            Err(e) => {
-                // A bundle that is not base64 holds nothing the Secret's ca.crt could equal.
-                tracing::warn!("{}: {e}", super::webhooks::describe(kind, &name));
-                vec![e.into_bytes()]
-            }
-        };
-        Some((name, TargetSeen { bundles, injected }))
+        let seen = seen(kind, &name, &o);
+        Some((name, seen))
     };
-    let mut listing = Vec::new();
-    let mut failing = false;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => {
-                if failing && !matches!(event, Event::Init | Event::InitApply(_)) {
-                    tracing::info!("the watch of {plural} works again");
-                    failing = false;
-                }
-                match event {
-                    Event::Init => listing.clear(),
-                    Event::InitApply(o) => listing.extend(keep(o)),
-                    Event::InitDone => {
-                        let listed = std::mem::take(&mut listing);
-                        on(Change::TargetsListed(kind, listed));
-                    }
-                    Event::Apply(o) => {
-                        if let Some((name, b)) = keep(o) {
-                            on(Change::TargetApplied(kind, name, b));
-                        }
-                    }
-                    Event::Delete(o) => {
-                        if let Some((name, _)) = keep(o) {
-                            on(Change::TargetDeleted(kind, name));
-                        }
-                    }
-                }
-            }
-            Err(e) => {
-                if forbidden(&e) {
-                    on(Change::TargetsRefused(kind));
-                }
-                if !failing {
-                    let hint = if forbidden(&e) {
-                        format!(
-                            "; the targets are reported refused until list and watch on {plural} are granted (a ClusterRole)"
-                        )
-                    } else {
-                        String::new()
-                    };
-                    tracing::warn!("watching {plural} failed (retrying): {e}{hint}");
-                    failing = true;
-                }
-            }
-        }
-    }
+    let refused = format!(
+        "; the targets are reported refused until list and watch on {plural} are granted (a ClusterRole)"
+    );
+    follow(api, config, plural, &refused, keep, |seen| {
+        on(match seen {
+            Seen::Listed(l) => Change::TargetsListed(kind, l),
+            Seen::Applied(name, t) => Change::TargetApplied(kind, name, t),
+            Seen::Deleted(name) => Change::TargetDeleted(kind, name),
+            Seen::Refused => Change::TargetsRefused(kind),
+        })
+    })
+    .await;
+}
+
+/// Follows the MutatingWebhookConfigurations labelled as Envoy Gateway's topology injector
+/// ([`super::webhooks::TOPOLOGY_INJECTOR_LABEL`]), handing every change to `on`, until dropped:
+/// a Kustomize-renamed injector is found as a run finds it. Started only when the config names
+/// the injector by its chart's name. A 403 (the chart grants list and watch on the injector by
+/// name only) means none is found by label, as for a run: the target is then `absent` unless
+/// its own name exists, and the log says to name it with `--topology-injector`.
+pub async fn topology_injectors(client: kube::Client, on: impl Fn(Change) + Send + 'static) {
+    let kind = WebhookKind::MutatingWebhookConfiguration;
+    let (resource, plural, _) = super::webhooks::resource(kind);
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
+    let label = super::webhooks::TOPOLOGY_INJECTOR_LABEL;
+    let config = config().labels(label);
+    let keep = |o: DynamicObject| -> Option<(String, Labelled)> {
+        let name = o.metadata.name.clone()?;
+        let labelled = Labelled {
+            namespaces: super::webhooks::service_namespaces(&o.data),
+            seen: seen(kind, &name, &o),
+        };
+        Some((name, labelled))
+    };
+    let refused = format!(
+        "; a topology injector that was renamed is not found by label without list and watch on all {plural}: name it with --topology-injector"
+    );
+    follow(
+        api,
+        config,
+        &format!("{plural} labelled {label}"),
+        &refused,
+        keep,
+        |seen| {
+            on(match seen {
+                Seen::Listed(l) => Change::InjectorsListed(l),
+                Seen::Applied(name, l) => Change::InjectorApplied(name, l),
+                Seen::Deleted(name) => Change::InjectorDeleted(name),
+                Seen::Refused => Change::InjectorsRefused,
+            })
+        },
+    )
+    .await;
 }

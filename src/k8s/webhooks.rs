@@ -17,6 +17,7 @@
 //! update sends back the whole object as read (unknown fields included, through
 //! [`DynamicObject`]), changing only the bundles.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
@@ -156,11 +157,7 @@ impl WebhookStore {
         kind: WebhookKind,
         name: &str,
     ) -> Result<Option<DynamicObject>, StoreError> {
-        let Some(namespace) = name
-            .strip_prefix(crate::config::TOPOLOGY_INJECTOR_PREFIX)
-            .and_then(|rest| rest.strip_prefix('.'))
-            .filter(|_| kind == WebhookKind::MutatingWebhookConfiguration)
-        else {
+        let Some(namespace) = topology_namespace(kind, name) else {
             return Ok(None);
         };
         let lp = kube::api::ListParams::default().labels(TOPOLOGY_INJECTOR_LABEL);
@@ -359,17 +356,31 @@ impl WebhookStore {
 /// The label Envoy Gateway's chart puts on its topology injector.
 pub const TOPOLOGY_INJECTOR_LABEL: &str = "app.kubernetes.io/component=topology-injector";
 
-/// Whether a webhook configuration's entries call a Service in `namespace`.
-fn serves_from(data: &Value, namespace: &str) -> bool {
+/// The namespace of Envoy Gateway's topology injector when `name` is its chart's name for it
+/// (`envoy-gateway-topology-injector.<namespace>`, a MutatingWebhookConfiguration): one not
+/// found under that name is looked for by [`TOPOLOGY_INJECTOR_LABEL`] (run, `check` and the
+/// exporter alike).
+pub fn topology_namespace(kind: WebhookKind, name: &str) -> Option<&str> {
+    name.strip_prefix(crate::config::TOPOLOGY_INJECTOR_PREFIX)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .filter(|_| kind == WebhookKind::MutatingWebhookConfiguration)
+}
+
+/// The namespaces of the Services a webhook configuration's entries call.
+pub(super) fn service_namespaces(data: &Value) -> BTreeSet<String> {
     data.get("webhooks")
         .and_then(Value::as_array)
-        .is_some_and(|list| {
-            list.iter().any(|w| {
-                w.pointer("/clientConfig/service/namespace")
-                    .and_then(Value::as_str)
-                    == Some(namespace)
-            })
-        })
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w.pointer("/clientConfig/service/namespace"))
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether a webhook configuration's entries call a Service in `namespace`.
+fn serves_from(data: &Value, namespace: &str) -> bool {
+    service_namespaces(data).contains(namespace)
 }
 
 /// The `caBundle` of each entry (decoded from base64), in order.

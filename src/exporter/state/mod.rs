@@ -14,7 +14,8 @@ use time::OffsetDateTime;
 
 use crate::config::{Config, WebhookKind};
 use crate::exposition::{self, CaBundleTarget, Family, TargetState};
-use crate::k8s::watch::{Change, TargetSeen};
+use crate::k8s::watch::{Change, Labelled, TargetSeen};
+use crate::k8s::webhooks::topology_namespace;
 use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::secret::{Observed, StoredSecret};
@@ -34,6 +35,28 @@ pub enum Sync {
 /// The `caBundle`s (one per entry) of each present target of a kind, by name.
 type Bundles = BTreeMap<String, TargetSeen>;
 
+/// The resource the labelled topology injectors' watch counts its events under.
+const INJECTORS: &str = "mutatingwebhookconfigurations";
+
+/// What stands for a target no object has the name of.
+enum StandIn<'a> {
+    /// The labelled objects are not listed yet.
+    Pending,
+    /// Nothing (`None`: the target is absent), or the one labelled object that does.
+    Found(Option<&'a TargetSeen>),
+    /// Several labelled objects could: a run refuses to choose.
+    Several,
+}
+
+/// Whether `config` names Envoy Gateway's topology injector by its chart's name, so that a
+/// renamed one is looked for by label.
+pub fn looks_by_label(config: &Config) -> bool {
+    config
+        .webhooks
+        .iter()
+        .any(|t| topology_namespace(t.kind, &t.name).is_some())
+}
+
 /// The exporter's view of the cluster.
 #[derive(Debug, Clone)]
 pub struct State {
@@ -41,6 +64,9 @@ pub struct State {
     secrets_sync: Sync,
     /// Per target kind (`describe`'s kind name): the caBundles of each named object present.
     targets: BTreeMap<&'static str, (Sync, Bundles)>,
+    /// The objects labelled as Envoy Gateway's topology injector, by name: `None` unless the
+    /// config names the injector by its chart's name (then a renamed one is found by label).
+    injectors: Option<(Sync, BTreeMap<String, Labelled>)>,
     /// Watch events applied, per resource (`secrets`, `mutatingwebhookconfigurations`, ...).
     events: BTreeMap<&'static str, u64>,
     /// Changes so far: a memo of the health metrics is valid for one generation.
@@ -75,6 +101,7 @@ impl State {
             secrets: BTreeMap::new(),
             secrets_sync: Sync::Pending,
             targets,
+            injectors: looks_by_label(config).then(|| (Sync::Pending, BTreeMap::new())),
             events: BTreeMap::new(),
             generation: 0,
         }
@@ -91,6 +118,10 @@ impl State {
             Change::TargetApplied(kind, name, b) => self.target_applied(kind, name, b),
             Change::TargetDeleted(kind, name) => self.target_deleted(kind, &name),
             Change::TargetsRefused(kind) => self.targets_refused(kind),
+            Change::InjectorsListed(found) => self.injectors_listed(found),
+            Change::InjectorApplied(name, l) => self.injector_applied(name, l),
+            Change::InjectorDeleted(name) => self.injector_deleted(&name),
+            Change::InjectorsRefused => self.injectors_refused(),
         }
     }
 
@@ -160,10 +191,66 @@ impl State {
         entry.1.clear();
     }
 
+    /// A complete LIST of the objects labelled as the topology injector.
+    pub fn injectors_listed(&mut self, found: Vec<(String, Labelled)>) {
+        self.count(INJECTORS, found.len() as u64);
+        self.injectors = Some((Sync::Synced, found.into_iter().collect()));
+    }
+
+    /// An object labelled as the topology injector was created or changed.
+    pub fn injector_applied(&mut self, name: String, labelled: Labelled) {
+        self.count(INJECTORS, 1);
+        if let Some((_, found)) = &mut self.injectors {
+            found.insert(name, labelled);
+        }
+    }
+
+    /// An object labelled as the topology injector was deleted, or lost the label.
+    pub fn injector_deleted(&mut self, name: &str) {
+        self.count(INJECTORS, 1);
+        if let Some((_, found)) = &mut self.injectors {
+            found.remove(name);
+        }
+    }
+
+    /// The API server refused to list or watch the labelled objects (403): none is found by
+    /// label, as for a run without that right.
+    pub fn injectors_refused(&mut self) {
+        self.generation += 1;
+        if let Some(injectors) = &mut self.injectors {
+            *injectors = (Sync::Refused, BTreeMap::new());
+        }
+    }
+
     /// Whether every watch knows what exists (a refused target kind counts: its targets are
     /// known to be `refused`): the exporter is ready.
     pub fn ready(&self) -> bool {
-        self.secrets_sync == Sync::Synced && self.targets.values().all(|(s, _)| *s != Sync::Pending)
+        self.secrets_sync == Sync::Synced
+            && self.targets.values().all(|(s, _)| *s != Sync::Pending)
+            && self
+                .injectors
+                .as_ref()
+                .is_none_or(|(s, _)| *s != Sync::Pending)
+    }
+
+    /// The object that stands for target `name` of `kind` when no object has that name, as a
+    /// run finds it: Envoy Gateway's topology injector by its label, if exactly one labelled
+    /// object calls a Service in its namespace.
+    fn stand_in(&self, kind: WebhookKind, name: &str) -> StandIn<'_> {
+        let (Some(namespace), Some((sync, found))) =
+            (topology_namespace(kind, name), &self.injectors)
+        else {
+            return StandIn::Found(None);
+        };
+        if *sync == Sync::Pending {
+            return StandIn::Pending;
+        }
+        let mut serving = found.values().filter(|l| l.namespaces.contains(namespace));
+        match (serving.next(), serving.next()) {
+            (Some(_), Some(_)) => StandIn::Several,
+            (one, None) => StandIn::Found(one.map(|l| &l.seen)),
+            (None, Some(_)) => unreachable!("an iterator yields in order"),
+        }
     }
 
     /// The Secrets as `check` would read them.
@@ -198,17 +285,24 @@ impl State {
             let state = match sync {
                 Sync::Pending => continue,
                 Sync::Refused => TargetState::Refused,
-                Sync::Synced => match found.get(&t.name) {
-                    None => TargetState::Absent,
-                    Some(seen) if seen.injected => TargetState::CertManager,
-                    Some(TargetSeen { bundles, .. }) => {
-                        let key = config.layout_of(&t.bundle_from).bundle;
-                        let bundle = observed
-                            .get(&t.bundle_from)
-                            .present()
-                            .and_then(|s| s.data.get(&key));
-                        TargetState::of_entries(bundles, bundle.map(Vec::as_slice))
-                    }
+                Sync::Synced => match found.get(&t.name).map_or_else(
+                    || self.stand_in(t.kind, &t.name),
+                    |seen| StandIn::Found(Some(seen)),
+                ) {
+                    StandIn::Pending => continue,
+                    StandIn::Several => TargetState::Ambiguous,
+                    StandIn::Found(found) => match found {
+                        None => TargetState::Absent,
+                        Some(seen) if seen.injected => TargetState::CertManager,
+                        Some(TargetSeen { bundles, .. }) => {
+                            let key = config.layout_of(&t.bundle_from).bundle;
+                            let bundle = observed
+                                .get(&t.bundle_from)
+                                .present()
+                                .and_then(|s| s.data.get(&key));
+                            TargetState::of_entries(bundles, bundle.map(Vec::as_slice))
+                        }
+                    },
                 },
             };
             out.push(CaBundleTarget {

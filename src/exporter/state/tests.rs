@@ -85,6 +85,8 @@ fn the_same_families_as_check_from_the_same_secrets() {
         injector.kind,
         vec![(injector.name.clone(), vec![bundle].into())],
     );
+    assert!(!state.ready(), "the labelled injectors are not listed yet");
+    state.injectors_listed(vec![]);
     assert!(state.ready());
     let from_state = state.families(&config, NOW, ApiRequests::default());
 
@@ -135,6 +137,7 @@ fn targets_follow_their_events_and_a_refusal() {
     assert!(!state.ready());
 
     state.targets_listed(t.kind, vec![]);
+    state.injectors_refused();
     let text = render(&state.families(&config, NOW, ApiRequests::default()));
     assert_eq!(status(&text), "absent");
     state.target_applied(t.kind, t.name.clone(), vec![b"old".to_vec()].into());
@@ -216,6 +219,7 @@ fn a_memoized_scrape_is_exactly_a_fresh_one_at_every_boundary_and_after_every_ch
     state.secrets_listed(secrets.clone());
     let injector = config.webhooks[0].clone();
     state.targets_listed(injector.kind, vec![]);
+    state.injectors_listed(vec![]);
     let fresh = |state: &State, at: OffsetDateTime| {
         render(&state.families(&config, at, ApiRequests::default()))
     };
@@ -250,4 +254,110 @@ fn a_memoized_scrape_is_exactly_a_fresh_one_at_every_boundary_and_after_every_ch
     let text = state.scrape(&config, NOW, ApiRequests::default(), &mut memo);
     assert_eq!(text, fresh(&state, NOW));
     assert_eq!(healthy(&text), Some(1.0));
+}
+
+/// The status line of the topology injector's target, and `certgen_check_healthy`.
+fn injector_status(config: &Config, state: &State) -> (String, Option<f64>) {
+    let text = render(&state.families(config, NOW, ApiRequests::default()));
+    let prefix = format!(
+        "certgen_cabundle_target_status{{namespace=\"{}\",target_kind=\"MutatingWebhookConfiguration\",target=\"{}\",secret=\"envoy-gateway\",status=\"",
+        config.namespace, config.webhooks[0].name
+    );
+    let on: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&prefix) && l.ends_with(" 1"))
+        .collect();
+    assert_eq!(on.len(), 1, "{text}");
+    let status = on[0][prefix.len()..].split('"').next().unwrap().to_string();
+    (status, value(&text, &healthy(config)))
+}
+
+/// An object labelled as the topology injector, calling Services in `namespaces`.
+fn labelled(namespaces: &[&str], bundle: &[u8]) -> Labelled {
+    Labelled {
+        namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
+        seen: vec![bundle.to_vec()].into(),
+    }
+}
+
+/// A Kustomize-renamed topology injector is found by its label, as a run finds it: one that
+/// calls a Service in the namespace stands in for it; one of another namespace does not;
+/// several make a run refuse, so the exporter says so and is not healthy.
+#[test]
+fn a_renamed_topology_injector_is_found_by_label_as_a_run_finds_it() {
+    let config = config();
+    let ns = config.namespace.clone();
+    let mut state = State::new(&config);
+    let secrets = listed(&config);
+    state.secrets_listed(secrets.clone());
+    let bundle = secrets
+        .iter()
+        .find(|s| s.name == "envoy-gateway")
+        .unwrap()
+        .data["ca.crt"]
+        .clone();
+    let kind = config.webhooks[0].kind;
+    state.targets_listed(kind, vec![]);
+    assert!(!state.ready(), "the labelled injectors are not listed yet");
+    let text = render(&state.families(&config, NOW, ApiRequests::default()));
+    assert!(!text.contains("certgen_cabundle_target_status"), "{text}");
+
+    state.injectors_listed(vec![("other".into(), labelled(&["elsewhere"], &bundle))]);
+    assert!(state.ready());
+    assert_eq!(injector_status(&config, &state).0, "absent");
+
+    state.injector_applied("dev-injector".into(), labelled(&[&ns], &bundle));
+    assert_eq!(
+        injector_status(&config, &state),
+        ("in_sync".into(), Some(1.0))
+    );
+    state.injector_applied("dev-injector".into(), labelled(&[&ns], b"old"));
+    assert_eq!(
+        injector_status(&config, &state),
+        ("drifted".into(), Some(0.0))
+    );
+
+    state.injector_applied("staging-injector".into(), labelled(&[&ns], &bundle));
+    assert_eq!(
+        injector_status(&config, &state),
+        ("ambiguous".into(), Some(0.0))
+    );
+
+    // The object under the chart's name, once it exists, is the target whatever is labelled.
+    state.target_applied(
+        kind,
+        config.webhooks[0].name.clone(),
+        vec![bundle.clone()].into(),
+    );
+    assert_eq!(
+        injector_status(&config, &state),
+        ("in_sync".into(), Some(1.0))
+    );
+    state.target_deleted(kind, &config.webhooks[0].name);
+
+    state.injector_deleted("staging-injector");
+    state.injector_applied("dev-injector".into(), labelled(&[&ns], &bundle));
+    assert_eq!(injector_status(&config, &state).0, "in_sync");
+    // Without the right to list them, none is found by label (as for a run): absent.
+    state.injectors_refused();
+    assert_eq!(injector_status(&config, &state).0, "absent");
+    assert!(state.ready());
+}
+
+/// A target the config names by another name is never looked for by label.
+#[test]
+fn only_the_charts_name_is_looked_for_by_label() {
+    let mut config = config();
+    config.name_topology_injector("my-injector").unwrap();
+    assert!(!looks_by_label(&config));
+    let mut state = State::new(&config);
+    state.secrets_listed(listed(&config));
+    state.targets_listed(config.webhooks[0].kind, vec![]);
+    assert!(state.ready());
+    state.injector_applied("dev-injector".into(), labelled(&[&config.namespace], b"x"));
+    let text = render(&state.families(&config, NOW, ApiRequests::default()));
+    assert!(
+        text.contains("target=\"my-injector\",secret=\"envoy-gateway\",status=\"absent\"} 1"),
+        "{text}"
+    );
 }

@@ -549,7 +549,9 @@ async fn a_dry_run_lists_each_planned_ca_bundle_write_and_restart() {
 /// `envoy-gateway-topology-injector.<namespace>` keeps the caBundle of the one labelled
 /// `app.kubernetes.io/component=topology-injector` whose webhook's Service is in its
 /// namespace, names it in the report, and leaves an injector of another namespace alone;
-/// `--topology-injector` names it explicitly; two candidates are an error naming both.
+/// `--topology-injector` names it explicitly; two candidates are an error naming both. `check`
+/// and the exporter find it as the run does (in step; with two candidates, `check` stops with
+/// the run's error and the exporter says `ambiguous`, not healthy).
 #[tokio::test]
 async fn the_topology_injector_is_found_by_its_label_when_kustomize_renamed_it() {
     let Some(c) = cluster().await else { return };
@@ -607,6 +609,42 @@ async fn the_topology_injector_is_found_by_its_label_when_kustomize_renamed_it()
         "another namespace's injector is left alone"
     );
 
+    // What operators read agrees: check, and the exporter's watches.
+    let target = |status: &str| {
+        format!(
+            "certgen_cabundle_target_status{{namespace=\"{ns}\",target_kind=\"MutatingWebhookConfiguration\",target=\"envoy-gateway-topology-injector.{ns}\",secret=\"envoy-gateway\",status=\"{status}\"}} 1",
+            ns = ns.name
+        )
+    };
+    let healthy = |v: u8| {
+        format!(
+            "certgen_check_healthy{{namespace=\"{}\",profile=\"envoy-gateway\"}} {v}",
+            ns.name
+        )
+    };
+    let check = || {
+        crate::util::Run::of(crate::util::certgen().args([
+            "check",
+            "--kubeconfig",
+            c.kubeconfig.to_str().unwrap(),
+            "-n",
+            &ns.name,
+            "--output",
+            "prometheus",
+        ]))
+    };
+    let checked = check();
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    assert!(
+        checked.stdout.contains(&target("in_sync")),
+        "{}",
+        checked.stdout
+    );
+    let exporter = super::exporter::Exporter::start_with(&c.kubeconfig, &ns.name, &[], &[]);
+    exporter.metrics_until("the renamed injector in step", |t| {
+        t.contains(&target("in_sync")) && t.contains(&healthy(1))
+    });
+
     // Named explicitly: that object, no search.
     let dry = c
         .certgen(&ns.name)
@@ -638,4 +676,15 @@ async fn the_topology_injector_is_found_by_its_label_when_kustomize_renamed_it()
         all.contains(&renamed) && all.contains(&second) && all.contains("--topology-injector"),
         "{all}"
     );
+    let checked = check();
+    assert_ne!(checked.code, 0, "{}", checked.stdout);
+    assert!(
+        checked.stderr.contains(&second) && checked.stderr.contains("--topology-injector"),
+        "{}",
+        checked.stderr
+    );
+    exporter.metrics_until("two candidates: ambiguous, not healthy", |t| {
+        t.contains(&target("ambiguous")) && t.contains(&healthy(0))
+    });
+    exporter.stop();
 }
