@@ -24,6 +24,20 @@ fn listed(config: &Config) -> Vec<StoredSecret> {
         .collect()
 }
 
+/// A state with the Secrets a run at `NOW` leaves listed, and the `envoy-gateway` bundle.
+fn with_secrets(config: &Config) -> (State, Vec<StoredSecret>, Vec<u8>) {
+    let mut state = State::new(config);
+    let secrets = listed(config);
+    state.secrets_listed(secrets.clone());
+    let bundle = secrets
+        .iter()
+        .find(|s| s.name == "envoy-gateway")
+        .unwrap()
+        .data["ca.crt"]
+        .clone();
+    (state, secrets, bundle)
+}
+
 fn value(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
@@ -70,16 +84,8 @@ fn time_dependent_values_are_computed_at_the_scrape_not_at_the_event() {
 #[test]
 fn the_same_families_as_check_from_the_same_secrets() {
     let config = config();
-    let mut state = State::new(&config);
-    let secrets = listed(&config);
-    state.secrets_listed(secrets.clone());
+    let (mut state, _, bundle) = with_secrets(&config);
     // Targets listed: the injector is present and in step.
-    let bundle = secrets
-        .iter()
-        .find(|s| s.name == "envoy-gateway")
-        .unwrap()
-        .data["ca.crt"]
-        .clone();
     let injector = config.webhooks[0].clone();
     state.targets_listed(
         injector.kind,
@@ -287,15 +293,7 @@ fn labelled(namespaces: &[&str], bundle: &[u8]) -> Labelled {
 fn a_renamed_topology_injector_is_found_by_label_as_a_run_finds_it() {
     let config = config();
     let ns = config.namespace.clone();
-    let mut state = State::new(&config);
-    let secrets = listed(&config);
-    state.secrets_listed(secrets.clone());
-    let bundle = secrets
-        .iter()
-        .find(|s| s.name == "envoy-gateway")
-        .unwrap()
-        .data["ca.crt"]
-        .clone();
+    let (mut state, _, bundle) = with_secrets(&config);
     let kind = config.webhooks[0].kind;
     state.targets_listed(kind, vec![]);
     assert!(!state.ready(), "the labelled injectors are not listed yet");
