@@ -105,6 +105,13 @@ machine_header() {
   if [[ -n $(git -C "$root" status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null) ]]; then
     rev="$rev + uncommitted changes in src/"
   fi
+  # The tree is where the bench runs, not necessarily what the binary was built from: say so
+  # when the binary predates the last commit that changed the sources.
+  local changed
+  changed=$(git -C "$root" log -1 --format=%ct -- src Cargo.toml Cargo.lock 2>/dev/null || echo 0)
+  if [[ -n $changed && $(date -r "$certgen" +%s) -lt $changed ]]; then
+    rev="$rev; the binary is older than the tree's last source change, so it may be built from an earlier tree"
+  fi
   echo "machine: $(nproc) cores, ${cpu:-unknown CPU}, $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM"
   echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "certgen: $certgen (built $built; tree at $rev)"
