@@ -239,9 +239,16 @@ impl Reached<'_> {
             self.name,
             summary(&pods)
         );
-        // A pod that only its timer covered makes the gate the timer's.
+        // A pod that only its timer covered makes the gate the timer's; one that probes of
+        // the pods themselves opened for every pod (gone ones aside), the probes'.
         let by = if pods.iter().any(|p| p.opened_by == "timer") {
             "timer"
+        } else if pods.iter().any(|p| p.opened_by == "probe")
+            && pods
+                .iter()
+                .all(|p| p.opened_by == "probe" || p.opened_by == "gone")
+        {
+            "probe"
         } else {
             "evidence"
         };
