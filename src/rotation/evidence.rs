@@ -52,9 +52,12 @@
 //! consumer mounts has passed its timer (whoever holds it cannot be observed). A pod
 //! that could not be poked (403, an API error, recreated under the same name), a terminating
 //! pod (its kubelet no longer syncs its volumes) and an old pod of a restart-only consumer
-//! prove nothing: they keep the timer, or open the gate by going away. Probes
-//! (`consumers.rs`) and rollouts remain evidence as before. Every pod's line in the report
-//! says what opened the gate for it.
+//! prove nothing: they keep the timer, or open the gate by going away. A pod is also covered,
+//! for one Secret, by a probe of its own endpoint (its EndpointSlice's `targetRef`) that
+//! started after that Secret's write and passed ([`PodProbe`]; dialed by `probes.rs`): a probe
+//! proves what the pod it reached holds, for the Secret it names, and nothing about any other
+//! pod or Secret; a kubelet seen not live still holds its pods. Rollouts remain evidence as
+//! before. Every pod's line in the report says what opened the gate for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

@@ -35,8 +35,8 @@ enum Check {
         identity: ClientIdentity,
         roots: Vec<Cert>,
     },
-    /// Any other gate: the server presents exactly the leaf now stored in the Secret the
-    /// probe names, its chain verified against the active CA.
+    /// Any other gate (before a CA leaves the bundles): the server presents exactly the leaf
+    /// now stored in the Secret the probe names, its chain verified against the active CA.
     Leaf {
         identity: ClientIdentity,
         issuer: Box<Cert>,
@@ -60,6 +60,9 @@ impl Check {
                     roots,
                 })
             }
+            // Every other gate comes before a CA leaves the bundles: what matters is that no
+            // pod presents a leaf that CA signed, and one that serves the stored leaf, from the
+            // active CA, does not.
             _ => {
                 let signer = outcome.signer.as_ref()?;
                 Some(Self::Leaf {

@@ -226,9 +226,20 @@ async fn where_pods_can_be_observed_a_probe_opens_no_gate_a_pod_outside_the_cons
 /// `(address, pod)`, its `targetRef` that pod (name and UID), as the EndpointSlice controller
 /// writes them.
 async fn pod_endpoints(c: &Cluster, ns: &str, endpoints: &[(String, &Pod)]) {
+    pod_service(c, ns, ("envoy-gateway", 18000), endpoints).await;
+}
+
+/// Service `name` on `port` with one EndpointSlice: an endpoint per `(address, pod)`, its
+/// `targetRef` that pod (name and UID).
+pub(super) async fn pod_service(
+    c: &Cluster,
+    ns: &str,
+    (name, port): (&str, u16),
+    endpoints: &[(String, &Pod)],
+) {
     let svc: Service = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-gateway"},
-        "spec": {"ports": [{"name": "grpc", "port": 18000, "protocol": "TCP"}]}
+        "metadata": {"name": name},
+        "spec": {"ports": [{"name": "grpc", "port": port, "protocol": "TCP"}]}
     }))
     .unwrap();
     Api::<Service>::namespaced(c.client.clone(), ns)
@@ -246,10 +257,10 @@ async fn pod_endpoints(c: &Cluster, ns: &str, endpoints: &[(String, &Pod)]) {
         })
         .collect();
     let slice: EndpointSlice = serde_json::from_value(json!({
-        "metadata": {"name": "envoy-gateway-1", "labels": {"kubernetes.io/service-name": "envoy-gateway"}},
+        "metadata": {"name": format!("{name}-1"), "labels": {"kubernetes.io/service-name": name}},
         "addressType": "IPv4",
         "endpoints": eps,
-        "ports": [{"name": "grpc", "port": 18000, "protocol": "TCP"}]
+        "ports": [{"name": "grpc", "port": port, "protocol": "TCP"}]
     }))
     .unwrap();
     Api::<EndpointSlice>::namespaced(c.client.clone(), ns)
