@@ -107,3 +107,35 @@ fn pod_of(r: &k8s_openapi::api::core::v1::ObjectReference, namespace: &str) -> O
         uid: r.uid.clone().filter(|u| !u.is_empty()),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    use super::*;
+
+    fn target(kind: &str, namespace: Option<&str>, name: &str) -> ObjectReference {
+        ObjectReference {
+            kind: Some(kind.into()),
+            namespace: namespace.map(Into::into),
+            name: Some(name.into()),
+            uid: Some("u1".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[test]
+    fn only_a_pod_of_the_services_namespace_is_an_endpoints_pod() {
+        assert_eq!(
+            pod_of(&target("Pod", Some("ns"), "gw-1"), "ns"),
+            Some(EndpointPod {
+                name: "gw-1".into(),
+                uid: Some("u1".into())
+            })
+        );
+        assert!(pod_of(&target("Pod", None, "gw-1"), "ns").is_some());
+        assert_eq!(pod_of(&target("Pod", Some("other"), "gw-1"), "ns"), None);
+        assert_eq!(pod_of(&target("Node", Some("ns"), "gw-1"), "ns"), None);
+        assert_eq!(pod_of(&target("Pod", Some("ns"), ""), "ns"), None);
+    }
+}

@@ -334,6 +334,9 @@ pub struct Evidence {
     /// pod name): for the report lines of the pods probes did not open.
     probing: bool,
     probe_failed: BTreeMap<String, String>,
+    /// Consumers whose Service's endpoints could not be read at the gate under way (absent,
+    /// refused): not asked again until the next gate.
+    pub(super) unprobeable: BTreeSet<String>,
 }
 
 /// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
@@ -1037,6 +1040,7 @@ impl Evidence {
         self.held.clear();
         self.probing = false;
         self.probe_failed.clear();
+        self.unprobeable.clear();
         let gate = std::mem::take(&mut self.tally.0);
         self.tally.1.add(&gate);
     }

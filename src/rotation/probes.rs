@@ -85,8 +85,9 @@ struct Target {
 
 /// Probes, once each, the ready endpoints of every hot-reloading consumer's Service whose pod
 /// (listed in `pods`, same UID when the endpoint gives one) mounts the Secret the probe names
-/// and still waits for it; records the results in `ev`. Endpoints that cannot be read are
-/// skipped (said at debug level): the pods keep their other evidence.
+/// and still waits for it; records the results in `ev`. A Service whose endpoints cannot be
+/// read (absent, refused) is not asked again at this gate (said at debug level): its pods keep
+/// their other evidence.
 pub async fn round(
     config: &Config,
     endpoints: &dyn Endpoints,
@@ -109,13 +110,16 @@ pub async fn round(
     };
     let mut targets = Vec::new();
     for (consumer, p, service) in hot {
-        if !pods.iter().any(|pod| ev.probe_wanted(pod, &p.secret)) {
+        if ev.unprobeable.contains(&consumer.name)
+            || !pods.iter().any(|pod| ev.probe_wanted(pod, &p.secret))
+        {
             continue;
         }
         let ready = match endpoints.ready(service, p.port).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::debug!(consumer = %consumer.name, "no per-pod probes: {e}");
+                tracing::debug!(consumer = %consumer.name, "no per-pod probes at this gate: {e}");
+                ev.unprobeable.insert(consumer.name.clone());
                 continue;
             }
         };
