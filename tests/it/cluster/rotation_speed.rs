@@ -19,7 +19,9 @@
 //! peer has loaded the result, and the run's API requests. The table goes to stderr and to
 //! `target/tmp/rotation-speed.txt`.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -30,7 +32,7 @@ use super::real_node::{
     Peer, Tally, converged, converged_to, free_ports, now_ms, peer_deployment, read_events,
     real_namespace, real_node,
 };
-use super::{cluster, rolled_out};
+use super::{Cluster, cluster, rolled_out};
 
 /// Failed TLS handshakes between the peers: each one is counted by its dialer, which reads a
 /// byte after the handshake (so a client certificate the server refused fails there too). The
@@ -47,6 +49,122 @@ struct Row {
     tally: Tally,
     requests: u64,
     code: i32,
+}
+
+/// Where the rotations of one table run: the namespace, its peers' results directory and
+/// what "every peer loaded the result" means there (each `app` label's Secret, and how many
+/// pods), and the probes' dial overrides.
+struct Bench<'a> {
+    c: &'a Cluster,
+    ns: &'a str,
+    results: &'a Path,
+    apps: &'a [(&'a str, &'a str)],
+    pods: usize,
+    dials: &'a str,
+}
+
+/// One rotation: certgen with `args` and the default `--propagation-delay` (2m), as a user
+/// would run it, timed end to end; then the peers' handshakes from its start until every peer
+/// has loaded the result (plus 3 s), and what opened each gate (for the gate, and per pod).
+async fn rotation(b: &Bench<'_>, name: &'static str, args: &[&str]) -> Row {
+    let from = now_ms();
+    let started = Instant::now();
+    let r =
+        b.c.certgen(b.ns)
+            .propagation_delay("2m")
+            .args(args)
+            .env("CERTGEN_TEST_DIAL_OVERRIDE", b.dials)
+            .args(["--timeout", "10m"])
+            .run_async()
+            .await;
+    let total = started.elapsed().as_secs_f64();
+    let report: Value = serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("{name}: bad report ({e}): {}\n{}", r.stdout, r.stderr));
+    let within = Duration::from_secs(300);
+    let to = converged_to(b.c, b.ns, b.results, b.apps, b.pods, within).await + 3000;
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    let tally = Tally::of(&read_events(b.results), from, to);
+    let gates = report["gates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            let mut by: BTreeMap<String, usize> = BTreeMap::new();
+            for p in g["pods"].as_array().cloned().unwrap_or_default() {
+                *by.entry(p["openedBy"].as_str().unwrap_or_default().to_string())
+                    .or_default() += 1;
+            }
+            let pods: Vec<String> = by.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            let opened = g["openedBy"].as_str().unwrap_or_default();
+            (
+                if pods.is_empty() {
+                    opened.to_string()
+                } else {
+                    format!("{opened}: {}", pods.join(", "))
+                },
+                g["seconds"].as_f64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    eprintln!("{name}: exit {} in {total:.1} s\n{}", r.code, r.stderr);
+    Row {
+        name,
+        total,
+        gates,
+        tally,
+        requests: report["apiRequests"]["total"].as_u64().unwrap_or_default(),
+        code: r.code,
+    }
+}
+
+/// The table of `rows` (with the seconds spent outside the gates when `steps`), after the
+/// node's settings.
+fn table(settings: &str, rows: &[Row], steps: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "real node: {}", settings.trim().replace('\n', "; "));
+    let _ = writeln!(
+        out,
+        "| rotation | exit |{} gate 1 | gate 2 | end to end | handshakes ok | failed (TLS) | failed (reset) | refused by servers (TLS; certgen's probes included) | API requests |",
+        if steps {
+            " steps (writes, restarts, rollouts) |"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        out,
+        "| --- | --- |{} --- | --- | --- | --- | --- | --- | --- | --- |",
+        if steps { " --- |" } else { "" }
+    );
+    for r in rows {
+        let gate = |i: usize| {
+            r.gates
+                .get(i)
+                .map_or("–".to_string(), |(by, s)| format!("{s:.1} s ({by})"))
+        };
+        let in_gates: f64 = r.gates.iter().map(|(_, s)| s).sum();
+        let _ = writeln!(
+            out,
+            "| {} | {} |{} {} | {} | **{:.1} s** | {} | **{}** | {} | {} | {} |",
+            r.name,
+            r.code,
+            if steps {
+                format!(" {:.1} s |", r.total - in_gates)
+            } else {
+                String::new()
+            },
+            gate(0),
+            gate(1),
+            r.total,
+            r.tally.ok,
+            failed_tls(&r.tally),
+            r.tally.of_kind("io"),
+            r.tally.of_role_kind("server", "tls"),
+            r.requests
+        );
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -164,84 +282,23 @@ async fn rotation_speed_timer_against_pokes_on_the_real_node() {
             &["--overwrite", "--strategy", "immediate", "--wait"],
         ),
     ];
+    let bench = Bench {
+        c: &c,
+        ns: &ns.name,
+        results: &results,
+        apps: &[
+            ("envoy-gateway", "envoy-gateway"),
+            ("envoy-proxy", "envoy"),
+            ("envoy-ratelimit", "envoy-rate-limit"),
+        ],
+        pods: 4,
+        dials: &format!("192.0.2.10:18000={gw}"),
+    };
     let mut rows = Vec::new();
     for (name, flags) in variants {
-        let from = now_ms();
-        let started = Instant::now();
-        // The default --propagation-delay (2m), as a user would run it.
-        let r = c
-            .certgen(&ns.name)
-            .propagation_delay("2m")
-            .args(flags)
-            .env(
-                "CERTGEN_TEST_DIAL_OVERRIDE",
-                format!("192.0.2.10:18000={gw}"),
-            )
-            .args(["--timeout", "10m"])
-            .run_async()
-            .await;
-        let total = started.elapsed().as_secs_f64();
-        let report: Value = serde_json::from_str(&r.stdout)
-            .unwrap_or_else(|e| panic!("{name}: bad report ({e}): {}\n{}", r.stdout, r.stderr));
-        let to = converged(&c, &ns.name, &results, Duration::from_secs(300)).await + 3000;
-        tokio::time::sleep(Duration::from_millis(3000)).await;
-        let tally = Tally::of(&read_events(&results), from, to);
-        let gates = report["gates"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|g| {
-                (
-                    g["openedBy"].as_str().unwrap_or_default().to_string(),
-                    g["seconds"].as_f64().unwrap_or_default(),
-                )
-            })
-            .collect();
-        eprintln!("{name}: exit {} in {total:.1} s\n{}", r.code, r.stderr);
-        rows.push(Row {
-            name,
-            total,
-            gates,
-            tally,
-            requests: report["apiRequests"]["total"].as_u64().unwrap_or_default(),
-            code: r.code,
-        });
+        rows.push(rotation(&bench, name, flags).await);
     }
-
-    let mut out = String::new();
-    let _ = writeln!(out, "real node: {}", settings.trim().replace('\n', "; "));
-    let _ = writeln!(
-        out,
-        "| rotation | exit | steps (writes, restarts, rollouts) | gate 1 | gate 2 | end to end | handshakes ok | failed (TLS) | failed (reset) | refused by servers (TLS; certgen's probes included) | API requests |"
-    );
-    let _ = writeln!(
-        out,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    );
-    for r in &rows {
-        let gate = |i: usize| {
-            r.gates
-                .get(i)
-                .map_or("–".to_string(), |(by, s)| format!("{s:.1} s ({by})"))
-        };
-        let in_gates: f64 = r.gates.iter().map(|(_, s)| s).sum();
-        let _ = writeln!(
-            out,
-            "| {} | {} | {:.1} s | {} | {} | **{:.1} s** | {} | **{}** | {} | {} | {} |",
-            r.name,
-            r.code,
-            r.total - in_gates,
-            gate(0),
-            gate(1),
-            r.total,
-            r.tally.ok,
-            failed_tls(&r.tally),
-            r.tally.of_kind("io"),
-            r.tally.of_role_kind("server", "tls"),
-            r.requests
-        );
-    }
+    let mut out = table(&settings, &rows, true);
     let (timer, poke, probed, immediate) = (&rows[0], &rows[1], &rows[2], &rows[3]);
     let ratio = timer.total / poke.total;
     let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
@@ -434,91 +491,21 @@ async fn rotation_speed_where_every_pod_is_a_probed_server() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(5);
+    let config_arg = config_path.to_str().unwrap().to_string();
+    let bench = Bench {
+        c: &c,
+        ns: &ns.name,
+        results: &results,
+        apps: &apps,
+        pods: 3,
+        dials: &dials,
+    };
     let mut rows = Vec::new();
     for _ in 0..rounds {
-        let from = now_ms();
-        let started = Instant::now();
-        let r = c
-            .certgen(&ns.name)
-            .propagation_delay("2m")
-            .args(["--overwrite", "--wait", "--config"])
-            .arg(&config_path)
-            .env("CERTGEN_TEST_DIAL_OVERRIDE", &dials)
-            .args(["--timeout", "10m"])
-            .run_async()
-            .await;
-        let total = started.elapsed().as_secs_f64();
-        let report: Value = serde_json::from_str(&r.stdout)
-            .unwrap_or_else(|e| panic!("bad report ({e}): {}\n{}", r.stdout, r.stderr));
-        let to =
-            converged_to(&c, &ns.name, &results, &apps, 3, Duration::from_secs(300)).await + 3000;
-        tokio::time::sleep(Duration::from_millis(3000)).await;
-        let tally = Tally::of(&read_events(&results), from, to);
-        let gates: Vec<(String, f64)> = report["gates"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .map(|g| {
-                let pods: Vec<String> = g["pods"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|p| p["openedBy"].as_str().unwrap_or_default().to_string())
-                    .collect();
-                (
-                    format!(
-                        "{}; pods: {}",
-                        g["openedBy"].as_str().unwrap_or_default(),
-                        pods.join(", ")
-                    ),
-                    g["seconds"].as_f64().unwrap_or_default(),
-                )
-            })
-            .collect();
-        eprintln!("exit {} in {total:.1} s\n{}", r.code, r.stderr);
-        rows.push(Row {
-            name: "staged, every pod probed",
-            total,
-            gates,
-            tally,
-            requests: report["apiRequests"]["total"].as_u64().unwrap_or_default(),
-            code: r.code,
-        });
+        let args = ["--overwrite", "--wait", "--config", config_arg.as_str()];
+        rows.push(rotation(&bench, "staged, every pod probed", &args).await);
     }
-
-    let mut out = String::new();
-    let _ = writeln!(out, "real node: {}", settings.trim().replace('\n', "; "));
-    let _ = writeln!(
-        out,
-        "| rotation | exit | gate 1 | gate 2 | end to end | handshakes ok | failed (TLS) | failed (reset) | refused by servers (TLS; certgen's probes included) | API requests |"
-    );
-    let _ = writeln!(
-        out,
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-    );
-    for r in &rows {
-        let gate = |i: usize| {
-            r.gates
-                .get(i)
-                .map_or("–".to_string(), |(by, s)| format!("{s:.1} s ({by})"))
-        };
-        let _ = writeln!(
-            out,
-            "| {} | {} | {} | {} | **{:.1} s** | {} | **{}** | {} | {} | {} |",
-            r.name,
-            r.code,
-            gate(0),
-            gate(1),
-            r.total,
-            r.tally.ok,
-            failed_tls(&r.tally),
-            r.tally.of_kind("io"),
-            r.tally.of_role_kind("server", "tls"),
-            r.requests
-        );
-    }
+    let mut out = table(&settings, &rows, false);
     let mut totals: Vec<f64> = rows.iter().map(|r| r.total).collect();
     totals.sort_by(f64::total_cmp);
     let failed: u64 = rows.iter().map(|r| failed_tls(&r.tally)).sum();
