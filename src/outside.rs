@@ -276,14 +276,33 @@ pub enum EndpointsError {
     Missing(String),
 }
 
+/// The pod a Service endpoint belongs to (its EndpointSlice's `targetRef`, kind Pod, in the
+/// Service's namespace).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPod {
+    pub name: String,
+    /// The pod's UID, when the `targetRef` gives it.
+    pub uid: Option<String>,
+}
+
+/// One ready endpoint behind a Service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadyEndpoint {
+    /// `ip:port`, as dialed.
+    pub address: String,
+    /// The pod behind it; `None` when its slice names none (no `targetRef`, or not a pod of
+    /// this namespace): a probe of it then proves nothing about any pod.
+    pub pod: Option<EndpointPod>,
+}
+
 /// The namespace's Services: where `--probe` dials.
 pub trait Endpoints: Send + Sync {
-    /// The ready endpoints (`ip:port`) behind a Service's port.
+    /// The ready endpoints behind a Service's port, each with the pod it belongs to.
     fn ready<'a>(
         &'a self,
         service: &'a str,
         port: u16,
-    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>>;
+    ) -> BoxFuture<'a, Result<Vec<ReadyEndpoint>, EndpointsError>>;
 }
 
 /// The run lock's Lease as read (or as a write left it).

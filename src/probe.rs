@@ -248,6 +248,31 @@ pub async fn dial(
     }
 }
 
+/// One attempt: whether `endpoint` completes a handshake (its chain verified against `roots`,
+/// presenting `client`) and presents exactly the leaf `expected`; else why not.
+pub async fn serves(
+    endpoint: &str,
+    server_name: &str,
+    roots: &[Cert],
+    expected: &Expected,
+    client: &ClientIdentity,
+    timeout: Duration,
+) -> Result<(), String> {
+    let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
+    let now = OffsetDateTime::now_utc();
+    match dial(&dial_addr, server_name, roots, client, timeout).await {
+        Dial::Verified(chain) => match verdict(&chain, expected, now) {
+            Verdict::Ok => Ok(()),
+            Verdict::Fail(why) => Err(why),
+        },
+        // Verification refused it; explain with what the server presented, if anything.
+        Dial::Failed(why, chain) => Err(match verdict(&chain, expected, now) {
+            Verdict::Fail(explained) if !chain.is_empty() => format!("{explained} ({why})"),
+            _ => why,
+        }),
+    }
+}
+
 /// Probes one endpoint until it passes or the deadline comes, backing off between attempts.
 pub async fn probe_until(
     endpoint: &str,
@@ -257,37 +282,29 @@ pub async fn probe_until(
     client: &ClientIdentity,
     deadline: Instant,
 ) -> EndpointResult {
-    let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
     let mut backoff = Duration::from_millis(200);
     let mut attempts = 0;
     loop {
         attempts += 1;
-        let now = OffsetDateTime::now_utc();
-        let detail = match dial(
-            &dial_addr,
+        let detail = match serves(
+            endpoint,
             server_name,
             roots,
+            expected,
             client,
             Duration::from_secs(5),
         )
         .await
         {
-            Dial::Verified(chain) => match verdict(&chain, expected, now) {
-                Verdict::Ok => {
-                    return EndpointResult {
-                        endpoint: endpoint.into(),
-                        ok: true,
-                        detail: format!("serves the certificate in Secret {}", expected.secret),
-                        attempts,
-                    };
-                }
-                Verdict::Fail(why) => why,
-            },
-            // Verification refused it; explain with what the server presented, if anything.
-            Dial::Failed(why, chain) => match verdict(&chain, expected, now) {
-                Verdict::Fail(explained) if !chain.is_empty() => format!("{explained} ({why})"),
-                _ => why,
-            },
+            Ok(()) => {
+                return EndpointResult {
+                    endpoint: endpoint.into(),
+                    ok: true,
+                    detail: format!("serves the certificate in Secret {}", expected.secret),
+                    attempts,
+                };
+            }
+            Err(why) => why,
         };
         tracing::debug!(endpoint, attempts, "probe failed: {detail}");
         if Instant::now() + backoff >= deadline {

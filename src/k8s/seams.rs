@@ -12,7 +12,8 @@ use super::{Pods, ServiceEndpoints, WebhookStore, service_endpoints};
 use crate::config::WebhookKind;
 use crate::outside::{
     CaBundleTargets, Endpoints, EndpointsError, Kind, KubeletLease, PodView, PodsApi, PokeAnswer,
-    RolloutProgress, TargetFields, TargetObserved, TargetRead, WorkloadView, Workloads,
+    ReadyEndpoint, RolloutProgress, TargetFields, TargetObserved, TargetRead, WorkloadView,
+    Workloads,
 };
 use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
@@ -126,7 +127,7 @@ impl Endpoints for ServiceEndpoints {
         &'a self,
         service: &'a str,
         port: u16,
-    ) -> BoxFuture<'a, Result<Vec<String>, EndpointsError>> {
+    ) -> BoxFuture<'a, Result<Vec<ReadyEndpoint>, EndpointsError>> {
         service_endpoints(&self.client, &self.namespace, service, port).boxed()
     }
 }

@@ -458,21 +458,23 @@ async fn probe_all(
             continue;
         };
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => match client.ready(service, p.port).await {
-                Ok(e) => e,
-                Err(EndpointsError::Api(e)) => {
-                    report.note = Some(e.to_string());
-                    problems.refused.get_or_insert(e);
-                    continue;
+            (Some(client), Some(service)) => {
+                match client.ready(service, p.port).await.map(addresses) {
+                    Ok(e) => e,
+                    Err(EndpointsError::Api(e)) => {
+                        report.note = Some(e.to_string());
+                        problems.refused.get_or_insert(e);
+                        continue;
+                    }
+                    Err(EndpointsError::Missing(e)) => {
+                        problems
+                            .failed
+                            .push(format!("consumer {}: {e}", consumer.name));
+                        report.note = Some(e);
+                        continue;
+                    }
                 }
-                Err(EndpointsError::Missing(e)) => {
-                    problems
-                        .failed
-                        .push(format!("consumer {}: {e}", consumer.name));
-                    report.note = Some(e);
-                    continue;
-                }
-            },
+            }
             _ => p.addresses.clone(),
         };
         if endpoints.is_empty() {
@@ -506,6 +508,11 @@ async fn probe_all(
     Ok(())
 }
 
+/// The addresses of a Service's ready endpoints, to dial.
+fn addresses(endpoints: Vec<crate::outside::ReadyEndpoint>) -> Vec<String> {
+    endpoints.into_iter().map(|e| e.address).collect()
+}
+
 /// Whether every hot-reloading consumer has a probe (and there is one): then probes alone can
 /// open a gate.
 pub fn all_hot_probed(config: &Config) -> bool {
@@ -537,10 +544,12 @@ pub async fn leaves_confirmed(
             return false;
         };
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => match client.ready(service, p.port).await {
-                Ok(e) if !e.is_empty() => e,
-                _ => return false,
-            },
+            (Some(client), Some(service)) => {
+                match client.ready(service, p.port).await.map(addresses) {
+                    Ok(e) if !e.is_empty() => e,
+                    _ => return false,
+                }
+            }
             _ => p.addresses.clone(),
         };
         let expected = Expected {
@@ -593,10 +602,12 @@ pub async fn trust_confirmed(
     for consumer in hot {
         let p = consumer.probe.as_ref().expect("checked above");
         let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => match client.ready(service, p.port).await {
-                Ok(e) if !e.is_empty() => e,
-                _ => return false,
-            },
+            (Some(client), Some(service)) => {
+                match client.ready(service, p.port).await.map(addresses) {
+                    Ok(e) if !e.is_empty() => e,
+                    _ => return false,
+                }
+            }
             _ => p.addresses.clone(),
         };
         for endpoint in endpoints {

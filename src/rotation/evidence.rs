@@ -52,9 +52,12 @@
 //! consumer mounts has passed its timer (whoever holds it cannot be observed). A pod
 //! that could not be poked (403, an API error, recreated under the same name), a terminating
 //! pod (its kubelet no longer syncs its volumes) and an old pod of a restart-only consumer
-//! prove nothing: they keep the timer, or open the gate by going away. Probes
-//! (`consumers.rs`) and rollouts remain evidence as before. Every pod's line in the report
-//! says what opened the gate for it.
+//! prove nothing: they keep the timer, or open the gate by going away. A pod is also covered,
+//! for one Secret, by a probe of its own endpoint (its EndpointSlice's `targetRef`) that
+//! started after that Secret's write and passed ([`PodProbe`]; dialed by `probes.rs`): a probe
+//! proves what the pod it reached holds, for the Secret it names, and nothing about any other
+//! pod or Secret; a kubelet seen not live still holds its pods. Rollouts remain evidence as
+//! before. Every pod's line in the report says what opened the gate for it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -63,7 +66,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::config::{Config, Kind, Reload};
-use crate::outside::{KubeletLease, PodView, PokeAnswer};
+use crate::outside::{EndpointPod, KubeletLease, PodView, PokeAnswer};
 use crate::report::{GatePod, PodReport, Pokes};
 use crate::rotation::step::Outcome;
 
@@ -220,6 +223,7 @@ pub enum Opened {
     Gone,
     Restarted,
     Created,
+    Probe,
     Poke,
     Timer,
 }
@@ -231,6 +235,7 @@ impl Opened {
             Self::Gone => "gone",
             Self::Restarted => "restarted",
             Self::Created => "created after the write",
+            Self::Probe => "probe",
             Self::Poke => "poke plus live kubelet",
             Self::Timer => "timer",
         }
@@ -322,6 +327,35 @@ pub struct Evidence {
     other_unseen: Option<(OffsetDateTime, String)>,
     /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
     digests: BTreeMap<String, String>,
+    /// Per-pod probes that passed, by (pod name, the Secret the probe names): the pod's UID as
+    /// the endpoint's `targetRef` gave it, and when each attempt started (monotonic).
+    proven: BTreeMap<(String, String), Vec<Passed>>,
+    /// Whether the gate under way probed pods, and why a pod's latest probe did not pass (by
+    /// pod name): for the report lines of the pods probes did not open.
+    probing: bool,
+    probe_failed: BTreeMap<String, String>,
+    /// Consumers whose Service's endpoints could not be read at the gate under way (absent,
+    /// refused): not asked again until the next gate.
+    pub(super) unprobeable: BTreeSet<String>,
+}
+
+/// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
+/// attempt started (monotonic).
+type Passed = (Option<String>, Instant);
+
+/// A per-pod probe at a gate, as the rule judges it (the driver that dials is `probes.rs`): a
+/// probe of one ready endpoint of a hot-reloading consumer's Service, the pod its EndpointSlice
+/// names, and whether it passed. It proves only the Secret it names, for that pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodProbe {
+    /// The pod behind the endpoint (its `targetRef`).
+    pub pod: EndpointPod,
+    /// The Secret the consumer's probe names.
+    pub secret: String,
+    /// When the attempt started (monotonic): it proves nothing about a write made after.
+    pub started: Instant,
+    /// `Ok` when it passed; else why not.
+    pub result: Result<(), String>,
 }
 
 /// What pokes cost: how many landed, the time spent sending them, 429s and failures.
@@ -500,7 +534,7 @@ impl Evidence {
     fn stand_for(
         &self,
         pod: &PodView,
-        w: Written,
+        (secret, w): (&str, Written),
         now: OffsetDateTime,
         mono: Instant,
         delay: Duration,
@@ -521,6 +555,10 @@ impl Evidence {
         let from = |t: OffsetDateTime| crate::timefmt::at_second(t);
         if now >= timer {
             return Stand::Covered(Opened::Timer);
+        }
+        // The pod itself, reached through its endpoint after the write, showed it holds it.
+        if self.proven_since(pod, secret, w) {
+            return Stand::Covered(Opened::Probe);
         }
         let created_after = pod.created.is_some_and(|c| c >= eff_by);
         if self.restarted_for_stored(pod) && (!behind || created_after) {
@@ -598,8 +636,8 @@ impl Evidence {
         let tracked = self.tracked.contains_key(&pod.uid);
         pod.secrets
             .iter()
-            .filter_map(|s| self.writes.get(s))
-            .map(|w| self.stand_for(pod, *w, now, mono, delay))
+            .filter_map(|s| Some((s.as_str(), *self.writes.get(s)?)))
+            .map(|w| self.stand_for(pod, w, now, mono, delay))
             .filter(|s| tracked || *s != Stand::Covered(Opened::Timer))
             .reduce(Stand::worst)
     }
@@ -675,11 +713,13 @@ impl Evidence {
             .filter(|p| {
                 p.secrets
                     .iter()
-                    .filter_map(|s| self.writes.get(s))
-                    .any(|w| {
+                    .filter_map(|s| Some((s.as_str(), self.writes.get(s)?)))
+                    .any(|(s, w)| {
                         let (eff_at, _, _) = self.as_seen(p, *w, delay);
-                        let open =
-                            matches!(self.stand_for(p, *w, now, mono, delay), Stand::Covered(_));
+                        let open = matches!(
+                            self.stand_for(p, (s, *w), now, mono, delay),
+                            Stand::Covered(_)
+                        );
                         !open
                             && mono >= eff_at
                             && self
@@ -792,7 +832,11 @@ impl Evidence {
                     name: p.name.clone(),
                     node: p.node.clone(),
                     opened_by: by.name().into(),
-                    detail: self.held.get(&p.name).map(|(_, w)| w.clone()),
+                    detail: self
+                        .held
+                        .get(&p.name)
+                        .map(|(_, w)| w.clone())
+                        .or_else(|| self.not_probed(p, by)),
                 }),
                 Stand::Until(at, why) => {
                     soon(at, &mut recheck);
@@ -923,11 +967,80 @@ impl Evidence {
             .collect()
     }
 
+    /// Whether a probe of `pod` for `secret` could still prove something: the Secret was
+    /// written and no passing probe of this pod started after that write.
+    pub fn probe_wanted(&self, pod: &PodView, secret: &str) -> bool {
+        self.writes
+            .get(secret)
+            .is_some_and(|w| !self.proven_since(pod, secret, *w))
+    }
+
+    /// Records the per-pod probes of one round at the gate under way.
+    pub fn probed(&mut self, probes: Vec<PodProbe>) {
+        self.probing = true;
+        for p in probes {
+            match p.result {
+                Ok(()) => {
+                    self.probe_failed.remove(&p.pod.name);
+                    self.proven
+                        .entry((p.pod.name, p.secret))
+                        .or_default()
+                        .push((p.pod.uid, p.started));
+                }
+                Err(why) => {
+                    self.probe_failed.insert(p.pod.name, why);
+                }
+            }
+        }
+    }
+
+    /// Whether a probe of `pod`'s own endpoint for `secret` passed, started after the write
+    /// `w` (a probe of another pod, of another Secret, or from before the write proves nothing;
+    /// an endpoint whose UID is not the pod's was another pod of that name).
+    fn proven_since(&self, pod: &PodView, secret: &str, w: Written) -> bool {
+        self.proven
+            .get(&(pod.name.clone(), secret.to_string()))
+            .is_some_and(|passes| {
+                passes.iter().any(|(uid, started)| {
+                    uid.as_ref().is_none_or(|u| *u == pod.uid) && *started >= w.at
+                })
+            })
+    }
+
+    /// Why probes did not open the gate for `pod` (covered `by` something else), at a gate
+    /// where pods were probed: for its report line.
+    fn not_probed(&self, pod: &PodView, by: Opened) -> Option<String> {
+        if !self.probing || by == Opened::Probe {
+            return None;
+        }
+        if let Some(why) = self.probe_failed.get(&pod.name) {
+            return Some(format!("its probe did not pass: {why}"));
+        }
+        let proven: Vec<&str> = pod
+            .secrets
+            .iter()
+            .filter(|s| {
+                self.writes
+                    .get(*s)
+                    .is_some_and(|w| self.proven_since(pod, s, *w))
+            })
+            .map(String::as_str)
+            .collect();
+        Some(if proven.is_empty() {
+            "not probed: it is no ready endpoint of a probed hot-reloading consumer".into()
+        } else {
+            format!("its probe proves Secret {} only", proven.join(", "))
+        })
+    }
+
     /// Starts the record of the next gate: the pods it waits for are its own.
     pub fn next_gate(&mut self) {
         self.tracked.clear();
         self.timed.clear();
         self.held.clear();
+        self.probing = false;
+        self.probe_failed.clear();
+        self.unprobeable.clear();
         let gate = std::mem::take(&mut self.tally.0);
         self.tally.1.add(&gate);
     }

@@ -15,7 +15,7 @@ use super::pace::Pacer;
 use super::step::Outcome;
 use crate::config::{Config, Workload};
 use crate::error::Error;
-use crate::outside::{PodView, PodsApi, PokeAnswer, Workloads};
+use crate::outside::{Endpoints, PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
 use crate::store::StoreError;
 
@@ -55,6 +55,8 @@ async fn pause_before_pokes() {
 pub struct Push<'a> {
     pub pods: &'a dyn PodsApi,
     pub workloads: Option<&'a dyn Workloads>,
+    /// The Services' endpoints, for per-pod probes of hot-reloading consumers (`probes.rs`).
+    pub endpoints: Option<&'a dyn Endpoints>,
     pub config: &'a Config,
     pub delay: Duration,
     /// The budget of the pokes and Lease reads (`pace.rs`).
@@ -338,6 +340,11 @@ impl Push<'_> {
             // earlier run), and pods whose kubelet came back from a gap: poked now.
             self.poke(ev, &pods, outcome, store_now()).await;
             self.read_kubelets(ev, &pods, store_now).await;
+            // The pods a probe can reach through their own endpoint: each one that shows it
+            // holds what was written needs no kubelet evidence for that Secret.
+            if let Some(endpoints) = self.endpoints {
+                super::probes::round(self.config, endpoints, outcome, &pods, ev).await;
+            }
             let now = store_now();
             let verdict = ev.verdict(&pods, now, Instant::now(), self.delay);
             let Verdict::Wait {

@@ -11,6 +11,7 @@ mod consumers;
 mod evidence;
 mod gate;
 mod pace;
+mod probes;
 mod progress;
 mod step;
 mod wait;
@@ -69,6 +70,7 @@ impl Invocation<'_> {
         Some(gate::Push {
             pods: self.pods?,
             workloads: self.workloads,
+            endpoints: self.endpoints,
             config: self.config,
             delay: self.options.propagation_delay,
             pacer: pace::Pacer::default(),

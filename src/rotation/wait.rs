@@ -1,6 +1,7 @@
 //! Waiting at a gate: on evidence first (every pod that mounts what changed was poked and had
-//! time to load it, was created since, or is gone: `evidence.rs`), then on probes for the trust
-//! gate, then on the timer, within the run's deadline. A cleanup gate that only the timer can
+//! time to load it, was shown by a probe of its own endpoint to hold it, was created since, or
+//! is gone: `evidence.rs`), then, where pods cannot be observed, on the consumers' Service
+//! probes, then on the timer, within the run's deadline. A cleanup gate that only the timer can
 //! open and that lies far away is left to the next run in a cluster (docs/rotation.md).
 
 use tokio::time::Instant;
@@ -102,11 +103,12 @@ pub(super) async fn at_gate<S: SecretStore>(
     let probe_until = Instant::now()
         .checked_add(until_ready(store, *ready_at))
         .map_or(inv.deadline, |t| t.min(inv.deadline));
-    // Evidence first: every pod that mounts what changed shown to hold it (evidence.rs). Probes
-    // show what the probed consumers hold, not what every other pod that mounts the Secrets
+    // Evidence first: every pod that mounts what changed shown to hold it (evidence.rs), by
+    // its kubelet or by a probe of that pod's own endpoint (probes.rs). A Service probe shows
+    // what the pods that answered hold, not what every other pod that mounts the Secrets
     // holds (a peer that is no declared consumer: one failed handshake in 452 on the real
-    // node, bench/rotation-speed), so where pods can be observed their evidence opens the
-    // gate; where they cannot (`Waited::Unobservable`), probes are asked below.
+    // node, bench/rotation-speed), so it is asked only where pods cannot be observed
+    // (`Waited::Unobservable`), below.
     if let Some(push) = push {
         tracing::info!(
             phase = "gate",
@@ -239,9 +241,16 @@ impl Reached<'_> {
             self.name,
             summary(&pods)
         );
-        // A pod that only its timer covered makes the gate the timer's.
+        // A pod that only its timer covered makes the gate the timer's; one that probes of
+        // the pods themselves opened for every pod (gone ones aside), the probes'.
         let by = if pods.iter().any(|p| p.opened_by == "timer") {
             "timer"
+        } else if pods.iter().any(|p| p.opened_by == "probe")
+            && pods
+                .iter()
+                .all(|p| p.opened_by == "probe" || p.opened_by == "gone")
+        {
+            "probe"
         } else {
             "evidence"
         };

@@ -555,3 +555,113 @@ fn a_pod_outside_every_consumer_is_reported_once() {
             .contains("does not declare")
     );
 }
+
+/// A passing (or failing) probe of `pod`'s own endpoint for `secret`, started at `started`.
+fn probe(pod: &PodView, secret: &str, started: Instant, ok: bool) -> PodProbe {
+    PodProbe {
+        pod: EndpointPod {
+            name: pod.name.clone(),
+            uid: Some(pod.uid.clone()),
+        },
+        secret: secret.into(),
+        started,
+        result: if ok { Ok(()) } else { Err("old leaf".into()) },
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_of_a_pods_own_endpoint_after_the_write_proves_that_pod_alone() {
+    let (mut ev, mut pods, t0) = written();
+    // Two pods of one consumer mount `envoy`; only proxy-a is a probed endpoint.
+    pods.push(pod("proxy-b", "u2", "envoy", T0 - secs(600)));
+    for p in &pods {
+        ev.record(p, Ok(PokeAnswer::Done), t0);
+    }
+    let (m, n) = at(t0, 1);
+    ev.probed(vec![probe(&pods[0], "envoy", m, true)]);
+    assert!(!ev.probe_wanted(&pods[0], "envoy"));
+    assert!(ev.probe_wanted(&pods[1], "envoy"));
+    let v = ev.verdict(&pods, n, m, DELAY);
+    let Verdict::Wait { waiting, .. } = &v else {
+        panic!("proxy-b has no evidence yet: {v:?}")
+    };
+    assert!(
+        waiting.len() == 1 && waiting[0].starts_with("proxy-b"),
+        "{waiting:?}"
+    );
+    // proxy-b's kubelet renews: its poke counts, proxy-a stays the probe's.
+    let (m, n) = at(t0, 3);
+    ev.saw(NODE, lease(2, n), m, n);
+    let (m, n) = at(t0, 3 + POKE_SETTLE.as_secs());
+    let v = ev.verdict(&pods, n, m, DELAY);
+    assert_eq!(
+        open_by(&v),
+        [("proxy-a", "probe"), ("proxy-b", "poke plus live kubelet")]
+    );
+    let Verdict::Open(lines) = &v else {
+        unreachable!()
+    };
+    assert_eq!(
+        lines[1].detail.as_deref(),
+        Some("not probed: it is no ready endpoint of a probed hot-reloading consumer"),
+        "the report says which pod no probe reached"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_proves_nothing_begun_before_the_write_of_another_secret_or_another_pod() {
+    let (mut ev, mut pods, t0) = written();
+    pods[0].secrets.insert("envoy-gateway".into());
+    // A probe begun before the write: nothing (the write comes 1 s later).
+    let early = Instant::now();
+    tokio::time::advance(dur(1)).await;
+    ev.wrote(&["envoy".to_string(), "envoy-gateway".to_string()], T0);
+    ev.probed(vec![probe(&pods[0], "envoy", early, true)]);
+    assert!(
+        ev.probe_wanted(&pods[0], "envoy"),
+        "started before the write"
+    );
+    // A failing probe: nothing; a passing one of another pod of that name (another UID):
+    // nothing.
+    let (m, n) = at(t0, 2);
+    ev.probed(vec![probe(&pods[0], "envoy", m, false)]);
+    let mut other = probe(&pods[0], "envoy", m, true);
+    other.pod.uid = Some("u-recreated".into());
+    ev.probed(vec![other]);
+    assert!(ev.probe_wanted(&pods[0], "envoy"));
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { .. }
+    ));
+    // A probe of `envoy` proves `envoy` only: `envoy-gateway` still needs its evidence.
+    ev.probed(vec![probe(&pods[0], "envoy", m, true)]);
+    assert!(!ev.probe_wanted(&pods[0], "envoy"));
+    assert!(ev.probe_wanted(&pods[0], "envoy-gateway"));
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { .. }
+    ));
+    ev.probed(vec![probe(&pods[0], "envoy-gateway", m, true)]);
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [("proxy-a", "probe")]
+    );
+    // The next write of `envoy` needs a probe begun after it.
+    tokio::time::advance(dur(5)).await;
+    ev.wrote(&["envoy".to_string()], T0 + secs(3));
+    assert!(ev.probe_wanted(&pods[0], "envoy"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_seen_down_still_holds_a_probed_pod() {
+    let (mut ev, pods, t0) = written();
+    let (m, n) = at(t0, 1);
+    ev.probed(vec![probe(&pods[0], "envoy", m, true)]);
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [("proxy-a", "probe")]
+    );
+    let (m, n) = at(t0, 14);
+    ev.saw(NODE, lease(1, T0), m, n);
+    assert!(held(&ev.verdict(&pods, n, m, DELAY)));
+}

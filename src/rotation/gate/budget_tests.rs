@@ -121,6 +121,7 @@ fn push<'a>(fake: &'a Fake, config: &'a Config, pacer: Pacer) -> Push<'a> {
     Push {
         pods: fake,
         workloads: None,
+        endpoints: None,
         config,
         delay: DELAY,
         pacer,

@@ -20,7 +20,7 @@ fn mounting(name: &str, secret: &str, labels: Value) -> k8s_openapi::api::apps::
 }
 
 /// [`mounting`] with `replicas` pods.
-fn mounting_n(
+pub(super) fn mounting_n(
     name: &str,
     secret: &str,
     labels: Value,

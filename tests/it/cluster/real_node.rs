@@ -280,6 +280,15 @@ impl Tally {
             .sum()
     }
 
+    /// Failed handshakes of `kind` as the side in `role` ("client" or "server") saw them.
+    pub(super) fn of_role_kind(&self, role: &str, kind: &str) -> u64 {
+        self.failed
+            .iter()
+            .filter(|((r, k), _)| r == role && k == kind)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     pub(super) fn client_failures(&self) -> u64 {
         self.failed
             .iter()
