@@ -111,6 +111,27 @@ impl TargetState {
         }
     }
 
+    /// The state of target `t`, present with these `entries`, against the Secret it follows
+    /// as `observed`: `check`'s and the exporter's one judgement of a target that exists.
+    /// `injected`: cert-manager's CA injector writes it.
+    pub fn of_present(
+        config: &Config,
+        t: &crate::config::Webhook,
+        observed: &Snapshot,
+        injected: bool,
+        entries: &[Vec<u8>],
+    ) -> Self {
+        if injected {
+            return Self::CertManager;
+        }
+        let key = config.layout_of(&t.bundle_from).bundle;
+        let bundle = observed
+            .get(&t.bundle_from)
+            .present()
+            .and_then(|s| s.data.get(&key));
+        Self::of_entries(entries, bundle.map(Vec::as_slice))
+    }
+
     /// Whether a plain run writes a target in this state.
     pub fn run_writes(self) -> bool {
         self == Self::Drifted

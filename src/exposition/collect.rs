@@ -92,14 +92,8 @@ async fn targets(
             }
             Err(e) => return Err(e.into()),
             Ok(WebhookObserved::Absent) => TargetState::Absent,
-            Ok(WebhookObserved::Present(o)) if o.injected.is_some() => TargetState::CertManager,
             Ok(WebhookObserved::Present(o)) => {
-                let key = config.layout_of(&t.bundle_from).bundle;
-                let bundle = observed
-                    .get(&t.bundle_from)
-                    .present()
-                    .and_then(|s| s.data.get(&key));
-                TargetState::of_entries(&o.bundles, bundle.map(Vec::as_slice))
+                TargetState::of_present(config, t, observed, o.injected.is_some(), &o.bundles)
             }
         };
         let kind = describe(t.kind, &t.name);

@@ -245,11 +245,14 @@ impl State {
         if *sync == Sync::Pending {
             return StandIn::Pending;
         }
-        let mut serving = found.values().filter(|l| l.namespaces.contains(namespace));
-        match (serving.next(), serving.next()) {
-            (Some(_), Some(_)) => StandIn::Several,
-            (one, None) => StandIn::Found(one.map(|l| &l.seen)),
-            (None, Some(_)) => unreachable!("an iterator yields in order"),
+        let serving: Vec<&Labelled> = found
+            .values()
+            .filter(|l| l.namespaces.contains(namespace))
+            .collect();
+        match serving[..] {
+            [] => StandIn::Found(None),
+            [one] => StandIn::Found(Some(&one.seen)),
+            _ => StandIn::Several,
         }
     }
 
@@ -291,18 +294,10 @@ impl State {
                 ) {
                     StandIn::Pending => continue,
                     StandIn::Several => TargetState::Ambiguous,
-                    StandIn::Found(found) => match found {
-                        None => TargetState::Absent,
-                        Some(seen) if seen.injected => TargetState::CertManager,
-                        Some(TargetSeen { bundles, .. }) => {
-                            let key = config.layout_of(&t.bundle_from).bundle;
-                            let bundle = observed
-                                .get(&t.bundle_from)
-                                .present()
-                                .and_then(|s| s.data.get(&key));
-                            TargetState::of_entries(bundles, bundle.map(Vec::as_slice))
-                        }
-                    },
+                    StandIn::Found(None) => TargetState::Absent,
+                    StandIn::Found(Some(seen)) => {
+                        TargetState::of_present(config, t, observed, seen.injected, &seen.bundles)
+                    }
                 },
             };
             out.push(CaBundleTarget {
