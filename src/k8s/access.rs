@@ -50,20 +50,9 @@ fn from_review(r: &ResourceRule) -> Rule {
     }
 }
 
-/// Whether this identity may `verb` the `caBundle` target `name` of `kind`, by a
-/// SelfSubjectAccessReview naming it (exact, including `resourceNames` rules). `Ok(None)` when
-/// the review itself failed: the write then finds out.
-pub async fn may_write(
-    client: &kube::Client,
-    verb: &'static str,
-    kind: WebhookKind,
-    name: &str,
-) -> Result<Option<bool>, StoreError> {
-    Ok(may(client, verb, kind, Some(name)).await)
-}
-
 /// Whether this identity may `verb` objects of `kind` (`name`: one of them; `None`: all), by a
-/// SelfSubjectAccessReview. `None` when the review itself failed.
+/// SelfSubjectAccessReview naming it (exact, including `resourceNames` rules). `None` when the
+/// review itself failed: the request then finds out.
 pub async fn may(
     client: &kube::Client,
     verb: &'static str,
@@ -100,7 +89,7 @@ pub async fn may(
     }
 }
 
-/// The refusal of `verb` on target `name` of `kind` that [`may_write`] found before any write.
+/// The refusal of `verb` on target `name` of `kind` that [`may`] found before any write.
 pub fn refused_before_writing(verb: &'static str, kind: WebhookKind, name: &str) -> StoreError {
     let (plural, group) = (kind.plural(), kind.group());
     StoreError::Api(Box::new(ApiFailure {

@@ -23,7 +23,7 @@ pub mod watch;
 pub mod webhooks;
 mod workloads;
 
-pub use self::access::{may, may_write, refused_before_writing, review};
+pub use self::access::{may, refused_before_writing, review};
 pub use self::client::{client, client_for, clients_built, layered};
 pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 #[cfg(feature = "test-hooks")]

@@ -152,7 +152,7 @@ pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
         };
         for w in &plan.writes {
             let (kind, name) = (w.target.kind, w.target.name.as_str());
-            if crate::k8s::may_write(&client, verb, kind, name).await? == Some(false) {
+            if crate::k8s::may(&client, verb, kind, Some(name)).await == Some(false) {
                 return Err(crate::k8s::refused_before_writing(verb, kind, name).into());
             }
         }
