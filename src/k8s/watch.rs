@@ -208,7 +208,7 @@ pub async fn secrets(
 
 /// What the exporter keeps of a `caBundle` target: its entries' bundles, and whether
 /// cert-manager's CA injector writes them.
-fn seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
+fn target_seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
     let injected = o
         .metadata
         .annotations
@@ -243,7 +243,7 @@ pub async fn targets(
     }
     let keep = |o: DynamicObject| -> Option<(String, TargetSeen)> {
         let name = o.metadata.name.clone().filter(|n| names.contains(n))?;
-        let seen = seen(kind, &name, &o);
+        let seen = target_seen(kind, &name, &o);
         Some((name, seen))
     };
     let refused = format!(
@@ -276,7 +276,7 @@ pub async fn topology_injectors(client: kube::Client, on: impl Fn(Change) + Send
         let name = o.metadata.name.clone()?;
         let labelled = Labelled {
             namespaces: super::webhooks::service_namespaces(&o.data),
-            seen: seen(kind, &name, &o),
+            seen: target_seen(kind, &name, &o),
         };
         Some((name, labelled))
     };

@@ -221,12 +221,9 @@ struct Check<'a> {
 
 impl Check<'_> {
     /// The verifier judging `leaf`: at the store's now, or at the leaf's notBefore when that is
-    /// later.
+    /// later (only such instants are in `later`).
     fn judge(&self, leaf: &Cert) -> &Verifier {
-        self.later
-            .get(&leaf.not_before)
-            .filter(|_| self.verifier.at() < leaf.not_before)
-            .unwrap_or(self.verifier)
+        self.later.get(&leaf.not_before).unwrap_or(self.verifier)
     }
 
     /// Why a verifier rejects `leaf` against `bundle` for usages `u`, if it does.

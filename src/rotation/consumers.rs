@@ -16,7 +16,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use super::step::Outcome;
-use crate::config::{Config, Consumer, Reload, Workload};
+use crate::config::{Config, Consumer, Probe, Reload, Workload};
 use crate::error::Error;
 use crate::outside::{Endpoints, EndpointsError, RolloutProgress, WorkloadView, Workloads};
 use crate::probe::{self, ClientIdentity, Expected};
@@ -513,6 +513,20 @@ fn addresses(endpoints: Vec<crate::outside::ReadyEndpoint>) -> Vec<String> {
     endpoints.into_iter().map(|e| e.address).collect()
 }
 
+/// The addresses a confirmation dials for probe `p`: its Service's ready endpoints (`None`
+/// when they cannot be read, or there are none), else its configured addresses.
+async fn confirming(client: Option<&dyn Endpoints>, p: &Probe) -> Option<Vec<String>> {
+    match (client, &p.service) {
+        (Some(client), Some(service)) => client
+            .ready(service, p.port)
+            .await
+            .ok()
+            .filter(|e| !e.is_empty())
+            .map(addresses),
+        _ => Some(p.addresses.clone()),
+    }
+}
+
 /// Whether every hot-reloading consumer has a probe (and there is one): then probes alone can
 /// open a gate.
 pub fn all_hot_probed(config: &Config) -> bool {
@@ -543,14 +557,8 @@ pub async fn leaves_confirmed(
         let Some(leaf) = outcome.leaves.get(&p.secret) else {
             return false;
         };
-        let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match client.ready(service, p.port).await.map(addresses) {
-                    Ok(e) if !e.is_empty() => e,
-                    _ => return false,
-                }
-            }
-            _ => p.addresses.clone(),
+        let Some(endpoints) = confirming(client, p).await else {
+            return false;
         };
         let expected = Expected {
             secret: p.secret.clone(),
@@ -601,14 +609,8 @@ pub async fn trust_confirmed(
     roots.extend(active.cloned());
     for consumer in hot {
         let p = consumer.probe.as_ref().expect("checked above");
-        let endpoints = match (client, &p.service) {
-            (Some(client), Some(service)) => {
-                match client.ready(service, p.port).await.map(addresses) {
-                    Ok(e) if !e.is_empty() => e,
-                    _ => return false,
-                }
-            }
-            _ => p.addresses.clone(),
+        let Some(endpoints) = confirming(client, p).await else {
+            return false;
         };
         for endpoint in endpoints {
             if !probe::accepts_client(&endpoint, &p.server_name, &roots, &identity, until).await {

@@ -970,9 +970,14 @@ impl Evidence {
     /// Whether a probe of `pod` for `secret` could still prove something: the Secret was
     /// written and no passing probe of this pod started after that write.
     pub fn probe_wanted(&self, pod: &PodView, secret: &str) -> bool {
+        self.writes.contains_key(secret) && !self.proven(pod, secret)
+    }
+
+    /// Whether a probe of `pod`'s own endpoint showed it holds `secret` as last written.
+    fn proven(&self, pod: &PodView, secret: &str) -> bool {
         self.writes
             .get(secret)
-            .is_some_and(|w| !self.proven_since(pod, secret, *w))
+            .is_some_and(|w| self.proven_since(pod, secret, *w))
     }
 
     /// Records the per-pod probes of one round at the gate under way.
@@ -1019,11 +1024,7 @@ impl Evidence {
         let proven: Vec<&str> = pod
             .secrets
             .iter()
-            .filter(|s| {
-                self.writes
-                    .get(*s)
-                    .is_some_and(|w| self.proven_since(pod, s, *w))
-            })
+            .filter(|s| self.proven(pod, s))
             .map(String::as_str)
             .collect();
         Some(if proven.is_empty() {
