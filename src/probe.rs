@@ -474,10 +474,23 @@ pub async fn client_verdict(
         .unwrap_or_else(|_| ClientVerdict::Unknown(format!("no answer within {timeout:?}")))
 }
 
+/// What a server showed of its verification of client certificates ([`client_trust`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTrust {
+    /// It accepted the client and refused a certificate from a CA nobody trusts.
+    Proven,
+    /// It accepted a certificate from a CA nobody trusts too: it verifies nothing a probe can
+    /// see, so no probe of it can ever prove it trusts a CA.
+    VerifiesNothing,
+    /// Neither, before the deadline (it refused the client, or did not answer).
+    NotShown,
+}
+
 /// Whether `endpoint` demonstrably verifies client certificates and accepts `client`: a
 /// certificate from a CA nobody trusts must be refused (or the server verifies nothing, and
 /// its acceptance proves nothing), and `client` must be accepted. Retries with backoff until
-/// `until`; anything short of that proof is `false`.
+/// `until`; anything short of that proof is `false`. A server that verifies nothing is said
+/// once, at warn level.
 pub async fn accepts_client(
     endpoint: &str,
     server_name: &str,
@@ -485,9 +498,32 @@ pub async fn accepts_client(
     client: &ClientIdentity,
     until: Instant,
 ) -> bool {
+    match client_trust(endpoint, server_name, roots, client, until).await {
+        ClientTrust::Proven => true,
+        ClientTrust::VerifiesNothing => {
+            tracing::warn!(
+                endpoint,
+                "accepts a client certificate from a CA nobody trusts: probes cannot prove it trusts the new CA"
+            );
+            false
+        }
+        ClientTrust::NotShown => false,
+    }
+}
+
+/// What `endpoint` shows of its client verification ([`ClientTrust`]), retrying with backoff
+/// until `until` while it shows neither proof nor that it verifies nothing. Says nothing: the
+/// caller decides how often a server that verifies nothing is worth a line.
+pub async fn client_trust(
+    endpoint: &str,
+    server_name: &str,
+    roots: &[Cert],
+    client: &ClientIdentity,
+    until: Instant,
+) -> ClientTrust {
     let dial_addr = dial_override(endpoint).unwrap_or_else(|| endpoint.to_string());
     let Ok(control) = ClientIdentity::untrusted(OffsetDateTime::now_utc()) else {
-        return false;
+        return ClientTrust::NotShown;
     };
     let mut backoff = Duration::from_millis(200);
     loop {
@@ -496,19 +532,13 @@ pub async fn accepts_client(
             == ClientVerdict::Accepted
         {
             match client_verdict(&dial_addr, server_name, roots, &control, timeout).await {
-                ClientVerdict::Rejected(_) => return true,
-                ClientVerdict::Accepted => {
-                    tracing::warn!(
-                        endpoint,
-                        "accepts a client certificate from a CA nobody trusts: probes cannot prove it trusts the new CA"
-                    );
-                    return false;
-                }
+                ClientVerdict::Rejected(_) => return ClientTrust::Proven,
+                ClientVerdict::Accepted => return ClientTrust::VerifiesNothing,
                 ClientVerdict::Unknown(_) => {}
             }
         }
         if Instant::now() + backoff >= until {
-            return false;
+            return ClientTrust::NotShown;
         }
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));

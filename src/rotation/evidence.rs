@@ -337,6 +337,10 @@ pub struct Evidence {
     /// Consumers whose Service's endpoints could not be read at the gate under way (absent,
     /// refused): not asked again until the next gate.
     pub(super) unprobeable: BTreeSet<String>,
+    /// Pods whose server accepted a client certificate from a CA nobody trusts at the gate under
+    /// way (by pod name): no trust probe of them can pass, so they are not probed again, and it
+    /// is said once, until the next gate.
+    pub(super) verifies_nothing: BTreeSet<String>,
 }
 
 /// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
@@ -1042,6 +1046,7 @@ impl Evidence {
         self.probing = false;
         self.probe_failed.clear();
         self.unprobeable.clear();
+        self.verifies_nothing.clear();
         let gate = std::mem::take(&mut self.tally.0);
         self.tally.1.add(&gate);
     }

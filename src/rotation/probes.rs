@@ -18,13 +18,16 @@ use crate::config::{Config, Reload};
 use crate::outside::{EndpointPod, Endpoints, PodView};
 use crate::pki::Cert;
 use crate::plan::Phase;
-use crate::probe::{self, ClientIdentity, Expected};
+use crate::probe::{self, ClientIdentity, ClientTrust, Expected};
 
 /// The most one probe attempt may take (its handshakes included).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// At most this many probes in flight at once.
 pub const PROBES_IN_FLIGHT: usize = 8;
+
+/// Why a trust probe of a server that verifies no client certificate cannot pass.
+const VERIFIES_NOTHING: &str = "it accepts a client certificate from a CA nobody trusts, so no probe can show it trusts the new CA (not probed again at this gate)";
 
 /// What a probe at this gate checks.
 enum Check {
@@ -132,7 +135,10 @@ pub async fn round(
             else {
                 continue;
             };
-            if !view.secrets.contains(&p.secret) || !ev.probe_wanted(view, &p.secret) {
+            if !view.secrets.contains(&p.secret)
+                || !ev.probe_wanted(view, &p.secret)
+                || ev.verifies_nothing.contains(&pod.name)
+            {
                 continue;
             }
             targets.push(Target {
@@ -145,14 +151,14 @@ pub async fn round(
     }
     let check = &check;
     let outcome_leaves = &outcome.leaves;
-    let results: Vec<PodProbe> = futures::stream::iter(targets)
+    let results: Vec<(PodProbe, Option<String>)> = futures::stream::iter(targets)
         .map(|t| async move {
             let started = Instant::now();
             let attempt = async {
                 match check {
                     Check::Trust { identity, roots } => {
                         // One attempt: `until` now.
-                        if probe::accepts_client(
+                        match probe::client_trust(
                             &t.address,
                             &t.server_name,
                             roots,
@@ -161,10 +167,12 @@ pub async fn round(
                         )
                         .await
                         {
-                            Ok(())
-                        } else {
-                            Err("it does not accept a client certificate from the new CA yet"
-                                .to_string())
+                            ClientTrust::Proven => Ok(()),
+                            ClientTrust::VerifiesNothing => Err(VERIFIES_NOTHING.to_string()),
+                            ClientTrust::NotShown => Err(
+                                "it does not accept a client certificate from the new CA yet"
+                                    .to_string(),
+                            ),
                         }
                     }
                     Check::Leaf { identity, issuer } => {
@@ -190,21 +198,39 @@ pub async fn round(
             };
             let result = tokio::time::timeout(PROBE_TIMEOUT, attempt)
                 .await
-                .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")))
-                .map_err(|why| format!("{}: {why}", t.address));
+                .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")));
+            let verifies_nothing = matches!(&result, Err(why) if why == VERIFIES_NOTHING);
+            let result = result.map_err(|why| format!("{}: {why}", t.address));
             match &result {
                 Ok(()) => tracing::info!(pod = %t.pod.name, endpoint = %t.address, "probe of pod {} shows it holds Secret {}", t.pod.name, t.secret),
+                // Said once per pod and gate, below.
+                Err(_) if verifies_nothing => {}
                 Err(why) => tracing::debug!(pod = %t.pod.name, "probe of pod {} did not pass: {why}", t.pod.name),
             }
-            PodProbe {
+            let probe = PodProbe {
                 pod: t.pod,
                 secret: t.secret,
                 started,
                 result,
-            }
+            };
+            (probe, verifies_nothing.then_some(t.address))
         })
         .buffer_unordered(PROBES_IN_FLIGHT)
         .collect()
         .await;
-    ev.probed(results);
+    let mut probes = Vec::with_capacity(results.len());
+    for (probe, verifies_nothing) in results {
+        if let Some(endpoint) = verifies_nothing
+            && ev.verifies_nothing.insert(probe.pod.name.clone())
+        {
+            tracing::warn!(
+                pod = %probe.pod.name,
+                endpoint,
+                "pod {} accepts a client certificate from a CA nobody trusts: no probe can show it trusts the new CA, so its kubelet's evidence must (not probed again at this gate)",
+                probe.pod.name
+            );
+        }
+        probes.push(probe);
+    }
+    ev.probed(probes);
 }

@@ -10,13 +10,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use certgen::pki::{CaKey, CaSpec, KeyAlgorithm, LeafSpec, Usages, issue_ca, issue_leaf};
-use certgen::probe::{ClientIdentity, accepts_client};
+use certgen::probe::{ClientIdentity, ClientTrust, accepts_client, client_trust};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 
-use crate::util::tls::tls_server;
+use crate::util::tls::{AcceptsAnything, tls_server};
 use crate::util::{Run, certgen, profile, run_async, run_local, tempdir, write};
 
 fn ca(name: &str) -> CaKey {
@@ -45,53 +45,6 @@ fn server_identity(ca: &CaKey) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'
         vec![CertificateDer::from(issued.cert.der().to_vec())],
         PrivateKeyDer::from_pem_slice(issued.key.expose().as_bytes()).unwrap(),
     )
-}
-
-/// Asks for a client certificate and accepts any (Go's `RequestClientCert`, say).
-#[derive(Debug)]
-struct AcceptsAnything(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::server::danger::ClientCertVerifier for AcceptsAnything {
-    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
-        &[]
-    }
-    fn verify_client_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: UnixTime,
-    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        Ok(rustls::server::danger::ClientCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -171,6 +124,43 @@ async fn verdict(kind: Kind, trusts_pending: bool) -> bool {
     let ok = accepts_client(&addr, "peer.test", &roots, &client, until).await;
     task.abort();
     ok
+}
+
+/// What one look at a `kind` server shows of its client verification (`client_trust`, the
+/// per-pod probe's own call, which says nothing itself).
+async fn trust(kind: Kind, trusts_pending: bool) -> ClientTrust {
+    let active = ca("active");
+    let pending = ca("pending");
+    let trusted = if trusts_pending { &pending } else { &active };
+    let (addr, task) = server(kind, &active, trusted).await;
+    let client = ClientIdentity::issue(&pending, OffsetDateTime::now_utc()).unwrap();
+    let roots = [active.cert.clone()];
+    let seen = client_trust(
+        &addr,
+        "peer.test",
+        &roots,
+        &client,
+        tokio::time::Instant::now(),
+    )
+    .await;
+    task.abort();
+    seen
+}
+
+#[tokio::test]
+async fn a_server_that_verifies_nothing_is_told_apart_from_one_not_there_yet() {
+    // The per-pod probe stops probing the first (and says so once per gate); the second is
+    // probed again next round.
+    assert_eq!(trust(Kind::Verifies, true).await, ClientTrust::Proven);
+    assert_eq!(trust(Kind::Verifies, false).await, ClientTrust::NotShown);
+    assert_eq!(
+        trust(Kind::AcceptsAnything, true).await,
+        ClientTrust::VerifiesNothing
+    );
+    assert_eq!(
+        trust(Kind::AcceptsAnything, false).await,
+        ClientTrust::VerifiesNothing
+    );
 }
 
 #[tokio::test]

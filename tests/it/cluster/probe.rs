@@ -447,3 +447,46 @@ async fn a_probe_proves_only_the_pod_it_reached_and_only_what_it_serves() {
     hot.abort();
     stale.abort();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pod_whose_server_verifies_no_client_is_said_once_and_left_to_its_kubelet() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("probe-any-client").await;
+    let files = tempdir();
+    let (pods, kubelet) = gateway_pods(&c, &ns.name, 1, files.path()).await;
+    // Asks for a client certificate and accepts any: no trust probe of it can pass.
+    let (port, server) =
+        crate::util::tls::tls_server_accepting_any_client(files.path().to_path_buf()).await;
+    let address = "192.0.2.60".to_string();
+    pod_endpoints(&c, &ns.name, &[(address.clone(), &pods[0])]).await;
+
+    let r = c
+        .certgen(&ns.name)
+        .propagation_delay("60s")
+        .args(["--overwrite", "--timeout", "150s"])
+        .env(
+            "CERTGEN_TEST_DIAL_OVERRIDE",
+            format!("{address}:18000=127.0.0.1:{port}"),
+        )
+        .run_async()
+        .await
+        .ok();
+    let report = r.json();
+    let name = pods[0].metadata.name.clone().unwrap();
+    let gates = gate_pods(&report);
+    let (by, lines) = &gates[0];
+    assert_eq!(by, "evidence", "{report:#}");
+    let (pod_by, detail) = lines.get(&name).cloned().unwrap_or_default();
+    assert_eq!(pod_by, "poke plus live kubelet", "{report:#}");
+    assert!(detail.contains("nobody trusts"), "{detail}");
+    // Said once for the gate, not once per probe round (was: a line a second until the
+    // kubelet's evidence opened the gate).
+    let said = r
+        .stderr
+        .lines()
+        .filter(|l| l.contains("accepts a client certificate from a CA nobody trusts"))
+        .count();
+    assert_eq!(said, 1, "{}", r.stderr);
+    kubelet.abort();
+    server.abort();
+}

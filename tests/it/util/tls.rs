@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use tokio::net::TcpListener;
 
 /// A peer's rustls server and client configurations from its PEM files: the server requires a
@@ -81,6 +81,90 @@ pub async fn tls_server(dir: PathBuf, hot: bool) -> (u16, tokio::task::JoinHandl
         }
     });
     (port, task)
+}
+
+/// A TLS server on 127.0.0.1 with the files in `dir` (read once) that asks for a client
+/// certificate and accepts any ([`AcceptsAnything`]): a server no probe can show trusts a CA.
+pub async fn tls_server_accepting_any_client(dir: PathBuf) -> (u16, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read("tls.crt"))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(&read("tls.key")).unwrap();
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(Arc::new(AcceptsAnything(provider)))
+            .with_single_cert(certs, key)
+            .unwrap(),
+    );
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let config = config.clone();
+            tokio::spawn(async move {
+                if let Ok(mut tls) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+                    use tokio::io::AsyncWriteExt;
+                    let _ = tls.write_all(b"ok").await;
+                    let _ = tls.shutdown().await;
+                }
+            });
+        }
+    });
+    (port, task)
+}
+
+/// Asks for a client certificate and accepts any (Go's `RequestClientCert`, say).
+#[derive(Debug)]
+pub struct AcceptsAnything(pub Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::server::danger::ClientCertVerifier for AcceptsAnything {
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+    fn verify_client_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        Ok(rustls::server::danger::ClientCertVerified::assertion())
+    }
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// A free port on 127.0.0.1 (free when this returns).
