@@ -11,6 +11,10 @@
 //!   from the kubelet's cache, while it is cut off;
 //! - stopped for longer than `--propagation-delay`.
 //!
+//! Two of them again with the hot pod the one endpoint of its Service, so that each gate probes
+//! the pod itself (per-pod probes): its probes fail while its kubelet does not act, and its own
+//! probe opens the gate once the kubelet is back and the pod holds what was written.
+//!
 //! The hot-reloading peer pod (`envoy-gateway`, `tests/peer`, hostNetwork on a 127.0.0.1 port)
 //! serves mutual TLS with what its kubelet projected. A peer outside the node, in this test,
 //! handshakes with it every 250 ms presenting the `envoy` leaf as stored now and verifying the
@@ -158,6 +162,10 @@ struct Setup {
     ns: super::TestNs,
     outside: Arc<Outside>,
     pause: std::path::PathBuf,
+    /// The pod's listener on 127.0.0.1.
+    port: u16,
+    /// `CERTGEN_TEST_DIAL_OVERRIDE` for the run, once the pod is an endpoint ([`endpoint`]).
+    dials: Option<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -209,6 +217,8 @@ async fn setup(c: &Cluster, node: &Node, prefix: &str) -> Setup {
         ns,
         outside,
         pause,
+        port,
+        dials: None,
         _dir: dir,
     }
 }
@@ -222,7 +232,7 @@ async fn rotate_paused(
     delay: &str,
     extra: &[&str],
 ) -> tokio::task::JoinHandle<crate::util::Run> {
-    let run = c
+    let mut run = c
         .certgen(&s.ns.name)
         .propagation_delay(delay)
         .args(["--overwrite", "--timeout", "6m"])
@@ -231,6 +241,9 @@ async fn rotate_paused(
             certgen::rotation::PAUSE_BEFORE_POKES_ENV,
             format!("{step}:{}", s.pause.display()),
         );
+    if let Some(dials) = &s.dials {
+        run = run.env(certgen::probe::DIAL_OVERRIDE_ENV, dials);
+    }
     let handle = tokio::spawn(async move { run.run_async().await });
     let reached = s.pause.with_extension("reached");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -246,6 +259,29 @@ async fn rotate_paused(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     handle
+}
+
+/// Makes the hot pod the one endpoint of the `envoy-gateway` Service on port 18000 (the
+/// profile's probe), at a TEST-NET address the run dials at the pod's 127.0.0.1 port: each gate
+/// then probes the pod itself.
+async fn endpoint(c: &Cluster, s: &mut Setup) {
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), &s.ns.name);
+    let mut found = pods
+        .list(&ListParams::default().labels("app=envoy-gateway"))
+        .await
+        .unwrap()
+        .items;
+    found.retain(|p| p.metadata.deletion_timestamp.is_none());
+    assert_eq!(found.len(), 1, "one envoy-gateway pod");
+    let address = "192.0.2.70".to_string();
+    super::probe::pod_service(
+        c,
+        &s.ns.name,
+        ("envoy-gateway", 18000),
+        &[(address.clone(), &found[0])],
+    )
+    .await;
+    s.dials = Some(format!("{address}:18000=127.0.0.1:{}", s.port));
 }
 
 fn go(s: &Setup) {
@@ -324,11 +360,29 @@ async fn through(
     (fault_verb, undo): (&str, &str),
     hold: u64,
 ) {
+    through_as(name, prefix, step, delay, (fault_verb, undo), hold, false).await;
+}
+
+/// [`through`], with the hot pod an endpoint certgen probes at each gate when `probed`: its
+/// probes fail while its kubelet does not update it, and once the kubelet is back and has
+/// re-projected the Secret the pod's own probe opens the gate for it.
+async fn through_as(
+    name: &str,
+    prefix: &str,
+    step: usize,
+    delay: &str,
+    (fault_verb, undo): (&str, &str),
+    hold: u64,
+    probed: bool,
+) {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
     // The one kubelet's fault: this test's alone (see `real_node::whole_node`).
     let _node = whole_node().await;
-    let s = setup(&c, &node, prefix).await;
+    let mut s = setup(&c, &node, prefix).await;
+    if probed {
+        endpoint(&c, &mut s).await;
+    }
     let _healed = Healed(&node);
     let started = Instant::now();
     // --wait: the gate before the cleanup is one a run without it leaves to the next run when
@@ -342,8 +396,25 @@ async fn through(
     record(name, started.elapsed(), &gates, &s.outside);
     assert_clean(&s.outside);
     let gate = &report["gates"][step - 1];
-    assert_eq!(gate["openedBy"], "evidence", "{gates}");
     assert!(gate["seconds"].as_f64().unwrap() > hold as f64, "{gates}");
+    if !probed {
+        assert_eq!(gate["openedBy"], "evidence", "{gates}");
+        return;
+    }
+    let pods = gate["pods"].as_array().cloned().unwrap_or_default();
+    let pod = pods
+        .iter()
+        .find(|p| {
+            p["name"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("envoy-gateway-")
+        })
+        .unwrap_or_else(|| panic!("the probed pod's line: {gates}"));
+    assert_eq!(
+        pod["openedBy"], "probe",
+        "the pod's own probe, once it held what was written: {gates}"
+    );
 }
 
 /// The kubelet stopped before the trust step's pokes and continued 30 s later (longer than its
@@ -361,6 +432,22 @@ async fn a_kubelet_stopped_through_the_trust_gate_holds_it() {
     .await;
 }
 
+/// The kubelet stopped through the trust gate, as above, with the hot pod an endpoint certgen
+/// probes at each gate (the trust probe: does it accept a client certificate from the new CA?).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_stopped_through_the_trust_gate_holds_its_probed_pod() {
+    through_as(
+        "kubelet stopped 30 s through the trust gate, pod probed",
+        "kstopp",
+        1,
+        "2m",
+        ("stop", "cont"),
+        30,
+        true,
+    )
+    .await;
+}
+
 /// The kubelet cut from the API server before the leaves step's pokes, for 30 s: the leaves
 /// gate must wait until it is back and its watches with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -372,6 +459,22 @@ async fn a_kubelet_cut_off_through_the_leaves_gate_holds_it() {
         "2m",
         ("cut", "heal"),
         30,
+    )
+    .await;
+}
+
+/// The kubelet cut off through the leaves gate, as above, with the hot pod probed at each gate
+/// (the leaves probe: does it present the stored leaf?).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_cut_off_through_the_leaves_gate_holds_its_probed_pod() {
+    through_as(
+        "kubelet cut off 30 s through the leaves gate, pod probed",
+        "kcutp",
+        2,
+        "2m",
+        ("cut", "heal"),
+        30,
+        true,
     )
     .await;
 }
