@@ -116,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -175,6 +175,10 @@ _certgen() {
                     return 0
                     ;;
                 --propagation-delay)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --poke-rate)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -32,6 +32,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --context 'Kubeconfig context to use'
             cand --strategy 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)'
             cand --propagation-delay 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]'
+            cand --poke-rate 'At most N of a gate''s requests (pod pokes, node Lease reads) started per second, evenly paced, 8 in flight per 100 [default: 100]. Raise it to rotate thousands of pods faster where the control plane has room; see docs/api-requests.md'
             cand --timeout 'Bound on all waiting and probing (e.g. 90s, 5m)'
             cand --metrics-file 'Also write the run''s metrics (what `check --output prometheus` shows after the run, plus its outcome, duration, writes and API requests) to FILE for node-exporter''s textfile collector, replacing it atomically'
             cand --stuck-after 'With --events: how long past its gate (the propagation delay after the phase began) a rotation may stay in one phase before a RotationStuck Warning'

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke poke-rate= probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -39,6 +39,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig 
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
 complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l poke-rate -d 'At most N of a gate\'s requests (pod pokes, node Lease reads) started per second, evenly paced, 8 in flight per 100 [default: 100]. Raise it to rotate thousands of pods faster where the control plane has room; see docs/api-requests.md' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l timeout -d 'Bound on all waiting and probing (e.g. 90s, 5m)' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l metrics-file -d 'Also write the run\'s metrics (what `check --output prometheus` shows after the run, plus its outcome, duration, writes and API requests) to FILE for node-exporter\'s textfile collector, replacing it atomically' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l stuck-after -d 'With --events: how long past its gate (the propagation delay after the phase began) a rotation may stay in one phase before a RotationStuck Warning' -r

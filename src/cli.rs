@@ -134,6 +134,11 @@ pub struct RunArgs {
     /// at once and lets gates open on that evidence): every gate waits out --propagation-delay.
     #[arg(long)]
     pub no_poke: bool,
+    /// At most N of a gate's requests (pod pokes, node Lease reads) started per second, evenly
+    /// paced, 8 in flight per 100 [default: 100]. Raise it to rotate thousands of pods faster
+    /// where the control plane has room; see docs/api-requests.md.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub poke_rate: Option<u32>,
     /// Verify over TLS that probed consumers serve the new certificates before exiting.
     #[arg(long)]
     pub probe: bool,

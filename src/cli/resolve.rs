@@ -43,6 +43,7 @@ impl RunArgs {
             wait: self.wait,
             probe: self.probe,
             poke: !self.no_poke,
+            poke_rate: self.poke_rate.and_then(std::num::NonZeroU32::new),
             timeout: self.timeout,
         }
     }

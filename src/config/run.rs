@@ -41,6 +41,9 @@ pub struct RunOptions {
     pub probe: bool,
     /// Push Secret changes to the pods that mount them (not `--no-poke`).
     pub poke: bool,
+    /// At most this many of a gate's requests started per second (`--poke-rate`); `None`: the
+    /// default budget ([`crate::rotation::pace::PER_SECOND`]).
+    pub poke_rate: Option<std::num::NonZeroU32>,
     /// The bound on the whole run (`--timeout`).
     pub timeout: Duration,
 }

@@ -73,7 +73,7 @@ impl Invocation<'_> {
             endpoints: self.endpoints,
             config: self.config,
             delay: self.options.propagation_delay,
-            pacer: pace::Pacer::default(),
+            pacer: pace::Pacer::for_rate(self.options.poke_rate),
         })
     }
 

@@ -63,6 +63,23 @@ impl Default for Pacer {
 }
 
 impl Pacer {
+    /// The budget for `per_second` requests a second (`--poke-rate`; `None`: [`PER_SECOND`]):
+    /// [`IN_FLIGHT`] in flight per [`PER_SECOND`] (rounded up), so that a request taking up to
+    /// `IN_FLIGHT / PER_SECOND` seconds (80 ms) still starts at its slot; certgen then holds at most
+    /// that many of its priority level's seats (docs/api-requests.md).
+    pub fn for_rate(per_second: Option<std::num::NonZeroU32>) -> Self {
+        let Some(rate) = per_second else {
+            return Self::default();
+        };
+        let rate = rate.get();
+        let in_flight = (rate as usize * IN_FLIGHT).div_ceil(PER_SECOND as usize);
+        #[cfg(feature = "test-hooks")]
+        if std::env::var_os(IN_FLIGHT_ENV).is_some() || std::env::var_os(PER_SECOND_ENV).is_some() {
+            return Self::default();
+        }
+        Self::new(in_flight, rate)
+    }
+
     /// At most `in_flight` requests at once (at least 1), `per_second` started per second (at
     /// least 1).
     pub fn new(in_flight: usize, per_second: u32) -> Self {
@@ -177,5 +194,20 @@ mod tests {
         let t1 = Instant::now();
         let (_, starts, _) = forty(&pacer).await;
         assert!(starts[0] - t1 >= Duration::from_secs(3), "{starts:?}");
+    }
+
+    #[test]
+    fn a_poke_rate_scales_the_requests_in_flight_with_it() {
+        let budget = |rate: Option<u32>| {
+            let p = Pacer::for_rate(rate.and_then(std::num::NonZeroU32::new));
+            (p.in_flight, p.interval)
+        };
+        assert_eq!(budget(None), (IN_FLIGHT, Duration::from_millis(10)));
+        assert_eq!(budget(Some(100)), (8, Duration::from_millis(10)));
+        assert_eq!(budget(Some(250)), (20, Duration::from_millis(4)));
+        assert_eq!(budget(Some(1000)), (80, Duration::from_millis(1)));
+        // Never none in flight, however low.
+        assert_eq!(budget(Some(1)), (1, Duration::from_secs(1)));
+        assert_eq!(budget(Some(20)), (2, Duration::from_millis(50)));
     }
 }

@@ -494,6 +494,7 @@ fn options(spec: &RunSpec) -> RunOptions {
         wait: false,
         probe: false,
         poke: false,
+        poke_rate: None,
         timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
     }
 }
