@@ -450,6 +450,22 @@ mod tests {
     }
 
     #[test]
+    fn the_poke_rate_reaches_the_run_options_and_stays_in_range() {
+        use clap::Parser;
+        let rate = |args: &[&str]| {
+            super::Cli::try_parse_from([&["certgen"][..], args].concat())
+                .map(|cli| cli.run.options(false).poke_rate.map(|r| r.get()))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(rate(&[]), Ok(None));
+        assert_eq!(rate(&["--poke-rate", "250"]), Ok(Some(250)));
+        for bad in ["0", "1001", "-5", "fast"] {
+            let err = rate(&[&format!("--poke-rate={bad}")]).unwrap_err();
+            assert!(err.contains("--poke-rate"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn cli_definition_is_consistent() {
         super::Cli::command().debug_assert();
     }
