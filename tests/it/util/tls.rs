@@ -58,19 +58,30 @@ pub fn server_config(dir: &Path) -> Option<Arc<rustls::ServerConfig>> {
 /// A mutual-TLS server on 127.0.0.1: `hot` reloads its files for every connection, otherwise it
 /// keeps what it loaded at start.
 pub async fn tls_server(dir: PathBuf, hot: bool) -> (u16, tokio::task::JoinHandle<()>) {
+    let fixed = server_config(&dir).expect("server files present at start");
+    serve(move || {
+        if hot {
+            server_config(&dir).unwrap_or_else(|| fixed.clone())
+        } else {
+            fixed.clone()
+        }
+    })
+    .await
+}
+
+/// A TLS server on a free port of 127.0.0.1, each connection with `config()`'s configuration,
+/// answering "ok" once the handshake is done.
+async fn serve(
+    config: impl Fn() -> Arc<rustls::ServerConfig> + Send + 'static,
+) -> (u16, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let fixed = server_config(&dir).expect("server files present at start");
     let task = tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 continue;
             };
-            let config = if hot {
-                server_config(&dir).unwrap_or_else(|| fixed.clone())
-            } else {
-                fixed.clone()
-            };
+            let config = config();
             tokio::spawn(async move {
                 if let Ok(mut tls) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
                     use tokio::io::AsyncWriteExt;
@@ -86,8 +97,6 @@ pub async fn tls_server(dir: PathBuf, hot: bool) -> (u16, tokio::task::JoinHandl
 /// A TLS server on 127.0.0.1 with the files in `dir` (read once) that asks for a client
 /// certificate and accepts any ([`AcceptsAnything`]): a server no probe can show trusts a CA.
 pub async fn tls_server_accepting_any_client(dir: PathBuf) -> (u16, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read("tls.crt"))
         .collect::<Result<_, _>>()
@@ -102,22 +111,7 @@ pub async fn tls_server_accepting_any_client(dir: PathBuf) -> (u16, tokio::task:
             .with_single_cert(certs, key)
             .unwrap(),
     );
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                continue;
-            };
-            let config = config.clone();
-            tokio::spawn(async move {
-                if let Ok(mut tls) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
-                    use tokio::io::AsyncWriteExt;
-                    let _ = tls.write_all(b"ok").await;
-                    let _ = tls.shutdown().await;
-                }
-            });
-        }
-    });
-    (port, task)
+    serve(move || config.clone()).await
 }
 
 /// Asks for a client certificate and accepts any (Go's `RequestClientCert`, say).
