@@ -113,37 +113,43 @@ async fn server(
     (addr, task)
 }
 
-async fn verdict(kind: Kind, trusts_pending: bool) -> bool {
+/// A `kind` server presenting a leaf of the active CA and trusting the pending CA or not,
+/// and a client certificate from the pending CA: what a trust probe dials.
+struct Scene {
+    addr: String,
+    task: tokio::task::JoinHandle<()>,
+    roots: [certgen::pki::Cert; 1],
+    client: ClientIdentity,
+}
+
+async fn scene(kind: Kind, trusts_pending: bool) -> Scene {
     let active = ca("active");
     let pending = ca("pending");
     let trusted = if trusts_pending { &pending } else { &active };
     let (addr, task) = server(kind, &active, trusted).await;
-    let client = ClientIdentity::issue(&pending, OffsetDateTime::now_utc()).unwrap();
+    Scene {
+        addr,
+        task,
+        roots: [active.cert.clone()],
+        client: ClientIdentity::issue(&pending, OffsetDateTime::now_utc()).unwrap(),
+    }
+}
+
+async fn verdict(kind: Kind, trusts_pending: bool) -> bool {
+    let s = scene(kind, trusts_pending).await;
     let until = tokio::time::Instant::now() + Duration::from_millis(500);
-    let roots = [active.cert.clone()];
-    let ok = accepts_client(&addr, "peer.test", &roots, &client, until).await;
-    task.abort();
+    let ok = accepts_client(&s.addr, "peer.test", &s.roots, &s.client, until).await;
+    s.task.abort();
     ok
 }
 
 /// What one look at a `kind` server shows of its client verification (`client_trust`, the
 /// per-pod probe's own call, which says nothing itself).
 async fn trust(kind: Kind, trusts_pending: bool) -> ClientTrust {
-    let active = ca("active");
-    let pending = ca("pending");
-    let trusted = if trusts_pending { &pending } else { &active };
-    let (addr, task) = server(kind, &active, trusted).await;
-    let client = ClientIdentity::issue(&pending, OffsetDateTime::now_utc()).unwrap();
-    let roots = [active.cert.clone()];
-    let seen = client_trust(
-        &addr,
-        "peer.test",
-        &roots,
-        &client,
-        tokio::time::Instant::now(),
-    )
-    .await;
-    task.abort();
+    let s = scene(kind, trusts_pending).await;
+    let now = tokio::time::Instant::now();
+    let seen = client_trust(&s.addr, "peer.test", &s.roots, &s.client, now).await;
+    s.task.abort();
     seen
 }
 
