@@ -26,8 +26,25 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 /// At most this many probes in flight at once.
 pub const PROBES_IN_FLIGHT: usize = 8;
 
-/// Why a trust probe of a server that verifies no client certificate cannot pass.
-const VERIFIES_NOTHING: &str = "it accepts a client certificate from a CA nobody trusts, so no probe can show it trusts the new CA (not probed again at this gate)";
+/// Why a probe attempt did not pass.
+enum NotPassed {
+    /// The server accepts a client certificate from a CA nobody trusts: no trust probe of it
+    /// can pass, so it is not probed again at this gate.
+    VerifiesNothing,
+    /// Anything else.
+    Because(String),
+}
+
+impl std::fmt::Display for NotPassed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::VerifiesNothing => f.write_str(
+                "it accepts a client certificate from a CA nobody trusts, so no probe can show it trusts the new CA (not probed again at this gate)",
+            ),
+            Self::Because(why) => f.write_str(why),
+        }
+    }
+}
 
 /// What a probe at this gate checks.
 enum Check {
@@ -168,16 +185,19 @@ pub async fn round(
                         .await
                         {
                             ClientTrust::Proven => Ok(()),
-                            ClientTrust::VerifiesNothing => Err(VERIFIES_NOTHING.to_string()),
-                            ClientTrust::NotShown => Err(
+                            ClientTrust::VerifiesNothing => Err(NotPassed::VerifiesNothing),
+                            ClientTrust::NotShown => Err(NotPassed::Because(
                                 "it does not accept a client certificate from the new CA yet"
                                     .to_string(),
-                            ),
+                            )),
                         }
                     }
                     Check::Leaf { identity, issuer } => {
                         let Some(leaf) = outcome_leaves.get(&t.secret) else {
-                            return Err(format!("no leaf stored in Secret {}", t.secret));
+                            return Err(NotPassed::Because(format!(
+                                "no leaf stored in Secret {}",
+                                t.secret
+                            )));
                         };
                         let expected = Expected {
                             secret: t.secret.clone(),
@@ -193,13 +213,18 @@ pub async fn round(
                             PROBE_TIMEOUT,
                         )
                         .await
+                        .map_err(NotPassed::Because)
                     }
                 }
             };
             let result = tokio::time::timeout(PROBE_TIMEOUT, attempt)
                 .await
-                .unwrap_or_else(|_| Err(format!("no answer within {PROBE_TIMEOUT:?}")));
-            let verifies_nothing = matches!(&result, Err(why) if why == VERIFIES_NOTHING);
+                .unwrap_or_else(|_| {
+                    Err(NotPassed::Because(format!(
+                        "no answer within {PROBE_TIMEOUT:?}"
+                    )))
+                });
+            let verifies_nothing = matches!(result, Err(NotPassed::VerifiesNothing));
             let result = result.map_err(|why| format!("{}: {why}", t.address));
             match &result {
                 Ok(()) => tracing::info!(pod = %t.pod.name, endpoint = %t.address, "probe of pod {} shows it holds Secret {}", t.pod.name, t.secret),
