@@ -68,16 +68,18 @@ impl Pacer {
     /// `IN_FLIGHT / PER_SECOND` seconds (80 ms) still starts at its slot; certgen then holds at most
     /// that many of its priority level's seats (docs/api-requests.md).
     pub fn for_rate(per_second: Option<std::num::NonZeroU32>) -> Self {
-        let Some(rate) = per_second else {
-            return Self::default();
-        };
-        let rate = rate.get();
-        let in_flight = (rate as usize * IN_FLIGHT).div_ceil(PER_SECOND as usize);
+        // The test hooks, which `Default` reads, win over the flag.
         #[cfg(feature = "test-hooks")]
         if std::env::var_os(IN_FLIGHT_ENV).is_some() || std::env::var_os(PER_SECOND_ENV).is_some() {
             return Self::default();
         }
-        Self::new(in_flight, rate)
+        let Some(rate) = per_second.map(std::num::NonZeroU32::get) else {
+            return Self::default();
+        };
+        Self::new(
+            (rate as usize * IN_FLIGHT).div_ceil(PER_SECOND as usize),
+            rate,
+        )
     }
 
     /// At most `in_flight` requests at once (at least 1), `per_second` started per second (at
