@@ -301,6 +301,11 @@ async fn rotate(
     dials: &[(String, u16)],
     extra: &[&str],
 ) -> serde_json::Value {
+    rotate_run(c, ns, dials, extra).await.json()
+}
+
+/// [`rotate`]'s run, exit 0 checked: its report and what it said on stderr.
+async fn rotate_run(c: &Cluster, ns: &str, dials: &[(String, u16)], extra: &[&str]) -> Run {
     let map: Vec<String> = dials
         .iter()
         .map(|(a, port)| format!("{a}:18000=127.0.0.1:{port}"))
@@ -313,7 +318,6 @@ async fn rotate(
         .run_async()
         .await
         .ok()
-        .json()
 }
 
 /// A gate's pod lines: name → (opened by, detail).
@@ -460,17 +464,7 @@ async fn a_pod_whose_server_verifies_no_client_is_said_once_and_left_to_its_kube
     let address = "192.0.2.60".to_string();
     pod_endpoints(&c, &ns.name, &[(address.clone(), &pods[0])]).await;
 
-    let r = c
-        .certgen(&ns.name)
-        .propagation_delay("60s")
-        .args(["--overwrite", "--timeout", "150s"])
-        .env(
-            "CERTGEN_TEST_DIAL_OVERRIDE",
-            format!("{address}:18000=127.0.0.1:{port}"),
-        )
-        .run_async()
-        .await
-        .ok();
+    let r = rotate_run(&c, &ns.name, &[(address, port)], &[]).await;
     let report = r.json();
     let name = pods[0].metadata.name.clone().unwrap();
     let gates = gate_pods(&report);
