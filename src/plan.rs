@@ -122,6 +122,7 @@ pub fn plan(
             ca,
             secrets,
             phase: Phase::Steady,
+            under_way: false,
         });
     }
     let ca_name = config.ca.secret_name.as_str();
@@ -165,6 +166,15 @@ pub fn plan(
         waited: known.gate_waited == Some(state) && known.other_written_at.is_none_or(|w| w <= now),
     };
 
+    // The leaves step of a rotation under way: a held leaf not yet signed by certgen's active
+    // CA, in a bundle that already trusts it (a run stopped after the promotion).
+    let leaves_under_way = match &ca.active {
+        Some(Active::Keyed(k)) => leaves
+            .iter()
+            .filter_map(LeafIn::ok)
+            .any(|l| !k.cert.signed(&l.cert) && l.bundle.contains(&k.cert)),
+        _ => false,
+    };
     let input = Input {
         config,
         now,
@@ -173,8 +183,10 @@ pub fn plan(
         ca_name,
         leaves: &leaves,
         gate: &gate,
+        leaves_under_way,
     };
     let (ca_plan, secrets, phase) = input.decide(ca)?;
+    let under_way = ca_plan.pending.is_some() || input.leaves_under_way;
     let mut ca_plan = ca_plan.finish(config);
     let mut all = secrets;
     all.extend(hmac);
@@ -196,6 +208,7 @@ pub fn plan(
         ca: ca_plan,
         secrets: all,
         phase,
+        under_way,
     })
 }
 
@@ -207,6 +220,9 @@ struct Input<'a> {
     ca_name: &'a str,
     leaves: &'a [LeafIn<'a>],
     gate: &'a Gate,
+    /// The leaves step of a rotation is under way (see [`Plan::under_way`]): finished, and
+    /// `--overwrite` asks for nothing more.
+    leaves_under_way: bool,
 }
 
 type Decision = (CaDraft, Vec<SecretPlan>, Phase);

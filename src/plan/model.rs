@@ -260,6 +260,11 @@ pub struct Plan {
     pub ca: CaPlan,
     pub secrets: Vec<SecretPlan>,
     pub phase: Phase,
+    /// A rotation was under way in what this plan was made from: a pending CA (stored, or
+    /// derived from the held Secrets), or the leaves step of one (a held leaf not yet signed by
+    /// certgen's active CA, in a bundle that already trusts it). It is the rotation an
+    /// `--overwrite` asks for: the run finishes it and begins no other (one rotation per due).
+    pub under_way: bool,
 }
 
 impl Plan {

@@ -982,3 +982,44 @@ fn a_secret_of_another_layout_is_read_and_written_under_its_own_keys_and_type() 
     let e = world.plan(NOW, Options::default()).unwrap_err();
     assert!(e.problem.contains("expected \"Opaque\""), "{e:?}");
 }
+
+/// Issue 46, B1: a rotation stopped after its promotion (leaves still of the prior CA, in
+/// bundles that trust the new one) is under way: `--overwrite` finishes it (the leaves, by the
+/// active CA) and asks for nothing more.
+#[test]
+fn a_rotation_under_way_is_the_one_overwrite_asks_for() {
+    let old = new_ca(NOW - 30 * DAY);
+    let mut w = World::installed(&old, NOW - 30 * DAY);
+    let fresh = new_ca(NOW - DAY);
+    // The CA Secret promoted to the new CA; every bundle [new, old]; leaves still old's.
+    w.state
+        .set_bundles(&[fresh.0.cert.clone(), old.0.cert.clone()]);
+    w.edit("envoy-gateway-ca", |s| {
+        s.data
+            .insert("tls.crt".into(), fresh.1.cert.pem().into_bytes());
+        s.data
+            .insert("tls.key".into(), fresh.1.key.expose().as_bytes().to_vec());
+    });
+    let overwrite = Options {
+        overwrite: true,
+        ..Options::default()
+    };
+    let p = w.plan(NOW, overwrite).unwrap();
+    assert!(p.under_way);
+    assert!(p.ca.new.is_none(), "no new CA: {}", p.ca.reason);
+    let renewed: Vec<&str> = p
+        .secrets
+        .iter()
+        .filter(|s| s.action == Action::Renew)
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(renewed, ["envoy-gateway", "envoy", "envoy-rate-limit"]);
+    // A plain run plans the same step.
+    let plain = w.plan(NOW, Options::default()).unwrap();
+    assert!(plain.under_way && plain.ca.new.is_none());
+    // Steady again: not under way, and --overwrite rotates.
+    let w = World::installed(&fresh, NOW - DAY);
+    let p = w.plan(NOW, overwrite).unwrap();
+    assert!(!p.under_way);
+    assert_eq!(p.ca.action, Action::Trust);
+}

@@ -37,7 +37,8 @@ impl Input<'_> {
     }
 
     pub(super) fn rotation_reason(&self, active: &Active) -> Option<String> {
-        if self.options.overwrite {
+        // One rotation per due: the leaves step of one under way is the rotation asked for.
+        if self.options.overwrite && !self.leaves_under_way {
             return Some("--overwrite: rotating the CA".into());
         }
         // (A CA not valid yet is no reason to rotate: nothing is signed with it before it

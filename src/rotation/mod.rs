@@ -29,6 +29,8 @@ pub use self::pace::{IN_FLIGHT, PER_SECOND};
 #[cfg(feature = "test-hooks")]
 pub use self::pace::{IN_FLIGHT_ENV, PER_SECOND_ENV};
 pub use self::progress::{Learned, Progress};
+#[cfg(feature = "test-hooks")]
+pub use self::step::resumed_rotation_keeps_overwrite;
 pub use self::step::{MAX_ATTEMPTS, Outcome, dry_look, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
@@ -124,11 +126,32 @@ pub async fn run<S: SecretStore>(
         seen.note(Learned::OtherWritten(at));
     }
     let options = seen.plan_options(&inv.options);
-    let looked = if inv.options.dry_run {
+    let mut looked = if inv.options.dry_run {
         dry_look(store, inv.config, options, seen.known()).await
     } else {
         look(store, inv.config, options, seen.known()).await
     };
+    // A dry run plans as the run's first step will, under the lock: an --overwrite the look
+    // found acted on (a rotation under way) is not acted on again (`locked`), and a caBundle
+    // target that drifted from its Secret's stored bundle is written first, that step's gate
+    // counting from then (`first_targets`).
+    if let (true, Ok(l)) = (inv.options.dry_run, &looked) {
+        let mut again = false;
+        if l.ca_written {
+            seen.note(Learned::CaWritten);
+            again = true;
+        }
+        if let Some(t) = &dry_targets
+            && t.behind_stored(&inv, &l.observed)
+        {
+            seen.note(Learned::OtherWritten(store.now()));
+            again = true;
+        }
+        if again {
+            let options = seen.plan_options(&inv.options);
+            looked = dry_look(store, inv.config, options, seen.known()).await;
+        }
+    }
     let look = match looked {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
@@ -263,6 +286,11 @@ async fn locked<S: SecretStore>(
         take_lock(inv).await?
     });
     let mut progress = Progress::default();
+    // A rotation the look found under way is the one an --overwrite asks for, even if
+    // another run finishes it while this one waits for the lock.
+    if look.is_some_and(|l| l.ca_written) {
+        progress.note(Learned::CaWritten);
+    }
     for r in refused {
         progress.note(Learned::Refused {
             what: r.what,

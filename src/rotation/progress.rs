@@ -16,8 +16,9 @@ use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport, LockRepo
 /// What a run has done and learned so far.
 #[derive(Debug, Default, Clone)]
 pub struct Progress {
-    /// `--overwrite` has been acted on: a new CA was stored, or the CA Secret changed under the
-    /// run (a CA write whose answer was lost, or another run's). Never a second new CA.
+    /// `--overwrite` has been acted on: a new CA was stored, the CA Secret changed under the
+    /// run (a CA write whose answer was lost, or another run's), or a rotation was found under
+    /// way (finished, never begun again). Never a second new CA.
     pub ca_written: bool,
     /// `--rotate-hmac` has been acted on: new HMAC bytes were stored.
     pub hmac_written: bool,

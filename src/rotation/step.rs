@@ -42,8 +42,10 @@ pub struct Outcome {
     pub planned: BTreeMap<String, Vec<CaRef>>,
     /// What this step did, and so what comes next.
     pub phase: Phase,
-    /// Whether `--overwrite` has been acted on in this step: it stored a new CA, or found the
-    /// CA Secret changed under it (a CA write whose answer was lost, or another run's).
+    /// Whether `--overwrite` has been acted on in this step: it stored a new CA, found the
+    /// CA Secret changed under it (a CA write whose answer was lost, or another run's), or
+    /// found a rotation under way (a pending CA), which the run finishes instead of beginning
+    /// another: one rotation per due.
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
@@ -146,10 +148,23 @@ async fn run<S: SecretStore>(
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
+        // A rotation under way is the rotation an `--overwrite` asks for: the run finishes it
+        // and begins no other.
+        if plan.under_way && under_way_acts_on_overwrite() {
+            acted.0 = true;
+            ca_written = true;
+        }
         match mode {
-            Mode::Look => return Ok(looked(store, config, plan, observed)),
+            Mode::Look => {
+                let mut look = looked(store, config, plan, observed);
+                look.ca_written = ca_written;
+                return Ok(look);
+            }
             Mode::DryRun => {
-                return dry_run(store, config, plan, observed, (now, options), guard).await;
+                let mut look =
+                    dry_run(store, config, plan, observed, (now, options), guard).await?;
+                look.ca_written = ca_written;
+                return Ok(look);
             }
             Mode::Write => {}
         }
@@ -344,6 +359,31 @@ fn check_step<S: SecretStore>(
     })
 }
 
+/// Whether a rotation found under way acts on `--overwrite` (one rotation per due): always,
+/// but in the simulation's mutation check, which turns it off on its own thread to show that
+/// the oracle catches a run that begins a second rotation ([`resumed_rotation_keeps_overwrite`],
+/// cargo feature `test-hooks`).
+fn under_way_acts_on_overwrite() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if KEEPS_OVERWRITE.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
+
+#[cfg(feature = "test-hooks")]
+thread_local! {
+    static KEEPS_OVERWRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The mutation of issue 46's B1, for the simulation's mutation check (cargo feature
+/// `test-hooks`): while `on`, runs on this thread leave `--overwrite` set when they find a
+/// rotation under way, so a resumed rotation is finished and then another begun.
+#[cfg(feature = "test-hooks")]
+pub fn resumed_rotation_keeps_overwrite(on: bool) {
+    KEEPS_OVERWRITE.with(|k| k.set(on));
+}
+
 /// Whether the verifier's check before each step's writes runs: always, but for certgen's own
 /// tests, which turn it off to show that the planner alone keeps the invariant
 /// (`CERTGEN_TEST_LIVE_VERIFIER=off`, cargo feature `test-hooks`).
@@ -421,12 +461,17 @@ fn looked<S: SecretStore>(
         stored.record(name, &observed, &BTreeMap::new(), None);
     }
     let report = Report::from_plan(&config.profile, store.describe(), &plan);
-    let planned = plan
-        .secrets
+    // Each TLS Secret's bundle under its own layout's key (kube-webhook-certgen's `ca`, say),
+    // as the run's writes record it ([`Applied::record`]).
+    let planned = config
+        .tls
         .iter()
-        .filter_map(|s| match s.write.as_ref()?.data.get("ca.crt")? {
-            Content::Bundle(refs) => Some((s.name.clone(), refs.clone())),
-            _ => None,
+        .filter_map(|t| {
+            let s = plan.secrets.iter().find(|s| s.name == t.name)?;
+            match s.write.as_ref()?.data.get(&t.layout.bundle)? {
+                Content::Bundle(refs) => Some((s.name.clone(), refs.clone())),
+                _ => None,
+            }
         })
         .collect();
     Outcome {

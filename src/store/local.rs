@@ -269,10 +269,11 @@ impl LocalStore {
                     "{shown} had mode {mode:04o}, readable by others: made it 0600; it may have been read, consider rotating with --overwrite"
                 );
             }
-            self.exposed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((secret.to_string(), shown, mode));
+            // Once per file, however often a run reads it (a dry run may plan twice).
+            let mut exposed = self.exposed.lock().unwrap_or_else(|e| e.into_inner());
+            if !exposed.iter().any(|(_, path, _)| *path == shown) {
+                exposed.push((secret.to_string(), shown, mode));
+            }
         }
         Ok((read.bytes, read.modified))
     }

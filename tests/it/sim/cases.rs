@@ -882,3 +882,20 @@ fn a_mid_rotation_restore_then_two_runs_at_once() {
         ],
     );
 }
+
+/// One rotation per due (issue 46, B1): a rotation stopped after its promotion (the new CA
+/// active, leaves still of the old one, which has since expired) is finished by an
+/// `--overwrite` run, which begins no other (was: the expired CA let it start a second
+/// rotation at once). Found by the oracle's widened rule in the random trajectories.
+#[test]
+fn a_rotation_stopped_after_its_promotion_is_finished_not_begun_again() {
+    let out = check(
+        Start::CaExpiresIn(20),
+        &[
+            Op::Run(crash(plain(), 5)),
+            Op::Advance(Duration::from_secs(200 * 86_400)),
+            Op::Run(overwrite()),
+        ],
+    );
+    assert_eq!(out.ended[1].code, 0, "{}", out.ended[1].message);
+}

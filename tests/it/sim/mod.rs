@@ -15,7 +15,8 @@
 //! the same instant (two peers, or two replicas of one) must complete mutual TLS: each leaf
 //! verifies against the other's bundle with rustls-webpki, for server and client use, at that
 //! instant. Besides: no bundle holds more than two CAs, or a duplicate, or a CA expired when
-//! written; a run publishes at most one new CA, and none when it resumes a rotation; every run
+//! written; a run publishes at most one new CA, and none when it resumes a rotation (with
+//! `--overwrite` too: one rotation per due); every run
 //! exits non-zero or leaves nothing due but an optional cleanup; and once runs stop, plain runs
 //! converge to a state where one more plain run writes nothing.
 
@@ -113,6 +114,23 @@ pub struct World {
     /// The leaves only serve (a webhook's, as `certgen create` issues them): the oracle checks
     /// them for server use alone, not for mutual TLS.
     pub serving_only: bool,
+    /// The TLS Secrets' data keys of the bundle and the leaf: certgen's `ca.crt` and `tls.crt`,
+    /// or another layout's (kube-webhook-certgen's `ca` and `cert`).
+    pub keys: (&'static str, &'static str),
+    /// Every Secret read and every write that landed (Secrets, and the outside world's
+    /// actions), in order: where each step of a run begins and ends ([`World::first_step`]).
+    pub trail: Vec<Trail>,
+}
+
+/// One entry of [`World::trail`].
+#[derive(Clone, Debug)]
+pub struct Trail {
+    pub run: usize,
+    /// The true instant.
+    pub at: OffsetDateTime,
+    /// What landed (`Secret NAME`, `caBundle NAME`, `restart NAME`, `poke NAME`); `None` for
+    /// a read of a Secret.
+    pub what: Option<String>,
 }
 
 /// The run index of writes made by another tool (and of seeded Secrets).
@@ -137,6 +155,8 @@ impl World {
             ca_deleted: Vec::new(),
             lease: lease::LeaseState::default(),
             serving_only: false,
+            keys: ("ca.crt", "tls.crt"),
+            trail: Vec::new(),
         }))
     }
 
@@ -232,7 +252,8 @@ impl World {
         let name = secret.name.clone();
         secret.version = rv;
         secret.written_at = Some(now);
-        for key in ["ca.crt", "tls.crt", "next.crt"] {
+        let (bundle_key, cert_key) = self.keys;
+        for key in [bundle_key, cert_key, "ca.crt", "tls.crt", "next.crt"] {
             if let Some(Ok(certs)) = secret.data.get(key).map(|b| parse_cert_chain(b)) {
                 for c in certs.iter().filter(|c| c.is_ca) {
                     self.cas.entry(c.fingerprint()).or_insert(run);
@@ -243,6 +264,7 @@ impl World {
             *self.hmac_writes.entry(run).or_default() += 1;
         }
         self.log.push((run, name.clone()));
+        self.landed(run, format!("Secret {name}"));
         if TLS.contains(&name.as_str()) {
             let true_now = self.true_now();
             // (A version deleted meanwhile ended with its deletion.)
@@ -262,8 +284,8 @@ impl World {
                 secret: name.clone(),
                 from: true_now,
                 until: None,
-                leaf: parse("tls.crt").into_iter().next(),
-                bundle: parse("ca.crt"),
+                leaf: parse(cert_key).into_iter().next(),
+                bundle: parse(bundle_key),
                 run,
                 deleted_at: None,
                 seq: self.history.len(),
@@ -293,6 +315,74 @@ impl World {
         self.log.push((FOREIGN, name.to_string()));
         self.history.push((name.to_string(), None));
         self.history_by.push(FOREIGN);
+    }
+
+    /// Whether a rotation is in progress, as the store shows it: a pending CA in certgen's CA
+    /// Secret (`next.crt`) that has not yet signed every leaf (the trust phase; a CA Secret
+    /// restored to a state whose rotation the leaves have finished is not one), or a TLS Secret
+    /// whose bundle trusts the CA Secret's active CA while its leaf is not yet signed by it (the
+    /// leaves phase).
+    pub fn under_way(&self) -> bool {
+        let Some(ca) = self.get(CA) else {
+            return false;
+        };
+        let first = |b: &Vec<u8>| parse_cert_chain(b).ok().and_then(|c| c.into_iter().next());
+        let (bundle_key, cert_key) = self.keys;
+        let held: Vec<(Cert, Vec<Cert>)> = TLS
+            .iter()
+            .filter_map(|n| self.get(n))
+            .filter_map(|s| {
+                let leaf = s.data.get(cert_key).and_then(first)?;
+                let bundle = s
+                    .data
+                    .get(bundle_key)
+                    .and_then(|b| parse_cert_chain(b).ok())
+                    .unwrap_or_default();
+                Some((leaf, bundle))
+            })
+            .collect();
+        if let Some(next) = ca.data.get("next.crt").and_then(first) {
+            return held.iter().any(|(leaf, _)| !next.signed(leaf));
+        }
+        let Some(active) = ca.data.get("tls.crt").and_then(first) else {
+            return false;
+        };
+        held.iter()
+            .any(|(leaf, bundle)| !active.signed(leaf) && bundle.contains(&active))
+    }
+
+    /// Records in [`World::trail`] that `what` landed, written by `run`.
+    pub fn landed(&mut self, run: usize, what: String) {
+        let at = self.true_now();
+        self.trail.push(Trail {
+            run,
+            at,
+            what: Some(what),
+        });
+    }
+
+    /// The Secret and `caBundle` writes of the first step `run` made after trail entry `from`:
+    /// from its first such write up to its next read of a Secret (the next step's, or a
+    /// re-plan's), and the instant that first write landed.
+    pub fn first_step(
+        &self,
+        run: usize,
+        from: usize,
+    ) -> (BTreeSet<String>, Option<OffsetDateTime>) {
+        let mut writes = BTreeSet::new();
+        let mut at = None;
+        for t in self.trail[from..].iter().filter(|t| t.run == run) {
+            match &t.what {
+                None if at.is_some() => break,
+                None => {}
+                Some(w) if w.starts_with("Secret ") || w.starts_with("caBundle ") => {
+                    at.get_or_insert(t.at);
+                    writes.insert(w.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        (writes, at)
     }
 
     /// Replaces a Secret whole, as a blind `update` (or a restore) by another tool does.
@@ -405,7 +495,13 @@ impl SecretStore for Session {
         if self.state.lock().unwrap().dead {
             return Err(crashed());
         }
-        let world = self.world.lock().unwrap();
+        let mut world = self.world.lock().unwrap();
+        let at = world.true_now();
+        world.trail.push(Trail {
+            run: self.run,
+            at,
+            what: None,
+        });
         Ok(match world.get(name) {
             None => Observed::Absent,
             Some(s) => Observed::Present(s.clone()),
@@ -470,13 +566,16 @@ pub struct Ended {
     pub spec: RunSpec,
     pub code: u8,
     pub message: String,
-    /// A rotation was in progress (a pending CA stored) when the run started.
+    /// A rotation was in progress when the run started ([`World::under_way`]).
     pub resumed: bool,
     pub note: Option<String>,
     /// Another writer replaced or deleted the CA Secret (certgen's key store) while this run
     /// ran: a CA whose key was taken away cannot be finished, so the one-new-CA rule does not
     /// hold for this run.
     pub ca_disturbed: bool,
+    /// Where its dry run (made from the same state just before it, [`run_checked`]) and its
+    /// first step differ: the oracle's "dry run = run".
+    pub dry_run_differs: Option<String>,
 }
 
 fn options(spec: &RunSpec) -> RunOptions {
@@ -505,7 +604,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         let mut w = world.lock().unwrap();
         let mark = w.history.len();
         w.run_marks.push(mark);
-        w.get(CA).is_some_and(|s| s.data.contains_key("next.crt"))
+        w.under_way()
     };
     let session = Session::new(world, index, spec.faults);
     let options = options(&spec);
@@ -551,7 +650,134 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         resumed,
         note,
         ca_disturbed: false,
+        dry_run_differs: None,
     }
+}
+
+/// The run index of dry runs: they write nothing, and their reads are theirs alone.
+pub const DRY: usize = usize::MAX - 2;
+
+/// A dry run with `spec`'s flags against the world as it is: its report, or the error the
+/// dry run exits with.
+pub async fn dry_run(
+    world: &Arc<Mutex<World>>,
+    config: &Config,
+    spec: RunSpec,
+) -> Result<certgen::report::Report, String> {
+    let session = Session::new(world, DRY, Faults::default());
+    let mut options = options(&spec);
+    options.dry_run = true;
+    let invocation = Invocation {
+        config,
+        options,
+        deadline: tokio::time::Instant::now() + options.timeout,
+        workloads: None,
+        endpoints: None,
+        webhooks: None,
+        pods: None,
+        lock: certgen::lock::Target::None,
+    };
+    match rotation::run(&session, invocation).await {
+        Ok((report, None)) => Ok(report),
+        Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`run`], after a dry run with the same flags from the same state, whose plan the oracle
+/// compares with the run's first step ([`dry_run_is_the_run`]).
+pub async fn run_checked(
+    world: &Arc<Mutex<World>>,
+    config: &Config,
+    index: usize,
+    spec: RunSpec,
+) -> Ended {
+    // (Boxed: two whole runs' futures side by side would not fit a test thread's stack.)
+    let dry = Box::pin(dry_run(world, config, spec))
+        .await
+        .map(|r| planned_writes(&r));
+    let mark = world.lock().unwrap().mark();
+    let mut e = Box::pin(run(world, config, index, spec)).await;
+    e.dry_run_differs = dry_run_is_the_run(&world.lock().unwrap(), &e, mark, &dry).err();
+    e
+}
+
+/// Where a run starts in [`World::trail`], and when.
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    pub trail: usize,
+    pub at: OffsetDateTime,
+}
+
+impl World {
+    /// Where the next run starts.
+    pub fn mark(&self) -> Mark {
+        Mark {
+            trail: self.trail.len(),
+            at: self.true_now(),
+        }
+    }
+}
+
+/// What a dry run's report plans to write, named as [`World::trail`] names writes: Secrets,
+/// and `caBundle` targets.
+pub fn planned_writes(report: &certgen::report::Report) -> BTreeSet<String> {
+    report
+        .secrets
+        .iter()
+        .filter(|e| e.action.writes())
+        .map(|e| match e.kind {
+            certgen::plan::Kind::Webhook => {
+                let name = e.secret.rsplit(' ').next().unwrap_or(&e.secret);
+                format!("caBundle {name}")
+            }
+            _ => format!("Secret {}", e.secret),
+        })
+        .collect()
+}
+
+/// The oracle's "dry run = run": the dry run made from the state run `e` started from
+/// (`mark`; its writes as [`planned_writes`] names them) plans exactly the writes of the run's
+/// first step (Secrets and `caBundle` targets).
+/// A run with faults may stop or re-plan within that step: what it wrote is part of the plan.
+/// A dry run that plans nothing (at a gate, or nothing due) is followed by no write before the
+/// run has waited; a dry run that fails is followed by a run that fails before writing.
+pub fn dry_run_is_the_run(
+    world: &World,
+    e: &Ended,
+    mark: Mark,
+    dry: &Result<BTreeSet<String>, String>,
+) -> Result<(), String> {
+    let (wrote, at) = world.first_step(e.run, mark.trail);
+    let at_once = at == Some(mark.at);
+    let planned = match dry {
+        Err(why) if at_once || e.code == 0 => {
+            return Err(format!(
+                "run {}'s dry run failed ({why}), but the run exited {} and its first step wrote {wrote:?}",
+                e.run, e.code
+            ));
+        }
+        Err(_) => return Ok(()),
+        Ok(planned) => planned,
+    };
+    let faulted = e.spec.faults.crash_after.is_some()
+        || e.spec.faults.lose_reply.is_some()
+        || e.spec.faults.fail_before.is_some();
+    let differs = if planned.is_empty() {
+        at_once
+    } else if faulted {
+        !wrote.is_subset(&planned)
+    } else {
+        wrote != *planned
+    };
+    if differs {
+        return Err(format!(
+            "run {} ({:?}): its dry run planned {planned:?}, its first step wrote {wrote:?}{}",
+            e.run,
+            e.spec,
+            if at_once { "" } else { " after waiting" }
+        ));
+    }
+    Ok(())
 }
 
 /// A dry run's verdict on the stored state: whether anything is due (other than a cleanup
@@ -739,12 +965,14 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
 fn erased(world: &World, leaf: &Cert, seq: usize) -> bool {
     let names = |s: &Option<StoredSecret>| {
         s.as_ref().is_some_and(|s| {
-            ["ca.crt", "tls.crt", "next.crt"].iter().any(|k| {
-                s.data
-                    .get(*k)
-                    .and_then(|b| parse_cert_chain(b).ok())
-                    .is_some_and(|certs| certs.iter().any(|c| c.is_ca && c.signed(leaf)))
-            })
+            [world.keys.0, world.keys.1, "ca.crt", "tls.crt", "next.crt"]
+                .iter()
+                .any(|k| {
+                    s.data
+                        .get(*k)
+                        .and_then(|b| parse_cert_chain(b).ok())
+                        .is_some_and(|certs| certs.iter().any(|c| c.is_ca && c.signed(leaf)))
+                })
         })
     };
     let mut state: BTreeMap<&str, bool> = BTreeMap::new();
@@ -876,6 +1104,9 @@ pub fn check_current(world: &World, at: OffsetDateTime) -> Result<(), String> {
 /// Run-level checks: new CAs per run, HMAC writes per run, and what an exit 0 leaves.
 pub fn check_runs(world: &World, ended: &[Ended]) -> Result<(), String> {
     for e in ended {
+        if let Some(why) = &e.dry_run_differs {
+            return Err(format!("the dry run is not the run: {why}"));
+        }
         let new_cas = world.cas.values().filter(|r| **r == e.run).count();
         if new_cas > 1 && !e.ca_disturbed {
             return Err(format!(
@@ -883,10 +1114,13 @@ pub fn check_runs(world: &World, ended: &[Ended]) -> Result<(), String> {
                 e.run, e.spec
             ));
         }
-        if e.resumed && !e.spec.overwrite && new_cas > 0 && !e.ca_disturbed {
+        // One rotation per due: a run that finds a rotation under way finishes it and begins
+        // no other, `--overwrite` or not (`certgen create` sets it while its certificates
+        // outlive `--validity`, so a resumed renewal would otherwise rotate twice).
+        if e.resumed && new_cas > 0 && !e.ca_disturbed {
             return Err(format!(
-                "run {} resumed a rotation without --overwrite and published a new CA",
-                e.run
+                "run {} ({:?}) resumed a rotation and published a new CA: it began a second rotation",
+                e.run, e.spec
             ));
         }
         let hmac = world.hmac_writes.get(&e.run).copied().unwrap_or(0);
@@ -1089,7 +1323,7 @@ async fn trajectory_in(
         match op {
             Op::Run(spec) => {
                 let (i, s) = next(*spec);
-                let e = run(&world, &config, i, s).await;
+                let e = run_checked(&world, &config, i, s).await;
                 ended.push(e);
             }
             Op::Concurrent(a, b) => {
@@ -1137,21 +1371,24 @@ async fn trajectory_in(
     // Runs stop: plain runs, the delay apart, converge; then one more writes nothing.
     let mut settled = false;
     let mut refused = false;
+    // Another writer left leaves of two CAs certgen has no key for (or a CA no verifier
+    // accepts): certgen refuses to guess (nothing written) and says how to fix it. The pairs so
+    // far are checked.
+    let refuses_to_guess = |m: &str| {
+        m.contains("two CAs certgen has no key for")
+            || m.contains("more CAs than a bundle can trust")
+            || m.contains("would be rejected by TLS verifiers")
+    };
     for _ in 0..6 {
         tokio::time::advance(DELAY + Duration::from_secs(1)).await;
         let (i, s) = next(RunSpec::default());
-        let e = run(&world, &config, i, s).await;
+        let e = run_checked(&world, &config, i, s).await;
         match e.code {
             0 => {}
             // A gate past --timeout (a pending CA not valid yet by a clock that stepped back):
             // the next run resumes.
             3 => tokio::time::advance(Duration::from_secs(3600)).await,
-            // Another writer left leaves of two CAs certgen has no key for: certgen refuses to
-            // guess (nothing written) and says how to fix it. The pairs so far are checked.
-            2 if e.message.contains("two CAs certgen has no key for")
-                || e.message.contains("more CAs than a bundle can trust")
-                || e.message.contains("would be rejected by TLS verifiers") =>
-            {
+            2 if refuses_to_guess(&e.message) => {
                 refused = true;
                 ended.push(e);
                 break;

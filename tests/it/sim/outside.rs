@@ -266,6 +266,22 @@ pub struct OutsideWorld {
 }
 
 impl OutsideWorld {
+    /// The target's `caBundle` set to `ca` by another tool at `at` (its own installer), as the
+    /// only version the API server has held.
+    pub fn patched(&mut self, ca: &[u8], at: OffsetDateTime) {
+        let t = self
+            .target
+            .as_mut()
+            .expect("the world has a caBundle target");
+        t.raw = ca.to_vec();
+        t.versions = vec![BundleVersion {
+            from: at,
+            until: None,
+            bundle: parse_cert_chain(ca).unwrap(),
+            run: FOREIGN,
+        }];
+    }
+
     /// Envoy Gateway's topology: its configured `caBundle` target (with no bundle yet, as its
     /// chart creates it), and one Deployment per consumer (proxies: two replicas), each of
     /// whose pods mounts the consumer's Secret.
@@ -486,6 +502,10 @@ impl Sim {
             o.sequence.push(what.clone());
             out
         };
+        self.world()
+            .lock()
+            .unwrap()
+            .landed(self.session.run, what.clone());
         if faults.crash_after == Some(n) {
             self.session.state.lock().unwrap().dead = true;
             return Err(crashed());
@@ -870,8 +890,7 @@ pub async fn run(
         let mut w = world.lock().unwrap();
         let mark = w.history.len();
         w.run_marks.push(mark);
-        w.get(super::CA)
-            .is_some_and(|s| s.data.contains_key("next.crt"))
+        w.under_way()
     };
     let sim = Sim {
         session: Session::new(world, index, spec.faults),
@@ -903,7 +922,61 @@ pub async fn run(
         resumed,
         note,
         ca_disturbed: false,
+        dry_run_differs: None,
     }
+}
+
+/// A dry run with `spec`'s flags against the whole world as it is (pokes on, as [`run`]'s):
+/// its report, or the error it exits with. It reads the `caBundle` target and the pods, and
+/// writes nothing.
+pub async fn dry_run(
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    spec: RunSpec,
+) -> Result<certgen::report::Report, String> {
+    let sim = Sim {
+        session: Session::new(world, super::DRY, Faults::default()),
+        outside: outside.clone(),
+        mutation: Mutation::None,
+    };
+    let mut options = options(&spec);
+    options.poke = true;
+    options.dry_run = true;
+    let invocation = Invocation {
+        config,
+        options,
+        deadline: tokio::time::Instant::now() + options.timeout,
+        workloads: Some(&sim),
+        endpoints: None,
+        webhooks: Some(&sim),
+        pods: Some(&sim),
+        lock: lock::Target::None,
+    };
+    match rotation::run(&sim, invocation).await {
+        Ok((report, None)) => Ok(report),
+        Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
+    }
+}
+
+/// [`run`], after a dry run from the same state, checked against the run's first step
+/// ([`super::dry_run_is_the_run`]).
+pub async fn run_checked(
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    index: usize,
+    spec: RunSpec,
+    mutation: Mutation,
+) -> Ended {
+    // (Boxed: two whole runs' futures side by side would not fit a test thread's stack.)
+    let dry = Box::pin(dry_run(world, outside, config, spec))
+        .await
+        .map(|r| super::planned_writes(&r));
+    let mark = world.lock().unwrap().mark();
+    let mut e = Box::pin(run(world, outside, config, index, spec, mutation)).await;
+    e.dry_run_differs = super::dry_run_is_the_run(&world.lock().unwrap(), &e, mark, &dry).err();
+    e
 }
 
 /// One step of a trajectory of the whole world.
@@ -987,17 +1060,7 @@ async fn start(
             let at = world.lock().unwrap().true_now();
             seed_envoy_gateway(world, config, false, at - time::Duration::days(30));
             let ca = world.lock().unwrap().get("envoy-gateway").unwrap().data["ca.crt"].clone();
-            {
-                let mut o = outside.lock().unwrap();
-                let t = o.target.as_mut().unwrap();
-                t.raw = ca.clone();
-                t.versions = vec![BundleVersion {
-                    from: at,
-                    until: None,
-                    bundle: parse_cert_chain(&ca).unwrap(),
-                    run: FOREIGN,
-                }];
-            }
+            outside.lock().unwrap().patched(&ca, at);
             // The pods started with Envoy Gateway's output, some time before certgen's first
             // run: a restart-only pod holds that output, not what the run writes at the same
             // instant.
@@ -1038,7 +1101,7 @@ pub async fn trajectory_in(
     for step in steps {
         match step {
             Step::Run(spec) => {
-                let e = run(&world, &outside, &config, next(), *spec, mutation).await;
+                let e = run_checked(&world, &outside, &config, next(), *spec, mutation).await;
                 if e.code == 0 {
                     first_ok.get_or_insert(world.lock().unwrap().true_now());
                 }
@@ -1083,7 +1146,7 @@ pub async fn trajectory_in(
     let mut settled = false;
     for _ in 0..6 {
         tokio::time::advance(DELAY + Duration::from_secs(1)).await;
-        let e = run(
+        let e = run_checked(
             &world,
             &outside,
             &config,
