@@ -229,6 +229,9 @@ pub enum Finding {
     NextRun { action: String, reason: String },
     /// The next run refuses to go on because of this Secret: the planner's error.
     Refused(String),
+    /// certgen's own CA Secret is gone while leaves it signed remain: the key of a CA the
+    /// consumers trust is lost ([`crate::plan::LostCa`]). Status `lost`.
+    LostCa(String),
 }
 
 impl Finding {
@@ -252,7 +255,8 @@ impl Finding {
             | Self::Divergent(_)
             | Self::HmacKey(_)
             | Self::HmacShort(_)
-            | Self::Refused(_) => true,
+            | Self::Refused(_)
+            | Self::LostCa(_) => true,
             _ => false,
         }
     }
@@ -262,7 +266,7 @@ impl Finding {
     /// What it says about a state the next run keeps as it is.
     fn note(&self) -> String {
         match self {
-            Self::NoCa => "no CA Secret: the leaves are kept with the CA that signed them (another tool's, or certgen's whose Secret is gone); certgen creates its own CA, staged, when a leaf or that CA falls due".into(),
+            Self::NoCa => "no CA Secret: the leaves are kept with the CA that signed them (another tool's: certgen's own would be `lost`); certgen creates its own CA, staged, when a leaf or that CA falls due".into(),
             Self::UnknownIssuer => "issued by a CA whose key certgen does not hold; kept until it falls due".into(),
             other => other.to_string(),
         }
@@ -335,6 +339,10 @@ impl fmt::Display for Finding {
                 write!(f, "the next run: {action} ({reason})")
             }
             Self::Refused(why) => write!(f, "the next run refuses: {why}"),
+            Self::LostCa(problem) => write!(
+                f,
+                "{problem}. Restore the CA Secret from a backup to keep that CA, or run certgen --overwrite to stage a new one (docs/alerts.md#certgencakeylost)"
+            ),
         }
     }
 }
@@ -413,7 +421,13 @@ impl Checked {
                 ..self.row
             };
         }
-        let status = if self.findings.iter().any(Finding::missing) {
+        let status = if self
+            .findings
+            .iter()
+            .any(|f| matches!(f, Finding::LostCa(_)))
+        {
+            "lost"
+        } else if self.findings.iter().any(Finding::missing) {
             "missing"
         } else if self.findings.iter().any(Finding::invalid) {
             "invalid"
@@ -542,6 +556,27 @@ pub fn check(
         rows.push(r);
     }
     trust_between(&leaves, &mut rows, &verifier, now);
+    // certgen's own CA Secret gone with its key while leaves it signed remain: never healthy,
+    // whatever the leaves' expiry (the planner's same finding makes a plain run refuse).
+    let held = leaves.iter().map(|l| {
+        (
+            rows[l.row].row.secret.as_str(),
+            &l.cert,
+            l.bundle.as_slice(),
+        )
+    });
+    if let Some(lost) = crate::plan::lost_ca(observed, held, now) {
+        rows[0].findings.retain(|f| *f != Finding::NoCa);
+        rows[0].findings.push(Finding::LostCa(lost.problem()));
+        // Its leaves are fine as they are: their issuer is the lost CA, which the CA row says.
+        for r in rows
+            .iter_mut()
+            .filter(|r| lost.secrets.contains(&r.row.secret))
+        {
+            r.findings.retain(|f| *f != Finding::UnknownIssuer);
+            r.row.issuer = Some(lost.ca.short_fingerprint());
+        }
+    }
 
     for h in &config.hmac {
         rows.push(hmac_row(h, observed, ctx.unread(&h.name).is_some()));

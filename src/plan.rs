@@ -53,6 +53,7 @@ mod handed;
 mod held;
 mod hmac;
 mod leaves;
+mod lost;
 mod model;
 pub mod rules;
 mod stored;
@@ -61,6 +62,7 @@ mod valid;
 mod writes;
 
 use self::draft::CaDraft;
+pub use self::lost::{LostCa, find as lost_ca};
 pub use self::model::{
     Action, CaPlan, CaRef, CasAfter, Invalid, Kind, Known, Options, Phase, Plan, SecretPlan, Signer,
 };
@@ -166,6 +168,11 @@ pub fn plan(
         waited: known.gate_waited == Some(state) && known.other_written_at.is_none_or(|w| w <= now),
     };
 
+    let held = leaves.iter().filter_map(|l| {
+        l.ok()
+            .map(|leaf| (l.cfg.name.as_str(), &leaf.cert, leaf.bundle.as_slice()))
+    });
+    let lost_ca = lost::find(observed, held, now);
     // The leaves step of a rotation under way: a held leaf not yet signed by certgen's active
     // CA, in a bundle that already trusts it (a run stopped after the promotion).
     let leaves_under_way = match &ca.active {
@@ -183,6 +190,8 @@ pub fn plan(
         ca_name,
         leaves: &leaves,
         gate: &gate,
+        lost: lost_ca.as_ref(),
+        object,
         leaves_under_way,
     };
     let (ca_plan, secrets, phase) = input.decide(ca)?;
@@ -220,6 +229,10 @@ struct Input<'a> {
     ca_name: &'a str,
     leaves: &'a [LeafIn<'a>],
     gate: &'a Gate,
+    /// certgen's own CA Secret is gone while leaves it signed remain (`plan/lost.rs`).
+    lost: Option<&'a LostCa>,
+    /// Names a Secret for messages.
+    object: &'a dyn Fn(&str) -> String,
     /// The leaves step of a rotation is under way (see [`Plan::under_way`]): finished, and
     /// `--overwrite` asks for nothing more.
     leaves_under_way: bool,
@@ -362,7 +375,24 @@ impl Input<'_> {
             // Staging protects peers that trust the active CA; an expired one protects nobody.
             return Ok(self.one_write(&ca, Some(&active)));
         }
-        let rotate = self.rotation_reason(&active);
+        let mut rotate = self.rotation_reason(&active);
+        if let Some(lost) = self.lost {
+            // Never kept as "another tool's CA": certgen's own key is lost. A rotation that
+            // is due anyway (a leaf to issue, or --overwrite) moves to a new CA, staged; with
+            // nothing due a plain run refuses, so that a person chooses between the backup
+            // and a new CA.
+            let Some(reason) = rotate else {
+                return Err(Invalid {
+                    object: (self.object)(self.ca_name),
+                    problem: lost.problem(),
+                    fix: lost.fix(&(self.object)(self.ca_name)),
+                });
+            };
+            rotate = Some(format!(
+                "certgen's CA Secret is gone with the key of CA {}; {reason}",
+                lost.ca.short_fingerprint()
+            ));
+        }
         match (rotate, self.options.strategy) {
             (Some(reason), Strategy::Immediate) => {
                 let mut d = self.one_write(&ca, Some(&active));

@@ -810,3 +810,58 @@ fn unparsable_certificates_are_described_in_words() {
         );
     }
 }
+
+/// Issue 46, B2: certgen's own CA Secret deleted while the leaves it signed remain (each names
+/// its CA, `certgen.dev/ca-sha256`, as certgen writes it) is `lost`, never healthy, and the
+/// next plain run refuses with both ways out; the same Secrets written by another tool (no
+/// mark) keep their CA, adopted, as before.
+#[test]
+fn a_deleted_ca_secret_whose_leaves_remain_is_lost_not_healthy() {
+    let mut stored = Stored::installed(NOW - DAY);
+    let fp = stored.ca.0.cert.fingerprint_hex();
+    for t in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        stored.edit(t, |s| {
+            s.annotations
+                .insert(crate::plan::CA_ANNOTATION.into(), fp.clone());
+        });
+    }
+    let marked = stored.snapshot.clone();
+    stored.snapshot.ca = Some(Observed::Absent);
+    let report = stored.check(NOW);
+    assert!(!report.healthy, "{report:#?}");
+    let ca = row(&report, "envoy-gateway-ca");
+    assert_eq!(ca.status, "lost", "{ca:?}");
+    assert_eq!(ca.problems.len(), 1, "{ca:?}");
+    assert!(
+        ca.problems[0].contains(&stored.ca.0.cert.short_fingerprint())
+            && ca.problems[0].contains("is lost")
+            && ca.problems[0].contains("Restore the CA Secret from a backup")
+            && ca.problems[0].contains("--overwrite"),
+        "{ca:?}"
+    );
+    match &report.next_run {
+        NextRun::Refuses { object, message } => {
+            assert_eq!(object, "envoy-gateway-ca");
+            assert!(
+                message.contains("restore envoy-gateway-ca from a backup"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // The leaves themselves are fine.
+    for t in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        assert_eq!(row(&report, t).status, "ok", "{:?}", row(&report, t));
+    }
+
+    // Another tool's leaves carry no mark: their CA is adopted, and nothing is due.
+    let mut foreign = Stored::installed(NOW - DAY);
+    foreign.snapshot.ca = Some(Observed::Absent);
+    let report = foreign.check(NOW);
+    assert!(report.healthy, "{report:#?}");
+    assert_eq!(row(&report, "envoy-gateway-ca").status, "ok");
+
+    // The CA Secret restored: healthy again.
+    stored.snapshot = marked;
+    assert!(stored.check(NOW).healthy);
+}

@@ -25,7 +25,8 @@ use crate::pki::Cert;
 use crate::report::CheckReport;
 
 /// The statuses of a Secret in `check` (`certgen_secret_status`), each exposed as 0 or 1.
-const SECRET_STATUSES: [&str; 4] = ["ok", "due", "missing", "invalid"];
+/// `lost`: certgen's own CA Secret is gone while leaves it signed remain (its key is lost).
+const SECRET_STATUSES: [&str; 5] = ["ok", "due", "missing", "invalid", "lost"];
 /// The rotation phases (`certgen_rotation_phase`).
 pub const PHASES: [&str; 4] = ["steady", "trust", "leaves", "cleanup"];
 

@@ -983,6 +983,65 @@ fn a_secret_of_another_layout_is_read_and_written_under_its_own_keys_and_type() 
     assert!(e.problem.contains("expected \"Opaque\""), "{e:?}");
 }
 
+/// Issue 46, B2: certgen's own CA Secret gone while leaves certgen issued from it remain (each
+/// names its CA in `certgen.dev/ca-sha256`): a plain run refuses, naming both ways out and
+/// writing nothing; `--overwrite` stages a new CA (trust first, the lost CA kept beside it); a
+/// leaf falling due stages one by itself, and says why.
+#[test]
+fn a_lost_ca_key_is_refused_unless_a_new_ca_is_asked_for_or_due() {
+    let ca = new_ca(NOW - DAY);
+    let mut w = World::installed(&ca, NOW - DAY);
+    let fp = ca.0.cert.fingerprint_hex();
+    for t in ["envoy-gateway", "envoy", "envoy-rate-limit"] {
+        w.edit(t, |s| {
+            s.annotations.insert(CA_ANNOTATION.into(), fp.clone());
+        });
+    }
+    w.state.ca = Some(Observed::Absent);
+
+    let e = w.plan(NOW, Options::default()).unwrap_err();
+    assert_eq!(e.object, "Secret ns/envoy-gateway-ca");
+    assert!(
+        e.problem.contains("certgen's CA Secret is gone")
+            && e.problem.contains(&ca.0.cert.short_fingerprint())
+            && e.problem
+                .contains("Secrets envoy-gateway, envoy, envoy-rate-limit"),
+        "{e}"
+    );
+    assert!(
+        e.fix.starts_with("nothing was written")
+            && e.fix
+                .contains("restore Secret ns/envoy-gateway-ca from a backup")
+            && e.fix.contains("certgen --overwrite"),
+        "{e}"
+    );
+
+    let overwrite = Options {
+        overwrite: true,
+        ..Options::default()
+    };
+    let p = w.plan(NOW, overwrite).unwrap();
+    assert_eq!(
+        (p.ca.action, p.phase.clone()),
+        (Action::Trust, Phase::Trust)
+    );
+    assert!(
+        p.ca.reason.contains("gone with the key of CA"),
+        "{}",
+        p.ca.reason
+    );
+
+    // A year later every leaf is due: a new CA is staged without being asked.
+    let later = NOW + 360 * DAY;
+    let p = w.plan(later, Options::default()).unwrap();
+    assert_eq!(p.ca.action, Action::Trust, "{}", p.ca.reason);
+    assert!(
+        p.ca.reason.contains("gone with the key of CA"),
+        "{}",
+        p.ca.reason
+    );
+}
+
 /// Issue 46, B1: a rotation stopped after its promotion (leaves still of the prior CA, in
 /// bundles that trust the new one) is under way: `--overwrite` finishes it (the leaves, by the
 /// active CA) and asks for nothing more.

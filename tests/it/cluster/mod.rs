@@ -33,6 +33,7 @@ mod kinds;
 mod kwc;
 mod kwc_renew;
 mod kwc_rotation;
+mod lost;
 mod metrics;
 mod pokes;
 mod probe;
