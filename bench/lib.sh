@@ -66,7 +66,7 @@ bench_init() { # bench_init NAME
   if [[ -z $certgen ]]; then
     say "building target/release/certgen (cargo build --release; waits if another build holds the lock)"
     cargo build --release --quiet || die "cargo build --release failed"
-    certgen=$root/target/release/certgen
+    certgen=${CARGO_TARGET_DIR:-$root/target}/release/certgen
   fi
   [[ -x $certgen ]] || die "$certgen is not an executable"
   work=$(mktemp -d "${TMPDIR:-/tmp}/certgen-$bench_name.XXXXXX")
