@@ -191,6 +191,7 @@ Register-ArgumentCompleter -Native -CommandName 'certgen' -ScriptBlock {
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]')
             [CompletionResult]::new('--log-level', '--log-level', [CompletionResultType]::ParameterName, 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on standard error')
+            [CompletionResult]::new('--print-config', '--print-config', [CompletionResultType]::ParameterName, 'Print, as YAML, the config certgen renews this Secret with (its layout, certgen''s CA Secret, the renewal windows and the caBundle targets above) and exit, reading and writing nothing (certgen''s addition). Give it to `certgen check --config`, the exporter or the metrics to monitor what `create` manages with the same windows')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Print what would be done; write nothing')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'More log output (-v debug, -vv trace of certgen''s own decisions)')

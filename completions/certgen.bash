@@ -294,7 +294,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__create)
-            opts="-v -q -h -V --host --secret-name --namespace --secret-type --ca-name --cert-name --key-name --validity --renew-before --webhook-name --apiservice-name --patch-validating --patch-mutating --ca-secret-name --propagation-delay --timeout --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
+            opts="-v -q -h -V --host --secret-name --namespace --secret-type --ca-name --cert-name --key-name --validity --renew-before --webhook-name --apiservice-name --patch-validating --patch-mutating --ca-secret-name --propagation-delay --timeout --print-config --kubeconfig --log-level --dry-run --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -178,6 +178,7 @@ set edit:completion:arg-completer[certgen] = {|@words|
             cand --kubeconfig 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]'
             cand --log-level 'Log level on standard error (kube-webhook-certgen''s spelling; -v and -q work too)'
             cand --log-format 'Log format on standard error'
+            cand --print-config 'Print, as YAML, the config certgen renews this Secret with (its layout, certgen''s CA Secret, the renewal windows and the caBundle targets above) and exit, reading and writing nothing (certgen''s addition). Give it to `certgen check --config`, the exporter or the metrics to monitor what `create` manages with the same windows'
             cand --dry-run 'Print what would be done; write nothing'
             cand -v 'More log output (-v debug, -vv trace of certgen''s own decisions)'
             cand --verbose 'More log output (-v debug, -vv trace of certgen''s own decisions)'

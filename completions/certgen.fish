@@ -152,6 +152,7 @@ fatal\t''
 panic\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
+complete -c certgen -n "__fish_certgen_using_subcommand create" -l print-config -d 'Print, as YAML, the config certgen renews this Secret with (its layout, certgen\'s CA Secret, the renewal windows and the caBundle targets above) and exit, reading and writing nothing (certgen\'s addition). Give it to `certgen check --config`, the exporter or the metrics to monitor what `create` manages with the same windows'
 complete -c certgen -n "__fish_certgen_using_subcommand create" -l dry-run -d 'Print what would be done; write nothing'
 complete -c certgen -n "__fish_certgen_using_subcommand create" -s v -l verbose -d 'More log output (-v debug, -vv trace of certgen\'s own decisions)'
 complete -c certgen -n "__fish_certgen_using_subcommand create" -s q -l quiet -d 'Only warnings and errors on standard error'

@@ -377,6 +377,12 @@ fn kwc_args(mut args: Vec<std::ffi::OsString>) -> Result<Vec<std::ffi::OsString>
         match arg {
             "--kubeconfig" | "--log-level" | "--log-format" => i += 2,
             "-h" | "--help" if i + 1 == args.len() => return Ok(args),
+            // `kube-webhook-certgen --version`, as `version` (exit 0, certgen's version).
+            "--version" => {
+                args.truncate(1);
+                args.push("--version".into());
+                return Ok(args);
+            }
             a if a.starts_with('-') => i += 1,
             "create" | "patch" => {
                 let command = args.remove(i);
@@ -418,6 +424,14 @@ mod tests {
         );
         assert_eq!(
             super::compat_args(os(&[kwc, "version"])).unwrap(),
+            os(&[kwc, "--version"])
+        );
+        assert_eq!(
+            super::compat_args(os(&[kwc, "--version"])).unwrap(),
+            os(&[kwc, "--version"])
+        );
+        assert_eq!(
+            super::compat_args(os(&[kwc, "--log-level", "info", "--version"])).unwrap(),
             os(&[kwc, "--version"])
         );
         for refused in [&[kwc][..], &[kwc, "--log-level=info"], &[kwc, "serve"]] {

@@ -865,3 +865,35 @@ fn a_deleted_ca_secret_whose_leaves_remain_is_lost_not_healthy() {
     stored.snapshot = marked;
     assert!(stored.check(NOW).healthy);
 }
+
+/// Issue 46, friction 10: a target whose Secret is missing is not said to be "in step" (there
+/// is nothing to compare it with); in step with a Secret that is there, it is.
+#[test]
+fn a_target_whose_secret_is_missing_is_not_called_in_step() {
+    let mut stored = Stored::installed(NOW - DAY);
+    let ctx = Context {
+        targets: vec![CaBundleTarget {
+            kind: "MutatingWebhookConfiguration".into(),
+            name: "injector".into(),
+            secret: "envoy-gateway".into(),
+            state: TargetState::InSync,
+        }],
+        ..Context::default()
+    };
+    let text = stored.check_with(NOW, &ctx).to_text();
+    assert!(
+        text.contains("injector (follows envoy-gateway): in step"),
+        "{text}"
+    );
+    stored
+        .snapshot
+        .secrets
+        .insert("envoy-gateway".into(), Observed::Absent);
+    let text = stored.check_with(NOW, &ctx).to_text();
+    assert!(
+        text.contains(
+            "injector (follows envoy-gateway): nothing to compare with: the Secret it follows is missing"
+        ),
+        "{text}"
+    );
+}

@@ -128,6 +128,12 @@ pub struct KwcCreateArgs {
     #[arg(long, value_name = "DURATION", value_parser = super::parse_duration,
           help_heading = "certgen's additions: renewal")]
     pub timeout: Option<std::time::Duration>,
+    /// Print, as YAML, the config certgen renews this Secret with (its layout, certgen's CA
+    /// Secret, the renewal windows and the caBundle targets above) and exit, reading and
+    /// writing nothing (certgen's addition). Give it to `certgen check --config`, the
+    /// exporter or the metrics to monitor what `create` manages with the same windows.
+    #[arg(long, help_heading = "certgen's additions: renewal")]
+    pub print_config: bool,
     #[command(flatten)]
     pub common: KwcCommon,
 }

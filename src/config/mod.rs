@@ -228,6 +228,9 @@ pub struct Webhook {
     /// The rendered name.
     pub name: String,
     pub bundle_from: String,
+    /// The data key of that Secret's bundle (its layout's: `ca.crt`, or `ca` in
+    /// kube-webhook-certgen's), for what reports say.
+    pub bundle_key: String,
 }
 
 /// The resolved, validated configuration the engine runs on.

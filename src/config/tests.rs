@@ -266,6 +266,7 @@ fn envoy_gateway_profile_keeps_envoy_gateways_labels_and_webhook() {
             kind: WebhookKind::MutatingWebhookConfiguration,
             name: "envoy-gateway-topology-injector.envoy-gateway-system".into(),
             bundle_from: "envoy-gateway".into(),
+            bundle_key: "ca.crt".into(),
         }]
     );
 }

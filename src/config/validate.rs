@@ -530,7 +530,7 @@ pub fn webhook(
         ));
     }
     dns1123_subdomain(&name).map_err(|e| format!("{field}.name {name:?}: {e}"))?;
-    if !tls.iter().any(|t| t.name == w.ca_bundle_from) {
+    let Some(followed) = tls.iter().find(|t| t.name == w.ca_bundle_from) else {
         return Err(format!(
             "{field}.caBundleFrom {:?} is not a TLS Secret of this config; name one of: {}",
             w.ca_bundle_from,
@@ -539,10 +539,11 @@ pub fn webhook(
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-    }
+    };
     Ok(super::Webhook {
         kind: w.kind,
         name,
         bundle_from: w.ca_bundle_from.clone(),
+        bundle_key: followed.layout.bundle.clone(),
     })
 }

@@ -319,11 +319,20 @@ fn due(config: &Option<Config>, bundle: &[Cert], leaf: &Cert, now: OffsetDateTim
 /// half as far ahead, so a renewal always replaces the CA first and the certificate with it.
 /// `None` when the Secret's type is one certgen does not write.
 fn engine_config(req: &CreateRequest, stored_type: &str) -> Result<Option<Config>, ConfigError> {
+    match config_file(req, stored_type) {
+        Some(file) => Config::from_built(file, "--host").map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The config file of [`engine_config`] for a Secret of `secret_type` (`create
+/// --print-config` prints it for `--secret-type`); `None` for a type certgen does not write.
+pub fn config_file(req: &CreateRequest, secret_type: &str) -> Option<ConfigFile> {
     let r = &req.renewal;
-    let secret_type = match stored_type {
+    let secret_type = match secret_type {
         TYPE_OPAQUE => TYPE_OPAQUE,
         TYPE_TLS => TYPE_TLS,
-        _ => return Ok(None),
+        _ => return None,
     };
     // A certificate's common name holds 64 characters at most; the SANs carry the names.
     let common_name: String = req.hosts[0].chars().take(64).collect();
@@ -369,7 +378,7 @@ fn engine_config(req: &CreateRequest, stored_type: &str) -> Result<Option<Config
             })
             .collect(),
     };
-    Config::from_built(file, "--host").map(Some)
+    Some(file)
 }
 
 /// The Secret kube-webhook-certgen creates: a CA named after the Secret and a serving
@@ -700,6 +709,30 @@ mod tests {
                 timeout: std::time::Duration::from_secs(300),
             },
         }
+    }
+
+    /// `create --print-config` prints the config its renewals use: read back as a config
+    /// file, it is the same config (layout, CA Secret, windows, targets), so `check --config`
+    /// judges the Secret with `create`'s own renewal windows.
+    #[test]
+    fn the_printed_config_is_the_one_renewals_use() {
+        let mut r = short(true);
+        r.renewal.ca_secret_name = "certgen-ca".into();
+        let file = config_file(&r, "Opaque").unwrap();
+        let yaml = serde_saphyr::to_string(&file).unwrap();
+        let back = Config::from_built(ConfigFile::parse(&yaml).unwrap(), "printed").unwrap();
+        let used = engine_config(&r, "Opaque").unwrap().unwrap();
+        assert_eq!(format!("{back:?}"), format!("{used:?}"));
+        assert_eq!(back.ca.secret_name, "certgen-ca");
+        assert_eq!(back.ca.renew_before, std::time::Duration::from_secs(600));
+        assert_eq!(
+            back.tls[0].renew_before,
+            std::time::Duration::from_secs(300)
+        );
+        assert_eq!(back.tls[0].layout.bundle, "ca");
+        assert_eq!(back.webhooks.len(), 1);
+        // A type certgen does not write has no config.
+        assert!(config_file(&r, "kubernetes.io/dockerconfigjson").is_none());
     }
 
     /// `req()` with 1-hour certificates due 10 minutes ahead, and a webhook to follow.

@@ -15,10 +15,16 @@ use crate::pki::Cert;
 
 fn days(d: time::Duration) -> String {
     let h = d.whole_hours();
+    let m = d.whole_minutes();
     if h.abs() >= 48 {
         format!("{} days", h / 24)
-    } else {
+    } else if h.abs() >= 2 {
         format!("{h} hours")
+    } else if m.abs() >= 2 {
+        // (Not "0 hours" for 59 minutes.)
+        format!("{m} minutes")
+    } else {
+        format!("{} seconds", d.whole_seconds())
     }
 }
 
@@ -198,5 +204,20 @@ impl LeafIn<'_> {
             return None;
         }
         Some(why)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::days;
+    use time::Duration;
+
+    #[test]
+    fn a_span_is_said_in_the_unit_that_fits_it() {
+        assert_eq!(days(Duration::days(30)), "30 days");
+        assert_eq!(days(Duration::hours(47)), "47 hours");
+        assert_eq!(days(Duration::minutes(59)), "59 minutes");
+        assert_eq!(days(Duration::minutes(119)), "119 minutes");
+        assert_eq!(days(Duration::seconds(90)), "90 seconds");
     }
 }

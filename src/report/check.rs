@@ -302,9 +302,19 @@ impl CheckReport {
         if !self.ca_bundle_targets.is_empty() {
             out.push_str("\nCABUNDLE TARGETS\n");
             for t in &self.ca_bundle_targets {
+                // "In step" with a Secret that is not there says nothing: say that instead.
+                let missing = self
+                    .secrets
+                    .iter()
+                    .any(|r| r.secret == t.secret && r.status == "missing");
+                let text = if t.status == "in_sync" && missing {
+                    "nothing to compare with: the Secret it follows is missing"
+                } else {
+                    t.text
+                };
                 out.push_str(&format!(
-                    "  {} {} (follows {}): {}\n",
-                    t.kind, t.name, t.secret, t.text
+                    "  {} {} (follows {}): {text}\n",
+                    t.kind, t.name, t.secret
                 ));
             }
         }

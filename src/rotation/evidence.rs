@@ -1075,10 +1075,10 @@ impl Evidence {
                     stray.join(", ")
                 ),
                 (None, Some((kind, d))) => format!(
-                    "{} {d} is no declared consumer: add it to the config's consumers (with its kind and reload mode) so rotations restart or probe it",
+                    "{} {d} is no declared consumer: it is poked, never restarted or probed (a config's `consumers` entry, with its kind and reload mode, makes rotations restart or probe it; `certgen create` declares none, and a webhook that reloads its certificate needs none)",
                     kind.noun()
                 ),
-                (None, None) => "belongs to no declared consumer (no Deployment, StatefulSet or DaemonSet owns it): add its workload to the config's consumers".to_string(),
+                (None, None) => "belongs to no declared consumer (no Deployment, StatefulSet or DaemonSet owns it): it is poked, never restarted or probed (a config's `consumers` entry for its workload makes rotations restart or probe it)".to_string(),
             };
             if self
                 .pods

@@ -246,8 +246,10 @@ impl Wanted {
 pub struct TargetWrite {
     /// The target as read: the write is fenced by its resourceVersion and uid.
     pub read: Box<TargetRead>,
-    /// The TLS Secret whose `ca.crt` it follows.
+    /// The TLS Secret whose bundle it follows.
     pub follows: String,
+    /// That Secret's bundle key (`ca.crt`, or its layout's).
+    pub key: String,
     /// The step it belongs to (the phase's name).
     pub step: &'static str,
     /// The CAs it will hold, by short fingerprint, in order.
@@ -275,8 +277,9 @@ impl TargetWrite {
     /// Its report line (`done`: written, rather than planned).
     fn entry(&self) -> Entry {
         let reason = format!(
-            "caBundle follows Secret {}'s ca.crt ({} step; CAs {})",
+            "caBundle follows Secret {}'s {} ({} step; CAs {})",
             self.follows,
+            self.key,
             self.step,
             self.cas.join(", ")
         );
@@ -326,12 +329,13 @@ pub fn plan(
             ))),
             Read::Present(o) => match want {
                 Wanted::Stored(bundle) if o.holds(bundle) => plans.push(keep(format!(
-                    "caBundle is Secret {}'s ca.crt",
-                    target.bundle_from
+                    "caBundle is Secret {}'s {}",
+                    target.bundle_from, target.bundle_key
                 ))),
                 _ => plans.push(TargetPlan::Write(TargetWrite {
                     read: o.clone(),
                     follows: target.bundle_from.clone(),
+                    key: target.bundle_key.clone(),
                     step,
                     cas: want.cas(),
                     bundle: match want {
@@ -579,6 +583,7 @@ mod tests {
             kind: WebhookKind::MutatingWebhookConfiguration,
             name: name.into(),
             bundle_from: "gw".into(),
+            bundle_key: "ca.crt".into(),
         }
     }
 

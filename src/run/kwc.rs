@@ -20,6 +20,9 @@ pub type Report = Vec<String>;
 /// `certgen create`.
 pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
     let req = CreateRequest::from_args(args)?;
+    if args.print_config {
+        return print_config(&req);
+    }
     let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
     let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
     let now = crate::k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
@@ -70,6 +73,33 @@ pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
             Ok(vec![line])
         }
     }
+}
+
+/// `create --print-config`: the config certgen renews the Secret with, as YAML, for `check
+/// --config`, the exporter and the metrics. Nothing is read or written.
+fn print_config(req: &CreateRequest) -> Result<Report, Error> {
+    let file = crate::kwc::plan::config_file(req, &req.secret_type).ok_or_else(|| {
+        Error::Config(crate::config::ConfigError {
+            source_name: "--secret-type".into(),
+            message: format!(
+                "{}: certgen renews Secrets of type Opaque or kubernetes.io/tls only",
+                req.secret_type
+            ),
+        })
+    })?;
+    let yaml = serde_saphyr::to_string(&file).map_err(|e| {
+        Error::Config(crate::config::ConfigError {
+            source_name: "--print-config".into(),
+            message: format!("the config does not serialize: {e}"),
+        })
+    })?;
+    let header = format!(
+        "# certgen's config for what `certgen create` manages in Secret {}/{}: the renewal windows,\n# layout and caBundle targets of its flags. Use it with `certgen check --config FILE`,\n# `certgen exporter --config FILE` or the chart's `config`; print it again when the flags change.",
+        req.namespace, req.secret_name
+    );
+    Ok(std::iter::once(header)
+        .chain(yaml.lines().map(str::to_string))
+        .collect())
 }
 
 /// `create` on an existing Secret with `caBundle` targets: certgen's main job on the config

@@ -329,6 +329,46 @@ async fn create_moves_a_100_year_secret_to_validity_staged_under_load() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stdout.contains("nothing written"), "{}", again.stdout);
     assert_eq!(versions(&c, &ns.name).await, before);
+
+    // Monitored with the config `create` prints (issue 46): `check`, as the same identity,
+    // judges the renewed Secret with create's own windows (CA due 30 days ahead, the serving
+    // certificate 15, so the CA comes first) and finds it healthy, with the webhook in step.
+    let mut print = args.clone();
+    print.push("--print-config".into());
+    let printed = certgen(&kubeconfig, &print).await;
+    assert_eq!(printed.code, 0, "{}", printed.stderr);
+    let tmp = crate::util::tempdir();
+    let config = tmp.path().join("admission.yaml");
+    std::fs::write(&config, &printed.stdout).unwrap();
+    let check = certgen(
+        &kubeconfig,
+        &[
+            "check".into(),
+            "--config".into(),
+            config.to_str().unwrap().into(),
+            "--output".into(),
+            "json".into(),
+        ],
+    )
+    .await;
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
+    let report: serde_json::Value = serde_json::from_str(&check.stdout).unwrap();
+    assert_eq!(report["healthy"], true, "{report}");
+    let next = &report["nextRenewal"];
+    assert_eq!(next["secret"], format!("{SECRET}-ca"), "{report}");
+    // Due 30 days before the CA's 90 days end: within a day of 60 days on.
+    let at = time::OffsetDateTime::parse(
+        next["due"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let ahead = (at - time::OffsetDateTime::now_utc()).whole_days();
+    assert!(
+        (59..=60).contains(&ahead),
+        "next renewal {ahead} days ahead: {report}"
+    );
+    let targets = report["caBundleTargets"].to_string();
+    assert!(targets.contains("in_sync"), "{targets}");
 }
 
 #[tokio::test]
