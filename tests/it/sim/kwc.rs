@@ -311,7 +311,7 @@ pub async fn trajectory_with(
         let mut w = world.lock().unwrap();
         w.serving_only = true;
         let (ca, cert, _) = layout.keys();
-        w.keys = (ca, cert);
+        w.keys = (ca.into(), cert.into());
     }
     let outside = OutsideWorld::new(&config(), world.lock().unwrap().true_now());
     let mut ended: Vec<Ended> = Vec::new();

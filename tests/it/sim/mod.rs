@@ -116,7 +116,7 @@ pub struct World {
     pub serving_only: bool,
     /// The TLS Secrets' data keys of the bundle and the leaf: certgen's `ca.crt` and `tls.crt`,
     /// or another layout's (kube-webhook-certgen's `ca` and `cert`).
-    pub keys: (&'static str, &'static str),
+    pub keys: (String, String),
     /// Every Secret read and every write that landed (Secrets, and the outside world's
     /// actions), in order: where each step of a run begins and ends ([`World::first_step`]).
     pub trail: Vec<Trail>,
@@ -155,7 +155,7 @@ impl World {
             ca_deleted: Vec::new(),
             lease: lease::LeaseState::default(),
             serving_only: false,
-            keys: ("ca.crt", "tls.crt"),
+            keys: ("ca.crt".into(), "tls.crt".into()),
             trail: Vec::new(),
         }))
     }
@@ -252,8 +252,8 @@ impl World {
         let name = secret.name.clone();
         secret.version = rv;
         secret.written_at = Some(now);
-        let (bundle_key, cert_key) = self.keys;
-        for key in [bundle_key, cert_key, "ca.crt", "tls.crt", "next.crt"] {
+        let (bundle_key, cert_key) = self.keys.clone();
+        for key in [&*bundle_key, &*cert_key, "ca.crt", "tls.crt", "next.crt"] {
             if let Some(Ok(certs)) = secret.data.get(key).map(|b| parse_cert_chain(b)) {
                 for c in certs.iter().filter(|c| c.is_ca) {
                     self.cas.entry(c.fingerprint()).or_insert(run);
@@ -284,8 +284,8 @@ impl World {
                 secret: name.clone(),
                 from: true_now,
                 until: None,
-                leaf: parse(cert_key).into_iter().next(),
-                bundle: parse(bundle_key),
+                leaf: parse(&cert_key).into_iter().next(),
+                bundle: parse(&bundle_key),
                 run,
                 deleted_at: None,
                 seq: self.history.len(),
@@ -327,7 +327,7 @@ impl World {
             return false;
         };
         let first = |b: &Vec<u8>| parse_cert_chain(b).ok().and_then(|c| c.into_iter().next());
-        let (bundle_key, cert_key) = self.keys;
+        let (bundle_key, cert_key) = (&self.keys.0, &self.keys.1);
         let held: Vec<(Cert, Vec<Cert>)> = TLS
             .iter()
             .filter_map(|n| self.get(n))
@@ -965,14 +965,20 @@ pub fn check_pairs(world: &World, end: OffsetDateTime) -> Result<Checked, String
 fn erased(world: &World, leaf: &Cert, seq: usize) -> bool {
     let names = |s: &Option<StoredSecret>| {
         s.as_ref().is_some_and(|s| {
-            [world.keys.0, world.keys.1, "ca.crt", "tls.crt", "next.crt"]
-                .iter()
-                .any(|k| {
-                    s.data
-                        .get(*k)
-                        .and_then(|b| parse_cert_chain(b).ok())
-                        .is_some_and(|certs| certs.iter().any(|c| c.is_ca && c.signed(leaf)))
-                })
+            [
+                &*world.keys.0,
+                &*world.keys.1,
+                "ca.crt",
+                "tls.crt",
+                "next.crt",
+            ]
+            .iter()
+            .any(|k| {
+                s.data
+                    .get(*k)
+                    .and_then(|b| parse_cert_chain(b).ok())
+                    .is_some_and(|certs| certs.iter().any(|c| c.is_ca && c.signed(leaf)))
+            })
         })
     };
     let mut state: BTreeMap<&str, bool> = BTreeMap::new();

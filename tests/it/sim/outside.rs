@@ -1084,6 +1084,11 @@ pub async fn trajectory_in(
     mutation: Mutation,
 ) -> Result<Sizes, String> {
     let world = World::new();
+    // The TLS Secrets' layout, which the oracle reads them in (one for all of them).
+    if let Some(t) = config.tls.first() {
+        assert!(config.tls.iter().all(|o| o.layout == t.layout));
+        world.lock().unwrap().keys = (t.layout.bundle.clone(), t.layout.cert.clone());
+    }
     let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
     outside.lock().unwrap().external = external.iter().map(|s| s.to_string()).collect();
     let mut index = 0;
@@ -1600,6 +1605,55 @@ fn every_crash_point_between_outside_actions() {
             "no crash point {pair}: {between:?}"
         );
     }
+}
+
+/// A config's layout (issue 46: the oracle's "one rotation per due" and "dry run = run" in
+/// every layout): Envoy Gateway's Secrets declared in kube-webhook-certgen's keys (`dataKeys:
+/// {bundle: ca, cert: cert, key: key}`, `secretType: Opaque`), the topology injector's
+/// `caBundle` following `envoy-gateway`. A staged `--overwrite` killed after each of its
+/// outside actions, then a plain or an `--overwrite` re-run: every pair holds, each dry run is
+/// its run's first step, one new CA per rotation.
+#[test]
+fn a_configs_own_layout_keeps_the_invariant_and_its_dry_runs() {
+    let mut config = config();
+    for t in &mut config.tls {
+        t.layout = certgen::secret::Layout {
+            bundle: "ca".into(),
+            cert: "cert".into(),
+            key: "key".into(),
+            type_: certgen::secret::TYPE_OPAQUE,
+        };
+    }
+    let run = |steps: &[Step]| {
+        runtime()
+            .block_on(trajectory_in(
+                config.clone(),
+                &[],
+                From::Fresh,
+                steps,
+                Mutation::None,
+            ))
+            .unwrap_or_else(|e| panic!("{steps:?}: {e}"))
+    };
+    let whole = run(&[
+        Step::Run(RunSpec::default()),
+        Step::Advance(DELAY * 2),
+        Step::Run(overwrite()),
+    ]);
+    assert!(whole.ca_bundle_writes >= 2 && whole.pairs > 0, "{whole:?}");
+    let mut trajectories = 0;
+    for n in 1..=whole.writes.min(16) {
+        for rerun in [RunSpec::default(), overwrite()] {
+            run(&[
+                Step::Run(RunSpec::default()),
+                Step::Advance(DELAY * 2),
+                Step::Run(crash(overwrite(), n)),
+                Step::Run(rerun),
+            ]);
+            trajectories += 1;
+        }
+    }
+    eprintln!("a config's layout: {trajectories} trajectories, {whole:?} for the whole rotation");
 }
 
 /// A pod deleted and recreated under the same name at any moment of a rotation: a poke sent to
