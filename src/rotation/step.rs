@@ -44,8 +44,8 @@ pub struct Outcome {
     pub phase: Phase,
     /// Whether `--overwrite` has been acted on in this step: it stored a new CA, found the
     /// CA Secret changed under it (a CA write whose answer was lost, or another run's), or
-    /// found a rotation under way (a pending CA), which the run finishes instead of beginning
-    /// another: one rotation per due.
+    /// found a rotation under way ([`plan::Plan::under_way`]: a pending CA, or the leaves step
+    /// of one), which the run finishes instead of beginning another: one rotation per due.
     pub ca_written: bool,
     /// Whether this step stored HMAC bytes (so `--rotate-hmac` has been acted on).
     pub hmac_written: bool,
