@@ -325,8 +325,9 @@ fn engine_config(req: &CreateRequest, stored_type: &str) -> Result<Option<Config
     }
 }
 
-/// The config file of [`engine_config`] for a Secret of `secret_type` (`create
-/// --print-config` prints it for `--secret-type`); `None` for a type certgen does not write.
+/// The config file certgen's main job renews the Secret with (see `engine_config`), for a
+/// Secret of `secret_type` (`create --print-config` prints it for `--secret-type`); `None` for
+/// a type certgen does not write.
 pub fn config_file(req: &CreateRequest, secret_type: &str) -> Option<ConfigFile> {
     let r = &req.renewal;
     let secret_type = match secret_type {
