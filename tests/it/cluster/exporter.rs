@@ -31,7 +31,7 @@ pub(crate) struct Exporter {
 }
 
 impl Exporter {
-    fn start(kubeconfig: &Path, ns: &str) -> Self {
+    pub(crate) fn start(kubeconfig: &Path, ns: &str) -> Self {
         Self::start_with(kubeconfig, ns, &[], &[])
     }
 

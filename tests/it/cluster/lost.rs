@@ -1,6 +1,6 @@
 //! Issue 46, B2, on the real control plane, as the on-call walk found it: certgen's CA Secret
-//! deleted while the leaves it signed remain. `check` (text, JSON and Prometheus) says `lost`
-//! and is not healthy, a plain run refuses with both ways out and writes nothing, and each way
+//! deleted while the leaves it signed remain. `check` (text, JSON and Prometheus) and the
+//! exporter say `lost`, and `check` is not healthy, a plain run refuses with both ways out and writes nothing, and each way
 //! out of `docs/alerts.md#certgencakeylost` works as written: the backup restored with
 //! `kubectl apply -f` (healthy again, nothing rewritten), or `certgen --overwrite` (a new CA,
 //! staged: every pair of Secrets verifies at the end, no bundle above two CAs).
@@ -89,6 +89,15 @@ async fn a_deleted_ca_secret_is_said_and_both_runbook_ways_out_work() {
         "{}",
         prom.stdout
     );
+
+    // The exporter, from its watches, says it too (the admin's identity here; the chart's is
+    // tests/it/cluster/exporter.rs's).
+    let exporter = super::exporter::Exporter::start(&c.kubeconfig, n);
+    let lost_series = format!(
+        "certgen_secret_status{{namespace=\"{n}\",secret=\"envoy-gateway-ca\",kind=\"ca\",status=\"lost\"}} 1"
+    );
+    exporter.metrics_until("the CA Secret lost", |t| t.contains(&lost_series));
+    exporter.stop();
 
     // A plain run says the same, and writes nothing.
     let before = c.versions(n).await;
