@@ -1,7 +1,7 @@
 //! The trajectories: one named regression per path an outside review found broken (each failed
 //! on the code before the fix), exhaustive crash points for the rotations that matter, and
 //! seeded random trajectories (proptest, shrunk to a minimal failing sequence on failure).
-//! `CERTGEN_SIM_CASES=N` runs N random trajectories instead of the default.
+//! `CERTGEN_SIM_CASES=N` runs N random trajectories instead of the default (2,400).
 
 use std::time::Duration;
 
@@ -423,7 +423,7 @@ fn random_trajectories_keep_the_invariant() {
     let cases = std::env::var("CERTGEN_SIM_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
+        .unwrap_or(2400);
     let mut runner = TestRunner::new_with_rng(
         PtConfig {
             cases,
