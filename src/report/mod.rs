@@ -492,12 +492,16 @@ impl Report {
             .map(move |c| format!("consumer {}: {note}", c.name))
     }
 
-    /// The report with the next renewal due among its Secrets' certificates.
+    /// The report with the next renewal due among its Secrets' certificates. A dry run knows
+    /// only the certificates it would keep: one it would write gets new dates (a Secret moved
+    /// off 100-year certificates is not next due in a century), so those are left out.
     pub fn with_next_renewal(mut self, config: &crate::config::Config) -> Self {
+        let dry_run = self.dry_run;
         self.next_renewal = next_renewal(
             config,
             self.secrets
                 .iter()
+                .filter(|e| !(dry_run && e.action.writes()))
                 .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
         );
         self
@@ -667,6 +671,44 @@ mod tests {
             "2029-12-12T00:00:00Z"
         );
         assert_eq!(next_renewal(&config, []), None);
+    }
+
+    /// Issue 46, friction 7: a dry run's next renewal leaves out the certificates it would
+    /// write (their dates are about to change: kube-webhook-certgen's 100-year Secret, which
+    /// the run moves to shorter certificates now, was "next due in 2126"); a run's report
+    /// keeps them.
+    #[test]
+    fn a_dry_runs_next_renewal_leaves_out_what_it_would_write() {
+        let config = Config::resolve(
+            &Source::Profile("envoy-gateway".into()),
+            &Overrides::default(),
+            &Env::default(),
+        )
+        .unwrap();
+        let entry = |secret: &str, action: Action, not_after: &str| Entry {
+            secret: secret.into(),
+            kind: crate::plan::Kind::Tls,
+            action,
+            reason: String::new(),
+            ca_sha256: None,
+            not_after: Some(not_after.into()),
+            cas: vec![],
+            step: None,
+        };
+        let entries = vec![
+            entry("envoy", Action::UpdateBundle, "2029-01-01T00:00:00Z"),
+            entry("envoy-gateway", Action::Keep, "2030-06-01T00:00:00Z"),
+        ];
+        let dry = Report::new("envoy-gateway", "s".into(), true, 1, entries.clone())
+            .with_next_renewal(&config);
+        assert_eq!(dry.next_renewal.unwrap().secret, "envoy-gateway");
+        let all_written = Report::new("envoy-gateway", "s".into(), true, 1, entries[..1].to_vec())
+            .with_next_renewal(&config);
+        assert_eq!(all_written.next_renewal, None);
+        // A run's report keeps every Secret's dates (what it wrote is what is stored).
+        let run = Report::new("envoy-gateway", "s".into(), false, 1, entries)
+            .with_next_renewal(&config);
+        assert_eq!(run.next_renewal.unwrap().secret, "envoy");
     }
 
     fn consumer(name: &str, deployments: &[(&str, &str)]) -> ConsumerReport {
