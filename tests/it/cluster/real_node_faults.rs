@@ -250,7 +250,10 @@ async fn rotate_paused(
     }
     let handle = tokio::spawn(async move { run.run_async().await });
     let reached = s.pause.with_extension("reached");
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // Step 2's pokes come after the trust gate, which may take its whole timer (2 m) when the
+    // kubelet's evidence cannot open it (a kubelet that started a moment ago counts only once
+    // its watches are back): the bound leaves room for that.
+    let deadline = Instant::now() + Duration::from_secs(300);
     while !reached.exists() {
         assert!(
             !handle.is_finished(),
