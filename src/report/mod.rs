@@ -706,8 +706,8 @@ mod tests {
             .with_next_renewal(&config);
         assert_eq!(all_written.next_renewal, None);
         // A run's report keeps every Secret's dates (what it wrote is what is stored).
-        let run = Report::new("envoy-gateway", "s".into(), false, 1, entries)
-            .with_next_renewal(&config);
+        let run =
+            Report::new("envoy-gateway", "s".into(), false, 1, entries).with_next_renewal(&config);
         assert_eq!(run.next_renewal.unwrap().secret, "envoy");
     }
 

@@ -50,7 +50,10 @@ async fn pause_before_pokes() {
     // directory, and the run must then go on to its own end rather than wait forever (the
     // test's runtime waits for this process to exit).
     let go = std::path::PathBuf::from(format!("{path}.go"));
-    let dir = go.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let dir = go
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
     while !go.exists() {
         if !dir.as_os_str().is_empty() && !dir.exists() {
             eprintln!("certgen: test hook ({PAUSE_BEFORE_POKES_ENV}): the test is gone; going on");
