@@ -26,8 +26,7 @@ use certgen::kwc::request::{Keys, Renewal};
 use certgen::kwc::{
     CreatePlan, CreateRequest, ObservedSecret, PatchMode, PatchRequest, Target, plan_create,
 };
-use certgen::lock;
-use certgen::rotation::{self, Invocation};
+use certgen::rotation;
 use certgen::run::kwc::{plan_targets, read_targets, renew_options, write_targets};
 use certgen::secret::{Expect, Observed, SecretWrite, TYPE_TLS};
 use certgen::store::SecretStore;
@@ -190,17 +189,7 @@ async fn create_dry(
         CreatePlan::Keep { .. } => Ok(BTreeSet::new()),
         CreatePlan::Renew { config, rotate, .. } => {
             let options = renew_options(&req, rotate, true);
-            let invocation = Invocation {
-                config: &config,
-                options,
-                deadline: tokio::time::Instant::now() + options.timeout,
-                workloads: Some(sim),
-                endpoints: None,
-                webhooks: Some(sim),
-                pods: Some(sim),
-                lock: lock::Target::None,
-            };
-            match rotation::run(sim, invocation).await {
+            match rotation::run(sim, sim.invocation(&config, options)).await {
                 Ok((report, None)) => Ok(planned_writes(&report)),
                 Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
             }
@@ -237,20 +226,12 @@ async fn create(sim: &Sim, timeout: Duration, layout: Layout) -> Result<(u8, Str
         CreatePlan::Keep { notes } => Err(format!("create kept the Secret: {notes:?}")),
         CreatePlan::Renew { config, rotate, .. } => {
             let options = renew_options(&req, rotate, false);
-            let invocation = Invocation {
-                config: &config,
-                options,
-                deadline: tokio::time::Instant::now() + options.timeout,
-                workloads: Some(sim),
-                endpoints: None,
-                webhooks: Some(sim),
-                pods: Some(sim),
-                lock: lock::Target::None,
-            };
-            Ok(match rotation::run(sim, invocation).await {
-                Ok((_, None)) => (0, String::new()),
-                Ok((_, Some(e))) | Err(e) => (e.code(), e.to_string()),
-            })
+            Ok(
+                match rotation::run(sim, sim.invocation(&config, options)).await {
+                    Ok((_, None)) => (0, String::new()),
+                    Ok((_, Some(e))) | Err(e) => (e.code(), e.to_string()),
+                },
+            )
         }
     }
 }

@@ -598,6 +598,21 @@ fn options(spec: &RunSpec) -> RunOptions {
     }
 }
 
+/// An invocation of the main job on the store alone (no workloads, targets or pods), its
+/// deadline `options.timeout` from now.
+fn invocation(config: &Config, options: RunOptions, lock: certgen::lock::Target) -> Invocation<'_> {
+    Invocation {
+        config,
+        options,
+        deadline: tokio::time::Instant::now() + options.timeout,
+        workloads: None,
+        endpoints: None,
+        webhooks: None,
+        pods: None,
+        lock,
+    }
+}
+
 /// Runs certgen's driver once against the world.
 pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec: RunSpec) -> Ended {
     let resumed = {
@@ -607,17 +622,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
         w.under_way()
     };
     let session = Session::new(world, index, spec.faults);
-    let options = options(&spec);
-    let invocation = Invocation {
-        config,
-        options,
-        deadline: tokio::time::Instant::now() + options.timeout,
-        workloads: None,
-        endpoints: None,
-        webhooks: None,
-        pods: None,
-        lock: lease::target(&session),
-    };
+    let invocation = invocation(config, options(&spec), lease::target(&session));
     let result = tokio::select! {
         r = rotation::run(&session, invocation) => Some(r),
         () = session.died.notified() => None,
@@ -667,16 +672,7 @@ pub async fn dry_run(
     let session = Session::new(world, DRY, Faults::default());
     let mut options = options(&spec);
     options.dry_run = true;
-    let invocation = Invocation {
-        config,
-        options,
-        deadline: tokio::time::Instant::now() + options.timeout,
-        workloads: None,
-        endpoints: None,
-        webhooks: None,
-        pods: None,
-        lock: certgen::lock::Target::None,
-    };
+    let invocation = invocation(config, options, certgen::lock::Target::None);
     match rotation::run(&session, invocation).await {
         Ok((report, None)) => Ok(report),
         Ok((_, Some(e))) | Err(e) => Err(e.to_string()),

@@ -34,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use certgen::config::{Config, Reload, WebhookKind, Workload};
+use certgen::config::{Config, Reload, RunOptions, WebhookKind, Workload};
 use certgen::lock;
 use certgen::outside::{
     CaBundleTargets, Kind, KubeletLease, PodView, PodsApi, PokeAnswer, RolloutProgress,
@@ -455,6 +455,21 @@ pub enum Mutation {
 }
 
 impl Sim {
+    /// An invocation of the main job in the whole world: its workloads, `caBundle` target and
+    /// pods are this world's, without the run lock; the deadline `options.timeout` from now.
+    pub fn invocation<'a>(&'a self, config: &'a Config, options: RunOptions) -> Invocation<'a> {
+        Invocation {
+            config,
+            options,
+            deadline: tokio::time::Instant::now() + options.timeout,
+            workloads: Some(self),
+            endpoints: None,
+            webhooks: Some(self),
+            pods: Some(self),
+            lock: lock::Target::None,
+        }
+    }
+
     fn world(&self) -> &Arc<Mutex<World>> {
         &self.session.world
     }
@@ -899,17 +914,7 @@ pub async fn run(
     };
     let mut options = options(&spec);
     options.poke = true;
-    let invocation = Invocation {
-        config,
-        options,
-        deadline: tokio::time::Instant::now() + options.timeout,
-        workloads: Some(&sim),
-        endpoints: None,
-        webhooks: Some(&sim),
-        pods: Some(&sim),
-        lock: lock::Target::None,
-    };
-    let (code, message, note) = match rotation::run(&sim, invocation).await {
+    let (code, message, note) = match rotation::run(&sim, sim.invocation(config, options)).await {
         Ok((report, None)) => (0, String::new(), report.note),
         Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
         Err(e) => (e.code(), e.to_string(), None),
@@ -943,17 +948,7 @@ pub async fn dry_run(
     let mut options = options(&spec);
     options.poke = true;
     options.dry_run = true;
-    let invocation = Invocation {
-        config,
-        options,
-        deadline: tokio::time::Instant::now() + options.timeout,
-        workloads: Some(&sim),
-        endpoints: None,
-        webhooks: Some(&sim),
-        pods: Some(&sim),
-        lock: lock::Target::None,
-    };
-    match rotation::run(&sim, invocation).await {
+    match rotation::run(&sim, sim.invocation(config, options)).await {
         Ok((report, None)) => Ok(report),
         Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
     }
