@@ -37,7 +37,7 @@ impl LostCa {
     /// The two ways out, for the CA Secret `object` (`Secret ns/name`, or a path).
     pub fn fix(&self, object: &str) -> String {
         format!(
-            "nothing was written. To keep the CA every consumer trusts, restore {object} from a backup (kubectl apply -f the saved Secret; in local mode, the saved directory), then run certgen again. Or start a new CA now with `certgen --overwrite`: staged, so the lost CA stays trusted until every leaf has moved to the new one (docs/alerts.md#certgencakeylost)"
+            "nothing was written. To keep the CA every consumer trusts, restore {object} from a backup (kubectl apply -f the saved Secret; in local mode, the saved directory), then run certgen again. Or start a new CA now with `certgen --overwrite` (for what `certgen create` manages: `certgen --config FILE --overwrite`, FILE printed by `certgen create … --print-config`): staged, so the lost CA stays trusted until every leaf has moved to the new one (docs/alerts.md#certgencakeylost)"
         )
     }
 }
