@@ -136,6 +136,9 @@ pub struct Applied {
     /// The data keys of each TLS Secret whose layout is not the default, for
     /// [`Applied::record`].
     pub layouts: BTreeMap<String, Layout>,
+    /// The CA a step that makes a new one stores instead of generating it: a set of
+    /// clusters' shared CA, made once for every member (`rotation::set`).
+    pub given_ca: Option<CaKey>,
 }
 
 impl Applied {
@@ -276,10 +279,12 @@ pub async fn apply<S: SecretStore>(
         .iter()
         .filter_map(|s| Some((s.name.as_str(), s.write.as_ref()?.issue.as_ref()?)))
         .collect();
+    let given_ca = applied.given_ca.clone();
     let algorithms: Vec<_> = plan
         .ca
         .new
         .iter()
+        .filter(|_| given_ca.is_none())
         .map(|spec| spec.key_algorithm)
         .chain(issues.iter().map(|(_, i)| i.spec.key_algorithm))
         .collect();
@@ -290,6 +295,7 @@ pub async fn apply<S: SecretStore>(
     let issue_at = now.min(writer_now);
     let made = Made {
         new_ca: match &plan.ca.new {
+            Some(_) if given_ca.is_some() => given_ca,
             Some(spec) => {
                 let key = keys.next().expect("a key per algorithm");
                 Some(issue_ca_with_key(spec, key, issue_at)?.0)

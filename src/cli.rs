@@ -100,9 +100,10 @@ pub struct TargetArgs {
     /// Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster].
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use.
+    /// Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every
+    /// phase of a rotation is then a barrier over all of them (docs/multicluster.md).
     #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    pub context: Vec<String>,
 }
 
 /// Options of the main job.
@@ -119,6 +120,14 @@ pub struct RunArgs {
     /// Take over Secrets owned by another manager and replace unusable contents.
     #[arg(long)]
     pub force: bool,
+    /// With several --context: this context's cluster joins the set (it enters through a
+    /// trust step). Repeatable.
+    #[arg(long, value_name = "CONTEXT")]
+    pub add_member: Vec<String>,
+    /// With several --context: take this member (its kube-system UID, or its context) out of
+    /// the set. Repeatable.
+    #[arg(long, value_name = "UID|CONTEXT")]
+    pub remove_member: Vec<String>,
     /// How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write).
     #[arg(long, value_enum, default_value_t = StrategyArg::Staged)]
     pub strategy: StrategyArg,

@@ -54,6 +54,13 @@ pub enum Error {
         written: Vec<String>,
         source: Box<Error>,
     },
+    /// A single-cluster run in a member of a set of clusters found the shared CA due (or was
+    /// asked to rotate it): only a run over the set's contexts may change that CA.
+    #[error("{object}: {message}")]
+    SharedCaDue { object: String, message: String },
+    /// What ended a run over a set of clusters, in one member (named by its context).
+    #[error("member {member}: {source}")]
+    Member { member: String, source: Box<Error> },
     /// An outcome already reported on standard output (a failed check): exit 1, print nothing.
     #[error("action is due")]
     CheckFailed,
@@ -90,7 +97,8 @@ impl Error {
             Self::Store(StoreError::Partial { .. }) => API,
             Self::Store(StoreError::Api(_)) | Self::Connect(_) => API,
             Self::Store(StoreError::Conflict { .. }) | Self::Contended { .. } => CONTENDED,
-            Self::Verification(_) | Self::CheckFailed => FAILED,
+            Self::Verification(_) | Self::CheckFailed | Self::SharedCaDue { .. } => FAILED,
+            Self::Member { source, .. } => source.code(),
             Self::Timeout(_) | Self::Unfinished(_) => TIMEOUT,
             Self::Locked(_) | Self::LockLost => CONTENDED,
             Self::AfterWrites { source, .. } => match source.code() {
@@ -120,6 +128,8 @@ impl Error {
             Self::LockLost => "lock-lost",
             Self::Unfinished(_) => "unfinished",
             Self::CheckFailed => "check-failed",
+            Self::SharedCaDue { .. } => "shared-ca-due",
+            Self::Member { source, .. } => source.kind(),
             Self::AfterWrites { source, .. } | Self::Reported(source) => source.kind(),
         }
     }
@@ -129,6 +139,8 @@ impl Error {
         match self {
             Self::Config(e) => Some(e.source_name.clone()),
             Self::Invalid(e) => Some(e.object.clone()),
+            Self::SharedCaDue { object, .. } => Some(object.clone()),
+            Self::Member { source, .. } => source.object(),
             Self::Store(e) | Self::Contended { last: e, .. } => match e {
                 StoreError::Local { path, .. } | StoreError::Partial { path, .. } => {
                     Some(path.clone())

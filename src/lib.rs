@@ -38,6 +38,7 @@ pub mod rollout;
 pub mod rotation;
 pub mod run;
 pub mod secret;
+pub mod set;
 pub mod store;
 pub mod text;
 pub mod timefmt;

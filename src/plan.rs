@@ -64,7 +64,8 @@ mod writes;
 use self::draft::CaDraft;
 pub use self::lost::{LostCa, find as lost_ca};
 pub use self::model::{
-    Action, CaPlan, CaRef, CasAfter, Invalid, Kind, Known, Options, Phase, Plan, SecretPlan, Signer,
+    Action, Barrier, CaPlan, CaRef, CasAfter, Hold, Invalid, Kind, Known, Options, Phase, Plan,
+    SecretPlan, Signer,
 };
 use self::rules::{LeafIn, after};
 pub(crate) use self::stored::pending as pending_ca;

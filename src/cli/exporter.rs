@@ -52,7 +52,7 @@ impl ExporterArgs {
             topology_injector: self.topology_injector.clone(),
             output: OutputFormat::Prometheus,
             kubeconfig: self.kubeconfig.clone(),
-            context: self.context.clone(),
+            context: self.context.clone().into_iter().collect(),
         }
     }
 }

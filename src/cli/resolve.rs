@@ -21,9 +21,15 @@ impl TargetArgs {
         }
     }
 
-    /// The kubeconfig file and context asked for (`--kubeconfig`, `--context`).
+    /// The kubeconfig file and context asked for (`--kubeconfig`, `--context`; the first, when
+    /// several name a set of clusters).
     pub fn cluster(&self) -> (Option<&Path>, Option<String>) {
-        (self.kubeconfig.as_deref(), self.context.clone())
+        (self.kubeconfig.as_deref(), self.context.first().cloned())
+    }
+
+    /// The contexts of a set of clusters: `Some` when `--context` was given more than once.
+    pub fn set(&self) -> Option<&[String]> {
+        (self.context.len() > 1).then_some(self.context.as_slice())
     }
 }
 

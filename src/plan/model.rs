@@ -23,6 +23,54 @@ pub struct Options {
     pub strategy: Strategy,
     /// How long consumers get to load a change before the next step relies on it.
     pub propagation_delay: Duration,
+    /// The steps a run over a set of clusters holds back until every member is ready for
+    /// them (the phase barrier): nothing held in a single-cluster run.
+    pub hold: Hold,
+}
+
+/// The steps a member of a set of clusters may not take yet: each waits until every member
+/// reached it ([`crate::rotation`]'s set driver lifts it for one step, for all members at once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hold {
+    /// The leaves step (the pending CA promoted, leaves signed by it): held until every member
+    /// trusts the pending CA and its gate is open.
+    pub leaves: bool,
+    /// The cleanup (a prior CA dropped from the bundles): held until every member's leaves
+    /// are signed by the active CA and its gate is open.
+    pub cleanup: bool,
+}
+
+/// A step the set's barrier holds back ([`Hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Barrier {
+    Leaves,
+    Cleanup,
+}
+
+impl Barrier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Leaves => "leaves",
+            Self::Cleanup => "cleanup",
+        }
+    }
+}
+
+impl Hold {
+    /// Every step of a rotation held: where a member of a set starts.
+    pub const ALL: Self = Self {
+        leaves: true,
+        cleanup: true,
+    };
+
+    /// The barrier a planned step must wait at, if this hold keeps it back.
+    pub fn stops(self, phase: &Phase) -> Option<Barrier> {
+        match phase {
+            Phase::Leaves if self.leaves => Some(Barrier::Leaves),
+            Phase::Cleanup { .. } if self.cleanup => Some(Barrier::Cleanup),
+            _ => None,
+        }
+    }
 }
 
 impl Options {
@@ -34,6 +82,7 @@ impl Options {
             force: run.force,
             strategy: run.strategy,
             propagation_delay: run.propagation_delay,
+            hold: Hold::default(),
         }
     }
 

@@ -118,7 +118,9 @@ pub fn step_check(
         immediate: strategy == Strategy::Immediate,
     };
     for (name, h) in held {
-        let u = usages.get(name.as_str()).copied().unwrap_or_default();
+        // Another member's Secret (`member/secret`, in a set of clusters) has its own usages.
+        let own_name = name.rsplit('/').next().unwrap_or(name);
+        let u = usages.get(own_name).copied().unwrap_or_default();
         let (leaf_changed, _) = changed(h);
         // Each freshly issued leaf against its own bundle, no excuse.
         if h.fresh

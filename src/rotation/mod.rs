@@ -13,6 +13,7 @@ mod gate;
 mod pace;
 mod probes;
 mod progress;
+pub mod set;
 mod step;
 mod wait;
 mod webhooks;
@@ -31,6 +32,7 @@ pub use self::pace::{IN_FLIGHT_ENV, PER_SECOND_ENV};
 pub use self::progress::{Learned, Progress};
 #[cfg(feature = "test-hooks")]
 pub use self::step::resumed_rotation_keeps_overwrite;
+use self::step::step_in_set;
 pub use self::step::{MAX_ATTEMPTS, Outcome, dry_look, look, step};
 use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
@@ -300,7 +302,16 @@ async fn locked<S: SecretStore>(
     let (result, writes) = {
         let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);
-        let result = steps(store, inv, &guard, (look, fresh), &held, &mut progress).await;
+        let result = steps(
+            store,
+            inv,
+            &guard,
+            (look, fresh),
+            &held,
+            &mut progress,
+            None,
+        )
+        .await;
         (result, guard.written())
     };
     let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -333,6 +344,7 @@ async fn steps<S: SecretStore>(
     (look, fresh): (Option<&Outcome>, bool),
     held: &std::sync::Mutex<lock::Held>,
     progress: &mut Progress,
+    member: Option<&set::Member<'_>>,
 ) -> Result<(Report, Option<Error>), Error> {
     let push = inv.push();
     let mut evidence = evidence::Evidence::new(inv.config);
@@ -349,8 +361,30 @@ async fn steps<S: SecretStore>(
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
-        let (options, known) = (progress.plan_options(&inv.options), progress.known());
-        let outcome = step(store, inv.config, options, known, guard, seed).await?;
+        let (mut options, known) = (progress.plan_options(&inv.options), progress.known());
+        let outcome = match member {
+            None => step(store, inv.config, options, known, guard, seed).await?,
+            Some(m) => {
+                options.hold = m.hold();
+                let in_set = m.in_set();
+                let outcome =
+                    step_in_set(store, inv.config, (options, known), guard, &in_set).await;
+                m.stepped();
+                outcome?
+            }
+        };
+        // A member of a set whose next step waits for the others: the barrier.
+        if let (Some(m), Some(barrier)) = (member, outcome.held) {
+            m.at_rest(&outcome);
+            match m.arrive(barrier).await {
+                set::Arrival::Go => continue,
+                set::Arrival::Stop { note, error } => {
+                    let mut report = finish(&outcome, progress, &evidence);
+                    report.note = note;
+                    return Ok((report, error));
+                }
+            }
+        }
         if outcome.raced {
             raced(inv, &outcome, held, progress).await?;
             continue;
@@ -374,6 +408,10 @@ async fn steps<S: SecretStore>(
         }
         match &outcome.phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
+                if let Some(m) = member {
+                    m.at_rest(&outcome);
+                    m.done(false);
+                }
                 return Ok((finish(&outcome, progress, &evidence), None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
@@ -384,6 +422,10 @@ async fn steps<S: SecretStore>(
                 match wait::at_gate(store, inv, &outcome, push, &mut evidence, progress).await? {
                     wait::GateEnd::Open => continue,
                     wait::GateEnd::Stop { note, error } => {
+                        if let (Some(m), None) = (member, &error) {
+                            // Only a cleanup waits behind an optional gate.
+                            m.done(true);
+                        }
                         let mut report = finish(&outcome, progress, &evidence);
                         report.note = note;
                         return Ok((report, error));

@@ -54,7 +54,26 @@ pub struct Outcome {
     pub raced: bool,
     /// What the step's plan was made from (the last read, after any re-plan).
     pub observed: Snapshot,
+    /// In a set of clusters: the step planned next is held back by the set's barrier
+    /// ([`plan::Hold`]); nothing was written.
+    pub held: Option<plan::Barrier>,
+    /// The step's plan makes a new CA (a look's: would make).
+    pub new_ca: bool,
 }
+
+/// A step of one member of a set of clusters (`super::set`): the set's shared CA, stored
+/// where the plan makes a new CA, and what the other members' consumers may hold, which the
+/// verifier's check before each write includes.
+pub struct InSet<'a> {
+    /// The member's name in messages and in [`Others`]' keys (its context).
+    pub member: &'a str,
+    pub ca: Option<&'a CaKey>,
+    pub others: &'a Others,
+}
+
+/// What each member's consumers may hold, by member, then by TLS Secret: as its last step
+/// read and left it until its gate opened, then as stored.
+pub type Others = std::sync::Mutex<BTreeMap<String, BTreeMap<String, plan::Held>>>;
 
 /// Plans one step from what is stored now and writes nothing: the outcome says what the step
 /// would write, and what is stored (the final state, when it would write nothing).
@@ -86,7 +105,16 @@ async fn looking<S: SecretStore>(
     flags: (Options, Known),
     mode: Mode,
 ) -> Result<Outcome, Error> {
-    run(store, config, flags, mode, &Guard::new(&|| true), None).await
+    run(
+        store,
+        config,
+        flags,
+        mode,
+        &Guard::new(&|| true),
+        None,
+        None,
+    )
+    .await
 }
 
 /// Runs one step of certgen's main job against a store: observe, plan, apply. A lost race
@@ -103,7 +131,36 @@ pub async fn step<S: SecretStore>(
     guard: &Guard<'_>,
     seed: Option<Snapshot>,
 ) -> Result<Outcome, Error> {
-    run(store, config, (options, known), Mode::Write, guard, seed).await
+    run(
+        store,
+        config,
+        (options, known),
+        Mode::Write,
+        guard,
+        seed,
+        None,
+    )
+    .await
+}
+
+/// [`step`] for a member of a set of clusters ([`InSet`]).
+pub async fn step_in_set<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    (options, known): (Options, Known),
+    guard: &Guard<'_>,
+    set: &InSet<'_>,
+) -> Result<Outcome, Error> {
+    run(
+        store,
+        config,
+        (options, known),
+        Mode::Write,
+        guard,
+        None,
+        Some(set),
+    )
+    .await
 }
 
 /// Whether a step writes.
@@ -123,6 +180,7 @@ async fn run<S: SecretStore>(
     mode: Mode,
     guard: &Guard<'_>,
     mut seed: Option<Snapshot>,
+    set: Option<&InSet<'_>>,
 ) -> Result<Outcome, Error> {
     let seeded = seed.is_some();
     let mut done: Vec<Entry> = Vec::new();
@@ -148,6 +206,28 @@ async fn run<S: SecretStore>(
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
+        if set.is_none() && options.hold == plan::Hold::default() {
+            crate::set::refuse_shared_ca(config, &observed, (&plan, options.overwrite), &|n| {
+                store.object(n)
+            })?;
+        }
+        // A member of a set of clusters: a step the set's barrier holds back writes nothing.
+        if let Some(barrier) = options.hold.stops(&plan.phase) {
+            let mut held = looked(store, config, plan, observed);
+            held.written.clear();
+            held.planned.clear();
+            held.held = Some(barrier);
+            for e in &mut held.report.secrets {
+                if e.action.writes() {
+                    e.action = plan::Action::Keep;
+                    e.reason = format!(
+                        "held: the {} step waits until every member of the set is ready for it",
+                        barrier.name()
+                    );
+                }
+            }
+            return Ok(held);
+        }
         // A rotation under way is the rotation an `--overwrite` asks for: the run finishes it
         // and begins no other.
         if plan.under_way && under_way_acts_on_overwrite() {
@@ -171,9 +251,11 @@ async fn run<S: SecretStore>(
         let phase = plan.phase.clone();
         let mut progress = Applied {
             layouts: layouts(config),
+            given_ca: set.and_then(|s| s.ca.cloned()),
             ..Applied::default()
         };
-        let verify = |after: &Applied| check_step(store, config, &observed, after, now, options);
+        let verify =
+            |after: &Applied| check_step(store, config, &observed, after, (now, options), set);
         let result = apply(
             store,
             plan,
@@ -250,7 +332,8 @@ async fn dry_run<S: SecretStore>(
         layouts: layouts(config),
         ..Applied::default()
     };
-    let verify = |after: &Applied| check_step(store, config, &observed, after, now, options);
+    let verify =
+        |after: &Applied| check_step(store, config, &observed, after, (now, options), None);
     let made = plan.clone();
     let dry = apply(
         store,
@@ -304,8 +387,8 @@ fn check_step<S: SecretStore>(
     config: &Config,
     observed: &Snapshot,
     after: &Applied,
-    now: OffsetDateTime,
-    options: Options,
+    (now, options): (OffsetDateTime, Options),
+    set: Option<&InSet<'_>>,
 ) -> Result<(), plan::Invalid> {
     if !live_check() {
         return Ok(());
@@ -344,7 +427,28 @@ fn check_step<S: SecretStore>(
             },
         );
     }
+    // In a set of clusters, every leaf and bundle the other members' consumers may hold too,
+    // each named `member/secret`: a step that would break a pair across clusters is refused
+    // like one within a member.
+    let own = set.map(|_| held.clone());
+    if let Some(set) = set {
+        let others = set.others.lock().unwrap_or_else(|e| e.into_inner());
+        for (member, secrets) in others.iter().filter(|(m, _)| *m != set.member) {
+            for (name, h) in secrets {
+                let h = plan::Held {
+                    fresh: false,
+                    ..h.clone()
+                };
+                held.insert(format!("{member}/{name}"), h);
+            }
+        }
+    }
     let verdict = plan::step_check(config, &verifier, &held, options.strategy);
+    if let (Some(set), Some(own), Ok(())) = (set, own, &verdict) {
+        // What this member's consumers may hold from now until its gate opens again.
+        let mut others = set.others.lock().unwrap_or_else(|e| e.into_inner());
+        others.insert(set.member.to_string(), own);
+    }
     // What the check cost (bench/verifier reads it).
     tracing::debug!(
         secrets = held.len(),
@@ -425,6 +529,8 @@ fn outcome<S: SecretStore>(
         hmac_written: false,
         raced: false,
         observed,
+        held: None,
+        new_ca: false,
     }
 }
 
@@ -442,6 +548,7 @@ fn looked<S: SecretStore>(
     plan: plan::Plan,
     observed: Snapshot,
 ) -> Outcome {
+    let new_ca = plan.ca.new.is_some();
     // The Secrets the plan writes, the CA Secret included.
     let written: BTreeSet<String> = std::iter::once(&plan.ca.name)
         .filter(|_| plan.ca.action.writes())
@@ -489,6 +596,8 @@ fn looked<S: SecretStore>(
         hmac_written: false,
         raced: false,
         observed,
+        held: None,
+        new_ca,
     }
 }
 

@@ -12,6 +12,10 @@ use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
 /// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
 /// outcome, whatever that was (src/exposition/).
 pub async fn run(args: RunArgs) -> Result<(), Error> {
+    if let Some(contexts) = args.target.set() {
+        let contexts = contexts.to_vec();
+        return super::set::run(args, &contexts).await;
+    }
     let started = std::time::Instant::now();
     let sinks =
         exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())

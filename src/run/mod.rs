@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod handover;
 pub mod job;
 pub mod kwc;
+pub mod set;
 
 pub fn print(text: &str) -> Result<(), Error> {
     let mut out = std::io::stdout().lock();

@@ -1,0 +1,766 @@
+//! One rotation over a set of clusters that share a CA (`--context a --context b ...`).
+//!
+//! Every member runs the single-cluster steps side by side (its own store, clock, evidence and
+//! gates), with the leaves step and the cleanup held back ([`crate::plan::Hold`]): a member
+//! whose next step is held waits at the set's barrier. The barrier opens a step for everyone
+//! only when no member is working any more (every write made, every gate open on that member's
+//! own evidence and clock), so:
+//!
+//! - no member writes a leaf from the pending CA before every member trusts it and every
+//!   member's consumers have loaded that trust;
+//! - no member drops a CA before every member's leaves come from the new one, loaded.
+//!
+//! A member that fails (unreachable, RBAC, a lock held) never lets the others past the barrier:
+//! they stop there, in the widest-trust state, and the run exits with that member's error (a
+//! member that does not answer before `--timeout`: exit 3, naming it). The lock is taken in
+//! every member, in the order of their UIDs, before anything is written. One CA: a member
+//! whose plan makes a new CA stores the set's (the pending CA a member already holds, or one
+//! made here once for all), so every member holds the same certificate and key. The verifier's
+//! check before each write includes what the other members' consumers may hold.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use time::OffsetDateTime;
+use tokio::sync::Notify;
+
+use super::step::{InSet, Others, Outcome, look};
+use super::{Invocation, Progress};
+use crate::apply::Guard;
+use crate::error::Error;
+use crate::lock;
+use crate::pki::CaKey;
+use crate::plan::{self, Barrier, Hold};
+use crate::report::Report;
+use crate::set::Record;
+use crate::store::SecretStore;
+
+/// One member of the set: its name (the context), its identity, its store and everything
+/// else a single-cluster run gets.
+pub struct MemberRun<'a, S> {
+    pub name: String,
+    /// Its `kube-system` Namespace UID.
+    pub uid: String,
+    pub store: &'a S,
+    pub inv: Invocation<'a>,
+}
+
+/// What a member's run gave: its report, the failure it ended with, and the set's view of it.
+pub struct MemberReport {
+    pub name: String,
+    pub uid: String,
+    pub report: Report,
+    pub failure: Option<Error>,
+    /// The failure is only that it waited at the barrier for another member.
+    pub waited: bool,
+}
+
+/// The set's run, member by member, and what ended it.
+pub struct SetOutcome {
+    pub members: Vec<MemberReport>,
+    pub record: Option<Record>,
+    /// What the set's run did about the CA, in one line.
+    pub note: Option<String>,
+}
+
+impl SetOutcome {
+    /// The error the run exits with: the first member's failure, named by the member.
+    pub fn failure(&mut self) -> Option<Error> {
+        let own = |m: &MemberReport| m.failure.is_some() && !m.waited;
+        let i = match self.members.iter().position(own) {
+            Some(i) => i,
+            None => self.members.iter().position(|m| m.failure.is_some())?,
+        };
+        let m = &mut self.members[i];
+        let e = m.failure.take()?;
+        Some(named(&m.name, e))
+    }
+}
+
+fn named(member: &str, e: Error) -> Error {
+    match e {
+        Error::Member { .. } => e,
+        e => Error::Member {
+            member: member.to_string(),
+            source: Box::new(e),
+        },
+    }
+}
+
+/// Where a member is, for the barrier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum At {
+    /// Writing, restarting, or waiting at its own gate.
+    Working,
+    /// Its next step is held; every earlier write loaded (its gate open).
+    Held(Barrier),
+    /// Nothing left to do in this run; `cleanup_pending`: a cleanup waits behind a gate it
+    /// could not wait for.
+    Done { cleanup_pending: bool },
+    /// It ended with an error.
+    Failed(String),
+    /// It stopped at the barrier when `--timeout` passed, waiting for another member.
+    Waited,
+}
+
+/// What the barrier tells a member that arrived.
+pub enum Arrival {
+    /// Take the held step now.
+    Go,
+    /// End the run here: what to say, and the error to end with (none: a cleanup left to the
+    /// next run).
+    Stop {
+        note: Option<String>,
+        error: Option<Error>,
+    },
+}
+
+enum Verdict {
+    Go,
+    Stop(Option<String>, Option<StopWhy>),
+}
+
+enum StopWhy {
+    /// Another member failed.
+    Failed(String, String),
+}
+
+#[derive(Default)]
+struct State {
+    at: BTreeMap<String, At>,
+    verdicts: BTreeMap<String, Verdict>,
+}
+
+/// The set's phase barrier.
+pub struct SetBarrier {
+    state: Mutex<State>,
+    changed: Notify,
+    deadline: tokio::time::Instant,
+}
+
+impl SetBarrier {
+    fn new(members: &[String], deadline: tokio::time::Instant) -> Self {
+        let at = members.iter().map(|m| (m.clone(), At::Working)).collect();
+        Self {
+            state: Mutex::new(State {
+                at,
+                verdicts: BTreeMap::new(),
+            }),
+            changed: Notify::new(),
+            deadline,
+        }
+    }
+
+    fn set(&self, member: &str, at: At) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.at.insert(member.to_string(), at);
+        Self::decide(&mut s);
+        drop(s);
+        self.changed.notify_waiters();
+    }
+
+    /// Opens what can be opened, under the state's lock.
+    fn decide(s: &mut State) {
+        if s.at.values().any(|a| *a == At::Working) {
+            return;
+        }
+        let held: Vec<(String, Barrier)> =
+            s.at.iter()
+                .filter_map(|(m, a)| match a {
+                    At::Held(b) => Some((m.clone(), *b)),
+                    _ => None,
+                })
+                .collect();
+        if held.is_empty() {
+            return;
+        }
+        if let Some((member, why)) = s.at.iter().find_map(|(m, a)| match a {
+            At::Failed(why) => Some((m.clone(), why.clone())),
+            _ => None,
+        }) {
+            for (m, b) in held {
+                s.at.insert(
+                    m.clone(),
+                    At::Done {
+                        cleanup_pending: true,
+                    },
+                );
+                let note = format!(
+                    "the {} step waits for member {member}, which failed ({why}); every member is left trusting every leaf any member holds: re-run certgen over the set once {member} is back",
+                    b.name()
+                );
+                s.verdicts.insert(
+                    m,
+                    Verdict::Stop(
+                        Some(note),
+                        Some(StopWhy::Failed(member.clone(), why.clone())),
+                    ),
+                );
+            }
+            return;
+        }
+        // The leaves first: every member trusts the pending CA, each gate open.
+        let open = if held.iter().any(|(_, b)| *b == Barrier::Leaves) {
+            Some(Barrier::Leaves)
+        } else if s.at.values().any(|a| {
+            *a == At::Done {
+                cleanup_pending: true,
+            }
+        }) {
+            None
+        } else {
+            Some(Barrier::Cleanup)
+        };
+        match open {
+            Some(b) => {
+                for (m, _) in held.iter().filter(|(_, h)| *h == b) {
+                    s.at.insert(m.clone(), At::Working);
+                    s.verdicts.insert(m.clone(), Verdict::Go);
+                }
+            }
+            None => {
+                // A member could not wait for its cleanup gate: the cleanup is the next run's,
+                // in every member.
+                for (m, _) in held {
+                    s.at.insert(
+                        m.clone(),
+                        At::Done {
+                            cleanup_pending: true,
+                        },
+                    );
+                    s.verdicts.insert(
+                        m,
+                        Verdict::Stop(
+                            Some("the cleanup waits until every member's consumers have loaded the new leaves; the next run over the set does it".into()),
+                            None,
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Whether the member stopped at the barrier waiting for another.
+    fn waited(&self, member: &str) -> bool {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.at.get(member) == Some(&At::Waited)
+    }
+
+    async fn arrive(&self, member: &str, barrier: Barrier) -> Arrival {
+        self.set(member, At::Held(barrier));
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(v) = s.verdicts.remove(member) {
+                    return match v {
+                        Verdict::Go => Arrival::Go,
+                        Verdict::Stop(note, why) => Arrival::Stop {
+                            note,
+                            error: why.map(|StopWhy::Failed(m, why)| {
+                                Error::Timeout(format!(
+                                    "member {m} failed ({why}); the others stopped before the {} step",
+                                    barrier.name()
+                                ))
+                            }),
+                        },
+                    };
+                }
+            }
+            if tokio::time::timeout_at(self.deadline, notified)
+                .await
+                .is_err()
+            {
+                let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                s.at.insert(member.to_string(), At::Waited);
+                let working: Vec<String> =
+                    s.at.iter()
+                        .filter(|(_, a)| **a == At::Working)
+                        .map(|(m, _)| m.clone())
+                        .collect();
+                return Arrival::Stop {
+                    note: None,
+                    error: Some(Error::Timeout(format!(
+                        "the {} step waits for member{} {} (still writing or at its gate); nothing more was written in any member: re-run certgen over the set",
+                        barrier.name(),
+                        if working.len() == 1 { "" } else { "s" },
+                        working.join(", ")
+                    ))),
+                };
+            }
+        }
+    }
+}
+
+/// A member's part in the set's run, as the single-cluster steps see it.
+pub struct Member<'a> {
+    name: &'a str,
+    barrier: &'a SetBarrier,
+    ca: Option<&'a CaKey>,
+    others: &'a Others,
+    /// The barrier the set opened for this member's next step.
+    ticket: Mutex<Option<Barrier>>,
+}
+
+impl<'a> Member<'a> {
+    /// What the next step may not do yet.
+    pub fn hold(&self) -> Hold {
+        let ticket = *self.ticket.lock().unwrap_or_else(|e| e.into_inner());
+        Hold {
+            leaves: ticket != Some(Barrier::Leaves),
+            cleanup: ticket != Some(Barrier::Cleanup),
+        }
+    }
+
+    pub fn in_set(&self) -> InSet<'_> {
+        InSet {
+            member: self.name,
+            ca: self.ca,
+            others: self.others,
+        }
+    }
+
+    /// A step was taken: an opened barrier is used up.
+    pub fn stepped(&self) {
+        *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The member's consumers hold only what is stored now (its gate is open): the other
+    /// members' checks count this state alone for it from here on.
+    pub fn at_rest(&self, outcome: &Outcome) {
+        let stored = stored_held(outcome);
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        others.insert(self.name.to_string(), stored);
+    }
+
+    pub async fn arrive(&self, barrier: Barrier) -> Arrival {
+        let arrival = self.barrier.arrive(self.name, barrier).await;
+        if matches!(arrival, Arrival::Go) {
+            *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = Some(barrier);
+        }
+        arrival
+    }
+
+    pub fn done(&self, cleanup_pending: bool) {
+        self.barrier.set(self.name, At::Done { cleanup_pending });
+    }
+}
+
+/// Every TLS Secret of an outcome as stored (before = after).
+fn stored_held(outcome: &Outcome) -> BTreeMap<String, plan::Held> {
+    let mut held = BTreeMap::new();
+    for (name, bundle) in &outcome.bundles {
+        let bundle = crate::pki::parse_cert_chain(bundle).ok();
+        let leaf = outcome.leaves.get(name).cloned();
+        held.insert(
+            name.clone(),
+            plan::Held {
+                before_leaf: leaf.clone(),
+                before_bundle: bundle.clone(),
+                after_leaf: leaf,
+                after_bundle: bundle,
+                fresh: false,
+            },
+        );
+    }
+    held
+}
+
+/// The CA the members' new-CA steps store, decided from every member's look; and, per
+/// member, whether its run starts the set's rotation (`--overwrite` as the plan sees it).
+struct Shared {
+    ca: Option<CaKey>,
+    overwrite: Vec<bool>,
+    note: Option<String>,
+}
+
+/// Decides the set's CA from what each member holds (`looks`, in the members' order).
+fn shared_ca<S: SecretStore>(
+    members: &[MemberRun<'_, S>],
+    looks: &[Outcome],
+    overwrite: bool,
+) -> Result<Shared, Error> {
+    let fp = |k: &CaKey| k.cert.fingerprint();
+    // A pending CA anywhere is the set's rotation under way: every member gets it.
+    let mut pending: BTreeMap<[u8; 32], (&str, &CaKey)> = BTreeMap::new();
+    for (m, l) in members.iter().zip(looks) {
+        if let Some(p) = &l.pending {
+            pending.entry(fp(p)).or_insert((m.name.as_str(), p));
+        }
+    }
+    if pending.len() > 1 {
+        let which: Vec<String> = members
+            .iter()
+            .zip(looks)
+            .filter_map(|(m, l)| {
+                Some(format!(
+                    "{} holds {}",
+                    m.name,
+                    l.pending.as_ref()?.cert.short_fingerprint()
+                ))
+            })
+            .collect();
+        return Err(usage(format!(
+            "the members hold different pending CAs ({}): a set has one CA. Finish or undo the rotation that was started in one member alone, then run certgen over the set",
+            which.join(", ")
+        )));
+    }
+    let holds = |l: &Outcome, k: &CaKey| {
+        l.pending.as_ref().is_some_and(|p| fp(p) == fp(k))
+            || l.signer.as_ref().is_some_and(|s| fp(s) == fp(k))
+    };
+    if let Some((_, (from, ca))) = pending.into_iter().next() {
+        let overwrite = looks.iter().map(|l| !holds(l, ca)).collect();
+        return Ok(Shared {
+            ca: Some(ca.clone()),
+            overwrite,
+            note: Some(format!(
+                "the set's rotation to CA {} (pending in {from}) is under way: this run finishes it",
+                ca.cert.short_fingerprint()
+            )),
+        });
+    }
+    let fresh: Vec<bool> = looks.iter().map(|l| l.observed.nothing_stored()).collect();
+    // The set's CA: the first member's (in the order of the command line) that certgen holds
+    // the key of; members with another CA join it through a trust step.
+    let active = members
+        .iter()
+        .zip(looks)
+        .find_map(|(m, l)| Some((m.name.as_str(), l.signer.as_ref()?)));
+    let Some((from, active)) = active else {
+        // No member holds a CA certgen can sign with: one new CA for all.
+        return Ok(Shared {
+            ca: Some(new_ca(members)?),
+            overwrite: vec![overwrite; members.len()],
+            note: None,
+        });
+    };
+    let joining: Vec<&str> = members
+        .iter()
+        .zip(looks)
+        .zip(&fresh)
+        .filter(|((_, l), fresh)| !**fresh && !holds(l, active))
+        .map(|((m, _), _)| m.name.as_str())
+        .collect();
+    if !joining.is_empty() || fresh.iter().any(|f| *f) {
+        let entering: Vec<&str> = members
+            .iter()
+            .zip(&fresh)
+            .filter(|(_, f)| **f)
+            .map(|(m, _)| m.name.as_str())
+            .chain(joining.iter().copied())
+            .collect();
+        let later = if overwrite || looks.iter().any(|l| l.new_ca) {
+            "; the set's rotation waits for the next run, once every member trusts one CA"
+        } else {
+            ""
+        };
+        return Ok(Shared {
+            ca: Some(active.clone()),
+            overwrite: looks
+                .iter()
+                .zip(&fresh)
+                .map(|(l, f)| !f && !holds(l, active))
+                .collect(),
+            note: Some(format!(
+                "{} {} the set's CA {} (from {from}){later}",
+                entering.join(", "),
+                if entering.len() == 1 {
+                    "enters"
+                } else {
+                    "enter"
+                },
+                active.cert.short_fingerprint()
+            )),
+        });
+    }
+    // One CA everywhere: a rotation (asked, or due in any member) is one for all.
+    if overwrite || looks.iter().any(|l| l.new_ca) {
+        return Ok(Shared {
+            ca: Some(new_ca(members)?),
+            overwrite: vec![true; members.len()],
+            note: None,
+        });
+    }
+    Ok(Shared {
+        ca: None,
+        overwrite: vec![false; members.len()],
+        note: None,
+    })
+}
+
+/// A new CA for the whole set, valid from the earliest of the members' clocks and this
+/// machine's: no member sees it as not valid yet.
+fn new_ca<S: SecretStore>(members: &[MemberRun<'_, S>]) -> Result<CaKey, Error> {
+    let config = members[0].inv.config;
+    let at: OffsetDateTime = members
+        .iter()
+        .flat_map(|m| [m.store.now(), m.store.writer_now()])
+        .min()
+        .expect("a set has members");
+    let key = crate::pki::generate_keys(&[config.ca.spec.key_algorithm])?
+        .pop()
+        .expect("one key");
+    Ok(crate::pki::issue_ca_with_key(&config.ca.spec, key, at)?.0)
+}
+
+fn usage(message: String) -> Error {
+    Error::Config(crate::config::ConfigError {
+        source_name: "the set of clusters".into(),
+        message,
+    })
+}
+
+/// Runs certgen's main job over a set of clusters. `record`: the membership this run writes
+/// (made by [`crate::set::membership`] from what the members record).
+pub async fn run<S: SecretStore + Sync>(
+    mut members: Vec<MemberRun<'_, S>>,
+    record: Record,
+) -> Result<SetOutcome, Error> {
+    let deadline = members
+        .iter()
+        .map(|m| m.inv.deadline)
+        .min()
+        .expect("a set has members");
+    let hold = plan::Options {
+        hold: Hold::ALL,
+        ..plan::Options::default()
+    };
+    // Every member read first, side by side; a member that does not answer in time stops the
+    // run before anything is written anywhere.
+    let looks = futures::future::join_all(members.iter().map(|m| {
+        let options = plan::Options {
+            overwrite: m.inv.options.overwrite,
+            force: m.inv.options.force,
+            strategy: m.inv.options.strategy,
+            propagation_delay: m.inv.options.propagation_delay,
+            ..hold
+        };
+        let read = look(m.store, m.inv.config, options, plan::Known::default());
+        async move {
+            match tokio::time::timeout_at(deadline, read).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(format!(
+                    "it did not answer within --timeout; nothing was written in any member: re-run certgen over the set once {} answers",
+                    m.name
+                ))),
+            }
+        }
+    }))
+    .await;
+    let mut read = Vec::new();
+    for (m, l) in members.iter().zip(looks) {
+        read.push(l.map_err(|e| named(&m.name, e))?);
+    }
+    let shared = shared_ca(&members, &read, members[0].inv.options.overwrite)?;
+    for (m, overwrite) in members.iter_mut().zip(&shared.overwrite) {
+        m.inv.options.overwrite = *overwrite;
+    }
+
+    // The lock in every member, in the order of their UIDs, so that two runs over (parts of)
+    // one set never hold a lock each that the other waits for.
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by(|a, b| members[*a].uid.cmp(&members[*b].uid));
+    let mut locks: Vec<Option<lock::Held>> = (0..members.len()).map(|_| None).collect();
+    for i in order {
+        let m = &members[i];
+        let taken = tokio::time::timeout_at(deadline, super::take_lock(&m.inv)).await;
+        let held = match taken {
+            Ok(Ok(held)) => held,
+            Ok(Err(e)) => {
+                release_all(locks).await;
+                return Err(named(&m.name, e));
+            }
+            Err(_) => {
+                release_all(locks).await;
+                return Err(named(
+                    &m.name,
+                    Error::Timeout("its run lock was not answered within --timeout; nothing was written in any member".into()),
+                ));
+            }
+        };
+        locks[i] = Some(held);
+    }
+
+    // The record first, in every member whose CA Secret exists: from here on its own runs
+    // know the CA is shared.
+    for (m, l) in members.iter().zip(&read) {
+        if let Err(e) = write_record(m, &l.observed, &record).await {
+            release_all(locks).await;
+            return Err(named(&m.name, e));
+        }
+    }
+
+    let names: Vec<String> = members.iter().map(|m| m.name.clone()).collect();
+    let barrier = SetBarrier::new(&names, deadline);
+    let others: Others = Mutex::new(
+        members
+            .iter()
+            .zip(&read)
+            .map(|(m, l)| (m.name.clone(), stored_held(l)))
+            .collect(),
+    );
+    let runs = members.iter().zip(locks).map(|(m, held)| {
+        let member = Member {
+            name: &m.name,
+            barrier: &barrier,
+            ca: shared.ca.as_ref(),
+            others: &others,
+            ticket: Mutex::new(None),
+        };
+        let barrier = &barrier;
+        let span = tracing::info_span!("member", context = %m.name);
+        tracing::Instrument::instrument(async move {
+            let held = held.expect("every member's lock was taken");
+            let run = member_run(m.store, &m.inv, held, &member);
+            let result = match tokio::time::timeout_at(deadline + GRACE, run).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(format!(
+                    "it did not answer within --timeout; re-run certgen over the set once {} answers",
+                    m.name
+                ))),
+            };
+            let waited = barrier.waited(&m.name);
+            match &result {
+                Ok((_, None)) => {}
+                Ok((_, Some(_))) | Err(_) if waited => {}
+                Ok((_, Some(e))) | Err(e) => {
+                    let why = e.to_string();
+                    barrier.set(&m.name, At::Failed(why));
+                }
+            }
+            (result, waited)
+        }, span)
+    });
+    let results = futures::future::join_all(runs).await;
+    let mut reports = Vec::new();
+    for (m, (r, waited)) in members.iter().zip(results) {
+        let (report, failure) = match r {
+            Ok((report, failure)) => (report, failure),
+            Err(e) => (
+                Report::new(
+                    &m.inv.config.profile,
+                    m.store.describe(),
+                    false,
+                    0,
+                    Vec::new(),
+                ),
+                Some(e),
+            ),
+        };
+        reports.push(MemberReport {
+            name: m.name.clone(),
+            uid: m.uid.clone(),
+            report,
+            failure,
+            waited,
+        });
+    }
+    // Members created in this run get the record too.
+    for m in &members {
+        if let Ok(observed) = crate::observe::observe(m.store, m.inv.config).await
+            && let Err(e) = write_record(m, &observed, &record).await
+        {
+            tracing::warn!("member {}: recording the set: {e}", m.name);
+        }
+    }
+    Ok(SetOutcome {
+        members: reports,
+        record: Some(record),
+        note: shared.note,
+    })
+}
+
+/// How long past `--timeout` a member's run may take to end on its own (its waits end at the
+/// deadline; a request in flight gets this long).
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn release_all(locks: Vec<Option<lock::Held>>) {
+    for l in locks.into_iter().flatten() {
+        l.release().await;
+    }
+}
+
+/// One member's steps, under its lock (taken by [`run`]).
+async fn member_run<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    held: lock::Held,
+    member: &Member<'_>,
+) -> Result<(Report, Option<Error>), Error> {
+    let held = Mutex::new(held);
+    let mut progress = Progress::default();
+    let (result, writes) = {
+        let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
+        let guard = Guard::new(&still_held);
+        let result = super::steps(
+            store,
+            inv,
+            &guard,
+            (None, false),
+            &held,
+            &mut progress,
+            Some(member),
+        )
+        .await;
+        (result, guard.written())
+    };
+    let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
+    progress.note(super::Learned::Lock(held.release().await));
+    result
+        .map(|(mut report, e)| {
+            progress.lock_into(&mut report);
+            (report, e)
+        })
+        .map_err(|e| e.after(writes))
+}
+
+/// Writes the set's record on a member's CA Secret when it differs: the same data, the
+/// annotation added, fenced by the version read.
+async fn write_record<S: SecretStore>(
+    m: &MemberRun<'_, S>,
+    observed: &crate::observe::Snapshot,
+    record: &Record,
+) -> Result<(), Error> {
+    let Some(ca) = observed.ca.as_ref().and_then(|o| o.present()) else {
+        return Ok(());
+    };
+    let current = Record::read(m.inv.config, observed, &|n| m.store.object(n))?;
+    if current.as_ref() == Some(record) {
+        return Ok(());
+    }
+    let type_ = match ca.type_.as_str() {
+        "kubernetes.io/tls" => "kubernetes.io/tls",
+        "Opaque" | "" => "Opaque",
+        other => {
+            tracing::warn!(
+                "{}: type {other}: the set is not recorded on it",
+                m.store.object(&ca.name)
+            );
+            return Ok(());
+        }
+    };
+    let write = crate::secret::SecretWrite {
+        name: ca.name.clone(),
+        type_,
+        data: ca.data.clone(),
+        secret_keys: ca
+            .data
+            .keys()
+            .filter(|k| k.ends_with(".key"))
+            .cloned()
+            .collect(),
+        remove: Vec::new(),
+        labels: BTreeMap::new(),
+        annotations: [(
+            crate::set::SET_ANNOTATION.to_string(),
+            record.to_annotation(),
+        )]
+        .into(),
+        expect: crate::secret::Expect::Version(ca.version.clone()),
+    };
+    m.store.put(&write).await?;
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! The main job and `check` over a set of clusters (`--context` more than once): one client
+//! per member, each member identified by its `kube-system` Namespace UID, then the set's
+//! rotation driver ([`crate::rotation::set`]) or a check of every member.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+
+use super::print;
+use crate::cli::{OutputFormat, RunArgs, TargetArgs};
+use crate::config::{self, Config, ConfigError, Strategy};
+use crate::error::Error;
+use crate::k8s::{self, KubeStore};
+use crate::set::{Record, Standing};
+use crate::{access, lock, metrics, observe, rotation};
+
+/// One member's connection: its context, client and identity.
+struct Member {
+    context: String,
+    client: kube::Client,
+    uid: String,
+}
+
+fn usage(message: String) -> Error {
+    Error::Config(ConfigError {
+        source_name: "command line".into(),
+        message,
+    })
+}
+
+fn named(member: &str, e: Error) -> Error {
+    Error::Member {
+        member: member.to_string(),
+        source: Box::new(e),
+    }
+}
+
+/// Connects to every context and reads its identity, side by side; a member that does not
+/// answer within `timeout` stops the command (exit 3) before anything is read or written.
+/// Two contexts that reach one cluster are refused.
+async fn connect(
+    target: &TargetArgs,
+    contexts: &[String],
+    timeout: Duration,
+) -> Result<Vec<Member>, Error> {
+    let kubeconfig = target.kubeconfig.as_deref();
+    let members = futures::future::join_all(contexts.iter().map(|context| async move {
+        let connect = async {
+            let client = k8s::client_for(kubeconfig, Some(context.clone())).await?;
+            let uid = cluster_uid(&client).await?;
+            Ok::<_, Error>(Member {
+                context: context.clone(),
+                client,
+                uid,
+            })
+        };
+        match tokio::time::timeout(timeout, connect).await {
+            Ok(r) => r.map_err(|e| named(context, e)),
+            Err(_) => Err(named(
+                context,
+                Error::Timeout(format!(
+                    "its API server did not answer within --timeout {}; nothing was read or written in any member",
+                    crate::timefmt::HumanDuration(timeout)
+                )),
+            )),
+        }
+    }))
+    .await;
+    let members: Vec<Member> = members.into_iter().collect::<Result<_, _>>()?;
+    for (i, a) in members.iter().enumerate() {
+        if let Some(b) = members[i + 1..].iter().find(|b| b.uid == a.uid) {
+            return Err(usage(format!(
+                "contexts {} and {} reach the same cluster (kube-system UID {}): name each member of a set once",
+                a.context, b.context, a.uid
+            )));
+        }
+    }
+    Ok(members)
+}
+
+/// A cluster's identity: its `kube-system` Namespace UID (stable across renamed contexts).
+async fn cluster_uid(client: &kube::Client) -> Result<String, Error> {
+    let api: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let ns = api.get("kube-system").await.map_err(|e| {
+        Error::Connect(format!(
+            "reading Namespace kube-system, the member's identity (a set needs get on namespaces): {e}"
+        ))
+    })?;
+    ns.metadata
+        .uid
+        .ok_or_else(|| Error::Connect("Namespace kube-system has no UID".into()))
+}
+
+/// What one member's run needs besides the store, as a single-cluster run in it gets.
+struct Parts {
+    config: Config,
+    store: KubeStore,
+    workloads: k8s::Workloads,
+    webhooks: k8s::WebhookStore,
+    pods: k8s::Pods,
+    endpoints: k8s::ServiceEndpoints,
+    lock: Option<lock::Target>,
+    skipped: Vec<String>,
+}
+
+async fn parts(m: &Member, config: &Config, options: &config::RunOptions) -> Result<Parts, Error> {
+    let mut config = config.clone();
+    let client = &m.client;
+    let access = if options.wait || options.probe {
+        k8s::review(client, &config.namespace).await
+    } else {
+        access::Access::unknown()
+    };
+    let asked = access::Asked {
+        wait: options.wait,
+        probe: options.probe,
+    };
+    let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
+    let store = KubeStore::new(client.clone(), &config.namespace)
+        .with_labels(config.labels.clone())
+        .with_write_verb(access.secret_write_verb(&config.secret_names()));
+    let lock = lock::Target::Lease {
+        lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
+            client.clone(),
+            &config.namespace,
+            &format!("{}-certgen-lock", config.profile),
+        )),
+        holder: lock::holder_identity(),
+        seconds: k8s::lease::lease_seconds(),
+    };
+    Ok(Parts {
+        workloads: k8s::Workloads::new(client.clone(), &config.namespace),
+        webhooks: k8s::WebhookStore::new(client.clone()),
+        pods: k8s::Pods::new(client.clone(), &config.namespace),
+        endpoints: k8s::ServiceEndpoints {
+            client: client.clone(),
+            namespace: config.namespace.clone(),
+        },
+        store,
+        lock: Some(lock),
+        skipped,
+        config,
+    })
+}
+
+/// The main job over a set of clusters.
+pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
+    if args.target.local.is_some() {
+        return Err(usage(
+            "--local runs on one directory: a set of clusters (several --context) needs clusters"
+                .into(),
+        ));
+    }
+    if args.dry_run {
+        return Err(usage(
+            "--dry-run over a set of clusters is not supported yet: run it in each member (certgen --context NAME --dry-run); each phase of the set's run waits for every member, which a member's own dry run does not show".into(),
+        ));
+    }
+    let options = args.options(false);
+    if options.strategy == Strategy::Immediate {
+        return Err(usage(
+            "--strategy immediate writes bundles and leaves at once, which across clusters breaks every pair until each member has it: a set of clusters rotates in stages".into(),
+        ));
+    }
+    if matches!(args.target.output, OutputFormat::Prometheus)
+        || args.metrics_file.is_some()
+        || args.pushgateway.is_some()
+        || args.events
+    {
+        return Err(usage(
+            "--output prometheus, --metrics-file, --pushgateway and --events are not supported over a set of clusters yet: use `certgen check` with the set's contexts, or a run per member".into(),
+        ));
+    }
+    let (config, _) = config::resolve_target(&args.target.spec())?;
+    let members = connect(&args.target, contexts, args.timeout).await?;
+    let mut all = Vec::new();
+    for m in &members {
+        all.push(
+            parts(m, &config, &options)
+                .await
+                .map_err(|e| named(&m.context, e))?,
+        );
+    }
+    // What each member records, read before anything else (a record that does not parse
+    // refuses the run: certgen does not guess whether a CA is shared).
+    let mut recorded = Vec::new();
+    for (m, p) in members.iter().zip(&all) {
+        let observed = observe::observe(&p.store, &p.config)
+            .await
+            .map_err(|e| named(&m.context, e.into()))?;
+        let record = Record::read(&p.config, &observed, &|n| {
+            crate::store::SecretStore::object(&p.store, n)
+        })
+        .map_err(|e| named(&m.context, e))?;
+        recorded.push((m.context.clone(), record));
+    }
+    let ids: Vec<(String, String)> = members
+        .iter()
+        .map(|m| (m.context.clone(), m.uid.clone()))
+        .collect();
+    let record = crate::set::membership(&ids, &recorded, (&args.add_member, &args.remove_member))
+        .map_err(usage)?;
+    let deadline = options.deadline(tokio::time::Instant::now());
+    let locks: Vec<lock::Target> = all.iter_mut().filter_map(|p| p.lock.take()).collect();
+    let runs: Vec<rotation::set::MemberRun<'_, KubeStore>> = members
+        .iter()
+        .zip(&all)
+        .zip(locks)
+        .map(|((m, p), lock)| rotation::set::MemberRun {
+            name: m.context.clone(),
+            uid: m.uid.clone(),
+            store: &p.store,
+            inv: rotation::Invocation {
+                config: &p.config,
+                options,
+                deadline,
+                workloads: Some(&p.workloads),
+                endpoints: Some(&p.endpoints),
+                webhooks: (!p.config.webhooks.is_empty()).then_some(&p.webhooks as _),
+                pods: options.poke.then_some(&p.pods as _),
+                lock,
+            },
+        })
+        .collect();
+    let mut outcome = rotation::set::run(runs, record).await?;
+    // Where every member stands after the run, read once more.
+    let mut standings = Vec::new();
+    for p in &all {
+        match observe::observe(&p.store, &p.config).await {
+            Ok(o) => standings.push(Standing::of(&p.config, &o)),
+            Err(e) => tracing::warn!("reading a member after the run: {e}"),
+        }
+    }
+    let line = (standings.len() == all.len()).then(|| crate::set::set_line(&standings));
+    let failure = outcome.failure();
+    let mut reports = Vec::new();
+    for (mr, p) in outcome.members.iter_mut().zip(&all) {
+        let mut skipped = p.skipped.clone();
+        skipped.extend(mr.report.skipped.iter().cloned());
+        let report = std::mem::replace(
+            &mut mr.report,
+            crate::report::Report::new(&config.profile, String::new(), false, 0, Vec::new()),
+        );
+        let report = report
+            .in_cluster(metrics::snapshot(), skipped)
+            .with_next_renewal(&p.config);
+        reports.push((mr.name.clone(), mr.uid.clone(), report));
+    }
+    match args.target.output {
+        OutputFormat::Json => {
+            let members: Vec<serde_json::Value> = reports
+                .iter()
+                .map(|(name, uid, r)| {
+                    serde_json::json!({
+                        "context": name,
+                        "uid": uid,
+                        "report": serde_json::from_str::<serde_json::Value>(&r.to_json()).unwrap_or_default(),
+                    })
+                })
+                .collect();
+            let doc = serde_json::json!({
+                "apiVersion": "certgen/v1",
+                "kind": "SetReport",
+                "set": outcome.record.as_ref().map(|r| serde_json::json!({"id": r.id, "members": r.members, "generation": r.generation})),
+                "standing": line,
+                "note": outcome.note,
+                "members": members,
+                "error": failure.as_ref().map(Error::to_object),
+            });
+            print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            ))?;
+            if let Some(e) = failure {
+                return Err(Error::Reported(Box::new(e)));
+            }
+        }
+        _ => {
+            let mut text = String::new();
+            for (name, uid, r) in &reports {
+                text.push_str(&format!("== Member {name} (kube-system {uid}) ==\n"));
+                text.push_str(&r.to_text());
+                text.push('\n');
+            }
+            if let Some(r) = &outcome.record {
+                text.push_str(&format!(
+                    "Set {} ({} members, generation {})",
+                    r.id,
+                    r.members.len(),
+                    r.generation
+                ));
+                if let Some(line) = &line {
+                    text.push_str(&format!(": {line}"));
+                }
+                text.push('\n');
+            }
+            if let Some(note) = &outcome.note {
+                text.push_str(&format!("{note}\n"));
+            }
+            print(&text)?;
+        }
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// `certgen check` over a set of clusters: each member's check, then the set's line. Exits 0
+/// only when every member's check does; an unreachable member is unknown, and the exit is
+/// its error's.
+pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error> {
+    if target.local.is_some() {
+        return Err(usage(
+            "--local checks one directory: a set of clusters (several --context) needs clusters"
+                .into(),
+        ));
+    }
+    let (config, _) = config::resolve_target(&target.spec())?;
+    let timeout = Duration::from_secs(30);
+    let members = connect(&target, contexts, timeout).await?;
+    let mut text = String::new();
+    let mut json = Vec::new();
+    let mut standings = Vec::new();
+    let mut healthy = true;
+    let mut first_error: Option<Error> = None;
+    for m in &members {
+        let store = KubeStore::new(m.client.clone(), &config.namespace);
+        let webhooks = k8s::WebhookStore::new(m.client.clone());
+        let checked = tokio::time::timeout(
+            timeout,
+            crate::exposition::collect::checked(&config, &store, Some(&webhooks)),
+        )
+        .await;
+        let (report, _, unreadable) = match checked {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                text.push_str(&format!(
+                    "== Member {} (kube-system {}) ==\nunknown: {e}\n\n",
+                    m.context, m.uid
+                ));
+                first_error.get_or_insert(named(&m.context, e));
+                continue;
+            }
+            Err(_) => {
+                let e = Error::Timeout("its API server did not answer within 30s".into());
+                text.push_str(&format!(
+                    "== Member {} (kube-system {}) ==\nunknown: {e}\n\n",
+                    m.context, m.uid
+                ));
+                first_error.get_or_insert(named(&m.context, e));
+                continue;
+            }
+        };
+        healthy &= report.healthy;
+        if let Some(e) = unreadable {
+            first_error.get_or_insert(named(&m.context, Error::Store(e)));
+        }
+        if let Ok(observed) = observe::observe(&store, &config).await {
+            standings.push(Standing::of(&config, &observed));
+        }
+        text.push_str(&format!(
+            "== Member {} (kube-system {}) ==\n",
+            m.context, m.uid
+        ));
+        text.push_str(&report.to_text());
+        text.push('\n');
+        json.push(serde_json::json!({
+            "context": m.context,
+            "uid": m.uid,
+            "report": serde_json::from_str::<serde_json::Value>(&report.to_json()).unwrap_or_default(),
+        }));
+    }
+    let line = if standings.len() == members.len() {
+        crate::set::set_line(&standings)
+    } else {
+        format!(
+            "unknown: {} of {} members could not be read",
+            members.len() - standings.len(),
+            members.len()
+        )
+    };
+    match target.output {
+        OutputFormat::Json => {
+            let doc = serde_json::json!({
+                "apiVersion": "certgen/v1",
+                "kind": "SetCheck",
+                "set": line,
+                "healthy": healthy && first_error.is_none(),
+                "members": json,
+            });
+            print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            ))?;
+        }
+        OutputFormat::Prometheus => {
+            return Err(usage(
+                "check --output prometheus over a set of clusters is not supported yet: run it per member (certgen check --context NAME --output prometheus)".into(),
+            ));
+        }
+        OutputFormat::Text => {
+            text.push_str(&format!("set: {line}\n"));
+            print(&text)?;
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None if healthy => Ok(()),
+        None => Err(Error::CheckFailed),
+    }
+}
