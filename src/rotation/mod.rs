@@ -376,7 +376,7 @@ async fn steps<S: SecretStore>(
         // A member of a set whose next step waits for the others: the barrier.
         if let (Some(m), Some(barrier)) = (member, outcome.held) {
             m.at_rest(&outcome);
-            match m.arrive(barrier).await {
+            match m.arrive(barrier, &outcome.phase).await {
                 set::Arrival::Go => continue,
                 set::Arrival::Stop { note, error } => {
                     let mut report = finish(&outcome, progress, &evidence);

@@ -30,7 +30,7 @@ use crate::apply::Guard;
 use crate::error::Error;
 use crate::lock;
 use crate::pki::CaKey;
-use crate::plan::{self, Barrier, Hold};
+use crate::plan::{self, Barrier, Hold, Phase};
 use crate::report::Report;
 use crate::set::Record;
 use crate::store::SecretStore;
@@ -92,8 +92,10 @@ fn named(member: &str, e: Error) -> Error {
 enum At {
     /// Writing, restarting, or waiting at its own gate.
     Working,
-    /// Its next step is held; every earlier write loaded (its gate open).
-    Held(Barrier),
+    /// Its next step is held; every earlier write loaded (its gate open). `bool`: the held
+    /// step is a cleanup before a new rotation's trust step (the last rotation's prior CA
+    /// dropped first), which comes before every member's leaves.
+    Held(Barrier, bool),
     /// Nothing left to do in this run; `cleanup_pending`: a cleanup waits behind a gate it
     /// could not wait for.
     Done { cleanup_pending: bool },
@@ -164,10 +166,10 @@ impl SetBarrier {
         if s.at.values().any(|a| *a == At::Working) {
             return;
         }
-        let held: Vec<(String, Barrier)> =
+        let held: Vec<(String, Barrier, bool)> =
             s.at.iter()
                 .filter_map(|(m, a)| match a {
-                    At::Held(b) => Some((m.clone(), *b)),
+                    At::Held(b, before_trust) => Some((m.clone(), *b, *before_trust)),
                     _ => None,
                 })
                 .collect();
@@ -178,7 +180,7 @@ impl SetBarrier {
             At::Failed(why) => Some((m.clone(), why.clone())),
             _ => None,
         }) {
-            for (m, b) in held {
+            for (m, b, _) in held {
                 s.at.insert(
                     m.clone(),
                     At::Done {
@@ -199,9 +201,14 @@ impl SetBarrier {
             }
             return;
         }
-        // The leaves first: every member trusts the pending CA, each gate open.
-        let open = if held.iter().any(|(_, b)| *b == Barrier::Leaves) {
-            Some(Barrier::Leaves)
+        // In the order of a rotation: a cleanup before a new rotation's trust step first (the
+        // last rotation's prior CA signs no leaf in any member: the set starts a rotation only
+        // when none is under way), then the leaves (every member trusts the pending CA, each
+        // gate open), then the cleanup (every member's leaves from the new CA, loaded).
+        let open = if held.iter().any(|(_, _, before_trust)| *before_trust) {
+            Some((Barrier::Cleanup, true))
+        } else if held.iter().any(|(_, b, _)| *b == Barrier::Leaves) {
+            Some((Barrier::Leaves, false))
         } else if s.at.values().any(|a| {
             *a == At::Done {
                 cleanup_pending: true,
@@ -209,11 +216,14 @@ impl SetBarrier {
         }) {
             None
         } else {
-            Some(Barrier::Cleanup)
+            Some((Barrier::Cleanup, false))
         };
         match open {
-            Some(b) => {
-                for (m, _) in held.iter().filter(|(_, h)| *h == b) {
+            Some((b, before_trust)) => {
+                for (m, _, _) in held
+                    .iter()
+                    .filter(|(_, h, t)| *h == b && *t == before_trust)
+                {
                     s.at.insert(m.clone(), At::Working);
                     s.verdicts.insert(m.clone(), Verdict::Go);
                 }
@@ -221,7 +231,7 @@ impl SetBarrier {
             None => {
                 // A member could not wait for its cleanup gate: the cleanup is the next run's,
                 // in every member.
-                for (m, _) in held {
+                for (m, _, _) in held {
                     s.at.insert(
                         m.clone(),
                         At::Done {
@@ -246,8 +256,8 @@ impl SetBarrier {
         s.at.get(member) == Some(&At::Waited)
     }
 
-    async fn arrive(&self, member: &str, barrier: Barrier) -> Arrival {
-        self.set(member, At::Held(barrier));
+    async fn arrive(&self, member: &str, (barrier, before_trust): (Barrier, bool)) -> Arrival {
+        self.set(member, At::Held(barrier, before_trust));
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
@@ -302,11 +312,16 @@ pub struct Member<'a> {
     others: &'a Others,
     /// The barrier the set opened for this member's next step.
     ticket: Mutex<Option<Barrier>>,
+    /// No other member (the simulation's mutation check, [`barrier_off`]).
+    alone: Others,
 }
 
 impl<'a> Member<'a> {
     /// What the next step may not do yet.
     pub fn hold(&self) -> Hold {
+        if !barrier_holds() {
+            return Hold::default();
+        }
         let ticket = *self.ticket.lock().unwrap_or_else(|e| e.into_inner());
         Hold {
             leaves: ticket != Some(Barrier::Leaves),
@@ -318,7 +333,11 @@ impl<'a> Member<'a> {
         InSet {
             member: self.name,
             ca: self.ca,
-            others: self.others,
+            others: if cross_checked() {
+                self.others
+            } else {
+                &self.alone
+            },
         }
     }
 
@@ -335,8 +354,13 @@ impl<'a> Member<'a> {
         others.insert(self.name.to_string(), stored);
     }
 
-    pub async fn arrive(&self, barrier: Barrier) -> Arrival {
-        let arrival = self.barrier.arrive(self.name, barrier).await;
+    /// Waits at the set's barrier before `barrier` (the held step, planned as `phase`).
+    pub async fn arrive(&self, barrier: Barrier, phase: &Phase) -> Arrival {
+        let before_trust = matches!(phase, Phase::Cleanup { last: false });
+        let arrival = self
+            .barrier
+            .arrive(self.name, (barrier, before_trust))
+            .await;
         if matches!(arrival, Arrival::Go) {
             *self.ticket.lock().unwrap_or_else(|e| e.into_inner()) = Some(barrier);
         }
@@ -346,6 +370,41 @@ impl<'a> Member<'a> {
     pub fn done(&self, cleanup_pending: bool) {
         self.barrier.set(self.name, At::Done { cleanup_pending });
     }
+}
+
+/// Whether the set's barrier holds steps back: always, but in the simulation's mutation check,
+/// which turns it off on its own thread to show that the oracle catches a member writing
+/// leaves while another lacks the trust ([`barrier_off`], cargo feature `test-hooks`).
+fn barrier_holds() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if BARRIER_OFF.with(std::cell::Cell::get) > 0 {
+        return false;
+    }
+    true
+}
+
+/// Whether the verifier's check before each write includes the other members: always, but
+/// in the simulation's second mutation ([`barrier_off`] with `cross_check_too`).
+fn cross_checked() -> bool {
+    #[cfg(feature = "test-hooks")]
+    if BARRIER_OFF.with(std::cell::Cell::get) > 1 {
+        return false;
+    }
+    true
+}
+
+#[cfg(feature = "test-hooks")]
+thread_local! {
+    static BARRIER_OFF: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
+}
+
+/// The mutation of the set's barrier, for the simulation's mutation checks (cargo feature
+/// `test-hooks`): while `on`, members of a set run on this thread take every step as soon
+/// as their own gate opens, as if each were alone; with `cross_check_too`, the verifier's
+/// check before each write also forgets the other members.
+#[cfg(feature = "test-hooks")]
+pub fn barrier_off(on: bool, cross_check_too: bool) {
+    BARRIER_OFF.with(|b| b.set(u8::from(on) + u8::from(on && cross_check_too)));
 }
 
 /// Every TLS Secret of an outcome as stored (before = after).
@@ -472,6 +531,18 @@ fn shared_ca<S: SecretStore>(
                 } else {
                     "enter"
                 },
+                active.cert.short_fingerprint()
+            )),
+        });
+    }
+    // A member in the leaves step of the set's last rotation (a look finds a rotation under
+    // way): this run finishes it, and begins no other (one rotation per due).
+    if looks.iter().any(|l| l.ca_written) {
+        return Ok(Shared {
+            ca: None,
+            overwrite: vec![false; members.len()],
+            note: Some(format!(
+                "the set's rotation to CA {} is under way: this run finishes it",
                 active.cert.short_fingerprint()
             )),
         });
@@ -609,6 +680,7 @@ pub async fn run<S: SecretStore + Sync>(
             ca: shared.ca.as_ref(),
             others: &others,
             ticket: Mutex::new(None),
+            alone: Mutex::default(),
         };
         let barrier = &barrier;
         let span = tracing::info_span!("member", context = %m.name);
@@ -658,12 +730,20 @@ pub async fn run<S: SecretStore + Sync>(
             waited,
         });
     }
-    // Members created in this run get the record too.
-    for m in &members {
-        if let Ok(observed) = crate::observe::observe(m.store, m.inv.config).await
-            && let Err(e) = write_record(m, &observed, &record).await
-        {
-            tracing::warn!("member {}: recording the set: {e}", m.name);
+    // Members created in this run get the record too (not a member that failed: it may not
+    // answer at all).
+    for (m, r) in members.iter().zip(&reports) {
+        if r.failure.is_some() && !r.waited {
+            continue;
+        }
+        let record = async {
+            let observed = crate::observe::observe(m.store, m.inv.config).await?;
+            write_record(m, &observed, &record).await
+        };
+        match tokio::time::timeout_at(deadline + GRACE, record).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("member {}: recording the set: {e}", m.name),
+            Err(_) => tracing::warn!("member {}: recording the set: no answer", m.name),
         }
     }
     Ok(SetOutcome {

@@ -358,6 +358,7 @@ fn arb_faults() -> impl Strategy<Value = Faults> {
             lose_reply,
             fail_before,
             yields,
+            hang_from: None,
         })
 }
 
@@ -457,7 +458,7 @@ fn random_trajectories_keep_the_invariant() {
 
 /// The random trajectories' generator: fixed (the same trajectories in every run of the suite),
 /// or another sequence with `CERTGEN_SIM_SEED=N` to search further.
-fn seeded_rng() -> proptest::test_runner::TestRng {
+pub(super) fn seeded_rng() -> proptest::test_runner::TestRng {
     use proptest::test_runner::{RngAlgorithm, TestRng};
     match std::env::var("CERTGEN_SIM_SEED")
         .ok()

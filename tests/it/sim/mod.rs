@@ -25,6 +25,7 @@ mod foreign;
 mod kwc;
 mod lease;
 mod outside;
+mod set;
 mod unfinished;
 
 pub use foreign::Foreign;
@@ -402,6 +403,9 @@ pub struct Faults {
     pub fail_before: Option<usize>,
     /// Seed for how many times each store call yields (interleaving of concurrent runs).
     pub yields: u64,
+    /// From its N-th Secret read or write on (1-based), the store never answers: an API
+    /// server stopped (SIGSTOP) or cut off, as a member of a set of clusters may be.
+    pub hang_from: Option<usize>,
 }
 
 /// One run's view of the world.
@@ -413,6 +417,8 @@ pub struct Session {
     /// Told when the process dies in a task of its own (a Lease renewal), so the whole run
     /// stops there, as a killed process does.
     died: Arc<tokio::sync::Notify>,
+    /// Secret reads and writes made, for [`Faults::hang_from`].
+    calls: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 #[derive(Default)]
@@ -455,6 +461,31 @@ impl Session {
                 ..SessionState::default()
             })),
             died: Arc::new(tokio::sync::Notify::new()),
+            calls: Arc::default(),
+        }
+    }
+
+    /// Another store of the same process (a run over a set of clusters reaches each member
+    /// through its own): it dies with this one, and `faults`' write counts are the process's.
+    pub fn beside(&self, world: &Arc<Mutex<World>>, hang_from: Option<usize>) -> Self {
+        Self {
+            world: world.clone(),
+            run: self.run,
+            faults: Faults {
+                hang_from,
+                ..self.faults
+            },
+            state: self.state.clone(),
+            died: self.died.clone(),
+            calls: Arc::default(),
+        }
+    }
+
+    /// A member that stopped answering: this call, and every one after, never returns.
+    async fn answers(&self) {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if self.faults.hang_from.is_some_and(|from| n >= from) {
+            std::future::pending::<()>().await;
         }
     }
 
@@ -492,6 +523,7 @@ impl SecretStore for Session {
 
     async fn get(&self, name: &str) -> Result<Observed, StoreError> {
         self.yields().await;
+        self.answers().await;
         if self.state.lock().unwrap().dead {
             return Err(crashed());
         }
@@ -510,6 +542,7 @@ impl SecretStore for Session {
 
     async fn put(&self, write: &SecretWrite) -> Result<(), StoreError> {
         self.yields().await;
+        self.answers().await;
         let n = {
             let mut s = self.state.lock().unwrap();
             if s.dead {
