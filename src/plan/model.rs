@@ -6,7 +6,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::writes::Write;
-use crate::config::{RunOptions, Strategy};
+use crate::config::{OverwriteWhy, RunOptions, Strategy};
 use crate::pki::{CaKey, CaSpec, Cert};
 
 /// The run's flags that change what is planned: they never change during a run, except that
@@ -23,6 +23,9 @@ pub struct Options {
     pub strategy: Strategy,
     /// How long consumers get to load a change before the next step relies on it.
     pub propagation_delay: Duration,
+    /// Why `overwrite` is set (`--overwrite`, or `certgen create`'s `--validity`): the
+    /// report's reason only.
+    pub overwrite_why: OverwriteWhy,
 }
 
 impl Options {
@@ -34,6 +37,7 @@ impl Options {
             force: run.force,
             strategy: run.strategy,
             propagation_delay: run.propagation_delay,
+            overwrite_why: run.overwrite_why,
         }
     }
 
