@@ -62,15 +62,15 @@ fn job_args(chart: &BTreeMap<String, Vec<Value>>, container: &str) -> Vec<String
 
 /// The chart's installation in a fresh namespace: webhook configurations, and the hook Jobs'
 /// ServiceAccount bound to the chart's Role and ClusterRole.
-struct Install {
-    ns: super::TestNs,
+pub(super) struct Install {
+    pub(super) ns: super::TestNs,
     fullname: String,
     chart: BTreeMap<String, Vec<Value>>,
     kubeconfig: PathBuf,
     _cleanup: Vec<DeleteOnDrop>,
 }
 
-async fn install(c: &Cluster, prefix: &str, cluster_verbs: Option<&[&str]>) -> Install {
+pub(super) async fn install(c: &Cluster, prefix: &str, cluster_verbs: Option<&[&str]>) -> Install {
     let ns = c.namespace(prefix).await;
     let fullname = ns.name.clone();
     let chart = chart(&fullname, &ns.name);
