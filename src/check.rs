@@ -622,7 +622,7 @@ pub fn check(
     }
     let quiet = next == NextRun::Nothing;
     let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
-    CheckReport::new(config, store, rotation, rows, targets, next)
+    CheckReport::new(config, store, rotation, rows, targets, next, now)
 }
 
 /// The CA Secret's row, and what it shows of the CAs.

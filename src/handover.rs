@@ -240,6 +240,7 @@ mod tests {
             vec![],
             vec![],
             crate::report::NextRun::Nothing,
+            time::OffsetDateTime::UNIX_EPOCH,
         )
     }
 
@@ -334,6 +335,7 @@ mod tests {
             vec![],
             vec![],
             crate::report::NextRun::Nothing,
+            time::OffsetDateTime::UNIX_EPOCH,
         );
         let e = plan(&config, &rotating).unwrap_err();
         assert!(e.problem.contains("a rotation is in progress"), "{e}");

@@ -89,6 +89,31 @@ fn a_fresh_installation_is_healthy_and_says_when_to_run_next() {
     assert_eq!(next.secret, "envoy");
 }
 
+/// Issue 46, friction 7: a renewal whose due moment has passed is said to be overdue, with
+/// "now", never "must run again before" a date gone by.
+#[test]
+fn a_renewal_past_its_due_moment_is_overdue_not_before_a_past_date() {
+    let stored = Stored::installed(NOW - DAY);
+    let fresh = stored.check(NOW);
+    let due = fresh.next_renewal.clone().unwrap();
+    assert!(!due.overdue, "{due:?}");
+    assert!(fresh.to_text().contains("must run again before then"));
+    let at =
+        OffsetDateTime::parse(&due.due, &time::format_description::well_known::Rfc3339).unwrap();
+    let late = stored.check(at + DAY);
+    assert!(!late.healthy);
+    let next = late.next_renewal.as_ref().unwrap();
+    assert!(next.overdue, "{next:?}");
+    let text = late.to_text();
+    assert!(
+        !text.contains("before then") && text.contains("certgen must run again now"),
+        "{text}"
+    );
+    assert!(late.to_json().contains("\"overdue\": true"));
+    // Exactly at the due moment it is due now.
+    assert!(stored.check(at).next_renewal.unwrap().overdue);
+}
+
 #[test]
 fn nothing_stored_is_missing_everywhere() {
     let config = config();

@@ -51,6 +51,7 @@ impl RunArgs {
             poke: !self.no_poke,
             poke_rate: self.poke_rate.and_then(std::num::NonZeroU32::new),
             timeout: self.timeout,
+            overwrite_why: crate::config::OverwriteWhy::Asked,
         }
     }
 }

@@ -46,6 +46,32 @@ pub struct RunOptions {
     pub poke_rate: Option<std::num::NonZeroU32>,
     /// The bound on the whole run (`--timeout`).
     pub timeout: Duration,
+    /// Why `overwrite` is set, for the report.
+    pub overwrite_why: OverwriteWhy,
+}
+
+/// Why a run rotates the CA although nothing is due: `--overwrite` was given, or (`certgen
+/// create`) the Secret's certificates outlive `--validity`. Only the report's reason differs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OverwriteWhy {
+    /// `--overwrite`.
+    #[default]
+    Asked,
+    /// The certificates last longer than this `--validity` (`certgen create`).
+    OutlivesValidity(Duration),
+}
+
+impl OverwriteWhy {
+    /// The reason a report gives for the rotation.
+    pub fn reason(self) -> String {
+        match self {
+            Self::Asked => "--overwrite: rotating the CA".into(),
+            Self::OutlivesValidity(v) => format!(
+                "the certificates outlive --validity {}: rotating the CA",
+                crate::timefmt::HumanDuration(v)
+            ),
+        }
+    }
 }
 
 /// The propagation delay in a cluster when `--propagation-delay` is not given. A kubelet

@@ -6,7 +6,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use super::writes::Write;
-use crate::config::{RunOptions, Strategy};
+use crate::config::{OverwriteWhy, RunOptions, Strategy};
 use crate::pki::{CaKey, CaSpec, Cert};
 
 /// The run's flags that change what is planned: they never change during a run, except that
@@ -26,6 +26,9 @@ pub struct Options {
     /// The steps a run over a set of clusters holds back until every member is ready for
     /// them (the phase barrier): nothing held in a single-cluster run.
     pub hold: Hold,
+    /// Why `overwrite` is set (`--overwrite`, or `certgen create`'s `--validity`): the
+    /// report's reason only.
+    pub overwrite_why: OverwriteWhy,
 }
 
 /// The steps a member of a set of clusters may not take yet: each waits until every member
@@ -83,6 +86,7 @@ impl Options {
             strategy: run.strategy,
             propagation_delay: run.propagation_delay,
             hold: Hold::default(),
+            overwrite_why: run.overwrite_why,
         }
     }
 

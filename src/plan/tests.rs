@@ -318,6 +318,40 @@ fn a_san_change_in_the_config_renews_the_leaf() {
     assert_eq!(action_of(&plan, "envoy"), Action::Keep);
 }
 
+/// Issue 46, friction 7: the staged rotation's reason is the one the run was given: the
+/// `--overwrite` flag, or `certgen create`'s certificates outliving `--validity` (no
+/// `--overwrite` was given there).
+#[test]
+fn a_rotation_says_why_it_was_asked_for() {
+    let ca = new_ca(NOW - DAY);
+    let world = World::installed(&ca, NOW - DAY);
+    let reason = |why| {
+        let plan = world
+            .plan(
+                NOW,
+                Options {
+                    overwrite: true,
+                    overwrite_why: why,
+                    ..Options::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(plan.ca.action, Action::Trust);
+        plan.ca.reason
+    };
+    assert_eq!(
+        reason(crate::config::OverwriteWhy::Asked),
+        "--overwrite: rotating the CA (staged: trust phase)"
+    );
+    let outlives = reason(crate::config::OverwriteWhy::OutlivesValidity(
+        std::time::Duration::from_secs(90 * 86_400),
+    ));
+    assert_eq!(
+        outlives,
+        "the certificates outlive --validity 90d: rotating the CA (staged: trust phase)"
+    );
+}
+
 #[test]
 fn overwrite_rotates_the_ca_keeps_the_prior_and_leaves_hmac_alone() {
     let ca = new_ca(NOW - DAY);

@@ -39,7 +39,7 @@ impl Input<'_> {
     pub(super) fn rotation_reason(&self, active: &Active) -> Option<String> {
         // One rotation per due: the leaves step of one under way is the rotation asked for.
         if self.options.overwrite && !self.leaves_under_way {
-            return Some("--overwrite: rotating the CA".into());
+            return Some(self.options.overwrite_why.reason());
         }
         // (A CA not valid yet is no reason to rotate: nothing is signed with it before it
         // is, and the clock that made it so may be the store's, stepped back.)

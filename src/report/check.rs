@@ -178,12 +178,14 @@ impl CheckReport {
         rows: Vec<Row>,
         targets: Vec<TargetRow>,
         next: NextRun,
+        now: time::OffsetDateTime,
     ) -> Self {
         let healthy = next == NextRun::Nothing;
         let next_renewal = super::next_renewal(
             config,
             rows.iter()
                 .filter_map(|r| Some((r.secret.as_str(), r.not_after.as_deref()?))),
+            now,
         );
         Self {
             api_version: "certgen/v1",

@@ -351,14 +351,20 @@ pub struct NextRenewal {
     pub due: String,
     /// The Secret that is due first.
     pub secret: String,
+    /// The due moment has passed (by the store's clock when the report was made): certgen
+    /// must run now, not "before" a date gone by.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub overdue: bool,
 }
 
 /// The next renewal due among `not_after` (Secret name, RFC 3339 expiry): the earliest
 /// `not_after - renewBefore`, with each Secret's renewBefore from `config` (the CA's for the CA
-/// Secret). Secrets without a certificate or not in the config are left out.
+/// Secret). Secrets without a certificate or not in the config are left out. Overdue when it
+/// is not after `now`.
 pub fn next_renewal<'a>(
     config: &crate::config::Config,
     not_after: impl IntoIterator<Item = (&'a str, &'a str)>,
+    now: time::OffsetDateTime,
 ) -> Option<NextRenewal> {
     let renew_before = |name: &str| {
         if name == config.ca.secret_name {
@@ -382,12 +388,19 @@ pub fn next_renewal<'a>(
         .map(|(due, secret)| NextRenewal {
             due: rfc3339(due),
             secret: secret.to_string(),
+            overdue: due <= now,
         })
 }
 
 impl NextRenewal {
     /// The report line.
     pub fn to_text(&self) -> String {
+        if self.overdue {
+            return format!(
+                "Next renewal overdue since {} ({}): certgen must run again now (certgen's chart runs a CronJob).\n",
+                self.due, self.secret
+            );
+        }
         format!(
             "Next renewal due: {} ({}); certgen must run again before then (certgen's chart runs a CronJob).\n",
             self.due, self.secret
@@ -495,7 +508,11 @@ impl Report {
     /// The report with the next renewal due among its Secrets' certificates. A dry run knows
     /// only the certificates it would keep: one it would write gets new dates (a Secret moved
     /// off 100-year certificates is not next due in a century), so those are left out.
-    pub fn with_next_renewal(mut self, config: &crate::config::Config) -> Self {
+    pub fn with_next_renewal(
+        mut self,
+        config: &crate::config::Config,
+        now: time::OffsetDateTime,
+    ) -> Self {
         let dry_run = self.dry_run;
         self.next_renewal = next_renewal(
             config,
@@ -503,6 +520,7 @@ impl Report {
                 .iter()
                 .filter(|e| !(dry_run && e.action.writes()))
                 .filter_map(|e| Some((e.secret.as_str(), e.not_after.as_deref()?))),
+            now,
         );
         self
     }
@@ -644,6 +662,8 @@ mod tests {
     use super::*;
     use crate::config::{Config, Env, Overrides, Source};
 
+    const EPOCH: time::OffsetDateTime = time::OffsetDateTime::UNIX_EPOCH;
+
     #[test]
     fn next_renewal_is_the_earliest_not_after_minus_renew_before() {
         let config = Config::resolve(
@@ -661,16 +681,16 @@ mod tests {
             ("not-in-config", "2000-01-01T00:00:00Z"),
             ("envoy-gateway", "garbage"),
         ];
-        let next = next_renewal(&config, entries).unwrap();
+        let next = next_renewal(&config, entries, EPOCH).unwrap();
         assert_eq!(next.secret, "envoy-gateway-ca");
         assert_eq!(next.due, "2029-12-02T00:00:00Z");
         assert_eq!(
-            next_renewal(&config, [("envoy", "2030-01-11T00:00:00Z")])
+            next_renewal(&config, [("envoy", "2030-01-11T00:00:00Z")], EPOCH)
                 .unwrap()
                 .due,
             "2029-12-12T00:00:00Z"
         );
-        assert_eq!(next_renewal(&config, []), None);
+        assert_eq!(next_renewal(&config, [], EPOCH), None);
     }
 
     /// Issue 46, friction 7: a dry run's next renewal leaves out the certificates it would
@@ -700,14 +720,14 @@ mod tests {
             entry("envoy-gateway", Action::Keep, "2030-06-01T00:00:00Z"),
         ];
         let dry = Report::new("envoy-gateway", "s".into(), true, 1, entries.clone())
-            .with_next_renewal(&config);
+            .with_next_renewal(&config, EPOCH);
         assert_eq!(dry.next_renewal.unwrap().secret, "envoy-gateway");
         let all_written = Report::new("envoy-gateway", "s".into(), true, 1, entries[..1].to_vec())
-            .with_next_renewal(&config);
+            .with_next_renewal(&config, EPOCH);
         assert_eq!(all_written.next_renewal, None);
         // A run's report keeps every Secret's dates (what it wrote is what is stored).
-        let run =
-            Report::new("envoy-gateway", "s".into(), false, 1, entries).with_next_renewal(&config);
+        let run = Report::new("envoy-gateway", "s".into(), false, 1, entries)
+            .with_next_renewal(&config, EPOCH);
         assert_eq!(run.next_renewal.unwrap().secret, "envoy");
     }
 

@@ -74,5 +74,7 @@ pub async fn job(
     // the report by the run, as data).
     skipped.extend(report.skipped.iter().cloned());
     let report = report.in_cluster(metrics::snapshot(), skipped);
-    Ok((report.with_next_renewal(&config), failure))
+    // Overdue or not by the store's clock after the run (a renewal left to the next run).
+    let now = crate::store::SecretStore::now(&store);
+    Ok((report.with_next_renewal(&config, now), failure))
 }

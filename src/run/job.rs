@@ -200,5 +200,6 @@ async fn local_job(
         .into_iter()
         .map(|(_, _, problem)| problem)
         .collect();
-    Ok((report.with_next_renewal(&config), failure))
+    let now = store.now();
+    Ok((report.with_next_renewal(&config, now), failure))
 }

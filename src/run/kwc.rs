@@ -155,6 +155,7 @@ pub fn renew_options(
         // Certificates that outlive --validity move to a new CA, staged like any rotation. A
         // rotation already under way is resumed, never started again (`plan::Options::after`).
         overwrite: rotate,
+        overwrite_why: crate::config::OverwriteWhy::OutlivesValidity(req.renewal.validity),
         poke: true,
         timeout: req.renewal.timeout,
         ..crate::config::RunOptions::default()

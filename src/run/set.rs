@@ -243,7 +243,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         );
         let report = report
             .in_cluster(metrics::snapshot(), skipped)
-            .with_next_renewal(&p.config);
+            .with_next_renewal(&p.config, crate::store::SecretStore::now(&p.store));
         reports.push((mr.name.clone(), mr.uid.clone(), report));
     }
     match args.target.output {

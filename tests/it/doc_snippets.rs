@@ -10,6 +10,12 @@
 //! - ```` ```sh test=cluster ````: run on the test control plane (`cluster::doc_snippets`), in
 //!   order with the file's other cluster snippets, with `kubectl` and `helm` on `PATH` and
 //!   `envoy-gateway-system` standing for a namespace of the test's own;
+//! - ```` ```yaml test=apply ````: a manifest, applied with `kubectl apply -f -` on the test
+//!   control plane in order with the file's cluster snippets (the same namespace swap), and
+//!   deleted with the test's namespace (cluster-scoped objects by the same manifest);
+//! - `as=USER` after `test=cluster` or `test=apply`: run as that identity (the API server's
+//!   impersonation, in a kubeconfig of the test's own), as the Job or CronJob the page
+//!   describes runs, so the page's RBAC is what is tested;
 //! - ```` ```text test=output ````: what the snippet just before it prints, compared line by
 //!   line after [`normalize`] (dates, times and fingerprints vary); a line `...` stands for any
 //!   lines;
@@ -29,6 +35,8 @@ use crate::util::{root, tempdir};
 pub enum Test {
     Local,
     Cluster,
+    /// A manifest applied with kubectl, in order with the cluster snippets.
+    Apply,
     Output,
     Skip(String),
     /// A shell block that says nothing: an error.
@@ -44,6 +52,8 @@ pub struct Snippet {
     /// 1-based line of the opening fence.
     pub line: usize,
     pub test: Test,
+    /// `as=USER`: the identity it runs as (cluster snippets and manifests).
+    pub identity: Option<String>,
     pub code: String,
 }
 
@@ -89,22 +99,25 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 pub fn snippets(file: &Path) -> Vec<Snippet> {
     let text = std::fs::read_to_string(file).unwrap();
     let mut out = Vec::new();
-    let mut open: Option<(usize, String, String, Test)> = None;
+    // The open block: its first line, fence, code so far, test and identity.
+    type Open = (usize, String, String, (Test, Option<String>));
+    let mut open: Option<Open> = None;
     for (i, line) in text.lines().enumerate() {
         let trimmed = line.trim_start();
         match &mut open {
             None => {
                 if let Some(info) = trimmed.strip_prefix("```") {
                     let fence = "```".to_string();
-                    open = Some((i + 1, fence, String::new(), classify(info.trim())));
+                    open = Some((i + 1, fence, String::new(), info_string(info.trim())));
                 }
             }
-            Some((start, fence, code, test)) => {
+            Some((start, fence, code, (test, identity))) => {
                 if trimmed.starts_with(fence.as_str()) && trimmed.trim() == fence.as_str() {
                     out.push(Snippet {
                         file: file.to_path_buf(),
                         line: *start,
                         test: test.clone(),
+                        identity: identity.clone(),
                         code: std::mem::take(code),
                     });
                     open = None;
@@ -123,6 +136,24 @@ pub fn snippets(file: &Path) -> Vec<Snippet> {
     out
 }
 
+/// The test of a block and, with `as=USER`, the identity it runs as.
+fn info_string(info: &str) -> (Test, Option<String>) {
+    let identity = info
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("as="))
+        .map(str::to_string);
+    let rest: Vec<&str> = info
+        .split_whitespace()
+        .filter(|w| !w.starts_with("as="))
+        .collect();
+    let test = classify(&rest.join(" "));
+    assert!(
+        identity.is_none() || matches!(test, Test::Cluster | Test::Apply),
+        "as=USER is for test=cluster and test=apply: {info}"
+    );
+    (test, identity)
+}
+
 fn classify(info: &str) -> Test {
     let mut words = info.split_whitespace();
     let lang = words.next().unwrap_or("");
@@ -132,10 +163,11 @@ fn classify(info: &str) -> Test {
         return match t {
             "local" => Test::Local,
             "cluster" => Test::Cluster,
+            "apply" => Test::Apply,
             "output" => Test::Output,
             t => match t.strip_prefix("skip:") {
                 Some(why) if !why.trim().is_empty() => Test::Skip(why.trim().to_string()),
-                _ => panic!("unknown test={t} (local, cluster, output, skip: REASON)"),
+                _ => panic!("unknown test={t} (local, cluster, apply, output, skip: REASON)"),
             },
         };
     }
@@ -201,13 +233,15 @@ pub fn matches(expected: &str, actual: &str) -> Result<(), String> {
     }
 }
 
-/// The directory holding the binary under test, and a `cargo` that runs it: `cargo run
+/// The directory holding the binary under test (also as `kube-webhook-certgen`), and a `cargo` that runs it: `cargo run
 /// [--release] [--bin certgen] -- ARGS` is `certgen ARGS`, since the test already built it.
 pub fn bin_dir(scratch: &Path) -> PathBuf {
     let bin = scratch.join(".doc-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let certgen = Path::new(env!("CARGO_BIN_EXE_certgen"));
     std::os::unix::fs::symlink(certgen, bin.join("certgen")).unwrap();
+    // As certgen's image ships it, for the kube-webhook-certgen guide.
+    std::os::unix::fs::symlink(certgen, bin.join("kube-webhook-certgen")).unwrap();
     std::fs::write(
         bin.join("cargo"),
         "#!/usr/bin/env bash\n\
@@ -257,9 +291,11 @@ pub fn run(snippet: &Snippet, cwd: &Path, path_first: &[PathBuf], env: &[(&str, 
     ran
 }
 
-/// Runs the snippets of `file` marked `test`, in order, each followed by its expected output if
-/// one comes next; returns the places run. `setup` prepares each snippet's text (a namespace
-/// swapped in, say) and the expected output the same way.
+/// Runs the snippets of `file` marked `test` (with [`Test::Cluster`], the manifests marked
+/// [`Test::Apply`] too, applied with kubectl), in order, each followed by its expected output
+/// if one comes next; returns the places run. `setup` prepares each snippet's text (a
+/// namespace swapped in, say) and the expected output the same way; `identity` gives the
+/// environment of a snippet marked `as=USER` (its `USER` after `setup`).
 pub fn run_file(
     file: &Path,
     test: &Test,
@@ -267,18 +303,26 @@ pub fn run_file(
     path_first: &[PathBuf],
     env: &[(&str, String)],
     setup: &dyn Fn(&str) -> String,
+    identity: &dyn Fn(&str) -> Vec<(&'static str, String)>,
 ) -> Vec<String> {
     let all = snippets(file);
     let mut ran = Vec::new();
     for (i, s) in all.iter().enumerate() {
-        if &s.test != test {
+        let applied = *test == Test::Cluster && s.test == Test::Apply;
+        if &s.test != test && !applied {
             continue;
         }
-        let snippet = Snippet {
-            code: setup(&s.code),
-            ..s.clone()
+        let code = if applied {
+            apply_command(&setup(&s.code))
+        } else {
+            setup(&s.code)
         };
-        let r = run(&snippet, cwd, path_first, env);
+        let snippet = Snippet { code, ..s.clone() };
+        let mut env = env.to_vec();
+        if let Some(user) = &s.identity {
+            env.extend(identity(&setup(user)));
+        }
+        let r = run(&snippet, cwd, path_first, &env);
         assert_eq!(
             r.code,
             0,
@@ -302,6 +346,11 @@ pub fn run_file(
     ran
 }
 
+/// The shell command that applies `manifest` with kubectl (a here-document, as written).
+pub fn apply_command(manifest: &str) -> String {
+    format!("kubectl apply -f - <<'CERTGEN_DOC_MANIFEST'\n{manifest}CERTGEN_DOC_MANIFEST\n")
+}
+
 #[test]
 fn every_shell_snippet_says_how_it_is_tested() {
     let mut unmarked = Vec::new();
@@ -317,7 +366,8 @@ fn every_shell_snippet_says_how_it_is_tested() {
                     continue;
                 }
                 Test::Output => {
-                    let after_run = i > 0 && matches!(all[i - 1].test, Test::Local | Test::Cluster);
+                    let after_run = i > 0
+                        && matches!(all[i - 1].test, Test::Local | Test::Cluster | Test::Apply);
                     if !after_run {
                         outputs_alone.push(s.place());
                     }
@@ -325,6 +375,7 @@ fn every_shell_snippet_says_how_it_is_tested() {
                 }
                 Test::Local => "local",
                 Test::Cluster => "cluster",
+                Test::Apply => "apply",
                 Test::Skip(why) => {
                     skipped.push(format!("{}: {why}", s.place()));
                     "skip"
@@ -359,6 +410,7 @@ fn local_snippets_run_as_written() {
             &[bin],
             &[],
             &|s| s.to_string(),
+            &|user| panic!("as={user} is for cluster snippets"),
         ));
     }
     eprintln!("local doc snippets run ({}): {ran:?}", ran.len());
@@ -381,6 +433,11 @@ fn the_normalized_match_takes_what_varies_and_nothing_else() {
     );
     assert_eq!(classify("console"), Test::Unmarked);
     assert_eq!(classify("yaml"), Test::Other);
+    assert_eq!(
+        info_string("sh test=cluster as=system:serviceaccount:ns:sa"),
+        (Test::Cluster, Some("system:serviceaccount:ns:sa".into()))
+    );
+    assert_eq!(info_string("yaml test=apply"), (Test::Apply, None));
 }
 
 /// GitHub's anchor of a heading: lower case, spaces to `-`, punctuation other than `-` and `_`

@@ -62,15 +62,15 @@ fn job_args(chart: &BTreeMap<String, Vec<Value>>, container: &str) -> Vec<String
 
 /// The chart's installation in a fresh namespace: webhook configurations, and the hook Jobs'
 /// ServiceAccount bound to the chart's Role and ClusterRole.
-struct Install {
-    ns: super::TestNs,
+pub(super) struct Install {
+    pub(super) ns: super::TestNs,
     fullname: String,
     chart: BTreeMap<String, Vec<Value>>,
     kubeconfig: PathBuf,
     _cleanup: Vec<DeleteOnDrop>,
 }
 
-async fn install(c: &Cluster, prefix: &str, cluster_verbs: Option<&[&str]>) -> Install {
+pub(super) async fn install(c: &Cluster, prefix: &str, cluster_verbs: Option<&[&str]>) -> Install {
     let ns = c.namespace(prefix).await;
     let fullname = ns.name.clone();
     let chart = chart(&fullname, &ns.name);
@@ -600,4 +600,110 @@ async fn patch_with_a_verb_missing_on_one_webhook_writes_nothing() {
         "the validating one was not written"
     );
     assert_eq!(rv(&before[1]), rv(&after[1]));
+}
+
+/// Every `caBundle` of both configurations verifies the Secret's serving certificate for the
+/// operator Service's name (rustls-webpki, not certgen's code), and none holds more than two
+/// CAs.
+async fn every_ca_bundle_verifies_the_leaf(c: &Cluster, install: &Install, after: &str) {
+    let data = data_map(
+        c.secrets(&install.ns.name)
+            .get(&install.secret_name())
+            .await
+            .unwrap(),
+    );
+    let host = format!("{}-operator.{}.svc", install.fullname, install.ns.name);
+    let mut checked = 0;
+    for config in install.webhooks(c).await {
+        for hook in config["webhooks"].as_array().unwrap() {
+            let bundle = hook["clientConfig"]["caBundle"]
+                .as_str()
+                .unwrap_or_default();
+            let pem = {
+                use ::base64::Engine as _;
+                ::base64::engine::general_purpose::STANDARD
+                    .decode(bundle)
+                    .unwrap()
+            };
+            serves(&pem, &data["cert"], &host)
+                .unwrap_or_else(|e| panic!("{after}: {}: {e}", hook["name"]));
+            assert!(certgen::pki::parse_cert_chain(&pem).unwrap().len() <= 2);
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3, "both configurations' entries");
+}
+
+/// Issue 46: a `create` user who takes the config route (docs/alerts.md, CertgenCAKeyLost;
+/// the migration guide's "config route"): `create --print-config` writes the config, then the
+/// main job runs with it and `--overwrite`. The rotation is staged, ends on one new CA in the
+/// Secret and every `caBundle`, each `caBundle` verifying the leaf after every run, and
+/// `create` with the same flags then finds nothing to do (no second rotation).
+#[tokio::test]
+async fn the_main_job_with_creates_printed_config_and_overwrite_keeps_every_ca_bundle_in_step() {
+    let Some(c) = cluster().await else { return };
+    let install = install(&c, "certgen-kwc-config", None).await;
+    let ns = install.ns.name.clone();
+    // The chart's install: create (100 years), then patch.
+    let r = install.job("create", &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = install.job("patch", &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    every_ca_bundle_verifies_the_leaf(&c, &install, "installed").await;
+    let old_ca = data_map(c.secrets(&ns).get(&install.secret_name()).await.unwrap())["ca"].clone();
+
+    // The config create renews with, printed (nothing read or written).
+    let renewal = [
+        "--validity=90d",
+        "--renew-before=30d",
+        &format!("--webhook-name={}", install.secret_name()),
+        "--print-config",
+    ];
+    let printed = install.job("create", &renewal).await;
+    assert_eq!(printed.code, 0, "{}", printed.stderr);
+    let tmp = crate::util::tempdir();
+    let config = tmp.path().join("create.yaml");
+    std::fs::write(&config, &printed.stdout).unwrap();
+
+    // The main job with it and --overwrite, as the admin, until the rotation is done.
+    let mut done = false;
+    for run in 1..=4 {
+        let r = super::Certgen::new(&c.kubeconfig)
+            .arg("--config")
+            .arg(&config)
+            .arg("--overwrite")
+            .run();
+        assert_eq!(r.code, 0, "run {run}: {}{}", r.stdout, r.stderr);
+        every_ca_bundle_verifies_the_leaf(&c, &install, &format!("run {run}")).await;
+        let ca = data_map(c.secrets(&ns).get(&install.secret_name()).await.unwrap())["ca"].clone();
+        let cas = certgen::pki::parse_cert_chain(&ca).unwrap();
+        if cas.len() == 1 && ca != old_ca {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "the Secret ends on a new CA alone");
+    // The Secret stays in kube-webhook-certgen's layout, its certificates 90 days.
+    let secret = c.secrets(&ns).get(&install.secret_name()).await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("Opaque"));
+    let data = data_map(secret);
+    assert_eq!(
+        data.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["ca", "cert", "key"]
+    );
+    let leaf = certgen::pki::parse_single_cert(&data["cert"]).unwrap();
+    assert!(
+        leaf.not_after - leaf.not_before <= time::Duration::days(90) + time::Duration::minutes(5)
+    );
+
+    // check with the same config: healthy. create with the same flags: nothing to do.
+    let r = super::Certgen::new(&c.kubeconfig)
+        .check()
+        .arg("--config")
+        .arg(&config)
+        .run();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let r = install.job("create", &renewal[..3]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("nothing written"), "{}", r.stdout);
 }

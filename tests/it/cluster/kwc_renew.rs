@@ -294,6 +294,15 @@ async fn create_moves_a_100_year_secret_to_validity_staged_under_load() {
                     "the first run says why it renews: {}",
                     run.stderr
                 );
+                // The real reason, not a flag that was never given (issue 46, friction 7).
+                assert!(
+                    !run.stdout.contains("--overwrite")
+                        && run
+                            .stdout
+                            .contains("outlive --validity 90d: rotating the CA"),
+                    "the report says why the CA rotates: {}",
+                    run.stdout
+                );
             }
             let data = data_map(c.secrets(&ns.name).get(SECRET).await.unwrap());
             serves(&ca_bundle(&c, &hook).await, &data["cert"], "127.0.0.1")

@@ -35,6 +35,7 @@ mod kwc_renew;
 mod kwc_rotation;
 mod lost;
 mod metrics;
+mod on_call;
 mod pokes;
 mod probe;
 mod profiles_compat;

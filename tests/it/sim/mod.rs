@@ -628,6 +628,7 @@ fn options(spec: &RunSpec) -> RunOptions {
         poke: false,
         poke_rate: None,
         timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
+        overwrite_why: Default::default(),
     }
 }
 
