@@ -499,12 +499,14 @@ impl Recorder {
     }
 }
 
-/// The states the watches saw, one after each recorded version (the latest version of every
-/// member's Secrets at that moment), with that version.
+/// The states the watches saw, one after each recorded version of one of the profile's TLS
+/// Secrets or its CA Secret (the latest version of every member's Secrets at that moment), with
+/// that version.
 pub fn states(seen: &[Seen]) -> Vec<(Seen, Snapshots)> {
     let mut now = Snapshots::new();
     let mut out = Vec::new();
-    for s in seen {
+    let profile = |name: &str| name == CA_SECRET || LEAF_SECRETS.contains(&name);
+    for s in seen.iter().filter(|s| profile(&s.secret)) {
         now.entry(s.member.clone())
             .or_default()
             .insert(s.secret.clone(), s.data.clone());

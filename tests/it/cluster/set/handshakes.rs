@@ -451,6 +451,7 @@ async fn the_cross_cluster_harness_sees_a_forked_ca_fail() {
     let failures = super::check_across(&set.snapshots(&ns.name).await);
     assert!(failures.is_empty(), "one CA everywhere: {failures:?}");
 
+    let recorder = super::Recorder::start(&set, &ns.name).await;
     let peers = CrossPeers::start(&set, &ns.name, "one CA").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     peers.phase("m1 forked");
@@ -478,5 +479,35 @@ async fn the_cross_cluster_harness_sees_a_forked_ca_fail() {
     assert!(
         failures.iter().any(|f| f.contains("m1")),
         "the cross-member check sees the fork: {failures:?}"
+    );
+
+    // The watches saw every member's Secrets, then m1's writes: the states before the fork
+    // pass the cross-member check, the fork is seen at m1's first write, and m0 and m2 never
+    // held m1's new CA.
+    let history = super::states(&recorder.stop());
+    let listed = 3 * 4;
+    assert!(history.len() > listed, "{} versions seen", history.len());
+    for (s, snaps) in &history[..listed] {
+        let f = super::check_across(snaps);
+        assert!(
+            f.is_empty(),
+            "before the fork, at {}'s {}: {f:?}",
+            s.member,
+            s.secret
+        );
+    }
+    let forked_at = history
+        .iter()
+        .position(|(_, snaps)| !super::check_across(snaps).is_empty())
+        .expect("the watches saw the fork");
+    assert_eq!(history[forked_at].0.member, "m1");
+    let m1_ca = super::active_cas(&history.last().unwrap().1)["m1"]
+        .clone()
+        .unwrap();
+    assert!(
+        !history
+            .iter()
+            .any(|(_, snaps)| super::every_bundle_holds(snaps, &m1_ca, 3)),
+        "m0 and m2 never held m1's CA"
     );
 }
