@@ -9,6 +9,10 @@
 //! cross-cluster peers dial), a short propagation delay, `--no-poke` (kwok's pods and the
 //! kubelet stand-ins answer no poke: the timer is under test) and a bounded `--timeout`; the
 //! test kills a run that outlives its own deadline, so a hang fails instead of blocking.
+//!
+//! The checks of the rotation test are themselves checked on rotations that need no set
+//! support: a staged rotation in m0 mirrored into m1 and m2 at once passes them, the same with
+//! m2 mirrored later than the gate is refused (`the_set_rotation_checks_*`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
