@@ -46,6 +46,8 @@
 //!   with real libfaketime, CAs no verifier accepts, each checked by `openssl verify`): `valid`,
 //!   `cluster::valid`
 //! - the test control plane itself: `cluster::smoke`
+//! - one CA across a set of clusters (three control planes, a member's API server stopped, a
+//!   member's own run, `check` over the set, cross-cluster handshakes): `cluster::set`
 //! - one judgement: `check` exits 0 exactly when a plain run writes and refuses nothing,
 //!   over generated stores through the binary: `one_judgement`
 //! - reports and `--help` as users read them (insta): `snapshots`

@@ -26,7 +26,8 @@ gone() {
 }
 
 # stop_recorded STATE PREFIX: stops the recorded processes whose name starts with PREFIX (all
-# when empty), in reverse start order: SIGTERM, up to 10 s, then SIGKILL to that PID alone.
+# when empty), in reverse start order: SIGTERM (and SIGCONT, for one that was stopped), up to
+# 10 s, then SIGKILL to that PID alone.
 # Returns the number that survived.
 stop_recorded() {
   local state=$1 only=$2 survivors=0
@@ -41,6 +42,9 @@ stop_recorded() {
     ours "$name" "$pid" || continue
     echo "testenv/down: stopping $name (pid $pid)" >&2
     kill -TERM "$pid" 2>/dev/null || true
+    # A process a test stopped (SIGSTOP: the set tests pause an API server) acts on SIGTERM
+    # only once continued; a test killed before its guard resumed it leaves it stopped.
+    kill -CONT "$pid" 2>/dev/null || true
     gone "$name" "$pid" 100 && continue
     echo "testenv/down: $name (pid $pid) ignored SIGTERM for 10s; sending SIGKILL" >&2
     kill -KILL "$pid" 2>/dev/null || true

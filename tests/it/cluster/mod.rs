@@ -17,6 +17,8 @@
 //!   directory with the kubelet's atomic `..data` swap;
 //! - [`DeleteOnDrop`]: cluster-scoped objects that must not outlive the test;
 //! - [`helm`]: the test helm, for the chart.
+//!
+//! A set of three control planes (issue 42) has its own fixture, `set.rs`.
 
 mod bad_input;
 mod cert_manager;
@@ -45,6 +47,7 @@ mod real_node_faults;
 mod real_node_kinds;
 mod rotation;
 mod rotation_speed;
+mod set;
 mod smoke;
 mod store;
 mod valid;
