@@ -740,7 +740,7 @@ pub async fn run<S: SecretStore + Sync>(
             let observed = crate::observe::observe(m.store, m.inv.config).await?;
             write_record(m, &observed, &record).await
         };
-        match tokio::time::timeout_at(deadline + GRACE, record).await {
+        match tokio::time::timeout(GRACE, record).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!("member {}: recording the set: {e}", m.name),
             Err(_) => tracing::warn!("member {}: recording the set: no answer", m.name),

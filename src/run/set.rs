@@ -14,6 +14,9 @@ use crate::k8s::{self, KubeStore};
 use crate::set::{Record, Standing};
 use crate::{access, lock, metrics, observe, rotation};
 
+/// How long the set's standing after a run waits for a member.
+const AFTER_RUN: Duration = Duration::from_secs(10);
+
 /// One member's connection: its context, client and identity.
 struct Member {
     context: String,
@@ -223,12 +226,19 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         })
         .collect();
     let mut outcome = rotation::set::run(runs, record).await?;
-    // Where every member stands after the run, read once more.
+    // Where every member stands after the run, read once more (side by side, and not for
+    // long: a member that stopped answering is not waited for again).
+    let reads = futures::future::join_all(
+        all.iter()
+            .map(|p| tokio::time::timeout(AFTER_RUN, observe::observe(&p.store, &p.config))),
+    )
+    .await;
     let mut standings = Vec::new();
-    for p in &all {
-        match observe::observe(&p.store, &p.config).await {
-            Ok(o) => standings.push(Standing::of(&p.config, &o)),
-            Err(e) => tracing::warn!("reading a member after the run: {e}"),
+    for ((m, p), read) in members.iter().zip(&all).zip(reads) {
+        match read {
+            Ok(Ok(o)) => standings.push(Standing::of(&p.config, &o)),
+            Ok(Err(e)) => tracing::warn!("member {}: reading it after the run: {e}", m.context),
+            Err(_) => tracing::warn!("member {}: reading it after the run: no answer", m.context),
         }
     }
     let line = (standings.len() == all.len()).then(|| crate::set::set_line(&standings));
