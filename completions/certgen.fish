@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke poke-rate= probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force add-member= remove-member= strategy= propagation-delay= wait no-poke poke-rate= probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -35,7 +35,9 @@ complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of th
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l add-member -d 'With several --context: this context\'s cluster joins the set (it enters through a trust step). Repeatable' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l remove-member -d 'With several --context: take this member (its kube-system UID, or its context) out of the set. Repeatable' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
 complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]' -r
@@ -79,7 +81,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'For
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
@@ -203,7 +205,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_see
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l timeout -d 'Bound on waiting for cert-manager with --apply' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
