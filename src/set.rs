@@ -132,12 +132,31 @@ pub fn membership(
             .find(|(ctx, _)| ctx == c)
             .map(|(_, u)| u.as_str())
     };
-    // Removed: a UID, or the context of a member still reachable.
-    let removed_uids: BTreeSet<&str> = removed
-        .iter()
-        .map(|r| by_context(r).unwrap_or(r.as_str()))
-        .collect();
-    let added_uids: BTreeSet<&str> = added.iter().filter_map(|a| by_context(a)).collect();
+    // Removed: the UID of a member the run does not go over.
+    for r in removed {
+        if by_context(r).is_some() {
+            return Err(format!(
+                "--remove-member {r}: {r} is on the command line (--context {r}); a member taken out of the set is one the run does not go over: leave its --context off"
+            ));
+        }
+        if !recorded_uids.contains(r.as_str()) {
+            return Err(format!(
+                "--remove-member {r}: no member of the set {} has the kube-system UID {r} (its members: {}); give the UID the set's record shows",
+                newest.id,
+                newest.members.join(", ")
+            ));
+        }
+    }
+    let removed_uids: BTreeSet<&str> = removed.iter().map(String::as_str).collect();
+    let mut added_uids: BTreeSet<&str> = BTreeSet::new();
+    for a in added {
+        let Some(uid) = by_context(a) else {
+            return Err(format!(
+                "--add-member {a}: {a} is not among the --context flags; a member added to the set is one the run goes over: pass --context {a} too"
+            ));
+        };
+        added_uids.insert(uid);
+    }
     let missing: Vec<&str> = recorded_uids
         .iter()
         .filter(|u| !uids.contains(*u) && !removed_uids.contains(*u))
@@ -303,6 +322,19 @@ mod tests {
         );
         let r = membership(&members, &recorded, (&["c".into()], &[])).unwrap();
         assert_eq!((r.members.len(), r.generation), (3, 2));
+    }
+
+    #[test]
+    fn membership_changes_name_members_the_run_can_tell() {
+        let members = m(&[("a", "u1"), ("b", "u2")]);
+        let rec = record(&["u1", "u2", "u3"], 1);
+        let recorded = [("a".into(), Some(rec.clone())), ("b".into(), Some(rec))];
+        let e = membership(&members, &recorded, (&[], &["b".into()])).unwrap_err();
+        assert!(e.contains("is on the command line"), "{e}");
+        let e = membership(&members, &recorded, (&[], &["u9".into()])).unwrap_err();
+        assert!(e.contains("no member of the set s1"), "{e}");
+        let e = membership(&members, &recorded, (&["c".into()], &["u3".into()])).unwrap_err();
+        assert!(e.contains("pass --context c too"), "{e}");
     }
 
     #[test]

@@ -59,6 +59,12 @@ pub enum OverwriteWhy {
     Asked,
     /// The certificates last longer than this `--validity` (`certgen create`).
     OutlivesValidity(Duration),
+    /// A run over a set of clusters: this member holds another CA than the set's (it joins
+    /// the set, or was restored), and moves to the set's CA.
+    JoinsSet,
+    /// A run over a set of clusters: the set's CA rotates in every member at once, because
+    /// `--overwrite` asked for it or it is due in some member.
+    SetRotation,
 }
 
 impl OverwriteWhy {
@@ -70,6 +76,8 @@ impl OverwriteWhy {
                 "the certificates outlive --validity {}: rotating the CA",
                 crate::timefmt::HumanDuration(v)
             ),
+            Self::JoinsSet => "this cluster moves to its set's CA".into(),
+            Self::SetRotation => "the set's CA rotates in every member".into(),
         }
     }
 }

@@ -27,6 +27,7 @@ use tokio::sync::Notify;
 use super::step::{InSet, Others, Outcome, look};
 use super::{Invocation, Progress};
 use crate::apply::Guard;
+use crate::config::OverwriteWhy;
 use crate::error::Error;
 use crate::lock;
 use crate::pki::CaKey;
@@ -431,7 +432,8 @@ fn stored_held(outcome: &Outcome) -> BTreeMap<String, plan::Held> {
 /// member, whether its run starts the set's rotation (`--overwrite` as the plan sees it).
 struct Shared {
     ca: Option<CaKey>,
-    overwrite: Vec<bool>,
+    /// Per member: whether its plan starts the set's rotation, and why.
+    overwrite: Vec<Option<OverwriteWhy>>,
     note: Option<String>,
 }
 
@@ -471,7 +473,10 @@ fn shared_ca<S: SecretStore>(
             || l.signer.as_ref().is_some_and(|s| fp(s) == fp(k))
     };
     if let Some((_, (from, ca))) = pending.into_iter().next() {
-        let overwrite = looks.iter().map(|l| !holds(l, ca)).collect();
+        let overwrite = looks
+            .iter()
+            .map(|l| (!holds(l, ca)).then_some(OverwriteWhy::JoinsSet))
+            .collect();
         return Ok(Shared {
             ca: Some(ca.clone()),
             overwrite,
@@ -492,7 +497,7 @@ fn shared_ca<S: SecretStore>(
         // No member holds a CA certgen can sign with: one new CA for all.
         return Ok(Shared {
             ca: Some(new_ca(members)?),
-            overwrite: vec![overwrite; members.len()],
+            overwrite: vec![overwrite.then_some(OverwriteWhy::Asked); members.len()],
             note: None,
         });
     };
@@ -521,7 +526,7 @@ fn shared_ca<S: SecretStore>(
             overwrite: looks
                 .iter()
                 .zip(&fresh)
-                .map(|(l, f)| !f && !holds(l, active))
+                .map(|(l, f)| (!f && !holds(l, active)).then_some(OverwriteWhy::JoinsSet))
                 .collect(),
             note: Some(format!(
                 "{} {} the set's CA {} (from {from}){later}",
@@ -540,7 +545,7 @@ fn shared_ca<S: SecretStore>(
     if looks.iter().any(|l| l.ca_written) {
         return Ok(Shared {
             ca: None,
-            overwrite: vec![false; members.len()],
+            overwrite: vec![None; members.len()],
             note: Some(format!(
                 "the set's rotation to CA {} is under way: this run finishes it",
                 active.cert.short_fingerprint()
@@ -549,15 +554,20 @@ fn shared_ca<S: SecretStore>(
     }
     // One CA everywhere: a rotation (asked, or due in any member) is one for all.
     if overwrite || looks.iter().any(|l| l.new_ca) {
+        let why = if overwrite {
+            OverwriteWhy::Asked
+        } else {
+            OverwriteWhy::SetRotation
+        };
         return Ok(Shared {
             ca: Some(new_ca(members)?),
-            overwrite: vec![true; members.len()],
+            overwrite: vec![Some(why); members.len()],
             note: None,
         });
     }
     Ok(Shared {
         ca: None,
-        overwrite: vec![false; members.len()],
+        overwrite: vec![None; members.len()],
         note: None,
     })
 }
@@ -626,8 +636,11 @@ pub async fn run<S: SecretStore + Sync>(
         read.push(l.map_err(|e| named(&m.name, e))?);
     }
     let shared = shared_ca(&members, &read, members[0].inv.options.overwrite)?;
-    for (m, overwrite) in members.iter_mut().zip(&shared.overwrite) {
-        m.inv.options.overwrite = *overwrite;
+    for (m, why) in members.iter_mut().zip(&shared.overwrite) {
+        m.inv.options.overwrite = why.is_some();
+        if let Some(why) = why {
+            m.inv.options.overwrite_why = *why;
+        }
     }
 
     // The lock in every member, in the order of their UIDs, so that two runs over (parts of)

@@ -251,9 +251,11 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
             &mut mr.report,
             crate::report::Report::new(&config.profile, String::new(), false, 0, Vec::new()),
         );
-        let report = report
-            .in_cluster(metrics::snapshot(), skipped)
-            .with_next_renewal(&p.config, crate::store::SecretStore::now(&p.store));
+        // The API requests are the whole process's (one counter for every member): the set's
+        // report says them once.
+        let mut report = report.in_cluster(metrics::snapshot(), skipped);
+        report.api_requests = None;
+        let report = report.with_next_renewal(&p.config, crate::store::SecretStore::now(&p.store));
         reports.push((mr.name.clone(), mr.uid.clone(), report));
     }
     match args.target.output {
@@ -274,6 +276,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 "set": outcome.record.as_ref().map(|r| serde_json::json!({"id": r.id, "members": r.members, "generation": r.generation})),
                 "standing": line,
                 "note": outcome.note,
+                "apiRequests": metrics::snapshot(),
                 "members": members,
                 "error": failure.as_ref().map(Error::to_object),
             });
