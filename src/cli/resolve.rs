@@ -52,6 +52,7 @@ impl RunArgs {
             poke_rate: self.poke_rate.and_then(std::num::NonZeroU32::new),
             timeout: self.timeout,
             overwrite_why: crate::config::OverwriteWhy::Asked,
+            set_member: None,
         }
     }
 }

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use run::{
-    CLUSTER_PROPAGATION_DELAY, OverwriteWhy, RunOptions, Strategy, TargetSpec, propagation_delay,
-    resolve_target, source,
+    CLUSTER_PROPAGATION_DELAY, OverwriteWhy, RunOptions, SetHold, Strategy, TargetSpec,
+    propagation_delay, resolve_target, source,
 };
 pub use schema::{
     CaFile, ConfigFile, ConsumerFile, DataKeysFile, ProbeFile, Reload, SecretFile, SecretType,

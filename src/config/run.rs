@@ -48,6 +48,16 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Why `overwrite` is set, for the report.
     pub overwrite_why: OverwriteWhy,
+    /// A member's dry run in a set of clusters: the steps its plan holds back, as the set's
+    /// run plans that member's step (`None`: not a member of a set's dry run).
+    pub set_member: Option<SetHold>,
+}
+
+/// The rotation steps a member of a set of clusters holds back ([`RunOptions::set_member`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetHold {
+    pub leaves: bool,
+    pub cleanup: bool,
 }
 
 /// Why a run rotates the CA although nothing is due: `--overwrite` was given, or (`certgen

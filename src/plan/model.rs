@@ -85,7 +85,10 @@ impl Options {
             force: run.force,
             strategy: run.strategy,
             propagation_delay: run.propagation_delay,
-            hold: Hold::default(),
+            hold: run.set_member.map_or(Hold::default(), |h| Hold {
+                leaves: h.leaves,
+                cleanup: h.cleanup,
+            }),
             overwrite_why: run.overwrite_why,
         }
     }

@@ -145,6 +145,11 @@ pub struct Report {
     /// What is left for a later run, when this one ended before it (a cleanup past --timeout).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// A member of a set of clusters: the step it waits at for the other members (`leaves`,
+    /// `cleanup`, or `cleanup-before-trust`: the last rotation's prior CA dropped before a new
+    /// rotation's trust step).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
     /// Kubernetes API requests made by the whole run (cluster runs only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api_requests: Option<ApiRequests>,
@@ -445,6 +450,7 @@ impl Report {
             gates: Vec::new(),
             pokes: None,
             note: None,
+            held: None,
             api_requests: None,
             next_renewal: None,
             key_modes: Vec::new(),
@@ -611,7 +617,13 @@ impl Report {
             out.push_str(&format!("Pokes in this run: {}\n", p.text()));
         }
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
+        // A member of a set of clusters whose next step waits for the others.
+        let held = self.secrets.iter().any(|e| e.reason.starts_with("held: "));
         out.push_str(&match (self.dry_run, changes) {
+            (_, 0) if held => {
+                "Held: the next step waits until every member of the set is ready for it.\n"
+                    .to_string()
+            }
             (_, 0) if self.key_modes.is_empty() => {
                 "Nothing to do: every Secret is valid.\n".to_string()
             }

@@ -240,6 +240,7 @@ async fn dry_run<S: SecretStore>(
     }
     // The Events of what it plans, caBundle targets' after their Secrets', as a run records.
     report.events = crate::events::of_step(&look.phase, &report.secrets);
+    report.held = look.held.map(|b| set::held_name(b, &look.phase));
     report.consumers = reports;
     report.pods = pods;
     let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
@@ -381,6 +382,7 @@ async fn steps<S: SecretStore>(
                 set::Arrival::Stop { note, error } => {
                     let mut report = finish(&outcome, progress, &evidence);
                     report.note = note;
+                    report.held = Some(set::held_name(barrier, &outcome.phase));
                     return Ok((report, error));
                 }
             }

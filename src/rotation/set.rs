@@ -605,37 +605,7 @@ pub async fn run<S: SecretStore + Sync>(
         .map(|m| m.inv.deadline)
         .min()
         .expect("a set has members");
-    let hold = plan::Options {
-        hold: Hold::ALL,
-        ..plan::Options::default()
-    };
-    // Every member read first, side by side; a member that does not answer in time stops the
-    // run before anything is written anywhere.
-    let looks = futures::future::join_all(members.iter().map(|m| {
-        let options = plan::Options {
-            overwrite: m.inv.options.overwrite,
-            force: m.inv.options.force,
-            strategy: m.inv.options.strategy,
-            propagation_delay: m.inv.options.propagation_delay,
-            ..hold
-        };
-        let read = look(m.store, m.inv.config, options, plan::Known::default());
-        async move {
-            match tokio::time::timeout_at(deadline, read).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Timeout(format!(
-                    "it did not answer within --timeout; nothing was written in any member: re-run certgen over the set once {} answers",
-                    m.name
-                ))),
-            }
-        }
-    }))
-    .await;
-    let mut read = Vec::new();
-    for (m, l) in members.iter().zip(looks) {
-        read.push(l.map_err(|e| named(&m.name, e))?);
-    }
-    let shared = shared_ca(&members, &read, members[0].inv.options.overwrite)?;
+    let (read, shared) = decide(&members, deadline).await?;
     for (m, why) in members.iter_mut().zip(&shared.overwrite) {
         m.inv.options.overwrite = why.is_some();
         if let Some(why) = why {
@@ -763,6 +733,201 @@ pub async fn run<S: SecretStore + Sync>(
         members: reports,
         record: Some(record),
         note: shared.note,
+    })
+}
+
+/// Every member read first, side by side (a member that does not answer in time stops the run
+/// before anything is written anywhere), and the set's CA decided from what they hold.
+async fn decide<S: SecretStore + Sync>(
+    members: &[MemberRun<'_, S>],
+    deadline: tokio::time::Instant,
+) -> Result<(Vec<Outcome>, Shared), Error> {
+    let hold = plan::Options {
+        hold: Hold::ALL,
+        ..plan::Options::default()
+    };
+    let looks = futures::future::join_all(members.iter().map(|m| {
+        let options = plan::Options {
+            overwrite: m.inv.options.overwrite,
+            force: m.inv.options.force,
+            strategy: m.inv.options.strategy,
+            propagation_delay: m.inv.options.propagation_delay,
+            ..hold
+        };
+        let read = look(m.store, m.inv.config, options, plan::Known::default());
+        async move {
+            match tokio::time::timeout_at(deadline, read).await {
+                Ok(r) => r,
+                Err(_) => Err(Error::Timeout(format!(
+                    "it did not answer within --timeout; nothing was written in any member: re-run certgen over the set once {} answers",
+                    m.name
+                ))),
+            }
+        }
+    }))
+    .await;
+    let mut read = Vec::new();
+    for (m, l) in members.iter().zip(looks) {
+        read.push(l.map_err(|e| named(&m.name, e))?);
+    }
+    let shared = shared_ca(&members, &read, members[0].inv.options.overwrite)?;
+    Ok((read, shared))
+}
+
+/// Whether a held step of a rotation is a cleanup before a new rotation's trust step.
+fn before_trust(phase: &Phase) -> bool {
+    matches!(phase, Phase::Cleanup { last: false })
+}
+
+/// The name of a held step in reports: `leaves`, `cleanup`, or `cleanup-before-trust`.
+pub fn held_name(barrier: Barrier, phase: &Phase) -> String {
+    if barrier == Barrier::Cleanup && before_trust(phase) {
+        "cleanup-before-trust".into()
+    } else {
+        barrier.name().into()
+    }
+}
+
+/// The step the barrier opens at once for members whose first steps are `looks` (as
+/// [`SetBarrier`] decides, when no member has anything to write or wait for first).
+fn opens_at_once(looks: &[Outcome]) -> Option<(Barrier, bool)> {
+    let at_rest = |l: &Outcome| {
+        l.written.is_empty()
+            && (l.held.is_some()
+                || matches!(l.phase, Phase::Steady | Phase::Cleanup { last: true }))
+    };
+    if !looks.iter().all(at_rest) {
+        return None;
+    }
+    let held: Vec<(Barrier, bool)> = looks
+        .iter()
+        .filter_map(|l| Some((l.held?, before_trust(&l.phase))))
+        .collect();
+    if held.iter().any(|(_, t)| *t) {
+        Some((Barrier::Cleanup, true))
+    } else if held.iter().any(|(b, _)| *b == Barrier::Leaves) {
+        Some((Barrier::Leaves, false))
+    } else if held.is_empty() {
+        None
+    } else {
+        Some((Barrier::Cleanup, false))
+    }
+}
+
+/// `--dry-run` over a set: each member's dry run as the set's run would take its first step
+/// there (the set's decision about the CA made from the same reads, every rotation step held
+/// back as at the run's start), side by side; nothing is written and no lock is taken.
+pub async fn dry_run<S: SecretStore + Sync>(
+    mut members: Vec<MemberRun<'_, S>>,
+    record: Record,
+) -> Result<SetOutcome, Error> {
+    let deadline = members
+        .iter()
+        .map(|m| m.inv.deadline)
+        .min()
+        .expect("a set has members");
+    let (read, shared) = decide(&members, deadline).await?;
+    // The record the run would write first, where it differs (or, for a member the run
+    // creates, after its steps).
+    let mut recording = Vec::new();
+    for (m, l) in members.iter().zip(&read) {
+        let current = Record::read(m.inv.config, &l.observed, &|n| m.store.object(n))
+            .map_err(|e| named(&m.name, e))?;
+        if current.as_ref() != Some(&record) {
+            recording.push(m.name.clone());
+        }
+    }
+    let recorded = (!recording.is_empty()).then(|| {
+        format!(
+            "the run would record the set (annotation {} on the CA Secret) in {}",
+            crate::set::SET_ANNOTATION,
+            recording.join(", ")
+        )
+    });
+    let note = match (shared.note.clone(), recorded) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
+    let asked = members[0].inv.options.overwrite;
+    for (m, why) in members.iter_mut().zip(&shared.overwrite) {
+        m.inv.options.overwrite = why.is_some();
+        if let Some(why) = why {
+            m.inv.options.overwrite_why = *why;
+        }
+    }
+    // Where each member's first step would be, with the set's decision: when every member is
+    // at rest (its next step held, or nothing to do) the barrier opens at once, and the run's
+    // first writes are the step it opens, which the dry run then shows.
+    let mut looks = Vec::new();
+    for (m, l) in members.iter().zip(read) {
+        if m.inv.options.overwrite == asked {
+            looks.push(l);
+            continue;
+        }
+        let options = plan::Options {
+            overwrite: m.inv.options.overwrite,
+            force: m.inv.options.force,
+            strategy: m.inv.options.strategy,
+            propagation_delay: m.inv.options.propagation_delay,
+            hold: Hold::ALL,
+            ..plan::Options::default()
+        };
+        let again = look(m.store, m.inv.config, options, plan::Known::default());
+        let l = match tokio::time::timeout_at(deadline, again).await {
+            Ok(r) => r.map_err(|e| named(&m.name, e))?,
+            Err(_) => {
+                return Err(named(
+                    &m.name,
+                    Error::Timeout("it did not answer within --timeout".into()),
+                ));
+            }
+        };
+        looks.push(l);
+    }
+    let opens = opens_at_once(&looks);
+    for (m, l) in members.iter_mut().zip(&looks) {
+        let opened = l
+            .held
+            .filter(|b| Some((*b, before_trust(&l.phase))) == opens);
+        m.inv.options.dry_run = true;
+        m.inv.options.set_member = Some(crate::config::SetHold {
+            leaves: opened != Some(Barrier::Leaves),
+            cleanup: opened != Some(Barrier::Cleanup),
+        });
+    }
+    let runs = members.into_iter().map(|m| async move {
+        let span = tracing::info_span!("member", context = %m.name);
+        let name = m.name.clone();
+        let uid = m.uid.clone();
+        let describe = m.store.describe();
+        let profile = m.inv.config.profile.clone();
+        let run = tracing::Instrument::instrument(super::run(m.store, m.inv), span);
+        let (report, failure) = match tokio::time::timeout_at(deadline, run).await {
+            Ok(Ok((report, failure))) => (report, failure),
+            Ok(Err(e)) => (
+                Report::new(&profile, describe, true, 0, Vec::new()),
+                Some(e),
+            ),
+            Err(_) => (
+                Report::new(&profile, describe, true, 0, Vec::new()),
+                Some(Error::Timeout(format!(
+                    "it did not answer within --timeout; re-run the dry run once {name} answers"
+                ))),
+            ),
+        };
+        MemberReport {
+            name,
+            uid,
+            report,
+            failure,
+            waited: false,
+        }
+    });
+    let members = futures::future::join_all(runs).await;
+    Ok(SetOutcome {
+        members,
+        record: Some(record),
+        note,
     })
 }
 

@@ -154,11 +154,6 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 .into(),
         ));
     }
-    if args.dry_run {
-        return Err(usage(
-            "--dry-run over a set of clusters is not supported yet: run it in each member (certgen --context NAME --dry-run); each phase of the set's run waits for every member, which a member's own dry run does not show".into(),
-        ));
-    }
     let options = args.options(false);
     if options.strategy == Strategy::Immediate {
         return Err(usage(
@@ -225,7 +220,11 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
             },
         })
         .collect();
-    let mut outcome = rotation::set::run(runs, record).await?;
+    let mut outcome = if args.dry_run {
+        rotation::set::dry_run(runs, record).await?
+    } else {
+        rotation::set::run(runs, record).await?
+    };
     // Where every member stands after the run, read once more (side by side, and not for
     // long: a member that stopped answering is not waited for again).
     let reads = futures::future::join_all(
