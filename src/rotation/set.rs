@@ -487,12 +487,23 @@ fn shared_ca<S: SecretStore>(
         });
     }
     let fresh: Vec<bool> = looks.iter().map(|l| l.observed.nothing_stored()).collect();
-    // The set's CA: the first member's (in the order of the command line) that certgen holds
-    // the key of; members with another CA join it through a trust step.
+    // The set's CA: the active CA most members hold (certgen holding its key), then the
+    // newest, then the first in the order of the command line; members with another CA move
+    // to it through a trust step (a member restored from an older backup moves forward, and
+    // the fewest members change).
+    let mut count: BTreeMap<[u8; 32], usize> = BTreeMap::new();
+    for l in looks {
+        if let Some(s) = &l.signer {
+            *count.entry(fp(s)).or_default() += 1;
+        }
+    }
     let active = members
         .iter()
         .zip(looks)
-        .find_map(|(m, l)| Some((m.name.as_str(), l.signer.as_ref()?)));
+        .filter_map(|(m, l)| Some((m.name.as_str(), l.signer.as_ref()?)))
+        .enumerate()
+        .max_by_key(|(i, (_, s))| (count[&fp(s)], s.cert.not_before, std::cmp::Reverse(*i)))
+        .map(|(_, a)| a);
     let Some((from, active)) = active else {
         // No member holds a CA certgen can sign with: one new CA for all.
         return Ok(Shared {

@@ -31,6 +31,8 @@ struct Set {
     /// The set runs and how they ended: (index, exit code, message).
     ended: Vec<(usize, u8, String)>,
     next: usize,
+    /// The first set run whose dry run planned other writes than its first step made.
+    dry_differs: Option<String>,
 }
 
 /// One step of a set's trajectory.
@@ -73,6 +75,7 @@ impl Set {
             single: BTreeMap::new(),
             ended: Vec::new(),
             next: 0,
+            dry_differs: None,
         }
     }
 
@@ -127,6 +130,43 @@ impl Set {
         let record = certgen::set::membership(&uids, &recorded, (&added, &[]))
             .unwrap_or_else(|e| panic!("run {index}: membership: {e}"));
         let options = options(&spec);
+        // The oracle's "dry run = run": a run without faults is preceded by the set's dry run
+        // from the same state, whose plan each member's first step must match.
+        let faultless = hang.is_none() && crash_after.is_none();
+        let dry = if faultless {
+            let dry_sessions: Vec<Session> = (0..n)
+                .map(|i| Session::new(&self.worlds[i], DRY, Faults::default()))
+                .collect();
+            let mut dry_options = options;
+            dry_options.dry_run = true;
+            let runs: Vec<MemberRun<'_, Session>> = dry_sessions
+                .iter()
+                .enumerate()
+                .map(|(i, s)| MemberRun {
+                    name: format!("m{i}"),
+                    uid: format!("uid-{i}"),
+                    store: s,
+                    inv: invocation(config, dry_options, certgen::lock::Target::None),
+                })
+                .collect();
+            let out = Box::pin(certgen::rotation::set::dry_run(runs, record.clone())).await;
+            Some(match out {
+                Ok(out) => Ok(out
+                    .members
+                    .iter()
+                    .map(|m| match &m.failure {
+                        None => Ok(planned_writes(&m.report)),
+                        Some(e) => Err(e.to_string()),
+                    })
+                    .collect::<Vec<_>>()),
+                Err(e) => Err(e.to_string()),
+            })
+        } else {
+            None
+        };
+        let marks: Vec<Mark> = (0..n)
+            .map(|i| self.worlds[i].lock().unwrap().mark())
+            .collect();
         let runs: Vec<MemberRun<'_, Session>> = sessions
             .iter()
             .enumerate()
@@ -155,6 +195,13 @@ impl Set {
                 "set run {index} ({op:?}) ended at {} with {code}: {message}",
                 now.time()
             );
+        }
+        if let Some(dry) = dry {
+            let differs = dry_set_differs(&self.worlds, index, &marks, code, &dry);
+            if let Some(d) = differs {
+                self.dry_differs
+                    .get_or_insert(format!("set run {index} ({op:?}): {d}"));
+            }
         }
         self.ended.push((index, code, message.clone()));
         (code, message)
@@ -207,6 +254,47 @@ impl Set {
     }
 }
 
+/// Where a set run's first step in each member differs from what the set's dry run from the
+/// same state planned there (as [`dry_run_is_the_run`] judges one run).
+fn dry_set_differs(
+    worlds: &[Arc<Mutex<World>>],
+    index: usize,
+    marks: &[Mark],
+    code: u8,
+    dry: &Result<Vec<Result<BTreeSet<String>, String>>, String>,
+) -> Option<String> {
+    let planned = match dry {
+        Err(why) if code == 0 => {
+            return Some(format!(
+                "the set's dry run failed ({why}), the run exited 0"
+            ));
+        }
+        Err(_) => return None,
+        Ok(p) => p,
+    };
+    for (i, (w, mark)) in worlds.iter().zip(marks).enumerate().take(planned.len()) {
+        let (wrote, at) = w.lock().unwrap().first_step(index, mark.trail);
+        let at_once = at == Some(mark.at);
+        let differs = match &planned[i] {
+            Err(why) if code == 0 => {
+                Some(format!("m{i}'s dry run failed ({why}), the run exited 0"))
+            }
+            Err(_) => None,
+            Ok(p) if p.is_empty() && at_once => Some(format!(
+                "m{i}'s dry run planned nothing, its first step wrote {wrote:?} at once"
+            )),
+            Ok(p) if !p.is_empty() && *p != wrote => Some(format!(
+                "m{i}'s dry run planned {p:?}, its first step wrote {wrote:?}"
+            )),
+            Ok(_) => None,
+        };
+        if differs.is_some() {
+            return differs;
+        }
+    }
+    None
+}
+
 /// Every leaf any member's consumers may hold against every bundle another member's may hold
 /// at the same instant, at both ends of the time they overlap: the pairs checked.
 fn check_across(
@@ -232,8 +320,8 @@ fn check_across(
                     // unchanged). Whatever certgen writes after a restore is checked against it.
                     let leaf_from = first_held(&wa.versions, va, |x, y| x.leaf == y.leaf);
                     let bundle_from = first_held(&wb.versions, vb, |x, y| x.bundle == y.bundle);
-                    if (leaf_from.run == FOREIGN && vb.from <= leaf_from.from)
-                        || (bundle_from.run == FOREIGN && va.from <= bundle_from.from)
+                    if (leaf_from.run == FOREIGN && bundle_from.from <= leaf_from.from)
+                        || (bundle_from.run == FOREIGN && leaf_from.from <= bundle_from.from)
                     {
                         continue;
                     }
@@ -361,6 +449,9 @@ async fn set_trajectory(offsets: [i64; MEMBERS], ops: &[SetOp]) -> Result<SetChe
     }
     if !settled {
         return Err("plain runs over the set never stopped writing".into());
+    }
+    if let Some(d) = &set.dry_differs {
+        return Err(format!("dry run = run: {d}"));
     }
     let cas = set.cas(members);
     if cas.iter().any(|c| c != &cas[0]) || cas[0].1.is_some() {
