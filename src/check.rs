@@ -598,6 +598,14 @@ pub fn check(
     // The verdict: what a plain run does. Each write or refusal it makes is explained on its
     // row, by a finding above or by the planner's own reason.
     let mut next = next_run(planned.as_ref(), ctx);
+    // A member of a set of clusters: a plain run here refuses to change the shared CA, and
+    // says what to run instead (exit 1).
+    if let Some(Ok(p)) = &planned
+        && let Err(crate::error::Error::SharedCaDue { object, message }) =
+            crate::set::refuse_shared_ca(config, observed, (p, false), &object)
+    {
+        next = NextRun::Refuses { object, message };
+    }
     explain(&next, &mut rows);
     // The caBundle targets a run writes (after its Secrets' writes, if any).
     let (targets, drifted) = target_rows(ctx);

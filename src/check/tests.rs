@@ -922,3 +922,35 @@ fn a_target_whose_secret_is_missing_is_not_called_in_step() {
         "{text}"
     );
 }
+
+/// A member of a set of clusters whose shared CA is due: a plain run there refuses to rotate
+/// it alone (exit 1, naming the set's contexts), and `check` says the same.
+#[test]
+fn a_shared_ca_due_in_one_member_names_the_set_to_run() {
+    // Installed long enough ago that the CA is within its renewBefore.
+    let validity = config().ca.spec.validity;
+    let at = NOW - time::Duration::try_from(validity).unwrap() + 10 * DAY;
+    let mut stored = Stored::installed(at);
+    let record = crate::set::Record {
+        id: "s1".into(),
+        members: vec!["u1".into(), "u2".into()],
+        contexts: vec!["east".into(), "west".into()],
+        generation: 1,
+    };
+    let ca = stored.config.ca.secret_name.clone();
+    let plain = stored.check(NOW);
+    assert!(!plain.healthy);
+    stored.edit(&ca, |s| {
+        s.annotations
+            .insert(crate::set::SET_ANNOTATION.into(), record.to_annotation());
+    });
+    let report = stored.check(NOW);
+    assert!(!report.healthy);
+    match verdict(&report) {
+        NextRun::Refuses { message, .. } => assert!(
+            message.contains("run certgen with the set's contexts (--context east --context west)"),
+            "{message}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}

@@ -42,6 +42,25 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     let prometheus = args.target.output == OutputFormat::Prometheus;
     let wants_metrics = sinks.any() || prometheus;
     let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
+    // A member of a set of clusters whose own run found the shared CA due: a Warning Event on
+    // the CA Secret, so that the people who watch this cluster see what to run.
+    if let (true, false, Some(client), Err(Error::SharedCaDue { message, .. })) =
+        (args.events, args.dry_run, client.as_ref(), &outcome)
+    {
+        let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
+        let mut lines = [crate::report::EventLine {
+            type_: "Warning",
+            reason: "SharedCADue",
+            kind: "Secret",
+            name: config.ca.secret_name.clone(),
+            action: "check",
+            note: message.clone(),
+            outcome: "planned",
+        }];
+        for refusal in k8s::events::record_all(&recorder, &mut lines).await {
+            tracing::warn!("{refusal}");
+        }
+    }
     // What the run left, read once for both (`check`'s reads; the caBundle targets only for
     // the metrics).
     let left = if wants_metrics || wants_events {
