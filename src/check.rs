@@ -150,6 +150,9 @@ pub struct Context {
     /// a link, another user's file): (Secret, why). A run refuses to go on; `check` reports
     /// them and judges the others.
     pub unreadable: Vec<(String, String)>,
+    /// Judged as part of `check` over a set of clusters, whose run may change the shared CA:
+    /// a member's own plain run refuses to, a run over the set does not.
+    pub in_set: bool,
 }
 
 impl Context {
@@ -600,7 +603,7 @@ pub fn check(
     let mut next = next_run(planned.as_ref(), ctx);
     // A member of a set of clusters: a plain run here refuses to change the shared CA, and
     // says what to run instead (exit 1).
-    if let Some(Ok(p)) = &planned
+    if let (Some(Ok(p)), false) = (&planned, ctx.in_set)
         && let Err(crate::error::Error::SharedCaDue { object, message }) =
             crate::set::refuse_shared_ca(config, observed, (p, false), &object)
     {

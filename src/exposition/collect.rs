@@ -22,7 +22,18 @@ pub async fn checked<S: SecretStore>(
     store: &S,
     webhooks: Option<&WebhookStore>,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
-    let mut read = judged(config, store, webhooks).await?;
+    checked_as(config, store, webhooks, false).await
+}
+
+/// [`checked`], for one member of `check` over a set of clusters (`in_set`): the verdict is
+/// the set's run's, which may change the shared CA.
+pub async fn checked_as<S: SecretStore>(
+    config: &Config,
+    store: &S,
+    webhooks: Option<&WebhookStore>,
+    in_set: bool,
+) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
+    let mut read = judged(config, store, webhooks, in_set).await?;
     let first = (!read.unreadable.is_empty()).then(|| read.unreadable.swap_remove(0).1);
     Ok((read.report, read.families, first))
 }
@@ -44,6 +55,7 @@ async fn judged<S: SecretStore>(
     config: &Config,
     store: &S,
     webhooks: Option<&WebhookStore>,
+    in_set: bool,
 ) -> Result<Judged, Error> {
     let (observed, unreadable) = observe::observe_each(store, config).await?;
     let now = store.now();
@@ -58,6 +70,7 @@ async fn judged<S: SecretStore>(
             .iter()
             .map(|(name, e)| (name.clone(), e.to_string()))
             .collect(),
+        in_set,
     };
     let report = crate::check::check(config, &observed, now, store.describe(), &ctx)
         .with_exposed_keys(store.exposed_keys());
@@ -124,7 +137,7 @@ pub async fn left<S: SecretStore>(
     store: &S,
     webhooks: Option<&WebhookStore>,
 ) -> Result<Left, Error> {
-    let read = judged(config, store, webhooks).await?;
+    let read = judged(config, store, webhooks, false).await?;
     Ok(Left {
         observed: read.observed,
         complete: read.unreadable.is_empty(),

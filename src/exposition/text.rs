@@ -122,3 +122,50 @@ mod tests {
         assert_eq!(value(0.25), "0.25");
     }
 }
+
+/// The families of each member of a set of clusters as one exposition: every sample gets
+/// the label `cluster` (the member's context) first, and each family appears once, its
+/// samples member by member. Families come in the order they first appear.
+pub fn by_cluster(members: Vec<(String, Vec<Family>)>) -> Vec<Family> {
+    let mut out: Vec<Family> = Vec::new();
+    for (cluster, families) in members {
+        for f in families {
+            let samples = f.samples.into_iter().map(|mut s| {
+                s.labels.insert(0, ("cluster", cluster.clone()));
+                s
+            });
+            match out.iter_mut().find(|o| o.name == f.name) {
+                Some(o) => o.samples.extend(samples),
+                None => out.push(Family {
+                    samples: samples.collect(),
+                    ..f
+                }),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod by_cluster_tests {
+    use super::*;
+
+    #[test]
+    fn each_family_once_with_every_members_samples_labelled() {
+        let member = |v: f64| {
+            let mut f = Family::gauge("certgen_x", "X.");
+            f.push(vec![("secret", "a".into())], v);
+            let mut g = Family::gauge("certgen_y", "Y.");
+            g.push(vec![], v);
+            vec![f, g]
+        };
+        let text = render(&by_cluster(vec![
+            ("east".into(), member(1.0)),
+            ("west".into(), member(2.0)),
+        ]));
+        assert_eq!(
+            text,
+            "# HELP certgen_x X.\n# TYPE certgen_x gauge\ncertgen_x{cluster=\"east\",secret=\"a\"} 1\ncertgen_x{cluster=\"west\",secret=\"a\"} 2\n# HELP certgen_y Y.\n# TYPE certgen_y gauge\ncertgen_y{cluster=\"east\"} 1\ncertgen_y{cluster=\"west\"} 2\n"
+        );
+    }
+}

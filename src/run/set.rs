@@ -336,15 +336,25 @@ pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error>
     let mut standings = Vec::new();
     let mut healthy = true;
     let mut first_error: Option<Error> = None;
+    let mut families = Vec::new();
+    let mut reachable = crate::exposition::Family::gauge(
+        "certgen_set_member_reachable",
+        "Whether check read this member of the set of clusters (1) or it did not answer or failed (0).",
+    );
     for m in &members {
         let store = KubeStore::new(m.client.clone(), &config.namespace);
         let webhooks = k8s::WebhookStore::new(m.client.clone());
         let checked = tokio::time::timeout(
             timeout,
-            crate::exposition::collect::checked(&config, &store, Some(&webhooks)),
+            crate::exposition::collect::checked_as(&config, &store, Some(&webhooks), true),
         )
         .await;
-        let (report, _, unreadable) = match checked {
+        let up = matches!(checked, Ok(Ok(_)));
+        reachable.push(
+            vec![("cluster", m.context.clone())],
+            f64::from(u8::from(up)),
+        );
+        let (report, member_families, unreadable) = match checked {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 text.push_str(&format!(
@@ -365,6 +375,7 @@ pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error>
             }
         };
         healthy &= report.healthy;
+        families.push((m.context.clone(), member_families));
         if let Some(e) = unreadable {
             first_error.get_or_insert(named(&m.context, Error::Store(e)));
         }
@@ -407,9 +418,9 @@ pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error>
             ))?;
         }
         OutputFormat::Prometheus => {
-            return Err(usage(
-                "check --output prometheus over a set of clusters is not supported yet: run it per member (certgen check --context NAME --output prometheus)".into(),
-            ));
+            let mut all = crate::exposition::text::by_cluster(families);
+            all.push(reachable);
+            print(&crate::exposition::render(&all))?;
         }
         OutputFormat::Text => {
             text.push_str(&format!("set: {line}\n"));

@@ -426,6 +426,7 @@ impl State {
             propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
             targets: self.targets(config, &observed),
             unreadable: Vec::new(),
+            in_set: false,
         };
         let report = crate::check::check(
             config,

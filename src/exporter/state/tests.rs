@@ -107,6 +107,7 @@ fn the_same_families_as_check_from_the_same_secrets() {
         propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
         targets,
         unreadable: vec![],
+        in_set: false,
     };
     let report = crate::check::check(
         &config,
