@@ -781,7 +781,7 @@ async fn decide<S: SecretStore + Sync>(
     for (m, l) in members.iter().zip(looks) {
         read.push(l.map_err(|e| named(&m.name, e))?);
     }
-    let shared = shared_ca(&members, &read, members[0].inv.options.overwrite)?;
+    let shared = shared_ca(members, &read, members[0].inv.options.overwrite)?;
     Ok((read, shared))
 }
 
