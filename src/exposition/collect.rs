@@ -137,7 +137,17 @@ pub async fn left<S: SecretStore>(
     store: &S,
     webhooks: Option<&WebhookStore>,
 ) -> Result<Left, Error> {
-    let read = judged(config, store, webhooks, false).await?;
+    left_as(config, store, webhooks, false).await
+}
+
+/// [`left`], for a member of a set of clusters (`in_set`, as [`checked_as`]).
+pub async fn left_as<S: SecretStore>(
+    config: &Config,
+    store: &S,
+    webhooks: Option<&WebhookStore>,
+    in_set: bool,
+) -> Result<Left, Error> {
+    let read = judged(config, store, webhooks, in_set).await?;
     Ok(Left {
         observed: read.observed,
         complete: read.unreadable.is_empty(),

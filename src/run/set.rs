@@ -160,15 +160,10 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
             "--strategy immediate writes bundles and leaves at once, which across clusters breaks every pair until each member has it: a set of clusters rotates in stages".into(),
         ));
     }
-    if matches!(args.target.output, OutputFormat::Prometheus)
-        || args.metrics_file.is_some()
-        || args.pushgateway.is_some()
-        || args.events
-    {
-        return Err(usage(
-            "--output prometheus, --metrics-file, --pushgateway and --events are not supported over a set of clusters yet: use `certgen check` with the set's contexts, or a run per member".into(),
-        ));
-    }
+    let started = std::time::Instant::now();
+    let sinks =
+        crate::exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
+            .map_err(usage)?;
     let (config, _) = config::resolve_target(&args.target.spec())?;
     let members = connect(&args.target, contexts, args.timeout).await?;
     let mut all = Vec::new();
@@ -241,6 +236,69 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         }
     }
     let line = (standings.len() == all.len()).then(|| crate::set::set_line(&standings));
+    // Each member's Events (with --events, not for a dry run) and metrics (labelled by
+    // cluster), as a single-cluster run records and delivers its own.
+    if args.events && !args.dry_run {
+        for (mr, p) in outcome.members.iter_mut().zip(&all) {
+            let recorder =
+                k8s::events::KubeEvents::new(p.endpoints.client.clone(), &p.config.namespace);
+            let record = k8s::events::record_all(&recorder, &mut mr.report.events);
+            match tokio::time::timeout(AFTER_RUN, record).await {
+                Ok(refusals) => mr.report.skipped.extend(refusals),
+                Err(_) => tracing::warn!("member {}: recording its Events: no answer", mr.name),
+            }
+        }
+    } else {
+        for mr in &mut outcome.members {
+            mr.report.events.clear();
+        }
+    }
+    let prometheus = args.target.output == OutputFormat::Prometheus;
+    let metrics = if sinks.any() || prometheus {
+        let mut per = Vec::new();
+        for (mr, p) in outcome.members.iter().zip(&all) {
+            let left =
+                crate::exposition::collect::left_as(&p.config, &p.store, Some(&p.webhooks), true);
+            let mut families = match tokio::time::timeout(AFTER_RUN, left).await {
+                Ok(Ok(left)) => left.families,
+                Ok(Err(e)) => {
+                    tracing::warn!(
+                        "member {}: the metrics give the run's outcome only: {e}",
+                        mr.name
+                    );
+                    Vec::new()
+                }
+                Err(_) => Vec::new(),
+            };
+            let run = crate::exposition::RunOutcome {
+                exit_code: mr.failure.as_ref().map_or(0, Error::code),
+                finished_at: time::OffsetDateTime::now_utc(),
+                duration: started.elapsed(),
+                writes: mr.report.writes,
+                dry_run: args.dry_run,
+                api_requests: None,
+            };
+            families.extend(crate::exposition::run(&p.config, &run));
+            per.push((mr.name.clone(), families));
+        }
+        let text = crate::exposition::render(&crate::exposition::text::by_cluster(per));
+        let set_id = outcome
+            .record
+            .as_ref()
+            .map(|r| r.id.clone())
+            .unwrap_or_default();
+        let grouping = [
+            ("namespace", config.namespace.as_str()),
+            ("profile", config.profile.as_str()),
+            ("set", set_id.as_str()),
+        ];
+        for problem in sinks.deliver(&text, &grouping).await {
+            tracing::warn!("{problem}");
+        }
+        Some(text)
+    } else {
+        None
+    };
     let failure = outcome.failure();
     let mut reports = Vec::new();
     for (mr, p) in outcome.members.iter_mut().zip(&all) {
@@ -258,6 +316,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         reports.push((mr.name.clone(), mr.uid.clone(), report));
     }
     match args.target.output {
+        OutputFormat::Prometheus => print(metrics.as_deref().unwrap_or_default())?,
         OutputFormat::Json => {
             let members: Vec<serde_json::Value> = reports
                 .iter()
@@ -287,7 +346,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 return Err(Error::Reported(Box::new(e)));
             }
         }
-        _ => {
+        OutputFormat::Text => {
             let mut text = String::new();
             for (name, uid, r) in &reports {
                 text.push_str(&format!("== Member {name} (kube-system {uid}) ==\n"));
