@@ -1033,3 +1033,80 @@ async fn write_record<S: SecretStore>(
     m.store.put(&write).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(at: &[(&str, At)]) -> State {
+        State {
+            at: at.iter().map(|(m, a)| (m.to_string(), a.clone())).collect(),
+            verdicts: BTreeMap::new(),
+        }
+    }
+
+    fn opened(s: &State) -> Vec<&str> {
+        s.verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::Go))
+            .map(|(m, _)| m.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn nothing_opens_while_a_member_works() {
+        let mut s = state(&[("a", At::Held(Barrier::Leaves, false)), ("b", At::Working)]);
+        SetBarrier::decide(&mut s);
+        assert!(s.verdicts.is_empty());
+    }
+
+    #[test]
+    fn the_leaves_open_before_any_cleanup_and_a_cleanup_before_trust_before_the_leaves() {
+        let mut s = state(&[
+            ("a", At::Held(Barrier::Leaves, false)),
+            ("b", At::Held(Barrier::Cleanup, false)),
+            (
+                "c",
+                At::Done {
+                    cleanup_pending: false,
+                },
+            ),
+        ]);
+        SetBarrier::decide(&mut s);
+        assert_eq!(opened(&s), ["a"]);
+
+        let mut s = state(&[
+            ("a", At::Held(Barrier::Leaves, false)),
+            ("b", At::Held(Barrier::Cleanup, true)),
+        ]);
+        SetBarrier::decide(&mut s);
+        assert_eq!(
+            opened(&s),
+            ["b"],
+            "the member that does not trust the new CA yet goes first"
+        );
+    }
+
+    #[test]
+    fn a_failed_member_stops_the_others_and_a_cleanup_waits_for_a_member_that_could_not_wait() {
+        let mut s = state(&[
+            ("a", At::Held(Barrier::Leaves, false)),
+            ("b", At::Failed("no answer".into())),
+        ]);
+        SetBarrier::decide(&mut s);
+        assert!(opened(&s).is_empty());
+        assert!(matches!(s.verdicts["a"], Verdict::Stop(_, Some(_))));
+
+        let mut s = state(&[
+            ("a", At::Held(Barrier::Cleanup, false)),
+            (
+                "b",
+                At::Done {
+                    cleanup_pending: true,
+                },
+            ),
+        ]);
+        SetBarrier::decide(&mut s);
+        assert!(matches!(s.verdicts["a"], Verdict::Stop(Some(_), None)));
+    }
+}
