@@ -697,6 +697,73 @@ async fn a_member_stopped_at_the_trust_gate_lets_no_leaf_change_anywhere() {
     assert_eq!(new, pending, "the re-run finished the rotation under way");
 }
 
+/// m2 stopped while the run waits at the gate after the leaves (every member's leaves come from
+/// the new CA): no member drops the old CA (the cleanup waits for every member), exit 3 naming
+/// m2; a re-run after m2 is back does the cleanup everywhere.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_member_stopped_at_the_leaves_gate_holds_every_cleanup() {
+    let Some(set) = Set::get().await else { return };
+    let f = fixture(&set, "set-lgate").await;
+    let old = install(&set, &f).await;
+    let before = leaves(&set.snapshots(&f.ns.name).await);
+    let child = tokio::spawn(run_within(
+        f.set_run(&set, &["--overwrite", "--timeout", "40s"])
+            .propagation_delay("10s")
+            .command(),
+        Duration::from_secs(120),
+    ));
+    let pending = pending_in_m0(&set, &f.ns.name, Duration::from_secs(30)).await;
+    // Every leaf of every member changed (the leaves step done everywhere), then stop m2 within
+    // the gate that follows.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = leaves(&set.snapshots(&f.ns.name).await);
+        if now.len() == before.len() && now.iter().all(|(k, v)| before.get(k) != Some(v)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "every member's leaves changed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = {
+        let _paused = set.pause("m2");
+        let r = child.await.unwrap();
+        let snaps = snapshots_of(&set, &f.ns.name, &["m0", "m1"]).await;
+        assert!(
+            every_bundle_holds(&snaps, &old, 2),
+            "m0 and m1 still trust the old CA while m2 was stopped"
+        );
+        r
+    };
+    assert_eq!(
+        r.code,
+        3,
+        "exit 3 with m2 unreachable at the gate: {}",
+        said(&r)
+    );
+    assert!(names(&said(&r), "m2"), "the message names m2: {}", said(&r));
+    let snaps = set.snapshots(&f.ns.name).await;
+    assert!(
+        every_bundle_holds(&snaps, &old, 3),
+        "no member dropped the old CA"
+    );
+    assert!(every_bundle_holds(&snaps, &pending, 3));
+    let failures = check_across(&snaps);
+    assert!(failures.is_empty(), "as left: {failures:?}");
+
+    // A re-run cleans up everywhere, and makes no other CA.
+    let r = run_within(
+        f.set_run(&set, &["--timeout", "60s"]).command(),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(r.code, 0, "the re-run after m2 is back: {}", r.stderr);
+    let new = one_new_ca_everywhere(&set, &f.ns.name, &old).await;
+    assert_eq!(new, pending);
+    let snaps = set.snapshots(&f.ns.name).await;
+    assert!(!every_bundle_holds(&snaps, &old, 3), "the old CA dropped");
+    assert!(check_across(&snaps).is_empty());
+}
+
 // ---- (d) two contexts that reach one cluster ----------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread")]
