@@ -371,6 +371,22 @@ impl Config {
         Ok(config)
     }
 
+    /// For a command that works in one cluster (the exporter, the hand-over): refuses a set,
+    /// whether named by several `--context` or by the file's `clusters:` without one, rather
+    /// than run with the first member's values.
+    pub fn one_cluster(&self, flags: &[String], command: &str) -> Result<(), ConfigError> {
+        match self.set_contexts(flags, false)? {
+            None => Ok(()),
+            Some(contexts) => Err(ConfigError::new(
+                "--context",
+                format!(
+                    "{command} works in one cluster, and this names a set ({}): pass the --context of one member, or --cluster-name NAME in a cluster without a kubeconfig context",
+                    contexts.join(", ")
+                ),
+            )),
+        }
+    }
+
     /// The contexts of a set to run over, given the `--context` flags: `None` for a run in one
     /// cluster. Without `clusters:` in the file, several flags are a set. With it, no flag
     /// runs over the list, one flag runs in that member alone, and several must name exactly

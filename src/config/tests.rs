@@ -674,3 +674,20 @@ fn cluster_name_flag_is_for_one_cluster_not_a_set() {
         "{err}"
     );
 }
+
+#[test]
+fn one_cluster_commands_refuse_a_set_rather_than_take_its_first_member() {
+    let base = set_config(SET, &Overrides::default()).unwrap();
+    let err = base
+        .one_cluster(&[], "certgen exporter")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kind-a, kind-b") && err.contains("--cluster-name"),
+        "{err}"
+    );
+    assert!(
+        base.one_cluster(&["kind-b".into()], "certgen exporter")
+            .is_ok()
+    );
+}
