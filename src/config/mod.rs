@@ -432,17 +432,17 @@ impl Config {
                     }
                     if !extra.is_empty() {
                         why.push(format!(
-                            "add {}, which clusters: does not list",
+                            "add {}, which the list does not name",
                             extra.join(", ")
                         ));
                     }
                     Err(ConfigError::new(
                         source_name,
                         format!(
-                            "the --context flags ({}) {} of the config's clusters: list ({}); give no --context to run over the list, name every listed context, or edit clusters: (a new member also needs --add-member)",
+                            "the --context flags ({}) do not match the config's clusters: list ({}): they {}; give no --context to run over the list, name every listed context, or edit clusters: (a new member also needs --add-member)",
                             flags.join(", "),
-                            why.join(" and "),
-                            listed.join(", ")
+                            listed.join(", "),
+                            why.join(" and ")
                         ),
                     ))
                 }

@@ -621,9 +621,14 @@ fn context_flags_must_match_the_clusters_list() {
         .set_contexts(&s(&["kind-a", "kind-c"]), false)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("leave out kind-b"), "{err}");
     assert!(
-        err.contains("add kind-c, which clusters: does not list"),
+        err.contains(
+            "do not match the config's clusters: list (kind-a, kind-b): they leave out kind-b"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("add kind-c, which the list does not name"),
         "{err}"
     );
     assert!(
