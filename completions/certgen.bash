@@ -116,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -139,6 +139,10 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -218,7 +222,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -241,6 +245,10 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -392,7 +400,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__exporter)
-            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -415,6 +423,10 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -464,7 +476,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__handover__subcmd__cert__subcmd__manager)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -487,6 +499,10 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -64,6 +64,10 @@ pub struct SecretsArgs {
     /// Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local].
     #[arg(long, value_name = "DOMAIN")]
     pub cluster_domain: Option<String>,
+    /// The cluster's name, which `{cluster}` in the config's names and SANs becomes (Cilium's
+    /// cluster.name), for a run in one cluster [default: its entry in the config's clusters:].
+    #[arg(long, value_name = "NAME")]
+    pub cluster_name: Option<String>,
 }
 
 /// Where the Secrets are and which profile describes them (the main job and `check`).
@@ -101,7 +105,9 @@ pub struct TargetArgs {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every
-    /// phase of a rotation is then a barrier over all of them (docs/multicluster.md).
+    /// phase of a rotation is then a barrier over all of them (docs/multicluster.md). With a
+    /// --config that lists clusters:, leave it out to run over that list (given, the contexts
+    /// must be the listed ones; one alone runs in that member).
     #[arg(long, value_name = "NAME")]
     pub context: Vec<String>,
 }

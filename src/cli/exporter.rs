@@ -45,6 +45,7 @@ impl ExporterArgs {
                 config: self.secrets.config.clone(),
                 namespace: self.secrets.namespace.clone(),
                 cluster_domain: self.secrets.cluster_domain.clone(),
+                cluster_name: self.secrets.cluster_name.clone(),
             },
             local: None,
             config_home: None,

@@ -14,6 +14,8 @@ impl TargetArgs {
             config: self.secrets.config.clone(),
             namespace: self.secrets.namespace.clone(),
             cluster_domain: self.secrets.cluster_domain.clone(),
+            cluster_name: self.secrets.cluster_name.clone(),
+            context: self.context.first().cloned(),
             local: self.local.clone(),
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
@@ -25,11 +27,6 @@ impl TargetArgs {
     /// several name a set of clusters).
     pub fn cluster(&self) -> (Option<&Path>, Option<String>) {
         (self.kubeconfig.as_deref(), self.context.first().cloned())
-    }
-
-    /// The contexts of a set of clusters: `Some` when `--context` was given more than once.
-    pub fn set(&self) -> Option<&[String]> {
-        (self.context.len() > 1).then_some(self.context.as_slice())
     }
 }
 

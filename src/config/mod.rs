@@ -18,8 +18,8 @@ pub use run::{
     propagation_delay, resolve_target, source,
 };
 pub use schema::{
-    CaFile, ConfigFile, ConsumerFile, DataKeysFile, ProbeFile, Reload, SecretFile, SecretType,
-    Usage, WebhookFile, WebhookKind,
+    CaFile, ClusterFile, ConfigFile, ConsumerFile, DataKeysFile, ProbeFile, Reload, SecretFile,
+    SecretType, Usage, WebhookFile, WebhookKind,
 };
 
 use crate::pki::{CaSpec, KeyAlgorithm, LeafSpec, Usages};
@@ -119,7 +119,7 @@ pub enum Source {
 }
 
 /// The environment variables certgen reads, captured once so resolution stays testable.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Env {
     pub certgen_namespace: Option<String>,
     /// Kept even when set and empty: Envoy Gateway would use the empty namespace, so certgen
@@ -142,10 +142,46 @@ impl Env {
 }
 
 /// Values given on the command line that override the file.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
     pub namespace: Option<String>,
     pub cluster_domain: Option<String>,
+    /// `--cluster-name`: what `{cluster}` becomes in a run in one cluster.
+    pub cluster_name: Option<String>,
+}
+
+/// A member of a set of clusters as the config file lists it (`clusters:`), validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    /// The kubeconfig context that reaches it.
+    pub context: String,
+    /// Its namespace, when not the file's.
+    pub namespace: Option<String>,
+    /// What `{cluster}` becomes for it.
+    pub name: Option<String>,
+}
+
+/// The names a template may use: `{namespace}`, `{clusterDomain}`, and `{cluster}` when the
+/// run knows the cluster's name (`Err` says why it does not, and how to give it).
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'a> {
+    pub namespace: &'a str,
+    pub cluster_domain: &'a str,
+    pub cluster: Result<&'a str, &'a str>,
+}
+
+/// What a configuration was resolved from, kept so that each member of a set can be resolved
+/// from the same file with its own namespace and name ([`Config::member`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    source_name: String,
+    file: ConfigFile,
+    overrides: Overrides,
+    env: Env,
+    /// `--disable-topology-injector` was applied.
+    injector_disabled: bool,
+    /// `--topology-injector NAME` was applied.
+    injector_named: Option<String>,
 }
 
 /// A validated TLS Secret to manage.
@@ -247,11 +283,31 @@ pub struct Config {
     pub labels: std::collections::BTreeMap<String, String>,
     /// `caBundle` targets (none after `--disable-topology-injector` removed the injector's).
     pub webhooks: Vec<Webhook>,
+    /// The members of a set the file lists (`clusters:`); empty without that list.
+    pub clusters: Vec<Cluster>,
+    /// What `{cluster}` became, when the run knows the cluster's name.
+    pub cluster_name: Option<String>,
+    /// What this configuration was resolved from (`None` when built in code).
+    origin: Option<std::sync::Arc<Origin>>,
 }
 
 impl Config {
     /// Loads the source, applies `flag > env > file > default`, validates and renders templates.
     pub fn resolve(source: &Source, overrides: &Overrides, env: &Env) -> Result<Self, ConfigError> {
+        Self::resolve_for(source, overrides, env, None, true)
+    }
+
+    /// [`Config::resolve`] for the cluster reached by `context` (`--context`): when the file
+    /// lists `clusters:`, that member's namespace and name (a context it does not list is
+    /// refused). Without a context, a file with `clusters:` resolves for its first member
+    /// (a set's run resolves each member with [`Config::member`]), unless `local`.
+    pub fn resolve_for(
+        source: &Source,
+        overrides: &Overrides,
+        env: &Env,
+        context: Option<&str>,
+        local: bool,
+    ) -> Result<Self, ConfigError> {
         let (name, file) = match source {
             Source::Profile(p) => {
                 let json = profiles::builtin_json(p).ok_or_else(|| {
@@ -271,7 +327,127 @@ impl Config {
             ),
         };
         let file = file.map_err(|m| ConfigError::new(&name, m))?;
-        Self::from_file(file, overrides, env).map_err(|m| ConfigError::new(&name, m))
+        let mut config = Self::from_file_for(file.clone(), overrides, env, context, local)
+            .map_err(|m| ConfigError::new(&name, m))?;
+        config.origin = Some(std::sync::Arc::new(Origin {
+            source_name: name,
+            file,
+            overrides: overrides.clone(),
+            env: env.clone(),
+            injector_disabled: false,
+            injector_named: None,
+        }));
+        Ok(config)
+    }
+
+    /// The configuration of the set's member reached by `context`: the same file resolved with
+    /// that member's `namespace` and `name` from `clusters:` (a context the list does not name
+    /// gets the file's namespace and no cluster name), and the same command-line edits. Errors
+    /// name the member. A configuration built in code is every member's.
+    pub fn member(&self, context: &str) -> Result<Config, ConfigError> {
+        let Some(origin) = &self.origin else {
+            return Ok(self.clone());
+        };
+        let err =
+            |m: String| ConfigError::new(&origin.source_name, format!("member {context}: {m}"));
+        if origin.overrides.cluster_name.is_some() {
+            return Err(err("--cluster-name names the one cluster of a run in one cluster; in a set, each member's name comes from the config's clusters: list (name: under its context)".into()));
+        }
+        let mut config = Self::from_file_for(
+            origin.file.clone(),
+            &origin.overrides,
+            &origin.env,
+            Some(context),
+            false,
+        )
+        .map_err(err)?;
+        config.origin = Some(origin.clone());
+        if origin.injector_disabled {
+            config.disable_topology_injector();
+        }
+        if let Some(name) = &origin.injector_named {
+            config.name_topology_injector(name)?;
+        }
+        Ok(config)
+    }
+
+    /// For a command that works in one cluster (the exporter, the hand-over): refuses a set,
+    /// whether named by several `--context` or by the file's `clusters:` without one, rather
+    /// than run with the first member's values.
+    pub fn one_cluster(&self, flags: &[String], command: &str) -> Result<(), ConfigError> {
+        match self.set_contexts(flags, false)? {
+            None => Ok(()),
+            Some(contexts) => Err(ConfigError::new(
+                "--context",
+                format!(
+                    "{command} works in one cluster, and this names a set ({}): pass the --context of one member, or --cluster-name NAME in a cluster without a kubeconfig context",
+                    contexts.join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// The contexts of a set to run over, given the `--context` flags: `None` for a run in one
+    /// cluster. Without `clusters:` in the file, several flags are a set. With it, no flag
+    /// runs over the list, one flag runs in that member alone, and several must name exactly
+    /// the listed contexts.
+    pub fn set_contexts(
+        &self,
+        flags: &[String],
+        local: bool,
+    ) -> Result<Option<Vec<String>>, ConfigError> {
+        let listed: Vec<String> = self.clusters.iter().map(|c| c.context.clone()).collect();
+        let source_name = self
+            .origin
+            .as_ref()
+            .map_or("--context", |o| o.source_name.as_str());
+        if listed.is_empty() || local {
+            return Ok((flags.len() > 1).then(|| flags.to_vec()));
+        }
+        match flags {
+            [] => Ok(Some(listed)),
+            [_] => Ok(None),
+            _ => {
+                let mut given = flags.to_vec();
+                given.sort();
+                given.dedup();
+                let mut want = listed.clone();
+                want.sort();
+                if given == want {
+                    Ok(Some(flags.to_vec()))
+                } else {
+                    let missing: Vec<&str> = want
+                        .iter()
+                        .filter(|c| !given.contains(c))
+                        .map(String::as_str)
+                        .collect();
+                    let extra: Vec<&str> = given
+                        .iter()
+                        .filter(|c| !want.contains(c))
+                        .map(String::as_str)
+                        .collect();
+                    let mut why = Vec::new();
+                    if !missing.is_empty() {
+                        why.push(format!("leave out {}", missing.join(", ")));
+                    }
+                    if !extra.is_empty() {
+                        why.push(format!(
+                            "add {}, which the list does not name",
+                            extra.join(", ")
+                        ));
+                    }
+                    Err(ConfigError::new(
+                        source_name,
+                        format!(
+                            "the --context flags ({}) do not match the config's clusters: list ({}): they {}; give no --context to run over the list, name every listed context, or edit clusters: (a new member also needs --add-member)",
+                            flags.join(", "),
+                            listed.join(", "),
+                            why.join(" and ")
+                        ),
+                    ))
+                }
+            }
+        }
     }
 
     /// A configuration built in code (`certgen create`'s renewal), validated like a file;
@@ -282,6 +458,29 @@ impl Config {
     }
 
     fn from_file(file: ConfigFile, overrides: &Overrides, env: &Env) -> Result<Self, String> {
+        Self::from_file_for(file, overrides, env, None, true)
+    }
+
+    fn from_file_for(
+        file: ConfigFile,
+        overrides: &Overrides,
+        env: &Env,
+        context: Option<&str>,
+        local: bool,
+    ) -> Result<Self, String> {
+        let clusters = validate::clusters(&file.clusters)?;
+        let member = match (context, clusters.first()) {
+            (_, None) => None,
+            (Some(c), Some(_)) => Some(clusters.iter().find(|m| m.context == c).ok_or_else(|| {
+                format!(
+                    "context {c:?} is not in the config's clusters: list ({}); name a listed context, or add it to clusters: (with its name)",
+                    clusters.iter().map(|m| m.context.as_str()).collect::<Vec<_>>().join(", ")
+                )
+            })?),
+            // A run in one directory, or one that names its cluster: the file's own values.
+            (None, Some(_)) if local || overrides.cluster_name.is_some() => None,
+            (None, Some(first)) => Some(first),
+        };
         let namespace = match (&overrides.namespace, &env.certgen_namespace) {
             (Some(n), _) | (None, Some(n)) => n.clone(),
             // Envoy Gateway's variable names Envoy Gateway's namespace: it applies to the
@@ -297,7 +496,9 @@ impl Config {
                     return Err("ENVOY_GATEWAY_NAMESPACE is set but empty; set it to the namespace of the Secrets (Envoy Gateway's chart sets it from metadata.namespace), unset it to use the profile's namespace, or pass -n/--namespace".into());
                 }
                 Some(n) => n.to_string(),
-                None => file.namespace.clone(),
+                None => member
+                    .and_then(|m| m.namespace.clone())
+                    .unwrap_or_else(|| file.namespace.clone()),
             },
         };
         validate::dns1123_label(&namespace).map_err(|e| format!("namespace {namespace:?}: {e}"))?;
@@ -311,6 +512,29 @@ impl Config {
             .map_err(|e| format!("clusterDomain {cluster_domain:?}: {e}"))?;
         validate::dns1123_subdomain(&file.name)
             .map_err(|e| format!("name {:?}: {e}", file.name))?;
+        let cluster_name = match (&overrides.cluster_name, member) {
+            (Some(n), _) => {
+                validate::dns1123_label(n).map_err(|e| format!("--cluster-name {n:?}: {e}"))?;
+                Some(n.clone())
+            }
+            (None, Some(m)) => m.name.clone(),
+            (None, None) => None,
+        };
+        let unnamed = match (member, context) {
+            (Some(m), _) => format!(
+                "member {} has no name: give it one in the config's clusters: list (- context: {}, name: NAME; Cilium's cluster.name)",
+                m.context, m.context
+            ),
+            (None, Some(c)) => format!(
+                "the config names no cluster for context {c}: list it under clusters: with its name (- context: {c}, name: NAME; Cilium's cluster.name), or pass --cluster-name NAME for a run in this cluster alone"
+            ),
+            (None, None) => "this run names no cluster: pass --cluster-name NAME (Cilium's cluster.name), or run with --context and a config whose clusters: list names it".to_string(),
+        };
+        let names = Names {
+            namespace: &namespace,
+            cluster_domain: &cluster_domain,
+            cluster: cluster_name.as_deref().ok_or(unnamed.as_str()),
+        };
 
         let ca = validate::ca(&file)?;
         let mut tls = Vec::new();
@@ -328,9 +552,7 @@ impl Config {
             }
             seen.push(s.name.clone());
             match s.r#type {
-                SecretType::Tls => {
-                    tls.push(validate::tls(&field, s, &namespace, &cluster_domain, &ca)?)
-                }
+                SecretType::Tls => tls.push(validate::tls(&field, s, &names, &ca)?),
                 SecretType::Hmac => hmac.push(validate::hmac(&field, s)?),
             }
         }
@@ -343,7 +565,7 @@ impl Config {
             if consumers.iter().any(|k| k.name == c.name) {
                 return Err(format!("{field}.name {:?} is used twice", c.name));
             }
-            consumers.push(validate::consumer(&field, c, &namespace, &tls, &hmac)?);
+            consumers.push(validate::consumer(&field, c, &names, &tls, &hmac)?);
         }
         let labels = validate::labels(&file.labels)?;
         let mut webhooks: Vec<Webhook> = Vec::new();
@@ -371,6 +593,9 @@ impl Config {
             consumers,
             labels,
             webhooks,
+            clusters,
+            cluster_name,
+            origin: None,
         })
     }
 }
@@ -382,6 +607,9 @@ impl Config {
     pub fn disable_topology_injector(&mut self) -> bool {
         let injector = format!("{TOPOLOGY_INJECTOR_PREFIX}.{}", self.namespace);
         let before = self.webhooks.len();
+        if let Some(origin) = &mut self.origin {
+            std::sync::Arc::make_mut(origin).injector_disabled = true;
+        }
         self.webhooks.retain(|w| {
             !(w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector)
         });
@@ -399,6 +627,9 @@ impl Config {
         match (target, validate::dns1123_subdomain(name)) {
             (Some(w), Ok(())) => {
                 w.name = name.to_string();
+                if let Some(origin) = &mut self.origin {
+                    std::sync::Arc::make_mut(origin).injector_named = Some(name.to_string());
+                }
                 Ok(())
             }
             (Some(_), Err(why)) => Err(ConfigError {
@@ -490,16 +721,22 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     String::from_utf8(bytes).map_err(|_| "the config file is not UTF-8 text".to_string())
 }
 
-/// Renders `{namespace}` and `{clusterDomain}` in a SAN template.
-pub fn render(template: &str, namespace: &str, cluster_domain: &str) -> Result<String, String> {
-    let out = template
-        .replace("{namespace}", namespace)
-        .replace("{clusterDomain}", cluster_domain);
+/// Renders `{namespace}`, `{clusterDomain}` and `{cluster}` in a name or SAN template.
+pub fn render(template: &str, names: &Names<'_>) -> Result<String, String> {
+    let mut out = template
+        .replace("{namespace}", names.namespace)
+        .replace("{clusterDomain}", names.cluster_domain);
+    if out.contains("{cluster}") {
+        match names.cluster {
+            Ok(cluster) => out = out.replace("{cluster}", cluster),
+            Err(why) => return Err(format!("{template:?} uses {{cluster}}, but {why}")),
+        }
+    }
     if let Some(start) = out.find('{') {
         let rest = &out[start..];
         let end = rest.find('}').map_or(rest.len(), |e| e + 1);
         return Err(format!(
-            "unknown placeholder {}; the placeholders are {{namespace}} and {{clusterDomain}}",
+            "unknown placeholder {}; the placeholders are {{namespace}}, {{clusterDomain}} and {{cluster}}",
             &rest[..end]
         ));
     }

@@ -127,6 +127,10 @@ pub struct TargetSpec {
     pub config: Option<PathBuf>,
     pub namespace: Option<String>,
     pub cluster_domain: Option<String>,
+    /// `--cluster-name`.
+    pub cluster_name: Option<String>,
+    /// The (first) `--context`: with a config that lists `clusters:`, the member to resolve.
+    pub context: Option<String>,
     /// `--local` without a directory is `Some(None)`.
     pub local: Option<Option<PathBuf>>,
     pub config_home: Option<PathBuf>,
@@ -149,8 +153,15 @@ pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), 
     let overrides = Overrides {
         namespace: target.namespace.clone(),
         cluster_domain: target.cluster_domain.clone(),
+        cluster_name: target.cluster_name.clone(),
     };
-    let mut config = Config::resolve(&source(target), &overrides, &Env::from_process())?;
+    let mut config = Config::resolve_for(
+        &source(target),
+        &overrides,
+        &Env::from_process(),
+        target.context.as_deref(),
+        target.local.is_some(),
+    )?;
     if target.disable_topology_injector && !config.disable_topology_injector() {
         tracing::debug!("--disable-topology-injector: the config declares no topology injector");
     }

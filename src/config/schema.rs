@@ -6,7 +6,7 @@ use crate::pki::KeyAlgorithm;
 use crate::timefmt::HumanDuration;
 
 /// A profile or config file as written.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigFile {
     /// The profile's name; the CA Secret defaults to `<name>-ca`.
@@ -29,6 +29,25 @@ pub struct ConfigFile {
     /// Webhook configurations and APIServices whose `caBundle` follows a Secret's `ca.crt`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<WebhookFile>,
+    /// The clusters of a set that shares the CA, with what differs between them: a run with
+    /// this file and no `--context` runs over all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clusters: Vec<ClusterFile>,
+}
+
+/// One member of a set of clusters, as the config file lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClusterFile {
+    /// The kubeconfig context that reaches it.
+    pub context: String,
+    /// Its namespace of the Secrets, when not the file's `namespace`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The cluster's name, which `{cluster}` in names and SANs becomes (Cilium's
+    /// `cluster.name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// The kind of object whose `caBundle` certgen keeps in step with a bundle.
@@ -94,7 +113,7 @@ impl WebhookKind {
 }
 
 /// One object whose `caBundle` follows a managed Secret's `ca.crt`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookFile {
     pub kind: WebhookKind,
@@ -115,7 +134,7 @@ pub enum Reload {
 }
 
 /// A workload that mounts managed Secrets.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConsumerFile {
     /// A name for reports.
@@ -144,7 +163,7 @@ pub struct ConsumerFile {
 }
 
 /// Where and how to probe a consumer over TLS.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProbeFile {
     /// The Service whose ready endpoints are dialled (in a cluster).
@@ -164,7 +183,7 @@ pub struct ProbeFile {
 }
 
 /// The CA section.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CaFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -195,7 +214,7 @@ pub enum Usage {
 }
 
 /// One managed Secret. Fields that do not apply to its `type` are rejected by validation.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SecretFile {
     pub name: String,
@@ -228,7 +247,7 @@ pub struct SecretFile {
 }
 
 /// The data keys of a TLS Secret; each defaults to certgen's own.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DataKeysFile {
     /// The trust bundle (default `ca.crt`).

@@ -54,6 +54,7 @@ fn namespace_precedence_is_flag_then_certgen_env_then_envoy_env_then_file() {
     let flag = Overrides {
         namespace: Some("from-flag".into()),
         cluster_domain: Some("flag.example".into()),
+        ..Overrides::default()
     };
     let c = resolve_text(eg(), &flag, &env).unwrap();
     assert_eq!(
@@ -481,4 +482,217 @@ fn object_names_follow_the_api_servers_rule_not_a_labels() {
     // A namespace is a label: at most 63.
     assert_eq!(dns1123_label(&"a".repeat(63)), Ok(()));
     assert!(dns1123_label(&"a".repeat(64)).is_err());
+}
+
+/// A set's config: one CA, Hubble's per-cluster SAN, a per-member namespace.
+const SET: &str = r#"
+name: mesh
+namespace: kube-system
+ca: {commonName: Mesh CA, validity: 1095d, renewBefore: 90d}
+secrets:
+  - name: hubble-server-certs
+    type: tls
+    commonName: "*.{cluster}.hubble-grpc.cilium.io"
+    dnsNames: ["*.{cluster}.hubble-grpc.cilium.io"]
+  - name: admin
+    type: tls
+    commonName: "admin-{cluster}"
+    dnsNames: ["admin.{namespace}.svc"]
+    usages: [client]
+clusters:
+  - {context: kind-a, name: alpha}
+  - {context: kind-b, name: beta, namespace: cilium}
+"#;
+
+fn set_config(text: &str, overrides: &Overrides) -> Result<Config, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("set.yaml");
+    std::fs::write(&path, text).unwrap();
+    Config::resolve_for(&Source::File(path), overrides, &Env::default(), None, false)
+}
+
+#[test]
+fn each_member_renders_cluster_and_namespace_from_its_clusters_entry() {
+    let base = set_config(SET, &Overrides::default()).unwrap();
+    assert_eq!(base.clusters.len(), 2);
+    let a = base.member("kind-a").unwrap();
+    let b = base.member("kind-b").unwrap();
+    assert_eq!(a.cluster_name.as_deref(), Some("alpha"));
+    assert_eq!(a.namespace, "kube-system");
+    assert_eq!(a.tls[0].leaf.dns_names, ["*.alpha.hubble-grpc.cilium.io"]);
+    assert_eq!(a.tls[0].leaf.common_name, "*.alpha.hubble-grpc.cilium.io");
+    assert_eq!(a.tls[1].leaf.common_name, "admin-alpha");
+    assert_eq!(b.namespace, "cilium");
+    assert_eq!(b.tls[0].leaf.dns_names, ["*.beta.hubble-grpc.cilium.io"]);
+    assert_eq!(b.tls[1].leaf.common_name, "admin-beta");
+    assert_eq!(b.tls[1].leaf.dns_names, ["admin.cilium.svc"]);
+    // The flag still wins over a member's namespace (flag > env > file).
+    let flagged = set_config(
+        SET,
+        &Overrides {
+            namespace: Some("ns-flag".into()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(flagged.member("kind-b").unwrap().namespace, "ns-flag");
+}
+
+#[test]
+fn cluster_used_without_a_name_names_the_member_and_the_fix() {
+    let unnamed = SET.replace(
+        "{context: kind-b, name: beta, namespace: cilium}",
+        "{context: kind-b}",
+    );
+    let base = set_config(&unnamed, &Overrides::default()).unwrap();
+    let err = base.member("kind-b").unwrap_err().to_string();
+    assert!(err.contains("member kind-b"), "{err}");
+    assert!(err.contains("{cluster}"), "{err}");
+    assert!(err.contains("- context: kind-b, name: NAME"), "{err}");
+    // A context the list does not name, with {cluster}: refused, naming it.
+    let err = base.member("kind-c").unwrap_err().to_string();
+    assert!(err.contains("kind-c") && err.contains("clusters:"), "{err}");
+    // No clusters: at all, a run in one cluster: --cluster-name is the fix.
+    let single = SET.split("clusters:").next().unwrap();
+    let file = ConfigFile::parse(single).unwrap();
+    let err = Config::from_file(file.clone(), &Overrides::default(), &Env::default()).unwrap_err();
+    assert!(err.contains("--cluster-name NAME"), "{err}");
+    let named = Config::from_file(
+        file,
+        &Overrides {
+            cluster_name: Some("solo".into()),
+            ..Overrides::default()
+        },
+        &Env::default(),
+    )
+    .unwrap();
+    assert_eq!(named.tls[1].leaf.common_name, "admin-solo");
+}
+
+#[test]
+fn clusters_need_unique_contexts_and_names_and_two_members() {
+    let twice = SET.replace("context: kind-b", "context: kind-a");
+    let err = set_config(&twice, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("clusters[1].context \"kind-a\" is also clusters[0]'s"),
+        "{err}"
+    );
+    let same_name = SET.replace("name: beta", "name: alpha");
+    let err = set_config(&same_name, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("clusters[1].name \"alpha\" is also clusters[0]'s"),
+        "{err}"
+    );
+    let bad_name = SET.replace("name: beta", "name: Beta_1");
+    let err = set_config(&bad_name, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("clusters[1].name \"Beta_1\""), "{err}");
+    let one = SET.replace("  - {context: kind-b, name: beta, namespace: cilium}\n", "");
+    let err = set_config(&one, &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("lists one cluster"), "{err}");
+    let unknown = SET.replace("name: beta,", "nmae: beta,");
+    assert!(set_config(&unknown, &Overrides::default()).is_err());
+}
+
+#[test]
+fn context_flags_must_match_the_clusters_list() {
+    let base = set_config(SET, &Overrides::default()).unwrap();
+    let s = |v: &[&str]| v.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    // No flag: the list is the set.
+    assert_eq!(
+        base.set_contexts(&[], false).unwrap(),
+        Some(s(&["kind-a", "kind-b"]))
+    );
+    // The listed contexts in any order: the set, in the flags' order.
+    assert_eq!(
+        base.set_contexts(&s(&["kind-b", "kind-a"]), false).unwrap(),
+        Some(s(&["kind-b", "kind-a"]))
+    );
+    // One listed context: a run in that member alone.
+    assert_eq!(base.set_contexts(&s(&["kind-b"]), false).unwrap(), None);
+    let err = base
+        .set_contexts(&s(&["kind-a", "kind-c"]), false)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "do not match the config's clusters: list (kind-a, kind-b): they leave out kind-b"
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains("add kind-c, which the list does not name"),
+        "{err}"
+    );
+    assert!(
+        err.contains("give no --context to run over the list"),
+        "{err}"
+    );
+    // A context outside the list, alone: refused at resolution.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("set.yaml");
+    std::fs::write(&path, SET).unwrap();
+    let err = Config::resolve_for(
+        &Source::File(path),
+        &Overrides::default(),
+        &Env::default(),
+        Some("kind-c"),
+        false,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("context \"kind-c\" is not in the config's clusters: list"),
+        "{err}"
+    );
+    // Without clusters:, several flags are the set, one is a single cluster.
+    let eg = test_profile(None);
+    assert_eq!(eg.set_contexts(&s(&["a"]), false).unwrap(), None);
+    assert_eq!(
+        eg.set_contexts(&s(&["a", "b"]), false).unwrap(),
+        Some(s(&["a", "b"]))
+    );
+}
+
+#[test]
+fn cluster_name_flag_is_for_one_cluster_not_a_set() {
+    let base = set_config(
+        SET,
+        &Overrides {
+            cluster_name: Some("solo".into()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    // Named on the command line: the file's own values, not the first member's.
+    assert_eq!(base.cluster_name.as_deref(), Some("solo"));
+    let err = base.member("kind-a").unwrap_err().to_string();
+    assert!(
+        err.contains("--cluster-name names the one cluster"),
+        "{err}"
+    );
+}
+
+#[test]
+fn one_cluster_commands_refuse_a_set_rather_than_take_its_first_member() {
+    let base = set_config(SET, &Overrides::default()).unwrap();
+    let err = base
+        .one_cluster(&[], "certgen exporter")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kind-a, kind-b") && err.contains("--cluster-name"),
+        "{err}"
+    );
+    assert!(
+        base.one_cluster(&["kind-b".into()], "certgen exporter")
+            .is_ok()
+    );
 }

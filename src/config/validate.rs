@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    Ca, ConfigFile, Consumer, ConsumerFile, HmacSecret, Kind, Probe, SecretFile, TlsSecret,
-    Workload, default_key, parse_ip, render, usages,
+    Ca, Cluster, ClusterFile, ConfigFile, Consumer, ConsumerFile, HmacSecret, Kind, Names, Probe,
+    SecretFile, TlsSecret, Workload, default_key, parse_ip, render, usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
 use crate::secret::{Layout, TYPE_OPAQUE, TYPE_TLS};
@@ -141,27 +141,63 @@ pub fn ca(file: &ConfigFile) -> Result<Ca, String> {
     })
 }
 
-pub fn tls(
-    field: &str,
-    s: &SecretFile,
-    namespace: &str,
-    cluster_domain: &str,
-    ca: &Ca,
-) -> Result<TlsSecret, String> {
+/// The `clusters:` list of a set: at least two members, each context and each name once,
+/// names and namespaces valid as Kubernetes names.
+pub fn clusters(list: &[ClusterFile]) -> Result<Vec<Cluster>, String> {
+    if list.len() == 1 {
+        return Err("clusters: lists one cluster; a set has at least two (for one cluster, leave clusters: out and pass --context, and --cluster-name for {cluster})".into());
+    }
+    let mut out: Vec<Cluster> = Vec::new();
+    for (i, c) in list.iter().enumerate() {
+        let field = format!("clusters[{i}]");
+        if c.context.trim().is_empty() {
+            return Err(format!(
+                "{field}.context is empty; give the kubeconfig context that reaches the cluster"
+            ));
+        }
+        if let Some(other) = out.iter().position(|m| m.context == c.context) {
+            return Err(format!(
+                "{field}.context {:?} is also clusters[{other}]'s: list each member once",
+                c.context
+            ));
+        }
+        if let Some(ns) = &c.namespace {
+            dns1123_label(ns).map_err(|e| format!("{field}.namespace {ns:?}: {e}"))?;
+        }
+        if let Some(name) = &c.name {
+            dns1123_label(name).map_err(|e| format!("{field}.name {name:?}: {e}"))?;
+            if let Some(other) = out.iter().position(|m| m.name.as_ref() == Some(name)) {
+                return Err(format!(
+                    "{field}.name {name:?} is also clusters[{other}]'s: each cluster of a set needs its own name (ClusterMesh refuses two clusters with one cluster.name)"
+                ));
+            }
+        }
+        out.push(Cluster {
+            context: c.context.clone(),
+            namespace: c.namespace.clone(),
+            name: c.name.clone(),
+        });
+    }
+    Ok(out)
+}
+
+pub fn tls(field: &str, s: &SecretFile, names: &Names<'_>, ca: &Ca) -> Result<TlsSecret, String> {
     if s.key.is_some() || s.bytes.is_some() {
         return Err(format!(
             "{field}: key and bytes apply only to type hmac; remove them"
         ));
     }
     let layout = layout(field, s)?;
-    let common_name = s.common_name.clone().unwrap_or_else(|| s.name.clone());
+    let common_name = match &s.common_name {
+        Some(cn) => render(cn, names).map_err(|e| format!("{field}.commonName: {e}"))?,
+        None => s.name.clone(),
+    };
     if common_name.is_empty() || common_name.len() > 64 {
         return Err(format!("{field}.commonName must be 1 to 64 characters"));
     }
     let mut dns_names = Vec::new();
     for (j, t) in s.dns_names.iter().enumerate() {
-        let name = render(t, namespace, cluster_domain)
-            .map_err(|e| format!("{field}.dnsNames[{j}]: {e}"))?;
+        let name = render(t, names).map_err(|e| format!("{field}.dnsNames[{j}]: {e}"))?;
         if looks_like_ip(&name) {
             return Err(format!(
                 "{field}.dnsNames[{j}] {name:?} is an IP address, and a DNS name never matches a connection to an IP address; list it under ipAddresses instead"
@@ -347,7 +383,7 @@ pub fn selector(s: &str) -> Result<(), String> {
 pub fn consumer(
     field: &str,
     c: &ConsumerFile,
-    namespace: &str,
+    names: &Names<'_>,
     tls: &[TlsSecret],
     hmac: &[HmacSecret],
 ) -> Result<Consumer, String> {
@@ -439,9 +475,15 @@ pub fn consumer(
                 ));
             }
             let server_name = match (&p.server_name, &p.service) {
-                (Some(n), _) => render(n, namespace, "")
-                    .map_err(|e| format!("{field}.probe.serverName: {e}"))?,
-                (None, Some(s)) => format!("{s}.{namespace}.svc"),
+                (Some(n), _) => render(
+                    n,
+                    &Names {
+                        cluster_domain: "",
+                        ..*names
+                    },
+                )
+                .map_err(|e| format!("{field}.probe.serverName: {e}"))?,
+                (None, Some(s)) => format!("{s}.{}.svc", names.namespace),
                 (None, None) => {
                     return Err(format!(
                         "{field}.probe.serverName is required with static addresses"

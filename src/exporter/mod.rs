@@ -28,6 +28,7 @@ const GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 /// Runs the exporter until SIGTERM or SIGINT.
 pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
     let (config, _) = config::resolve_target(&args.target().spec())?;
+    config.one_cluster(&args.target().context, "certgen exporter")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| {

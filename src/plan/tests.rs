@@ -301,6 +301,7 @@ fn a_san_change_in_the_config_renews_the_leaf() {
             &Overrides {
                 namespace: Some("envoy-gateway-system".into()),
                 cluster_domain: Some("corp.example".into()),
+                ..Overrides::default()
             },
             &Env::default(),
         )

@@ -10,11 +10,10 @@ use crate::{config, exposition, k8s};
 /// `certgen check`: observe, check, print the report; exit 1 when action is due. A Secret that
 /// cannot be read is on its row of the whole report, and the exit is 2, as a run's would be.
 pub async fn run(target: cli::TargetArgs) -> Result<(), Error> {
-    if let Some(contexts) = target.set() {
-        let contexts = contexts.to_vec();
+    let (config, local) = config::resolve_target(&target.spec())?;
+    if let Some(contexts) = config.set_contexts(&target.context, local.is_some())? {
         return super::set::check(target, &contexts).await;
     }
-    let (config, local) = config::resolve_target(&target.spec())?;
     // The caBundle targets are read whatever the output: a run writes a drifted one, so the
     // verdict depends on them.
     let (report, families, unreadable) = match &local {

@@ -20,6 +20,9 @@ const POLL: Duration = Duration::from_millis(250);
 /// `certgen handover cert-manager`: the YAML, or with `--apply` one line per object written.
 pub async fn cert_manager(args: &HandoverArgs) -> Result<String, Error> {
     let (config, local) = config::resolve_target(&args.target.spec())?;
+    if local.is_none() {
+        config.one_cluster(&args.target.context, "certgen handover")?;
+    }
     if local.is_some() {
         return Err(Error::Config(ConfigError {
             source_name: "command line".into(),

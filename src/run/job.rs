@@ -12,8 +12,8 @@ use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
 /// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
 /// outcome, whatever that was (src/exposition/).
 pub async fn run(args: RunArgs) -> Result<(), Error> {
-    if let Some(contexts) = args.target.set() {
-        let contexts = contexts.to_vec();
+    let (config, local) = config::resolve_target(&args.target.spec())?;
+    if let Some(contexts) = config.set_contexts(&args.target.context, local.is_some())? {
         return super::set::run(args, &contexts).await;
     }
     let started = std::time::Instant::now();
@@ -25,7 +25,6 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
                     message,
                 })
             })?;
-    let (config, local) = config::resolve_target(&args.target.spec())?;
     // In a cluster, one client for the whole job: the run, its Events and its metrics.
     let (client, mut outcome) = match &local {
         Some(dir) => (None, local_job(&args, config.clone(), dir).await),

@@ -94,6 +94,12 @@ async fn cluster_uid(client: &kube::Client) -> Result<String, Error> {
         .ok_or_else(|| Error::Connect("Namespace kube-system has no UID".into()))
 }
 
+/// The configuration of the member reached by `context`: its namespace and cluster name from
+/// the config's `clusters:` list, `{cluster}` rendered for it ([`Config::member`]).
+fn member_config(config: &Config, context: &str) -> Result<Config, Error> {
+    Ok(config.member(context)?)
+}
+
 /// What one member's run needs besides the store, as a single-cluster run in it gets.
 struct Parts {
     config: Config,
@@ -107,7 +113,7 @@ struct Parts {
 }
 
 async fn parts(m: &Member, config: &Config, options: &config::RunOptions) -> Result<Parts, Error> {
-    let mut config = config.clone();
+    let mut config = member_config(config, &m.context)?;
     let client = &m.client;
     let access = if options.wait || options.probe {
         k8s::review(client, &config.namespace).await
@@ -401,6 +407,7 @@ pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error>
         "Whether check read this member of the set of clusters (1) or it did not answer or failed (0).",
     );
     for m in &members {
+        let config = member_config(&config, &m.context)?;
         let store = KubeStore::new(m.client.clone(), &config.namespace);
         let webhooks = k8s::WebhookStore::new(m.client.clone());
         let checked = tokio::time::timeout(
