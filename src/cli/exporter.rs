@@ -5,13 +5,15 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{OutputFormat, SecretsArgs, TargetArgs};
+use super::{OutputFormat, SecretsArgs, TargetArgs, WindowArgs};
 
 /// `certgen exporter`
 #[derive(Debug, Args)]
 pub struct ExporterArgs {
     #[command(flatten)]
     pub secrets: SecretsArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
     #[arg(long)]
     pub disable_topology_injector: bool,
@@ -46,6 +48,7 @@ impl ExporterArgs {
                 namespace: self.secrets.namespace.clone(),
                 cluster_domain: self.secrets.cluster_domain.clone(),
             },
+            window: self.window.clone(),
             local: None,
             config_home: None,
             disable_topology_injector: self.disable_topology_injector,

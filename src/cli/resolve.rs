@@ -18,6 +18,8 @@ impl TargetArgs {
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
             topology_injector: self.topology_injector.clone(),
+            renewal_windows: self.window.renewal_window.clone(),
+            renewal_window_margin: self.window.renewal_window_margin,
         }
     }
 
@@ -52,6 +54,7 @@ impl RunArgs {
             poke_rate: self.poke_rate.and_then(std::num::NonZeroU32::new),
             timeout: self.timeout,
             overwrite_why: crate::config::OverwriteWhy::Asked,
+            respect_window: self.respect_window,
         }
     }
 }

@@ -247,6 +247,8 @@ pub struct Config {
     pub labels: std::collections::BTreeMap<String, String>,
     /// `caBundle` targets (none after `--disable-topology-injector` removed the injector's).
     pub webhooks: Vec<Webhook>,
+    /// When routine rotations may start (`renewal:`, `--renewal-window`): none, any time.
+    pub renewal: crate::window::Windows,
 }
 
 impl Config {
@@ -361,6 +363,7 @@ impl Config {
             }
             webhooks.push(hook);
         }
+        let renewal = validate::renewal(file.renewal.as_ref())?;
         Ok(Self {
             profile: file.name,
             namespace,
@@ -371,6 +374,7 @@ impl Config {
             consumers,
             labels,
             webhooks,
+            renewal,
         })
     }
 }

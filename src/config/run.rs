@@ -48,6 +48,8 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Why `overwrite` is set, for the report.
     pub overwrite_why: OverwriteWhy,
+    /// `--respect-window`: `--overwrite` waits for a renewal window too.
+    pub respect_window: bool,
 }
 
 /// Why a run rotates the CA although nothing is due: `--overwrite` was given, or (`certgen
@@ -115,6 +117,10 @@ pub struct TargetSpec {
     pub disable_topology_injector: bool,
     /// `--topology-injector NAME`: the topology injector's name, when not Envoy Gateway's.
     pub topology_injector: Option<String>,
+    /// `--renewal-window`: replaces the config's `renewal.windows` when given.
+    pub renewal_windows: Vec<crate::window::Window>,
+    /// `--renewal-window-margin`: replaces the config's `renewal.margin`.
+    pub renewal_window_margin: Option<Duration>,
 }
 
 /// The configuration source the arguments select.
@@ -138,6 +144,13 @@ pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), 
     }
     if let Some(name) = &target.topology_injector {
         config.name_topology_injector(name)?;
+    }
+    // The command line's windows replace the file's (flag > file).
+    if !target.renewal_windows.is_empty() {
+        config.renewal.windows = target.renewal_windows.clone();
+    }
+    if let Some(m) = target.renewal_window_margin {
+        config.renewal.margin = m;
     }
     let local = local_dir(
         target.local.clone(),

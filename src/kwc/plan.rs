@@ -338,6 +338,7 @@ pub fn config_file(req: &CreateRequest, secret_type: &str) -> Option<ConfigFile>
     // A certificate's common name holds 64 characters at most; the SANs carry the names.
     let common_name: String = req.hosts[0].chars().take(64).collect();
     let file = ConfigFile {
+        renewal: None,
         name: req.secret_name.clone(),
         namespace: req.namespace.clone(),
         cluster_domain: None,
