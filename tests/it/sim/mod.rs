@@ -629,6 +629,7 @@ fn options(spec: &RunSpec) -> RunOptions {
         poke_rate: None,
         timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
         overwrite_why: Default::default(),
+        respect_window: false,
     }
 }
 
