@@ -116,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --respect-window --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -139,6 +139,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -167,6 +175,14 @@ _certgen() {
                     return 0
                     ;;
                 --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --add-member)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --remove-member)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -210,7 +226,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -233,6 +249,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -384,7 +408,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__exporter)
-            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --renewal-window --renewal-window-margin --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -407,6 +431,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -456,7 +488,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__handover__subcmd__cert__subcmd__manager)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -479,6 +511,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-domain)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_certgen_global_optspecs
-    string join \n profile= config= n/namespace= cluster-domain= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite rotate-hmac force strategy= propagation-delay= wait no-poke poke-rate= probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
+    string join \n profile= config= n/namespace= cluster-domain= renewal-window= renewal-window-margin= l/local= config-home= disable-topology-injector topology-injector= output= kubeconfig= context= o/overwrite respect-window rotate-hmac force add-member= remove-member= strategy= propagation-delay= wait no-poke poke-rate= probe timeout= dry-run metrics-file= events stuck-after= pushgateway= log-format= v/verbose q/quiet h/help V/version
 end
 
 function __fish_certgen_needs_command
@@ -28,6 +28,8 @@ complete -c certgen -n "__fish_certgen_needs_command" -l profile -d 'Built-in pr
 complete -c certgen -n "__fish_certgen_needs_command" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l renewal-window -d 'A renewal window, `CRON;DURATION[;TZ]` (cert-manager\'s cron, windowDuration and timezone, e.g. "0 2 * * 2;4h;Europe/Berlin"): a routine rotation (the CA or a leaf within its renewBefore) starts only inside one, unless it would expire within --renewal-window-margin of the next. Repeatable; replaces the config\'s renewal.windows' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l renewal-window-margin -d 'A routine rotation starts outside the windows when what it renews would expire within this long after the next window opens [default: the config\'s renewal.margin, or 24h]' -r
 complete -c certgen -n "__fish_certgen_needs_command" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_needs_command" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
@@ -35,7 +37,9 @@ complete -c certgen -n "__fish_certgen_needs_command" -l output -d 'Format of th
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l add-member -d 'With several --context: this context\'s cluster joins the set (it enters through a trust step). Repeatable' -r
+complete -c certgen -n "__fish_certgen_needs_command" -l remove-member -d 'With several --context: take this member (its kube-system UID, or its context) out of the set. Repeatable' -r
 complete -c certgen -n "__fish_certgen_needs_command" -l strategy -d 'How a rotation reaches consumers: staged (trust first, then leaves) or immediate (one write)' -r -f -a "staged\t'Trust first: every bundle gets the new CA beside the current one; leaves follow once consumers have it'
 immediate\t'Bundle and leaves in one write, for setups where every consumer restarts'"
 complete -c certgen -n "__fish_certgen_needs_command" -l propagation-delay -d 'How long hot-reloading consumers get to load a change before the next rotation phase relies on it [default: 2m in a cluster, 0s with --local]' -r
@@ -48,6 +52,7 @@ complete -c certgen -n "__fish_certgen_needs_command" -l log-format -d 'Log form
 json\t''"
 complete -c certgen -n "__fish_certgen_needs_command" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
 complete -c certgen -n "__fish_certgen_needs_command" -s o -l overwrite -d 'Rotate now: a new CA, bundled with at most one prior CA, and new leaves'
+complete -c certgen -n "__fish_certgen_needs_command" -l respect-window -d 'With --overwrite: wait for a renewal window too (by default a rotation asked for by hand starts at once, windows or not)'
 complete -c certgen -n "__fish_certgen_needs_command" -l rotate-hmac -d 'Also replace HMAC Secrets (they are left alone otherwise)'
 complete -c certgen -n "__fish_certgen_needs_command" -l force -d 'Take over Secrets owned by another manager and replace unusable contents'
 complete -c certgen -n "__fish_certgen_needs_command" -l wait -d 'Wait for the rollouts of restarted workloads (Deployments, StatefulSets, DaemonSets) before exiting (and for a cleanup gate that only --propagation-delay can open)'
@@ -72,6 +77,8 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l profile -d 'Bu
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l renewal-window -d 'A renewal window, `CRON;DURATION[;TZ]` (cert-manager\'s cron, windowDuration and timezone, e.g. "0 2 * * 2;4h;Europe/Berlin"): a routine rotation (the CA or a leaf within its renewBefore) starts only inside one, unless it would expire within --renewal-window-margin of the next. Repeatable; replaces the config\'s renewal.windows' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l renewal-window-margin -d 'A routine rotation starts outside the windows when what it renews would expire within this long after the next window opens [default: the config\'s renewal.margin, or 24h]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
@@ -79,7 +86,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand check" -l output -d 'For
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand check" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand check" -l disable-topology-injector -d 'Leave Envoy Gateway\'s topology injector webhook alone: do not keep the caBundle of MutatingWebhookConfiguration `envoy-gateway-topology-injector.<namespace>` in step'
@@ -115,6 +122,8 @@ complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l profile -d 
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l renewal-window -d 'A renewal window, `CRON;DURATION[;TZ]` (cert-manager\'s cron, windowDuration and timezone, e.g. "0 2 * * 2;4h;Europe/Berlin"): a routine rotation (the CA or a leaf within its renewBefore) starts only inside one, unless it would expire within --renewal-window-margin of the next. Repeatable; replaces the config\'s renewal.windows' -r
+complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l renewal-window-margin -d 'A routine rotation starts outside the windows when what it renews would expire within this long after the next window opens [default: the config\'s renewal.margin, or 24h]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when Kustomize renamed it. Without it, a renamed one is found as a run finds it: the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace (when this identity may list and watch mutatingwebhookconfigurations)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l listen -d 'Address to serve /metrics, /healthz and /readyz on' -r
 complete -c certgen -n "__fish_certgen_using_subcommand exporter" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
@@ -196,6 +205,8 @@ complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_see
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l config -d 'YAML config file (start from `certgen profile show`)' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s n -l namespace -d 'Namespace of the Secrets [env: CERTGEN_NAMESPACE, then ENVOY_GATEWAY_NAMESPACE for the envoy-gateway config; default: the profile\'s]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l cluster-domain -d 'Cluster DNS domain used in SANs [env: KUBERNETES_CLUSTER_DOMAIN; default: cluster.local]' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l renewal-window -d 'A renewal window, `CRON;DURATION[;TZ]` (cert-manager\'s cron, windowDuration and timezone, e.g. "0 2 * * 2;4h;Europe/Berlin"): a routine rotation (the CA or a leaf within its renewBefore) starts only inside one, unless it would expire within --renewal-window-margin of the next. Repeatable; replaces the config\'s renewal.windows' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l renewal-window-margin -d 'A routine rotation starts outside the windows when what it renews would expire within this long after the next window opens [default: the config\'s renewal.margin, or 24h]' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -s l -l local -d 'Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the config home\'s `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+]' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l config-home -d 'Envoy Gateway\'s config home: `--local` without DIR writes `DIR/certs` [default: ~/.config/envoy-gateway]. Only used with --local' -r -F
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l topology-injector -d 'The topology injector\'s MutatingWebhookConfiguration when it is not named `envoy-gateway-topology-injector.<namespace>` (a Kustomize name prefix or suffix). Without it, a run that does not find that name looks for the one labelled app.kubernetes.io/component=topology-injector whose webhook\'s Service is in the namespace, and says which it used' -r
@@ -203,7 +214,7 @@ complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_see
 json\t''
 prometheus\t''"
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l kubeconfig -d 'Kubeconfig file [default: $KUBECONFIG, ~/.kube/config, or in-cluster]' -r -F
-complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l context -d 'Kubeconfig context to use' -r
+complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l context -d 'Kubeconfig context to use. Repeat it for a set of clusters that share one CA: every phase of a rotation is then a barrier over all of them (docs/multicluster.md)' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l timeout -d 'Bound on waiting for cert-manager with --apply' -r
 complete -c certgen -n "__fish_certgen_using_subcommand handover; and __fish_seen_subcommand_from cert-manager" -l log-format -d 'Log format on standard error' -r -f -a "text\t''
 json\t''"
