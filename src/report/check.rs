@@ -373,7 +373,7 @@ impl CheckReport {
         }
         if let Some(next) = &self.next_renewal {
             out.push('\n');
-            out.push_str(&next.to_text());
+            out.push_str(&next.text_with(self.renewal_window.as_ref()));
         }
         // Subjects, paths and messages may come from what another tool stored.
         crate::text::printable(&out)

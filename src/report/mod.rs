@@ -495,6 +495,22 @@ pub fn next_renewal<'a>(
 }
 
 impl NextRenewal {
+    /// The report line, said against the renewal windows: an overdue renewal held for a
+    /// window is not a reason to run now.
+    pub fn text_with(&self, window: Option<&WindowReport>) -> String {
+        if self.overdue
+            && let Some(w) = window
+            && w.waiting.iter().any(|h| h.secret == self.secret)
+        {
+            return format!(
+                "Next renewal: {} is held for the renewal window opening at {}; certgen must run inside it (certgen's chart runs a CronJob).\n",
+                self.secret,
+                w.next_start.as_deref().unwrap_or("-")
+            );
+        }
+        self.to_text()
+    }
+
     /// The report line.
     pub fn to_text(&self) -> String {
         if self.overdue {
@@ -757,7 +773,7 @@ impl Report {
             }
         }
         if let Some(next) = &self.next_renewal {
-            out.push_str(&next.to_text());
+            out.push_str(&next.text_with(self.renewal_window.as_ref()));
         }
         out
     }
