@@ -191,7 +191,10 @@ async fn run<S: SecretStore>(
     // `Options::after`): re-plans continue from there, never a second time.
     let mut acted = (false, false);
     let mut first_ca_version: Option<Option<String>> = None;
-    let mut window: Option<crate::report::WindowReport>;
+    // Boxed: held across the step's awaits, it would otherwise grow every future that
+    // contains this one (the simulation's deepest crash-point test runs near the test
+    // thread's stack).
+    let mut window: Option<Box<crate::report::WindowReport>>;
     loop {
         let observed = read(store, config, &mut seed, &mut attempt).await?;
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
@@ -207,7 +210,7 @@ async fn run<S: SecretStore>(
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
-        window = crate::report::WindowReport::of(&config.renewal, &plan.window);
+        window = crate::report::WindowReport::of(&config.renewal, &plan.window).map(Box::new);
         if set.is_none() && options.hold == plan::Hold::default() {
             crate::set::refuse_shared_ca(config, &observed, (&plan, options.overwrite), &|n| {
                 store.object(n)
@@ -280,7 +283,7 @@ async fn run<S: SecretStore>(
             Ok(()) => {
                 let mut outcome =
                     outcome(store, config, (attempt, done), progress, phase, observed);
-                outcome.report.renewal_window = window;
+                outcome.report.renewal_window = window.map(|w| *w);
                 return Ok(Outcome {
                     ca_written,
                     hmac_written,
