@@ -116,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --respect-window --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,6 +143,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -222,7 +230,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -249,6 +257,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -400,7 +416,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__exporter)
-            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -427,6 +443,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -476,7 +500,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__handover__subcmd__cert__subcmd__manager)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -503,6 +527,14 @@ _certgen() {
                     return 0
                     ;;
                 --cluster-name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --renewal-window-margin)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -632,8 +632,29 @@ pub fn check(
         };
     }
     let quiet = next == NextRun::Nothing;
-    let rows = rows.into_iter().map(|r| r.finish(quiet)).collect();
-    CheckReport::new(config, store, rotation, rows, targets, next, now)
+    let window = match &planned {
+        Some(Ok(p)) => crate::report::WindowReport::of(&config.renewal, &p.window),
+        _ => None,
+    };
+    let mut rows: Vec<Row> = rows.into_iter().map(|r| r.finish(quiet)).collect();
+    // A routine rotation held for a renewal window: healthy (a plain run writes nothing and
+    // exits 0), but said as such, with the window it waits for.
+    if let Some(w) = &window {
+        for row in rows.iter_mut().filter(|r| r.status == "ok") {
+            if let Some(held) = w.waiting.iter().find(|h| h.secret == row.secret) {
+                row.status = "waiting";
+                row.notes = vec![format!(
+                    "{} ({}) waits for the renewal window opening at {}",
+                    held.what,
+                    held.due,
+                    w.next_start.as_deref().unwrap_or("-")
+                )];
+            }
+        }
+    }
+    let mut report = CheckReport::new(config, store, rotation, rows, targets, next, now);
+    report.renewal_window = window;
+    report
 }
 
 /// The CA Secret's row, and what it shows of the CAs.

@@ -70,11 +70,33 @@ pub struct SecretsArgs {
     pub cluster_name: Option<String>,
 }
 
+/// When routine rotations may start (the main job, `check` and the exporter).
+#[derive(Debug, Clone, Default, Args)]
+pub struct WindowArgs {
+    /// A renewal window, `CRON;DURATION[;TZ]` (cert-manager's cron, windowDuration and
+    /// timezone, e.g. "0 2 * * 2;4h;Europe/Berlin"): a routine rotation (the CA or a leaf
+    /// within its renewBefore) starts only inside one, unless it would expire within
+    /// --renewal-window-margin of the next. Repeatable; replaces the config's renewal.windows.
+    #[arg(
+        long,
+        value_name = "CRON;DURATION[;TZ]",
+        env = "CERTGEN_RENEWAL_WINDOW",
+        value_delimiter = '|'
+    )]
+    pub renewal_window: Vec<crate::window::Window>,
+    /// A routine rotation starts outside the windows when what it renews would expire within
+    /// this long after the next window opens [default: the config's renewal.margin, or 24h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub renewal_window_margin: Option<std::time::Duration>,
+}
+
 /// Where the Secrets are and which profile describes them (the main job and `check`).
 #[derive(Debug, Args)]
 pub struct TargetArgs {
     #[command(flatten)]
     pub secrets: SecretsArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Files instead of Secrets: `DIR/<secret>/{ca.crt,tls.crt,tls.key}` [default DIR: the
     /// config home's `certs`, `~/.config/envoy-gateway/certs`, as Envoy Gateway v1.6+].
     #[arg(short, long, value_name = "DIR", num_args = 0..=1)]
@@ -120,6 +142,10 @@ pub struct RunArgs {
     /// Rotate now: a new CA, bundled with at most one prior CA, and new leaves.
     #[arg(short, long)]
     pub overwrite: bool,
+    /// With --overwrite: wait for a renewal window too (by default a rotation asked for by
+    /// hand starts at once, windows or not).
+    #[arg(long, requires = "overwrite")]
+    pub respect_window: bool,
     /// Also replace HMAC Secrets (they are left alone otherwise).
     #[arg(long)]
     pub rotate_hmac: bool,

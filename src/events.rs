@@ -203,6 +203,46 @@ pub fn of_gate(
     out
 }
 
+/// The Events of the renewal windows (issue 45): a Warning on each Secret whose routine
+/// rotation started outside every window because it could not wait (`RenewalOutsideWindow`,
+/// with the reason), and a Normal `WaitingForRenewalWindow` on each Secret held for the next.
+pub fn of_window(window: Option<&crate::report::WindowReport>) -> Vec<EventLine> {
+    let Some(w) = window else {
+        return Vec::new();
+    };
+    let mut out: Vec<EventLine> = w
+        .emergency
+        .iter()
+        .filter_map(|e| {
+            let (secret, why) = e.split_once(": ")?;
+            Some(line(
+                "Warning",
+                "RenewalOutsideWindow",
+                "Secret",
+                secret,
+                "renew",
+                why.to_string(),
+            ))
+        })
+        .collect();
+    out.extend(w.waiting.iter().map(|h| {
+        line(
+            "Normal",
+            "WaitingForRenewalWindow",
+            "Secret",
+            &h.secret,
+            "check",
+            format!(
+                "{} ({}) waits for the renewal window opening at {}",
+                h.what,
+                h.due,
+                w.next_start.as_deref().unwrap_or("-")
+            ),
+        )
+    }));
+    out
+}
+
 /// The Warnings of the state a run left: a certificate past its renewal time (the run could
 /// not renew it), an expired CA (active, or in a bundle), and a rotation whose phase began more
 /// than `propagation_delay + stuck_after` ago (stuck past its gate).

@@ -42,6 +42,7 @@ pub mod set;
 pub mod store;
 pub mod text;
 pub mod timefmt;
+pub mod window;
 pub mod workload;
 
 use std::process::ExitCode;

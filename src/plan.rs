@@ -64,8 +64,8 @@ mod writes;
 use self::draft::CaDraft;
 pub use self::lost::{LostCa, find as lost_ca};
 pub use self::model::{
-    Action, Barrier, CaPlan, CaRef, CasAfter, Hold, Invalid, Kind, Known, Options, Phase, Plan,
-    SecretPlan, Signer,
+    Action, Barrier, CaPlan, CaRef, CasAfter, Emergency, Hold, Invalid, Kind, Known, Options,
+    Phase, Plan, SecretPlan, Signer, Waiting, WindowNote,
 };
 use self::rules::{LeafIn, after};
 pub(crate) use self::stored::pending as pending_ca;
@@ -126,6 +126,7 @@ pub fn plan(
             secrets,
             phase: Phase::Steady,
             under_way: false,
+            window: WindowNote::default(),
         });
     }
     let ca_name = config.ca.secret_name.as_str();
@@ -183,9 +184,18 @@ pub fn plan(
             .any(|l| !k.cert.signed(&l.cert) && l.bundle.contains(&k.cert)),
         _ => false,
     };
+    // Renewal windows: only outside every window do they hold anything.
+    let window = std::cell::RefCell::new(WindowNote {
+        outside: match config.renewal.position(now) {
+            crate::window::Position::Outside { next } => Some(next),
+            _ => None,
+        },
+        ..WindowNote::default()
+    });
     let input = Input {
         config,
         now,
+        window: &window,
         options,
         known,
         ca_name,
@@ -219,12 +229,15 @@ pub fn plan(
         secrets: all,
         phase,
         under_way,
+        window: window.into_inner(),
     })
 }
 
 struct Input<'a> {
     config: &'a Config,
     now: OffsetDateTime,
+    /// What the renewal windows hold back or let through in this step (`Input::waits_for_window`).
+    window: &'a std::cell::RefCell<WindowNote>,
     options: Options,
     known: Known,
     ca_name: &'a str,
@@ -260,6 +273,50 @@ impl Input<'_> {
             remove: vec![],
             derived: ca.derived.clone(),
         }
+    }
+
+    /// Whether a routine rotation of Secret `secret` (`what`, due because `due`), whose
+    /// certificate expires at `not_after`, waits for the next renewal window: only outside
+    /// every window, and only when it still has the configured margin to live once the next
+    /// window opens. Either way the decision is recorded for the report, the Events and
+    /// `check` (an emergency says why it did not wait).
+    fn waits_for_window(
+        &self,
+        secret: &str,
+        what: &str,
+        due: &str,
+        not_after: OffsetDateTime,
+    ) -> bool {
+        let mut note = self.window.borrow_mut();
+        let Some(next) = note.outside else {
+            return false;
+        };
+        let windows = &self.config.renewal;
+        if windows.can_wait(next.map(|(s, _)| s), not_after) {
+            note.waiting.push(Waiting {
+                secret: secret.to_string(),
+                what: what.to_string(),
+                due: due.to_string(),
+                not_after,
+            });
+            return true;
+        }
+        let when = match next {
+            Some((s, _)) => format!(
+                "the next renewal window opens at {}",
+                crate::timefmt::rfc3339(s)
+            ),
+            None => "no renewal window opens again".to_string(),
+        };
+        note.emergency.push(Emergency {
+            secret: secret.to_string(),
+            why: format!(
+                "{what} starts outside the renewal windows because it cannot wait: it {due} (at {}), and {when}, within the margin {} of that expiry",
+                crate::timefmt::rfc3339(not_after),
+                crate::timefmt::HumanDuration(windows.margin)
+            ),
+        });
+        false
     }
 
     fn present_leaves(&self) -> impl Iterator<Item = &Leaf> {

@@ -5,13 +5,15 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{OutputFormat, SecretsArgs, TargetArgs};
+use super::{OutputFormat, SecretsArgs, TargetArgs, WindowArgs};
 
 /// `certgen exporter`
 #[derive(Debug, Args)]
 pub struct ExporterArgs {
     #[command(flatten)]
     pub secrets: SecretsArgs,
+    #[command(flatten)]
+    pub window: WindowArgs,
     /// Do not watch Envoy Gateway's topology injector webhook (its caBundle metrics).
     #[arg(long)]
     pub disable_topology_injector: bool,
@@ -47,6 +49,7 @@ impl ExporterArgs {
                 cluster_domain: self.secrets.cluster_domain.clone(),
                 cluster_name: self.secrets.cluster_name.clone(),
             },
+            window: self.window.clone(),
             local: None,
             config_home: None,
             disable_topology_injector: self.disable_topology_injector,

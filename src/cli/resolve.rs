@@ -20,6 +20,8 @@ impl TargetArgs {
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
             topology_injector: self.topology_injector.clone(),
+            renewal_windows: self.window.renewal_window.clone(),
+            renewal_window_margin: self.window.renewal_window_margin,
         }
     }
 
@@ -50,6 +52,7 @@ impl RunArgs {
             timeout: self.timeout,
             overwrite_why: crate::config::OverwriteWhy::Asked,
             set_member: None,
+            respect_window: self.respect_window,
         }
     }
 }

@@ -289,6 +289,8 @@ pub struct Config {
     pub cluster_name: Option<String>,
     /// What this configuration was resolved from (`None` when built in code).
     origin: Option<std::sync::Arc<Origin>>,
+    /// When routine rotations may start (`renewal:`, `--renewal-window`): none, any time.
+    pub renewal: crate::window::Windows,
 }
 
 impl Config {
@@ -583,6 +585,7 @@ impl Config {
             }
             webhooks.push(hook);
         }
+        let renewal = validate::renewal(file.renewal.as_ref())?;
         Ok(Self {
             profile: file.name,
             namespace,
@@ -596,6 +599,7 @@ impl Config {
             clusters,
             cluster_name,
             origin: None,
+            renewal,
         })
     }
 }

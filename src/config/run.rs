@@ -51,6 +51,8 @@ pub struct RunOptions {
     /// A member's dry run in a set of clusters: the steps its plan holds back, as the set's
     /// run plans that member's step (`None`: not a member of a set's dry run).
     pub set_member: Option<SetHold>,
+    /// `--respect-window`: `--overwrite` waits for a renewal window too.
+    pub respect_window: bool,
 }
 
 /// The rotation steps a member of a set of clusters holds back ([`RunOptions::set_member`]).
@@ -137,6 +139,10 @@ pub struct TargetSpec {
     pub disable_topology_injector: bool,
     /// `--topology-injector NAME`: the topology injector's name, when not Envoy Gateway's.
     pub topology_injector: Option<String>,
+    /// `--renewal-window`: replaces the config's `renewal.windows` when given.
+    pub renewal_windows: Vec<crate::window::Window>,
+    /// `--renewal-window-margin`: replaces the config's `renewal.margin`.
+    pub renewal_window_margin: Option<Duration>,
 }
 
 /// The configuration source the arguments select.
@@ -167,6 +173,13 @@ pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), 
     }
     if let Some(name) = &target.topology_injector {
         config.name_topology_injector(name)?;
+    }
+    // The command line's windows replace the file's (flag > file).
+    if !target.renewal_windows.is_empty() {
+        config.renewal.windows = target.renewal_windows.clone();
+    }
+    if let Some(m) = target.renewal_window_margin {
+        config.renewal.margin = m;
     }
     let local = local_dir(
         target.local.clone(),

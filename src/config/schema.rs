@@ -33,6 +33,9 @@ pub struct ConfigFile {
     /// this file and no `--context` runs over all of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub clusters: Vec<ClusterFile>,
+    /// When routine rotations may start (cert-manager's `spec.renewal` shape; issue 45).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewal: Option<RenewalFile>,
 }
 
 /// One member of a set of clusters, as the config file lists it.
@@ -48,6 +51,33 @@ pub struct ClusterFile {
     /// `cluster.name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+}
+
+/// `renewal:`: the windows a routine rotation (the CA or a leaf within its renewBefore) waits
+/// for, and how close to its expiry it may wait.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RenewalFile {
+    /// cert-manager's `spec.renewal.windows[]`: a routine rotation starts only inside one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowFile>,
+    /// A routine rotation starts outside the windows when what it renews would expire within
+    /// this long after the next window opens (default 24h).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub margin: Option<HumanDuration>,
+}
+
+/// One renewal window, with cert-manager's field names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WindowFile {
+    /// Five cron fields (minute hour day-of-month month day-of-week), or `@daily` and the like.
+    pub cron: String,
+    /// How long each opening lasts.
+    pub window_duration: HumanDuration,
+    /// An IANA time zone (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timezone: Option<String>,
 }
 
 /// The kind of object whose `caBundle` certgen keeps in step with a bundle.

@@ -589,3 +589,21 @@ pub fn webhook(
         bundle_key: followed.layout.bundle.clone(),
     })
 }
+
+/// `renewal:`: each window parsed (its cron, duration and time zone), and the margin.
+pub(super) fn renewal(
+    file: Option<&super::schema::RenewalFile>,
+) -> Result<crate::window::Windows, String> {
+    let mut out = crate::window::Windows::default();
+    let Some(file) = file else { return Ok(out) };
+    for (i, w) in file.windows.iter().enumerate() {
+        out.windows.push(
+            crate::window::Window::new(&w.cron, w.window_duration.0, w.timezone.as_deref())
+                .map_err(|e| format!("renewal.windows[{i}]: {e}"))?,
+        );
+    }
+    if let Some(m) = file.margin {
+        out.margin = m.0;
+    }
+    Ok(out)
+}

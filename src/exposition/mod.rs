@@ -26,7 +26,7 @@ use crate::report::CheckReport;
 
 /// The statuses of a Secret in `check` (`certgen_secret_status`), each exposed as 0 or 1.
 /// `lost`: certgen's own CA Secret is gone while leaves it signed remain (its key is lost).
-const SECRET_STATUSES: [&str; 5] = ["ok", "due", "missing", "invalid", "lost"];
+const SECRET_STATUSES: [&str; 6] = ["ok", "due", "missing", "invalid", "lost", "waiting"];
 /// The rotation phases (`certgen_rotation_phase`).
 pub const PHASES: [&str; 4] = ["steady", "trust", "leaves", "cleanup"];
 
@@ -166,6 +166,38 @@ pub fn health(
         since,
         target_family(config, report),
     ]
+    .into_iter()
+    .chain(window_families(config, report))
+    .collect()
+}
+
+/// The renewal windows (issue 45), when configured: whether one is open, when the next opens,
+/// and how many routine rotations wait for it.
+fn window_families(config: &Config, report: &CheckReport) -> Vec<Family> {
+    let Some(w) = &report.renewal_window else {
+        return Vec::new();
+    };
+    let labels = || vec![ns(config), ("profile", config.profile.clone())];
+    let mut open = Family::gauge(
+        "certgen_renewal_window_open",
+        "1 when a renewal window is open now: routine rotations may start.",
+    );
+    open.push(labels(), f64::from(u8::from(w.open)));
+    let mut next = Family::gauge(
+        "certgen_renewal_window_next_start_timestamp_seconds",
+        "When the next renewal window opens (Unix time), while none is open; absent inside a window or when none opens again.",
+    );
+    if let Some(t) = w.next_start.as_deref().and_then(|s| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
+    }) {
+        next.push(labels(), t.unix_timestamp() as f64);
+    }
+    let mut waiting = Family::gauge(
+        "certgen_renewal_window_waiting",
+        "Routine rotations and renewals held for the next renewal window (each Secret's status is then `waiting`).",
+    );
+    waiting.push(labels(), w.waiting.len() as f64);
+    vec![open, next, waiting]
 }
 
 /// The `namespace` label every series carries.

@@ -252,7 +252,7 @@ fn statuses_and_targets_are_state_sets() {
     // Every Secret has exactly one status; here all are ok, and nothing is in rotation.
     let statuses = sample(&text, "certgen_secret_status{");
     let secrets = 1 + r.config.tls.len() + r.config.hmac.len();
-    assert_eq!(statuses.len(), 5 * secrets);
+    assert_eq!(statuses.len(), 6 * secrets);
     assert_eq!(
         statuses.iter().filter(|l| l.ends_with(" 1")).count(),
         secrets

@@ -113,6 +113,30 @@ impl Input<'_> {
             let ca_valid_at = active_cert.not_before;
             out.waits_for_ca |= why.is_some() && self.now < ca_valid_at;
             let why = why.filter(|_| self.now >= ca_valid_at);
+            // A routine renewal waits for the next renewal window, unless it cannot (its
+            // bundle is still kept in line).
+            let mut held = None;
+            let why = match why {
+                Some(why)
+                    if let Some((not_after, due)) = l.routine(active_cert, self.now)
+                        && self.waits_for_window(
+                            &l.cfg.name,
+                            "the leaf's renewal",
+                            &due,
+                            not_after,
+                        ) =>
+                {
+                    let at = self.window.borrow().next_start();
+                    held = Some(format!(
+                        "{due}; waits for the next renewal window{}",
+                        at.map(|s| format!(" at {}", crate::timefmt::rfc3339(s)))
+                            .unwrap_or_default()
+                    ));
+                    let _ = why;
+                    None
+                }
+                other => other,
+            };
             out.secrets.push(match (why, l.ok()) {
                 (Some(why), _) => l.issue(Signer::Held(key.clone()), target_refs, why),
                 (None, Some(leaf)) if !same(&leaf.bundle, target) => l.bundle_update(
@@ -126,9 +150,10 @@ impl Input<'_> {
                         "ca.crt differs from the CA's trust bundle".to_string()
                     },
                 ),
-                (None, Some(leaf)) => l.keep(match l.issue_reason(active_cert, self.now) {
-                    Some(why) => format!("{why}; renewed by the next CA (the current one expires first)"),
-                    None => format!("valid until {}", leaf.cert.not_after.date()),
+                (None, Some(leaf)) => l.keep(match (held, l.issue_reason(active_cert, self.now)) {
+                    (Some(held), _) => held,
+                    (None, Some(why)) => format!("{why}; renewed by the next CA (the current one expires first)"),
+                    (None, None) => format!("valid until {}", leaf.cert.not_after.date()),
                 }),
                 // (Missing or broken while the CA is not valid yet.)
                 (None, None) => l.keep(format!(

@@ -29,6 +29,8 @@ pub struct Options {
     /// Why `overwrite` is set (`--overwrite`, or `certgen create`'s `--validity`): the
     /// report's reason only.
     pub overwrite_why: OverwriteWhy,
+    /// `--respect-window`: `--overwrite` waits for a renewal window like a routine rotation.
+    pub respect_window: bool,
 }
 
 /// The steps a member of a set of clusters may not take yet: each waits until every member
@@ -90,6 +92,7 @@ impl Options {
                 cleanup: h.cleanup,
             }),
             overwrite_why: run.overwrite_why,
+            respect_window: run.respect_window,
         }
     }
 
@@ -321,6 +324,49 @@ pub struct Plan {
     /// certgen's active CA, in a bundle that already trusts it). It is the rotation an
     /// `--overwrite` asks for: the run finishes it and begins no other (one rotation per due).
     pub under_way: bool,
+    /// What the renewal windows did to this step (`src/window.rs`; empty without windows).
+    pub window: WindowNote,
+}
+
+/// What the renewal windows did to a step: the routine rotations they hold for the next
+/// window, and those that start outside every window because they cannot wait.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WindowNote {
+    /// `now` is outside every window: the next opening and its end (`None` inside a window, or
+    /// without windows; `Some(None)` when no window opens again).
+    pub outside: Option<Option<(OffsetDateTime, OffsetDateTime)>>,
+    /// Held for the next window.
+    pub waiting: Vec<Waiting>,
+    /// Started outside every window, with the reason.
+    pub emergency: Vec<Emergency>,
+}
+
+/// A routine rotation held for the next window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The Secret (the CA Secret for a CA rotation).
+    pub secret: String,
+    /// What waits, in words (`the CA's rotation`, `the leaf's renewal`).
+    pub what: String,
+    /// Why it is due.
+    pub due: String,
+    /// When the certificate expires.
+    pub not_after: OffsetDateTime,
+}
+
+/// A routine rotation that starts outside every window because it cannot wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Emergency {
+    pub secret: String,
+    /// Why, in one line a report and a Warning Event show.
+    pub why: String,
+}
+
+impl WindowNote {
+    /// The next window's start, when `now` is outside every window and one opens again.
+    pub fn next_start(&self) -> Option<OffsetDateTime> {
+        self.outside.flatten().map(|(s, _)| s)
+    }
 }
 
 impl Plan {

@@ -184,6 +184,26 @@ impl LeafIn<'_> {
         }
     }
 
+    /// When this leaf is due only because it entered its renewBefore (valid, signed by
+    /// `active`, its SANs and usages as configured): the routine renewal a renewal window may
+    /// hold. Its expiry and the reason it is due.
+    pub(super) fn routine(
+        &self,
+        active: &Cert,
+        now: OffsetDateTime,
+    ) -> Option<(OffsetDateTime, String)> {
+        let l = self.ok()?;
+        let routine = active.signed(&l.cert)
+            && now >= l.cert.not_before
+            && now < l.cert.not_after
+            && san_drift(&l.cert, self.cfg).is_none()
+            && leaf_refusal(&l.cert, self.cfg).is_none();
+        routine
+            .then(|| due(&l.cert, self.cfg.renew_before, now))
+            .flatten()
+            .map(|d| (l.cert.not_after, d))
+    }
+
     /// Why this leaf is issued again by `active` in this step, if doing so helps: a leaf that
     /// is due only because it is clipped to the active CA's expiry would be due again at once,
     /// so it waits for the next CA (which the CA's own, longer, renewBefore brings first).

@@ -1117,3 +1117,159 @@ fn a_rotation_under_way_is_the_one_overwrite_asks_for() {
     assert!(!p.under_way);
     assert_eq!(p.ca.action, Action::Trust);
 }
+
+// Renewal windows (issue 45). NOW is 2026-06-01 12:00 UTC; the window below opens daily at
+// 02:00 UTC for 4 hours, so NOW is outside it and the next opens 14 hours later.
+
+const NIGHTLY: &str = "0 2 * * *;4h;UTC";
+
+fn windowed(world: &mut World, window: &str, margin_days: u64) {
+    world.config.renewal = crate::window::Windows {
+        windows: vec![window.parse().unwrap()],
+        margin: Duration::from_secs(margin_days * 86_400),
+    };
+}
+
+/// A world whose `envoy` leaf expires in 25 days (inside its 30-day renewBefore).
+fn leaf_due(window: &str, margin_days: u64) -> World {
+    let ca = new_ca(NOW - DAY * 400);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    let t = world.config.tls[1].clone();
+    let old_leaf = issue_leaf(&t.leaf, &ca.0, NOW - DAY * 340).unwrap();
+    let bundle = bundle_pem(std::slice::from_ref(&ca.0.cert)).into_bytes();
+    world
+        .state
+        .secrets
+        .insert(t.name.clone(), tls(&t.name, &bundle, &old_leaf));
+    windowed(&mut world, window, margin_days);
+    world
+}
+
+#[test]
+fn a_routine_leaf_renewal_outside_the_window_waits_for_it() {
+    let plan = leaf_due(NIGHTLY, 1).plan(NOW, Options::default()).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    assert!(
+        plan.secrets[1]
+            .reason
+            .contains("waits for the next renewal window at 2026-06-02T02:00:00Z"),
+        "{}",
+        plan.secrets[1].reason
+    );
+    assert_eq!(
+        plan.window.next_start(),
+        Some(datetime!(2026-06-02 02:00 UTC))
+    );
+    assert_eq!(plan.window.waiting.len(), 1);
+    assert_eq!(plan.window.waiting[0].secret, "envoy");
+    assert!(plan.window.emergency.is_empty());
+}
+
+#[test]
+fn inside_the_window_the_routine_renewal_goes() {
+    // 10:00-14:00 holds NOW.
+    let plan = leaf_due("0 10 * * *;4h", 1)
+        .plan(NOW, Options::default())
+        .unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Renew);
+    assert_eq!(plan.window, WindowNote::default());
+}
+
+#[test]
+fn a_renewal_that_cannot_wait_goes_now_and_says_why() {
+    // A 30-day margin: the leaf (25 days left) cannot wait 14 hours for the window.
+    let plan = leaf_due(NIGHTLY, 30).plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Renew);
+    assert!(plan.window.waiting.is_empty());
+    assert_eq!(plan.window.emergency.len(), 1);
+    let why = &plan.window.emergency[0].why;
+    assert!(why.contains("cannot wait"), "{why}");
+    assert!(why.contains("2026-06-02T02:00:00Z"), "{why}");
+    // A window that never comes back within the leaf's life: the same.
+    let plan = leaf_due("0 2 1 1 *;1h", 1)
+        .plan(NOW, Options::default())
+        .unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Renew);
+    assert_eq!(plan.window.emergency.len(), 1);
+}
+
+#[test]
+fn a_ca_rotation_waits_for_the_window_unless_overwrite_asks_without_respect() {
+    let ca = new_ca(NOW - DAY * 1800); // 25 days left, inside the CA's 90-day renewBefore
+    let mut world = World::installed(&ca, NOW - DAY);
+    windowed(&mut world, NIGHTLY, 1);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    assert_eq!(plan.window.waiting[0].secret, "envoy-gateway-ca");
+    assert_eq!(plan.window.waiting[0].what, "the CA's rotation");
+    // --overwrite by hand: not bound by the window.
+    let overwrite = Options {
+        overwrite: true,
+        ..Options::default()
+    };
+    let plan = world.plan(NOW, overwrite).unwrap();
+    assert_eq!(plan.ca.action, Action::Trust);
+    // ... unless --respect-window.
+    let respect = Options {
+        respect_window: true,
+        ..overwrite
+    };
+    let plan = world.plan(NOW, respect).unwrap();
+    assert!(!plan.writes(), "{:?}", actions(&plan));
+    assert!(plan.window.waiting[0].what.contains("--respect-window"));
+    // Inside the window the routine rotation starts.
+    windowed(&mut world, "0 12 * * *;1h", 1);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Trust);
+}
+
+#[test]
+fn a_fresh_install_is_not_held_by_a_window() {
+    let mut config = config();
+    config.renewal = crate::window::Windows {
+        windows: vec![NIGHTLY.parse().unwrap()],
+        ..Default::default()
+    };
+    let plan = plan(
+        &config,
+        &Snapshot::default(),
+        NOW,
+        Options::default(),
+        Known::default(),
+        &object,
+    )
+    .unwrap();
+    assert!(actions(&plan).iter().all(|(_, a)| *a == Action::Create));
+    assert!(plan.window.waiting.is_empty() && plan.window.emergency.is_empty());
+}
+
+#[test]
+fn a_rotation_already_started_finishes_outside_the_window() {
+    // A pending CA stored (the trust step done) and the gate long open: the leaves step goes.
+    let ca = new_ca(NOW - DAY * 10);
+    let next = new_ca(NOW - DAY);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    world
+        .state
+        .set_bundles(&[next.0.cert.clone(), ca.0.cert.clone()]);
+    world.edit("envoy-gateway-ca", |s| {
+        s.data
+            .insert("next.crt".into(), next.1.cert.pem().into_bytes());
+        s.data
+            .insert("next.key".into(), next.1.key.expose().as_bytes().to_vec());
+    });
+    windowed(&mut world, NIGHTLY, 1);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(plan.ca.action, Action::Promote, "{:?}", actions(&plan));
+    assert!(plan.window.waiting.is_empty());
+}
+
+#[test]
+fn a_missing_leaf_is_created_outside_the_window() {
+    let ca = new_ca(NOW - DAY * 10);
+    let mut world = World::installed(&ca, NOW - DAY * 10);
+    world.state.secrets.remove("envoy");
+    windowed(&mut world, NIGHTLY, 1);
+    let plan = world.plan(NOW, Options::default()).unwrap();
+    assert_eq!(action_of(&plan, "envoy"), Action::Create);
+}

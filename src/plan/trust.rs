@@ -39,14 +39,36 @@ impl Input<'_> {
     pub(super) fn rotation_reason(&self, active: &Active) -> Option<String> {
         // One rotation per due: the leaves step of one under way is the rotation asked for.
         if self.options.overwrite && !self.leaves_under_way {
-            return Some(self.options.overwrite_why.reason());
+            // By hand, not bound by the windows unless asked (--respect-window).
+            let reason = self.options.overwrite_why.reason();
+            if !(self.options.respect_window
+                && self.waits_for_window(
+                    self.ca_name,
+                    "the CA's rotation (--overwrite --respect-window)",
+                    "was asked for",
+                    active.cert().not_after,
+                ))
+            {
+                return Some(reason);
+            }
         }
         // (A CA not valid yet is no reason to rotate: nothing is signed with it before it
         // is, and the clock that made it so may be the store's, stepped back.)
         if self.now >= active.cert().not_before
             && let Some(d) = due(active.cert(), self.config.ca.renew_before, self.now)
         {
-            return Some(format!("the CA {d}"));
+            // A routine rotation (within renewBefore, not expired) waits for a window.
+            let routine = self.now < active.cert().not_after;
+            if !(routine
+                && self.waits_for_window(
+                    self.ca_name,
+                    "the CA's rotation",
+                    &d,
+                    active.cert().not_after,
+                ))
+            {
+                return Some(format!("the CA {d}"));
+            }
         }
         if let Active::Adopted(cert) = active {
             // Without the key nothing can be issued: any leaf to issue means moving to a

@@ -127,6 +127,9 @@ pub struct CheckReport {
     /// When certgen must run again at the latest (filled in by the caller).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_renewal: Option<NextRenewal>,
+    /// The renewal windows: the next one, and what waits for it (issue 45).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renewal_window: Option<super::WindowReport>,
 }
 
 impl BundleEntry {
@@ -198,6 +201,7 @@ impl CheckReport {
             secrets: rows,
             ca_bundle_targets: targets,
             next_renewal,
+            renewal_window: None,
         }
     }
 }
@@ -324,6 +328,9 @@ impl CheckReport {
             out.push_str(&format!("\nROTATION: {rot}\n"));
         }
         out.push_str(&format!("\nNEXT RUN: {}\n", self.next_run.to_text()));
+        if let Some(w) = &self.renewal_window {
+            out.push_str(&w.to_text());
+        }
         let mut problems: Vec<String> = self
             .secrets
             .iter()
@@ -366,7 +373,7 @@ impl CheckReport {
         }
         if let Some(next) = &self.next_renewal {
             out.push('\n');
-            out.push_str(&next.to_text());
+            out.push_str(&next.text_with(self.renewal_window.as_ref()));
         }
         // Subjects, paths and messages may come from what another tool stored.
         crate::text::printable(&out)

@@ -166,6 +166,10 @@ pub struct Report {
     /// What a dry run found that the real run would fail on (a namespace that does not exist).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The renewal windows: the next one when the run ended outside every window, what waits
+    /// for it, and what started outside them because it could not wait (issue 45).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renewal_window: Option<WindowReport>,
     /// The run lock's Lease, when the run held one: whether it was taken over from a crashed
     /// run, and how its renewals went.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -348,6 +352,104 @@ pub struct EndpointResult {
     pub attempts: u32,
 }
 
+/// What the renewal windows did: the next window (when outside every window), what waits for
+/// it, and what started outside them because it could not wait.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowReport {
+    /// The next window's start (RFC 3339), when `now` is outside every window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_start: Option<String>,
+    /// Its end (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_end: Option<String>,
+    /// Inside a window now.
+    pub open: bool,
+    /// Routine rotations held for the next window.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<WindowWaiting>,
+    /// Rotations started outside every window because they could not wait: one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emergency: Vec<String>,
+}
+
+/// One routine rotation held for the next window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WindowWaiting {
+    pub secret: String,
+    pub what: String,
+    pub due: String,
+    /// RFC 3339.
+    pub not_after: String,
+}
+
+impl WindowReport {
+    /// The report of a plan's window note, when windows are configured (`None` without).
+    pub fn of(windows: &crate::window::Windows, note: &crate::plan::WindowNote) -> Option<Self> {
+        if windows.is_empty() {
+            return None;
+        }
+        let next = note.outside.flatten();
+        Some(Self {
+            next_start: next.map(|(s, _)| crate::timefmt::rfc3339(s)),
+            next_end: next.map(|(_, e)| crate::timefmt::rfc3339(e)),
+            open: note.outside.is_none(),
+            waiting: note
+                .waiting
+                .iter()
+                .map(|w| WindowWaiting {
+                    secret: w.secret.clone(),
+                    what: w.what.clone(),
+                    due: w.due.clone(),
+                    not_after: crate::timefmt::rfc3339(w.not_after),
+                })
+                .collect(),
+            emergency: note
+                .emergency
+                .iter()
+                .map(|e| format!("{}: {}", e.secret, e.why))
+                .collect(),
+        })
+    }
+
+    /// The report's lines.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        match (&self.next_start, &self.next_end) {
+            _ if self.open => out.push_str("Renewal window: open now\n"),
+            (Some(s), Some(e)) => out.push_str(&format!(
+                "Renewal window: closed; the next opens at {s} (until {e})\n"
+            )),
+            _ => out.push_str("Renewal window: closed, and none opens again\n"),
+        }
+        for w in &self.waiting {
+            out.push_str(&format!(
+                "Waiting for the window: {} of {} ({}; expires {})\n",
+                w.what, w.secret, w.due, w.not_after
+            ));
+        }
+        for e in &self.emergency {
+            out.push_str(&format!("Outside the window: {e}\n"));
+        }
+        out
+    }
+
+    /// Merges a later step's report into this one: the later next window, every wait and
+    /// emergency once.
+    pub fn merge(mut self, later: Self) -> Self {
+        for e in later.emergency {
+            if !self.emergency.contains(&e) {
+                self.emergency.push(e);
+            }
+        }
+        Self {
+            emergency: self.emergency,
+            ..later
+        }
+    }
+}
+
 /// The earliest moment a Secret becomes due: its certificate's expiry minus its renewBefore.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -398,6 +500,22 @@ pub fn next_renewal<'a>(
 }
 
 impl NextRenewal {
+    /// The report line, said against the renewal windows: an overdue renewal held for a
+    /// window is not a reason to run now.
+    pub fn text_with(&self, window: Option<&WindowReport>) -> String {
+        if self.overdue
+            && let Some(w) = window
+            && w.waiting.iter().any(|h| h.secret == self.secret)
+        {
+            return format!(
+                "Next renewal: {} is held for the renewal window opening at {}; certgen must run inside it (certgen's chart runs a CronJob).\n",
+                self.secret,
+                w.next_start.as_deref().unwrap_or("-")
+            );
+        }
+        self.to_text()
+    }
+
     /// The report line.
     pub fn to_text(&self) -> String {
         if self.overdue {
@@ -456,6 +574,7 @@ impl Report {
             key_modes: Vec::new(),
             skipped: Vec::new(),
             warnings: Vec::new(),
+            renewal_window: None,
             lock: None,
             error: None,
             events: Vec::new(),
@@ -645,6 +764,9 @@ impl Report {
         for w in &self.warnings {
             out.push_str(&format!("Warning: {w}\n"));
         }
+        if let Some(w) = &self.renewal_window {
+            out.push_str(&w.to_text());
+        }
         if let Some(l) = &self.lock {
             if let Some(old) = &l.took_over {
                 out.push_str(&format!(
@@ -663,7 +785,7 @@ impl Report {
             }
         }
         if let Some(next) = &self.next_renewal {
-            out.push_str(&next.to_text());
+            out.push_str(&next.text_with(self.renewal_window.as_ref()));
         }
         out
     }

@@ -459,6 +459,7 @@ async fn raced(
         progress.note(Learned::HmacWritten);
     }
     progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    progress.note(Learned::Window(outcome.report.renewal_window.clone()));
     let taken = take_lock(inv).await?;
     *held.lock().unwrap_or_else(|e| e.into_inner()) = taken;
     Ok(())
@@ -473,6 +474,7 @@ fn finish(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence)
         progress.attempts,
     );
     report.events = progress.events.clone();
+    report.renewal_window = progress.window.clone();
     report.pods = evidence.pods.clone();
     report.gates = progress.gates.clone();
     report.pokes = evidence.pokes_in_run();
@@ -652,6 +654,7 @@ async fn after_step<S: SecretStore>(
         progress.note(Learned::HmacWritten);
     }
     progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    progress.note(Learned::Window(outcome.report.renewal_window.clone()));
     Ok(synced)
 }
 

@@ -46,6 +46,8 @@ pub struct Progress {
     /// Why restarts are skipped for the rest of the run, once a workload request was refused
     /// (403, without `--wait`).
     pub restarts_refused: Option<String>,
+    /// The renewal windows over the steps: the last step's next window, every emergency.
+    pub window: Option<crate::report::WindowReport>,
 }
 
 /// One thing a run learned.
@@ -81,6 +83,8 @@ pub enum Learned {
     Refused { what: String, note: String },
     /// A workload request was refused (403, without `--wait`): no more restarts in this run.
     RestartsRefused(String),
+    /// What the renewal windows did in a step (issue 45).
+    Window(Option<crate::report::WindowReport>),
 }
 
 impl Progress {
@@ -119,6 +123,12 @@ impl Progress {
             }
             Learned::RestartsRefused(note) => {
                 self.restarts_refused.get_or_insert(note);
+            }
+            Learned::Window(w) => {
+                self.window = match (self.window.take(), w) {
+                    (Some(a), Some(b)) => Some(a.merge(b)),
+                    (a, b) => b.or(a),
+                };
             }
         }
     }

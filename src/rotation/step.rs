@@ -191,6 +191,10 @@ async fn run<S: SecretStore>(
     // `Options::after`): re-plans continue from there, never a second time.
     let mut acted = (false, false);
     let mut first_ca_version: Option<Option<String>> = None;
+    // Boxed: held across the step's awaits, it would otherwise grow every future that
+    // contains this one (the simulation's deepest crash-point test runs near the test
+    // thread's stack).
+    let mut window: Option<Box<crate::report::WindowReport>>;
     loop {
         let observed = read(store, config, &mut seed, &mut attempt).await?;
         // If the CA Secret changed since the first read (a CA write whose answer was lost, or
@@ -206,6 +210,7 @@ async fn run<S: SecretStore>(
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
+        window = crate::report::WindowReport::of(&config.renewal, &plan.window).map(Box::new);
         if set.is_none() && options.hold == plan::Hold::default() {
             crate::set::refuse_shared_ca(config, &observed, (&plan, options.overwrite), &|n| {
                 store.object(n)
@@ -276,7 +281,9 @@ async fn run<S: SecretStore>(
         let raced = seeded && matches!(result, Err(ApplyError::Store(StoreError::Conflict { .. })));
         match result {
             Ok(()) => {
-                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
+                let mut outcome =
+                    outcome(store, config, (attempt, done), progress, phase, observed);
+                outcome.report.renewal_window = window.map(|w| *w);
                 return Ok(Outcome {
                     ca_written,
                     hmac_written,
@@ -567,7 +574,8 @@ fn looked<S: SecretStore>(
     for name in observed.secrets.keys() {
         stored.record(name, &observed, &BTreeMap::new(), None);
     }
-    let report = Report::from_plan(&config.profile, store.describe(), &plan);
+    let mut report = Report::from_plan(&config.profile, store.describe(), &plan);
+    report.renewal_window = crate::report::WindowReport::of(&config.renewal, &plan.window);
     // Each TLS Secret's bundle under its own layout's key (kube-webhook-certgen's `ca`, say),
     // as the run's writes record it ([`Applied::record`]).
     let planned = config

@@ -164,18 +164,31 @@ async fn record_events(
     if args.dry_run {
         return;
     }
+    report
+        .events
+        .extend(events::of_window(report.renewal_window.as_ref()));
     match left {
         Some(Ok(left)) if left.complete => {
             let rotation = exposition::rotation(config, &left.observed, left.now);
             let delay = args.options(false).propagation_delay;
-            report.events.extend(events::warnings(
-                config,
-                &left.observed,
-                rotation,
-                left.now,
-                delay,
-                args.stuck_after,
-            ));
+            // A renewal held for a window is not overdue: its WaitingForRenewalWindow says so.
+            let waiting: Vec<String> = report
+                .renewal_window
+                .iter()
+                .flat_map(|w| w.waiting.iter().map(|h| h.secret.clone()))
+                .collect();
+            report.events.extend(
+                events::warnings(
+                    config,
+                    &left.observed,
+                    rotation,
+                    left.now,
+                    delay,
+                    args.stuck_after,
+                )
+                .into_iter()
+                .filter(|e| !(e.reason == "RenewalOverdue" && waiting.contains(&e.name))),
+            );
         }
         Some(Err(e)) => {
             tracing::warn!("no Warning Events: reading the Secrets after the run failed: {e}")

@@ -395,3 +395,68 @@ fn a_bundle_fix_of_the_ca_secret_alone_is_written() {
     assert_eq!(std::fs::read(&bundle).unwrap(), once);
     assert_eq!(run_local(&dir, &[]).ok().json()["writes"], 0);
 }
+
+/// Issue 45: a routine renewal outside the renewal window is held (exit 0, nothing written,
+/// the next window named, `check` healthy with the rows `waiting`); one that cannot wait
+/// goes at once with its reason. The store's clock (the file system's) is `now`: the window
+/// is placed two days after it.
+#[test]
+fn a_renewal_window_holds_a_routine_renewal_and_lets_an_emergency_through() {
+    let tmp = tempdir();
+    let dir = tmp.path().join("certs");
+    let base = profile();
+    // Installed with 30-day leaves; then a config whose renewBefore (45d) makes them due.
+    let short = write(
+        tmp.path(),
+        "short.yaml",
+        &base
+            .replace("validity: 1825d", "validity: 30d")
+            .replace("renewBefore: 30d", "renewBefore: 1d"),
+    );
+    let due = write(
+        tmp.path(),
+        "due.yaml",
+        &base
+            .replace("validity: 1825d", "validity: 60d")
+            .replace("renewBefore: 30d", "renewBefore: 45d"),
+    );
+    run_local(&dir, &["--config", short.to_str().unwrap()]).ok();
+    let before = tree(&dir);
+    let at = time::OffsetDateTime::now_utc() + time::Duration::days(2);
+    let window = format!(
+        "{} {} {} {} *;1h;UTC",
+        at.minute(),
+        at.hour(),
+        at.day(),
+        u8::from(at.month())
+    );
+    let config = [
+        "--config",
+        due.to_str().unwrap(),
+        "--renewal-window",
+        &window,
+    ];
+    let held = run_local(&dir, &config).ok().json();
+    assert_eq!(held["writes"], 0);
+    assert_eq!(held["renewalWindow"]["open"], false);
+    assert!(held["renewalWindow"]["nextStart"].is_string());
+    assert_eq!(
+        held["renewalWindow"]["waiting"].as_array().unwrap().len(),
+        3
+    );
+    assert_eq!(tree(&dir), before, "a held run writes nothing");
+    let check = check_local(&dir, &[&config[..], &["--output", "json"]].concat()).json();
+    assert_eq!(check["healthy"], true);
+    assert_eq!(check_row(&check, "envoy")["status"], "waiting");
+    // A margin longer than what is left: the renewal cannot wait.
+    let now = run_local(
+        &dir,
+        &[&config[..], &["--renewal-window-margin", "40d"]].concat(),
+    )
+    .ok()
+    .json();
+    assert_eq!(now["writes"], 3);
+    let emergency = now["renewalWindow"]["emergency"].as_array().unwrap();
+    assert_eq!(emergency.len(), 3, "{emergency:?}");
+    assert!(emergency[0].as_str().unwrap().contains("cannot wait"));
+}

@@ -52,6 +52,7 @@ mod smoke;
 mod store;
 mod valid;
 mod webhook;
+mod window;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -630,6 +630,7 @@ fn options(spec: &RunSpec) -> RunOptions {
         timeout: spec.timeout.unwrap_or(Duration::from_secs(300)),
         overwrite_why: Default::default(),
         set_member: None,
+        respect_window: false,
     }
 }
 

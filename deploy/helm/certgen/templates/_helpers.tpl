@@ -176,6 +176,14 @@ that kind. */}}
 {{- if .Values.probe }}
 - --probe
 {{- end }}
+{{- range .Values.renewalWindows }}
+- --renewal-window
+- {{ printf "%s;%s;%s" (required "renewalWindows[].cron is required" .cron) (required "renewalWindows[].windowDuration is required" .windowDuration) (default "UTC" .timezone) | quote }}
+{{- end }}
+{{- with .Values.renewalWindowMargin }}
+- --renewal-window-margin
+- {{ . | quote }}
+{{- end }}
 {{- with .Values.propagationDelay }}
 - --propagation-delay
 - {{ . | quote }}
