@@ -45,6 +45,7 @@ mod read_side;
 mod real_node;
 mod real_node_faults;
 mod real_node_kinds;
+mod real_node_set;
 mod rotation;
 mod rotation_speed;
 mod set;

@@ -170,7 +170,7 @@ pub(super) struct Event {
 }
 
 impl Event {
-    fn ev(&self) -> &str {
+    pub(super) fn ev(&self) -> &str {
         self.v["ev"].as_str().unwrap_or_default()
     }
     pub(super) fn loaded(&self) -> Option<(Vec<String>, String)> {
@@ -939,8 +939,18 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
         "Secret propagation, rotation writes: {}",
         distribution(rotation_delays.clone())
     );
+    // Appended: cluster::real_node_set writes its table to the same file (tests/run-all
+    // removes it before the run and prints it after).
     let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("real-node-report.txt");
-    std::fs::write(&path, &report).unwrap();
+    {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(report.as_bytes()).unwrap();
+    }
     eprintln!("{report}");
 
     // ---------------------------------------------------------------------- claims

@@ -5,8 +5,10 @@
 //!
 //! - [`Set::get`]: the members, each with its context, a client and (m1, m2) its kube-apiserver's
 //!   recorded PID; `None` with a note outside CI when the set is not configured (a panic under
-//!   `CI`, as `cluster()` does). Set tests take one process-wide lock: they pause members, so they
-//!   never run beside each other.
+//!   `CI`, as `cluster()` does). Set tests take one lock: they pause members, so they never run
+//!   beside each other, in this process or another (a file lock in m1's state directory:
+//!   tests/run-all runs `cluster::set` in one process and `cluster::real_node_set`, which uses the
+//!   set too, in the real-node group's).
 //! - [`Set::pause`]: SIGSTOP to exactly one member's recorded kube-apiserver PID (after checking
 //!   that `/proc/PID/cmdline` names its state directory), resumed by the guard's drop, also on a
 //!   panic. m0 is never paused: other tests share it.
@@ -69,10 +71,52 @@ pub struct Set {
     pub kubeconfig: PathBuf,
     pub members: Vec<Member>,
     _serial: tokio::sync::MutexGuard<'static, ()>,
+    /// The lock across processes (released when the file is closed).
+    _across: std::fs::File,
 }
 
 /// Set tests pause members: one at a time in this process.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The set, one test at a time across processes: an exclusive lock on `set.lock` in m1's state
+/// directory, waited for (polled, so that no runtime thread blocks). A set test in another
+/// process pausing m1 or m2 in the middle of this one's rotation would fail it for nothing.
+async fn lock_across_processes(m1_dir: &Path) -> std::fs::File {
+    let path = m1_dir.join("set.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let started = Instant::now();
+    let mut noted = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => {
+                if noted {
+                    eprintln!(
+                        "set: took {} after {:.0}s",
+                        path.display(),
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                return file;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !noted {
+                    eprintln!(
+                        "set: another process's set test holds {}; waiting",
+                        path.display()
+                    );
+                    noted = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(std::fs::TryLockError::Error(e)) => panic!("locking {}: {e}", path.display()),
+        }
+    }
+}
 
 /// A client for `context` of `kubeconfig`.
 pub async fn client_for(kubeconfig: &Path, context: &str) -> kube::Client {
@@ -148,6 +192,7 @@ impl Set {
             "{SET_DIRS_ENV}: the state directories of m1 and m2"
         );
         let serial = SERIAL.lock().await;
+        let across = lock_across_processes(&dirs[0]).await;
         let parsed = Kubeconfig::read_from(&kubeconfig).unwrap();
         let mut members = Vec::new();
         for (i, context) in CONTEXTS.into_iter().enumerate() {
@@ -180,6 +225,7 @@ impl Set {
             kubeconfig,
             members,
             _serial: serial,
+            _across: across,
         })
     }
 
