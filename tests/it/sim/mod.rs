@@ -660,7 +660,7 @@ pub async fn run(world: &Arc<Mutex<World>>, config: &Config, index: usize, spec:
     let session = Session::new(world, index, spec.faults);
     let invocation = invocation(config, options(&spec), lease::target(&session));
     let result = tokio::select! {
-        r = rotation::run(&session, invocation) => Some(r),
+        r = Box::pin(rotation::run(&session, invocation)) => Some(r),
         () = session.died.notified() => None,
     };
     let (code, message, note) = match result {
@@ -709,7 +709,7 @@ pub async fn dry_run(
     let mut options = options(&spec);
     options.dry_run = true;
     let invocation = invocation(config, options, certgen::lock::Target::None);
-    match rotation::run(&session, invocation).await {
+    match Box::pin(rotation::run(&session, invocation)).await {
         Ok((report, None)) => Ok(report),
         Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
     }

@@ -914,7 +914,7 @@ pub async fn run(
     };
     let mut options = options(&spec);
     options.poke = true;
-    let (code, message, note) = match rotation::run(&sim, sim.invocation(config, options)).await {
+    let (code, message, note) = match Box::pin(rotation::run(&sim, sim.invocation(config, options))).await {
         Ok((report, None)) => (0, String::new(), report.note),
         Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
         Err(e) => (e.code(), e.to_string(), None),
@@ -948,7 +948,7 @@ pub async fn dry_run(
     let mut options = options(&spec);
     options.poke = true;
     options.dry_run = true;
-    match rotation::run(&sim, sim.invocation(config, options)).await {
+    match Box::pin(rotation::run(&sim, sim.invocation(config, options))).await {
         Ok((report, None)) => Ok(report),
         Ok((_, Some(e))) | Err(e) => Err(e.to_string()),
     }

@@ -178,7 +178,7 @@ impl Set {
             })
             .collect();
         let result = tokio::select! {
-            r = certgen::rotation::set::run(runs, record) => Some(r),
+            r = Box::pin(certgen::rotation::set::run(runs, record)) => Some(r),
             () = root.died.notified() => None,
         };
         let (code, message) = match result {

@@ -90,7 +90,7 @@ fn a_run_whose_work_is_undone_stops_after_its_last_step_with_exit_3() {
             pods: None,
             lock: lock::Target::None,
         };
-        let (code, message) = match rotation::run(&store, invocation).await {
+        let (code, message) = match Box::pin(rotation::run(&store, invocation)).await {
             Ok((_, Some(e))) | Err(e) => (e.code(), e.to_string()),
             Ok((report, None)) => panic!("the run finished: {}", report.to_text()),
         };
