@@ -437,6 +437,28 @@ struct Shared {
     note: Option<String>,
 }
 
+impl Shared {
+    /// Each member's run starts the set's rotation (`--overwrite` as its plan sees it) as
+    /// decided, saying why.
+    fn apply<S>(&self, members: &mut [MemberRun<'_, S>]) {
+        for (m, why) in members.iter_mut().zip(&self.overwrite) {
+            m.inv.options.overwrite = why.is_some();
+            if let Some(why) = why {
+                m.inv.options.overwrite_why = *why;
+            }
+        }
+    }
+}
+
+/// When the set's run must be done by: the earliest of its members' deadlines.
+fn earliest_deadline<S>(members: &[MemberRun<'_, S>]) -> tokio::time::Instant {
+    members
+        .iter()
+        .map(|m| m.inv.deadline)
+        .min()
+        .expect("a set has members")
+}
+
 /// Decides the set's CA from what each member holds (`looks`, in the members' order).
 fn shared_ca<S: SecretStore>(
     members: &[MemberRun<'_, S>],
@@ -611,18 +633,9 @@ pub async fn run<S: SecretStore + Sync>(
     mut members: Vec<MemberRun<'_, S>>,
     record: Record,
 ) -> Result<SetOutcome, Error> {
-    let deadline = members
-        .iter()
-        .map(|m| m.inv.deadline)
-        .min()
-        .expect("a set has members");
+    let deadline = earliest_deadline(&members);
     let (read, shared) = decide(&members, deadline).await?;
-    for (m, why) in members.iter_mut().zip(&shared.overwrite) {
-        m.inv.options.overwrite = why.is_some();
-        if let Some(why) = why {
-            m.inv.options.overwrite_why = *why;
-        }
-    }
+    shared.apply(&mut members);
 
     // The lock in every member, in the order of their UIDs, so that two runs over (parts of)
     // one set never hold a lock each that the other waits for.
@@ -832,11 +845,7 @@ pub async fn dry_run<S: SecretStore + Sync>(
     mut members: Vec<MemberRun<'_, S>>,
     record: Record,
 ) -> Result<SetOutcome, Error> {
-    let deadline = members
-        .iter()
-        .map(|m| m.inv.deadline)
-        .min()
-        .expect("a set has members");
+    let deadline = earliest_deadline(&members);
     let (read, shared) = decide(&members, deadline).await?;
     // The record the run would write first, where it differs (or, for a member the run
     // creates, after its steps).
@@ -860,12 +869,7 @@ pub async fn dry_run<S: SecretStore + Sync>(
         (a, b) => a.or(b),
     };
     let asked = members[0].inv.options.overwrite;
-    for (m, why) in members.iter_mut().zip(&shared.overwrite) {
-        m.inv.options.overwrite = why.is_some();
-        if let Some(why) = why {
-            m.inv.options.overwrite_why = *why;
-        }
-    }
+    shared.apply(&mut members);
     // Where each member's first step would be, with the set's decision: when every member is
     // at rest (its next step held, or nothing to do) the barrier opens at once, and the run's
     // first writes are the step it opens, which the dry run then shows.

@@ -914,11 +914,12 @@ pub async fn run(
     };
     let mut options = options(&spec);
     options.poke = true;
-    let (code, message, note) = match Box::pin(rotation::run(&sim, sim.invocation(config, options))).await {
-        Ok((report, None)) => (0, String::new(), report.note),
-        Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
-        Err(e) => (e.code(), e.to_string(), None),
-    };
+    let (code, message, note) =
+        match Box::pin(rotation::run(&sim, sim.invocation(config, options))).await {
+            Ok((report, None)) => (0, String::new(), report.note),
+            Ok((report, Some(e))) => (e.code(), e.to_string(), report.note),
+            Err(e) => (e.code(), e.to_string(), None),
+        };
     Ended {
         run: index,
         spec,
