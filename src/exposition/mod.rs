@@ -53,7 +53,7 @@ pub fn rotation(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Ro
     let Some(ca_secret) = observed.ca().present() else {
         return steady;
     };
-    let ca = parse::ca(ca_secret);
+    let ca = parse::ca(ca_secret, &config.ca.layout);
     if matches!(ca.next_cert, Field::Ok(_)) {
         return Rotation {
             phase: "trust",
@@ -113,7 +113,7 @@ pub fn certificates<'a>(
 ) -> Vec<(&'a str, &'static str, Cert, std::time::Duration)> {
     let mut out = Vec::new();
     if let Some(s) = observed.ca().present()
-        && let Field::Ok(cert) = parse::ca(s).cert
+        && let Field::Ok(cert) = parse::ca(s, &config.ca.layout).cert
     {
         out.push((
             config.ca.secret_name.as_str(),
