@@ -63,7 +63,11 @@ fn profile_show_round_trips_every_builtin_profile() {
 const NS: &str = "recorded-ns";
 
 /// `--local DIR` with `--profile name` and `-n NS`, summarised like the recording.
-fn local_summaries(profile: &str, names: &[&str]) -> BTreeMap<String, serde_json::Value> {
+fn local_summaries(
+    profile: &str,
+    extra: &[&str],
+    names: &[&str],
+) -> BTreeMap<String, serde_json::Value> {
     let tmp = tempdir();
     let dir = tmp.path().join("certs");
     let before = time::OffsetDateTime::now_utc();
@@ -75,7 +79,11 @@ fn local_summaries(profile: &str, names: &[&str]) -> BTreeMap<String, serde_json
         "--local",
         dir.to_str().unwrap(),
         "-q",
-    ])
+    ]
+    .iter()
+    .chain(extra)
+    .copied()
+    .collect::<Vec<_>>())
     .ok();
     names
         .iter()
@@ -96,11 +104,11 @@ fn local_summaries(profile: &str, names: &[&str]) -> BTreeMap<String, serde_json
         .collect()
 }
 
-fn matches_recording(profile: &str, tool: &str, key_instead: Option<&str>) {
+fn matches_recording(profile: &str, extra: &[&str], tool: &str, key_instead: Option<&str>) {
     let recorded = fixture(tool);
     let theirs = recorded["secrets"].as_array().unwrap();
     let names: Vec<&str> = theirs.iter().map(|s| s["name"].as_str().unwrap()).collect();
-    let ours = local_summaries(profile, &names);
+    let ours = local_summaries(profile, extra, &names);
     for t in theirs {
         assert_compatible(t, &ours[t["name"].as_str().unwrap()], key_instead);
     }
@@ -108,13 +116,23 @@ fn matches_recording(profile: &str, tool: &str, key_instead: Option<&str>) {
 
 #[test]
 fn cilium_hubble_profile_writes_what_cilium_certgen_writes() {
-    matches_recording("cilium-hubble", "cilium-certgen", None);
+    matches_recording("cilium-hubble", &[], "cilium-certgen", None);
+}
+
+#[test]
+fn cilium_clustermesh_profile_writes_what_cilium_certgen_writes() {
+    matches_recording(
+        "cilium-clustermesh",
+        &["--cluster-name", "default"],
+        "cilium-certgen-clustermesh",
+        None,
+    );
 }
 
 #[test]
 fn contour_profile_writes_what_contour_certgen_writes() {
     // Contour's keys are RSA 2048; the profile uses certgen's default ECDSA P-256.
-    matches_recording("contour", "contour-certgen", Some("ecdsa-p256"));
+    matches_recording("contour", &[], "contour-certgen", Some("ecdsa-p256"));
 }
 
 #[test]
