@@ -314,16 +314,17 @@ async fn a_shared_cilium_ca_is_adopted_then_rotated_in_stages_over_the_mesh() {
         if let Some(f) = pairs(&now).into_iter().next() {
             violations.push(format!("at {:?} ({} {}): {f}", s.at, s.member, s.secret));
         }
-        if let Some(ca) = now.get(&s.member).and_then(|m| m.get(CA)) {
-            if let Some(c) = ca.get("ca.crt")
-                && fingerprints(c).len() != 1
-            {
-                violations.push(format!(
-                    "{}: {CA} ca.crt holds {} certificates",
-                    s.member,
-                    fingerprints(c).len()
-                ));
-            }
+        if let Some(c) = now
+            .get(&s.member)
+            .and_then(|m| m.get(CA))
+            .and_then(|ca| ca.get("ca.crt"))
+            && fingerprints(c).len() != 1
+        {
+            violations.push(format!(
+                "{}: {CA} ca.crt holds {} certificates",
+                s.member,
+                fingerprints(c).len()
+            ));
         }
         let leaf_changed = LEAVES.iter().any(|(n, _)| {
             *n == s.secret
