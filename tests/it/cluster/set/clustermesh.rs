@@ -384,3 +384,65 @@ async fn a_shared_cilium_ca_is_adopted_then_rotated_in_stages_over_the_mesh() {
         seen.len()
     );
 }
+
+/// The ClusterMesh walk-through of docs/multicluster.md (its ```` ```sh test=set ```` blocks),
+/// run as written over the three control planes, each output compared with the page: the
+/// namespace `kube-system` stands for a fresh one of the test's own in every member (the
+/// snippets' `-n kube-system` and the reports' `namespace kube-system`, and `CERTGEN_NAMESPACE`
+/// for the profile's), and the page starts
+/// where a mesh does: Cilium made `cilium-ca` in m0 (here, made the way its certgen makes it),
+/// and every member runs the clustermesh-apiserver and the agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_clustermesh_walk_through_runs_as_written() {
+    use crate::doc_snippets::{Test, bin_dir, run_file};
+    let Some(set) = Set::get().await else { return };
+    let ns = set.namespace("docs-mesh").await;
+    let pp = PostParams::default();
+    set.member("m0")
+        .secrets(&ns.name)
+        .create(&pp, &shared_ca())
+        .await
+        .unwrap();
+    for m in &set.members {
+        Api::<Deployment>::namespaced(m.client.clone(), &ns.name)
+            .create(&pp, &deployment("clustermesh-apiserver", 1, json!({})))
+            .await
+            .unwrap();
+        Api::<DaemonSet>::namespaced(m.client.clone(), &ns.name)
+            .create(&pp, &daemon_set("cilium", json!({})))
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = bin_dir(dir.path());
+    let env = [
+        ("KUBECONFIG", set.kubeconfig.to_str().unwrap().to_string()),
+        ("CERTGEN_NAMESPACE", ns.name.clone()),
+    ];
+    let name = ns.name.clone();
+    // The namespace, not the `kube-system` whose UID names a member.
+    let swap = move |s: &str| {
+        s.replace("-n kube-system", &format!("-n {name}"))
+            .replace("namespace kube-system", &format!("namespace {name}"))
+    };
+    let ran = tokio::task::block_in_place(|| {
+        run_file(
+            &crate::util::root().join("docs/multicluster.md"),
+            &Test::Set,
+            dir.path(),
+            &[bin, crate::cluster::testenv_bin()],
+            &env,
+            &swap,
+            &|user| panic!("as={user} is for cluster snippets"),
+        )
+    });
+    assert_eq!(ran.len(), 4, "the walk-through's snippets: {ran:?}");
+    // What the page claims at its end: one new CA, in Cilium's layout, in every member.
+    let mesh = read_mesh(&set, &ns.name).await;
+    cilium_layout(&mesh);
+    assert!(pairs(&mesh).is_empty(), "{:#?}", pairs(&mesh));
+    eprintln!(
+        "clustermesh walk-through snippets run ({}): {ran:?}",
+        ran.len()
+    );
+}
