@@ -61,12 +61,31 @@ fn config() -> Config {
     super::config()
 }
 
+/// The built-in profile with its CA Secret in Cilium's layout (`cilium-ca`'s: Opaque, the
+/// active CA in `ca.crt`, its key in `ca.key`, certgen's bundle in `bundle.crt`), as the
+/// `cilium-clustermesh` profile keeps it: the same trajectories, through the layout's parser,
+/// writes and the set's standing.
+fn cilium_layout_config() -> Config {
+    let mut c = config();
+    c.ca.layout = certgen::secret::Layout {
+        bundle: "bundle.crt".into(),
+        cert: "ca.crt".into(),
+        key: "ca.key".into(),
+        type_: certgen::secret::TYPE_OPAQUE,
+    };
+    c
+}
+
 impl Set {
-    fn new(clock_offsets: [i64; MEMBERS]) -> Self {
+    fn new(clock_offsets: [i64; MEMBERS], config: &Config) -> Self {
         let worlds: Vec<_> = (0..MEMBERS)
             .map(|i| {
                 let w = World::new();
-                w.lock().unwrap().clock_offset = time::Duration::seconds(clock_offsets[i]);
+                {
+                    let mut w = w.lock().unwrap();
+                    w.clock_offset = time::Duration::seconds(clock_offsets[i]);
+                    w.ca_cert_key = config.ca.layout.cert.clone();
+                }
                 w
             })
             .collect();
@@ -248,7 +267,7 @@ impl Set {
                     let b = w.get(CA)?.data.get(k)?.clone();
                     Some(parse_cert_chain(&b).ok()?.first()?.fingerprint())
                 };
-                (first("tls.crt"), first("next.crt"))
+                (first(&w.ca_cert_key), first("next.crt"))
             })
             .collect()
     }
@@ -377,8 +396,17 @@ struct SetChecked {
 /// Runs `ops` on a fresh set (first a run installing all three members), then plain runs
 /// until the set settles, and checks everything the module promises.
 async fn set_trajectory(offsets: [i64; MEMBERS], ops: &[SetOp]) -> Result<SetChecked, String> {
-    let config = config();
-    let mut set = Set::new(offsets);
+    set_trajectory_with(&config(), offsets, ops).await
+}
+
+/// [`set_trajectory`] with `config`; a CA Secret in another layout must keep it to the end.
+async fn set_trajectory_with(
+    config: &Config,
+    offsets: [i64; MEMBERS],
+    ops: &[SetOp],
+) -> Result<SetChecked, String> {
+    let config = config.clone();
+    let mut set = Set::new(offsets, &config);
     let install = SetOp::Run {
         members: MEMBERS,
         overwrite: false,
@@ -469,6 +497,28 @@ async fn set_trajectory(offsets: [i64; MEMBERS], ops: &[SetOp]) -> Result<SetChe
             .pairs;
     }
     checked.pairs_across = check_across(&worlds, end)?;
+    // The CA Secret keeps its layout: its type, the active CA alone in its certificate key,
+    // its key beside it, and no key of another layout.
+    let layout = &config.ca.layout;
+    for (i, w) in worlds.iter().enumerate() {
+        let ca = w.get(CA).ok_or(format!("m{i} has no CA Secret"))?;
+        let allowed = [&layout.bundle, &layout.cert, &layout.key];
+        if let Some(k) = ca.data.keys().find(|k| !allowed.contains(k)) {
+            return Err(format!(
+                "m{i}'s CA Secret holds {k}, not a key of its layout"
+            ));
+        }
+        let certs = ca.data.get(&layout.cert).map(|b| parse_cert_chain(b));
+        if !matches!(&certs, Some(Ok(c)) if c.len() == 1) || !ca.data.contains_key(&layout.key) {
+            return Err(format!(
+                "m{i}'s CA Secret does not hold one CA in {} and its key in {}",
+                layout.cert, layout.key
+            ));
+        }
+        if ca.type_ != layout.type_ {
+            return Err(format!("m{i}'s CA Secret has type {}", ca.type_));
+        }
+    }
     // One new CA per set run, over all members; none from a member's own run.
     let mut published: BTreeMap<usize, BTreeSet<[u8; 32]>> = BTreeMap::new();
     for w in &worlds {
@@ -532,13 +582,39 @@ fn a_member_unreachable_at_any_point_breaks_nothing() {
     eprintln!("set: a member unreachable at each call: {trajectories} trajectories, {total:?}");
 }
 
+/// The same trajectories with the CA Secret in Cilium's layout (the `cilium-clustermesh`
+/// profile's `cilium-ca`): one rotation, a member unreachable at each of its first 40 calls,
+/// the process killed after each of 40 writes. No pair breaks within or across members, the
+/// set ends on one CA, and every member's CA Secret keeps the layout.
+#[test]
+fn the_same_trajectories_keep_ciliums_ca_layout() {
+    let config = cilium_layout_config();
+    let mut ops = vec![vec![rotate(None, None)]];
+    ops.extend((1..=40).map(|at| vec![rotate(Some((1, at)), None)]));
+    ops.extend((1..=40).map(|n| vec![rotate(None, Some(n))]));
+    let mut total = SetChecked::default();
+    for op in &ops {
+        let c = runtime()
+            .block_on(set_trajectory_with(&config, SKEWED, op))
+            .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        total.runs += c.runs;
+        total.pairs_across += c.pairs_across;
+        total.pairs_within += c.pairs_within;
+    }
+    assert!(total.pairs_across > 0, "{total:?}");
+    eprintln!(
+        "set, Cilium's CA layout: {} trajectories, {total:?}",
+        ops.len()
+    );
+}
+
 /// A member unreachable during the trust step: no member writes a leaf, and the run exits 3
 /// naming it.
 #[test]
 fn a_member_unreachable_during_trust_stops_every_leaf() {
     runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
+        let mut set = Set::new(SKEWED, &config);
         let install = SetOp::Run {
             members: MEMBERS,
             overwrite: false,
@@ -631,7 +707,7 @@ fn a_member_restored_from_a_backup_rejoins_through_trust() {
 fn a_member_added_enters_through_trust() {
     let c = runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
+        let mut set = Set::new(SKEWED, &config);
         let two = |overwrite| SetOp::Run {
             members: 2,
             overwrite,
@@ -687,7 +763,7 @@ fn the_oracle_catches_leaves_written_while_a_member_lacks_the_trust() {
     certgen::rotation::set::barrier_off(true, false);
     let refused = runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
+        let mut set = Set::new(SKEWED, &config);
         let install = SetOp::Run {
             members: MEMBERS,
             overwrite: false,
