@@ -582,6 +582,65 @@ fn a_member_unreachable_at_any_point_breaks_nothing() {
     eprintln!("set: a member unreachable at each call: {trajectories} trajectories, {total:?}");
 }
 
+/// A member that stops answering in the leaves step (after the barrier opened, so every member
+/// trusts the new CA): the members still reachable go on and finish their leaves, which every
+/// member trusts, and nobody cleans up; the run exits 3 naming the member. Every point of m2's
+/// calls is tried; the ones that fall in its leaves step are counted (some must).
+#[test]
+fn reachable_members_finish_their_leaves_when_one_stops_in_the_leaves_step() {
+    let mut in_leaves = 0;
+    for at in 1..=40 {
+        runtime().block_on(async {
+            let config = config();
+            let mut set = Set::new(SKEWED, &config);
+            let install = SetOp::Run {
+                members: MEMBERS,
+                overwrite: false,
+                hang: None,
+                crash_after: None,
+            };
+            assert_eq!(set.run(&config, install).await.0, 0);
+            let old = set.cas(MEMBERS)[0].0.unwrap();
+            let (code, message) = set.run(&config, rotate(Some((2, at)), None)).await;
+            let cas = set.cas(MEMBERS);
+            let promoted = |i: usize| cas[i].0 != Some(old);
+            if !(0..MEMBERS).any(promoted) {
+                return;
+            }
+            if code == 0 {
+                // m2 stopped answering only after its last call of the run.
+                return;
+            }
+            in_leaves += 1;
+            assert_eq!(code, 3, "at {at}: {message}");
+            assert!(message.contains("m2"), "at {at}: {message}");
+            for i in 0..2 {
+                let w = set.worlds[i].lock().unwrap();
+                let active = parse_cert_chain(&w.get(CA).unwrap().data[&w.ca_cert_key])
+                    .unwrap()
+                    .remove(0);
+                for t in TLS {
+                    let leaf = parse_cert_chain(&w.get(t).unwrap().data["tls.crt"]).unwrap();
+                    let bundle = parse_cert_chain(&w.get(t).unwrap().data["ca.crt"]).unwrap();
+                    assert!(
+                        promoted(i) && active.signed(&leaf[0]),
+                        "at {at}: m{i}'s {t} did not go on to the new CA"
+                    );
+                    assert!(
+                        bundle.iter().any(|c| c.fingerprint() == old),
+                        "at {at}: m{i}'s {t} bundle dropped the old CA while m2 was unreachable"
+                    );
+                }
+            }
+        });
+    }
+    assert!(
+        in_leaves > 0,
+        "no point of m2's calls fell in its leaves step"
+    );
+    eprintln!("set: m2 unreachable after the leaves barrier opened at {in_leaves} points of 40");
+}
+
 /// The same trajectories with the CA Secret in Cilium's layout (the `cilium-clustermesh`
 /// profile's `cilium-ca`): one rotation, a member unreachable at each of its first 40 calls,
 /// the process killed after each of 40 writes. No pair breaks within or across members, the
