@@ -379,6 +379,26 @@ async fn a_shared_cilium_ca_is_adopted_then_rotated_in_stages_over_the_mesh() {
         .args(["--config", config.to_str().unwrap()])
         .run();
     assert_eq!(c.code, 0, "check over the mesh: {}{}", c.stdout, c.stderr);
+    // One member's own check (its exporter reports the same): it names the set its CA Secret
+    // records, and is healthy with nothing due.
+    let prom = crate::util::Run::of(
+        crate::util::certgen()
+            .args(["check", "--kubeconfig"])
+            .arg(&set.kubeconfig)
+            .args(["--context", "m1", "-n", &ns.name, "--config"])
+            .arg(&config)
+            .args(["--output", "prometheus"]),
+    );
+    assert_eq!(prom.code, 0, "{}{}", prom.stdout, prom.stderr);
+    let info = prom
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("certgen_set_info{"))
+        .unwrap_or_else(|| panic!("no certgen_set_info:\n{}", prom.stdout));
+    assert!(
+        info.contains("generation=\"1\"") && info.contains("members=\"3\"") && info.ends_with(" 1"),
+        "{info}"
+    );
     eprintln!(
         "clustermesh: {} Secret versions watched over 3 members; CA {old} -> {new}",
         seen.len()
