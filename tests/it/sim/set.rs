@@ -61,18 +61,28 @@ fn config() -> Config {
     super::config()
 }
 
-/// The built-in profile with its CA Secret in Cilium's layout (`cilium-ca`'s: Opaque, the
-/// active CA in `ca.crt`, its key in `ca.key`, certgen's bundle in `bundle.crt`), as the
-/// `cilium-clustermesh` profile keeps it: the same trajectories, through the layout's parser,
-/// writes and the set's standing.
-fn cilium_layout_config() -> Config {
+/// The built-in profile in other layouts: its CA Secret in Cilium's (`cilium-ca`'s: Opaque,
+/// the active CA in `ca.crt`, its key in `ca.key`, certgen's bundle in `bundle.crt`), as the
+/// `cilium-clustermesh` profile keeps it, and its TLS Secrets in kube-webhook-certgen's
+/// (Opaque, `ca`, `cert`, `key`), as a config's `dataKeys` give them: the same trajectories,
+/// through the layouts' parsers, writes and the set's standing.
+fn other_layouts_config() -> Config {
+    use certgen::secret::{Layout, TYPE_OPAQUE};
     let mut c = config();
-    c.ca.layout = certgen::secret::Layout {
+    c.ca.layout = Layout {
         bundle: "bundle.crt".into(),
         cert: "ca.crt".into(),
         key: "ca.key".into(),
-        type_: certgen::secret::TYPE_OPAQUE,
+        type_: TYPE_OPAQUE,
     };
+    for t in &mut c.tls {
+        t.layout = Layout {
+            bundle: "ca".into(),
+            cert: "cert".into(),
+            key: "key".into(),
+            type_: TYPE_OPAQUE,
+        };
+    }
     c
 }
 
@@ -85,6 +95,8 @@ impl Set {
                     let mut w = w.lock().unwrap();
                     w.clock_offset = time::Duration::seconds(clock_offsets[i]);
                     w.ca_cert_key = config.ca.layout.cert.clone();
+                    let leaves = &config.tls[0].layout;
+                    w.keys = (leaves.bundle.clone(), leaves.cert.clone());
                 }
                 w
             })
@@ -518,6 +530,20 @@ async fn set_trajectory_with(
         if ca.type_ != layout.type_ {
             return Err(format!("m{i}'s CA Secret has type {}", ca.type_));
         }
+        for t in &config.tls {
+            let s = w.get(&t.name).ok_or(format!("m{i} has no {}", t.name))?;
+            let l = &t.layout;
+            let allowed = [&l.bundle, &l.cert, &l.key];
+            if let Some(k) = s.data.keys().find(|k| !allowed.contains(k)) {
+                return Err(format!(
+                    "m{i}'s {} holds {k}, not a key of its layout",
+                    t.name
+                ));
+            }
+            if s.type_ != l.type_ {
+                return Err(format!("m{i}'s {} has type {}", t.name, s.type_));
+            }
+        }
     }
     // One new CA per set run, over all members; none from a member's own run.
     let mut published: BTreeMap<usize, BTreeSet<[u8; 32]>> = BTreeMap::new();
@@ -642,12 +668,13 @@ fn reachable_members_finish_their_leaves_when_one_stops_in_the_leaves_step() {
 }
 
 /// The same trajectories with the CA Secret in Cilium's layout (the `cilium-clustermesh`
-/// profile's `cilium-ca`): one rotation, a member unreachable at each of its first 40 calls,
-/// the process killed after each of 40 writes. No pair breaks within or across members, the
-/// set ends on one CA, and every member's CA Secret keeps the layout.
+/// profile's `cilium-ca`) and the TLS Secrets in kube-webhook-certgen's: one rotation, a member
+/// unreachable at each of its first 40 calls, the process killed after each of 40 writes. No
+/// pair breaks within or across members, the set ends on one CA, and every member's Secrets
+/// keep their layouts.
 #[test]
-fn the_same_trajectories_keep_ciliums_ca_layout() {
-    let config = cilium_layout_config();
+fn the_same_trajectories_keep_other_layouts() {
+    let config = other_layouts_config();
     let mut ops = vec![vec![rotate(None, None)]];
     ops.extend((1..=40).map(|at| vec![rotate(Some((1, at)), None)]));
     ops.extend((1..=40).map(|n| vec![rotate(None, Some(n))]));
@@ -662,7 +689,7 @@ fn the_same_trajectories_keep_ciliums_ca_layout() {
     }
     assert!(total.pairs_across > 0, "{total:?}");
     eprintln!(
-        "set, Cilium's CA layout: {} trajectories, {total:?}",
+        "set, Cilium's CA layout and kube-webhook-certgen's leaves: {} trajectories, {total:?}",
         ops.len()
     );
 }
