@@ -767,7 +767,7 @@ async fn decide<S: SecretStore + Sync>(
     deadline: tokio::time::Instant,
 ) -> Result<(Vec<Outcome>, Shared), Error> {
     let hold = plan::Options {
-        hold: Hold::ALL,
+        hold: Some(Hold::ALL),
         ..plan::Options::default()
     };
     let looks = futures::future::join_all(members.iter().map(|m| {
@@ -884,7 +884,7 @@ pub async fn dry_run<S: SecretStore + Sync>(
             force: m.inv.options.force,
             strategy: m.inv.options.strategy,
             propagation_delay: m.inv.options.propagation_delay,
-            hold: Hold::ALL,
+            hold: Some(Hold::ALL),
             ..plan::Options::default()
         };
         let again = look(m.store, m.inv.config, options, plan::Known::default());
