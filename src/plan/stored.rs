@@ -127,7 +127,7 @@ impl Judge<'_> {
             return Err(self.invalid(
                 &s.name,
                 format!("has type {:?}, expected {want_type:?}", s.type_),
-                "nothing was written. The type of a Secret cannot be changed, and this one may be another tool's (cilium/certgen's `cilium-ca`, for one, holds a CA key other certificates depend on): give certgen a Secret name of its own in the config (ca.secretName, or the secret's name); delete it only if it is certgen's own from an earlier layout, then run certgen again",
+                "nothing was written. The type of a Secret cannot be changed, and this one may be another tool's (cilium/certgen's `cilium-ca`, for one, holds a CA key other certificates depend on): give certgen a Secret name of its own in the config (ca.secretName, or the secret's name), or, to manage that CA where it is, declare its layout (ca.secretType and ca.dataKeys; the cilium-clustermesh profile does for cilium-ca); delete it only if it is certgen's own from an earlier layout, then run certgen again",
             ));
         }
         Ok(())
