@@ -70,7 +70,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     };
     if let Ok((report, _)) = &mut outcome {
         let delay = options.propagation_delay;
-        record_events(&args, &config, report, client.as_ref(), (left.as_ref(), delay)).await;
+        record_events(
+            &args,
+            &config,
+            report,
+            client.as_ref(),
+            (left.as_ref(), delay),
+        )
+        .await;
     }
     let metrics = if wants_metrics {
         let (exit_code, writes) = match &outcome {

@@ -110,6 +110,19 @@ impl Set {
         }
     }
 
+    /// A set of three members with these clocks, installed by a run over all of them.
+    async fn installed(clock_offsets: [i64; MEMBERS], config: &Config) -> Self {
+        let mut set = Self::new(clock_offsets, config);
+        let install = SetOp::Run {
+            members: MEMBERS,
+            overwrite: false,
+            hang: None,
+            crash_after: None,
+        };
+        assert_eq!(set.run(config, install).await.0, 0, "the install");
+        set
+    }
+
     fn record(&self, member: usize) -> Option<Record> {
         let w = self.worlds[member].lock().unwrap();
         let text = w.get(CA)?.annotations.get(SET_ANNOTATION)?.clone();
@@ -618,14 +631,7 @@ fn reachable_members_finish_their_leaves_when_one_stops_in_the_leaves_step() {
     for at in 1..=40 {
         runtime().block_on(async {
             let config = config();
-            let mut set = Set::new(SKEWED, &config);
-            let install = SetOp::Run {
-                members: MEMBERS,
-                overwrite: false,
-                hang: None,
-                crash_after: None,
-            };
-            assert_eq!(set.run(&config, install).await.0, 0);
+            let mut set = Set::installed(SKEWED, &config).await;
             let old = set.cas(MEMBERS)[0].0.unwrap();
             let (code, message) = set.run(&config, rotate(Some((2, at)), None)).await;
             let cas = set.cas(MEMBERS);
@@ -700,14 +706,7 @@ fn the_same_trajectories_keep_other_layouts() {
 fn a_member_unreachable_during_trust_stops_every_leaf() {
     runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED, &config);
-        let install = SetOp::Run {
-            members: MEMBERS,
-            overwrite: false,
-            hang: None,
-            crash_after: None,
-        };
-        assert_eq!(set.run(&config, install).await.0, 0);
+        let mut set = Set::installed(SKEWED, &config).await;
         let leaves = |set: &Set| -> Vec<Vec<u8>> {
             set.worlds
                 .iter()

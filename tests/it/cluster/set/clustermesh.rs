@@ -23,7 +23,7 @@ use serde_json::json;
 use super::spec::run_within;
 use super::{Recorder, Seen, Set};
 use crate::cluster::{data_map, deployment, kinds::daemon_set};
-use crate::util::trust::fingerprints;
+use crate::util::trust::{Use, fingerprints, webpki_verifies_for};
 
 /// The shared CA Secret, in Cilium's layout.
 const CA: &str = "cilium-ca";
@@ -44,49 +44,11 @@ const LEAVES: &[(&str, Use)] = &[
     ("hubble-ui-client-certs", Use::Client),
 ];
 
-#[derive(Clone, Copy)]
-enum Use {
-    Server,
-    Client,
-    Both,
-}
-
 /// rustls-webpki's verdict on the leaf `leaf` (PEM) against the bundle `bundle`, for its use.
 fn trusts(bundle: &[u8], leaf: &[u8], used: Use) -> Result<(), String> {
-    use rustls_pki_types::{CertificateDer, UnixTime};
     let cas = certgen::pki::parse_cert_chain(bundle).map_err(|e| e.to_string())?;
     let leaf = certgen::pki::parse_cert_chain(leaf).map_err(|e| e.to_string())?;
-    let ders: Vec<CertificateDer> = cas
-        .iter()
-        .map(|c| CertificateDer::from(c.der().to_vec()))
-        .collect();
-    let anchors: Vec<_> = ders
-        .iter()
-        .filter_map(|d| webpki::anchor_from_trusted_cert(d).ok())
-        .collect();
-    let der = CertificateDer::from(leaf[0].der().to_vec());
-    let ee = webpki::EndEntityCert::try_from(&der).map_err(|e| format!("{e:?}"))?;
-    let usages = match used {
-        Use::Server => vec![webpki::KeyUsage::server_auth()],
-        Use::Client => vec![webpki::KeyUsage::client_auth()],
-        Use::Both => vec![
-            webpki::KeyUsage::server_auth(),
-            webpki::KeyUsage::client_auth(),
-        ],
-    };
-    for usage in usages {
-        ee.verify_for_usage(
-            webpki::ALL_VERIFICATION_ALGS,
-            &anchors,
-            &[],
-            UnixTime::now(),
-            usage,
-            None,
-            None,
-        )
-        .map_err(|e| format!("{e:?}"))?;
-    }
-    Ok(())
+    webpki_verifies_for(&leaf[0], &cas, rustls_pki_types::UnixTime::now(), used)
 }
 
 /// Each member's Secrets' data, by member and Secret.
@@ -189,6 +151,20 @@ fn shared_ca() -> Secret {
     }
 }
 
+/// The clustermesh-apiserver Deployment and the agents' DaemonSet (`cilium`) in `ns` of `m`,
+/// as Cilium's chart installs them (kwok runs their pods).
+async fn mesh_workloads(m: &super::Member, ns: &str) {
+    let pp = PostParams::default();
+    Api::<Deployment>::namespaced(m.client.clone(), ns)
+        .create(&pp, &deployment("clustermesh-apiserver", 1, json!({})))
+        .await
+        .unwrap();
+    Api::<DaemonSet>::namespaced(m.client.clone(), ns)
+        .create(&pp, &daemon_set("cilium", json!({})))
+        .await
+        .unwrap();
+}
+
 /// The restartedAt annotation of `name`'s pod template (a Deployment or a DaemonSet).
 fn restarted_at(template: Option<&k8s_openapi::api::core::v1::PodTemplateSpec>) -> Option<String> {
     template?
@@ -218,14 +194,7 @@ async fn a_shared_cilium_ca_is_adopted_then_rotated_in_stages_over_the_mesh() {
     for m in &set.members {
         let pp = PostParams::default();
         m.secrets(&ns.name).create(&pp, &shared).await.unwrap();
-        Api::<Deployment>::namespaced(m.client.clone(), &ns.name)
-            .create(&pp, &deployment("clustermesh-apiserver", 1, json!({})))
-            .await
-            .unwrap();
-        Api::<DaemonSet>::namespaced(m.client.clone(), &ns.name)
-            .create(&pp, &daemon_set("cilium", json!({})))
-            .await
-            .unwrap();
+        mesh_workloads(m, &ns.name).await;
     }
     let certgen = |extra: &[&str]| {
         set.certgen_in(&ns.name, &[])
@@ -424,14 +393,7 @@ async fn the_clustermesh_walk_through_runs_as_written() {
         .await
         .unwrap();
     for m in &set.members {
-        Api::<Deployment>::namespaced(m.client.clone(), &ns.name)
-            .create(&pp, &deployment("clustermesh-apiserver", 1, json!({})))
-            .await
-            .unwrap();
-        Api::<DaemonSet>::namespaced(m.client.clone(), &ns.name)
-            .create(&pp, &daemon_set("cilium", json!({})))
-            .await
-            .unwrap();
+        mesh_workloads(m, &ns.name).await;
     }
     let dir = tempfile::tempdir().unwrap();
     let bin = bin_dir(dir.path());
