@@ -260,6 +260,45 @@ fn grants(rules: &[PolicyRule]) -> BTreeMap<(String, String, String), Vec<String
 /// `--set profile=NAME` alone gives a Role that reaches exactly that built-in profile's CA
 /// Secret and Secrets (the chart keeps its own list of each profile's names), and an unknown
 /// profile without `secretNames` is refused at render time.
+/// `clusterName` reaches every certgen the chart runs as `--cluster-name` (a ClusterMesh
+/// member's hook Job, CronJob and exporter name its own cluster in its leaves), and is left out
+/// when empty.
+#[test]
+fn the_cluster_name_reaches_the_job_the_cronjob_and_the_exporter() {
+    let Some(helm) = helm() else { return };
+    let named = |docs: &[Value], kind: &str| {
+        let a = args(object(docs, kind));
+        a.windows(2)
+            .any(|w| w[0] == "--cluster-name" && w[1] == "mesh-1")
+    };
+    let docs = documents(&template(
+        &helm,
+        "kube-system",
+        &[
+            "--set",
+            "profile=cilium-clustermesh",
+            "--set",
+            "clusterName=mesh-1",
+            "--set",
+            "metrics.enabled=true",
+        ],
+    ));
+    for kind in ["Job", "CronJob", "Deployment"] {
+        assert!(
+            named(&docs, kind),
+            "{kind}: {:?}",
+            args(object(&docs, kind))
+        );
+    }
+    let docs = documents(&template(&helm, "ops", &["--set", "metrics.enabled=true"]));
+    for kind in ["Job", "CronJob", "Deployment"] {
+        assert!(
+            !args(object(&docs, kind)).contains(&"--cluster-name".to_string()),
+            "{kind}"
+        );
+    }
+}
+
 #[test]
 fn the_role_names_each_builtin_profiles_secrets() {
     let Some(helm) = helm() else { return };

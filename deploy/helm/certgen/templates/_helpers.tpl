@@ -125,6 +125,7 @@ true
 {{- $builtin := dict
   "envoy-gateway" (list "envoy-gateway-ca" "envoy-gateway" "envoy" "envoy-rate-limit" "envoy-oidc-hmac")
   "cilium-hubble" (list "cilium-hubble-ca" "hubble-server-certs" "hubble-relay-client-certs" "hubble-relay-server-certs" "hubble-metrics-server-certs" "hubble-ui-client-certs")
+  "cilium-clustermesh" (list "cilium-ca" "clustermesh-apiserver-server-cert" "clustermesh-apiserver-admin-cert" "clustermesh-apiserver-remote-cert" "clustermesh-apiserver-local-cert" "hubble-server-certs" "hubble-relay-client-certs" "hubble-relay-server-certs" "hubble-metrics-server-certs" "hubble-ui-client-certs")
   "contour" (list "contour-ca" "contourcert" "envoycert") -}}
 {{- $names = get $builtin .Values.profile -}}
 {{- if not $names -}}
@@ -166,6 +167,10 @@ that kind. */}}
 {{- end }}
 {{- with .Values.clusterDomain }}
 - --cluster-domain
+- {{ . | quote }}
+{{- end }}
+{{- with .Values.clusterName }}
+- --cluster-name
 - {{ . | quote }}
 {{- end }}
 - --timeout
