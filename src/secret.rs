@@ -68,6 +68,9 @@ pub struct StoredSecret {
     /// In a cluster, for a Secret cert-manager issued into (annotation
     /// `cert-manager.io/certificate-name`): that `Certificate` as read. `None` otherwise.
     pub certificate: Option<Box<CertificateSeen>>,
+    /// In a cluster, who wrote which fields (`metadata.managedFields`, parsed once by
+    /// [`crate::observe::writers`]); empty locally.
+    pub writes: Vec<crate::observe::writers::FieldWrite>,
 }
 
 /// The cert-manager `Certificate` a Secret's annotation names, as read.

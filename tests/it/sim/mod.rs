@@ -232,6 +232,7 @@ impl World {
                 written_at: None,
                 divergent: vec![],
                 certificate: None,
+                writes: Vec::new(),
             },
         };
         secret
