@@ -46,7 +46,7 @@ pub fn key(kind: &str, name: &str) -> String {
 }
 
 /// The data keys certgen owns in Secret `name`, and those a stored copy must hold.
-fn keys_of(config: &Config, name: &str) -> (Vec<String>, Vec<String>) {
+pub fn keys_of(config: &Config, name: &str) -> (Vec<String>, Vec<String>) {
     if name == config.ca.secret_name {
         let l = crate::secret::Layout::default();
         let all = vec![
@@ -64,6 +64,19 @@ fn keys_of(config: &Config, name: &str) -> (Vec<String>, Vec<String>) {
     let l = config.layout_of(name);
     let all = vec![l.bundle, l.cert, l.key];
     (all.clone(), all)
+}
+
+/// Adds the undo `w` stands for (if it is one) to `undos`, pruned to the fight window of
+/// `now` and bounded: the exporter's memory of what it watched.
+pub fn remember(undos: &mut Vec<Undo>, w: Option<&Writer>, now: OffsetDateTime) {
+    if let Some(u) = w.and_then(|w| writers::undo_of(&w.write)) {
+        undos.push(u);
+    }
+    undos.sort();
+    undos.dedup();
+    undos.retain(|u| u.at + writers::FIGHT_WINDOW > now);
+    let extra = undos.len().saturating_sub(16);
+    undos.drain(..extra);
 }
 
 /// The other writer of Secret `s` (certgen owns `keys`, of which it must hold `required`),

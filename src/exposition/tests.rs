@@ -138,6 +138,7 @@ fn an_expired_prior_ca_is_no_cleanup_to_wait_for() {
 
 fn rendered(r: &Rotating, targets: &[CaBundleTarget]) -> String {
     let ctx = crate::check::Context {
+        undos: Default::default(),
         targets: targets.to_vec(),
         ..Default::default()
     };
@@ -225,6 +226,7 @@ fn statuses_and_targets_are_state_sets() {
         ("d", TargetState::Refused),
     ] {
         targets.push(CaBundleTarget {
+            writer: None,
             kind: "MutatingWebhookConfiguration".into(),
             name: name.into(),
             secret: "envoy-gateway".into(),
@@ -393,6 +395,7 @@ fn a_ca_twice_in_a_bundle_is_one_series_and_unhealthy() {
 fn a_drifted_target_makes_the_check_unhealthy() {
     let r = Rotating::start();
     let target = |state| CaBundleTarget {
+        writer: None,
         kind: "MutatingWebhookConfiguration".into(),
         name: "injector".into(),
         secret: "envoy-gateway".into(),

@@ -75,6 +75,8 @@ pub struct TargetSeen {
     pub bundles: Vec<Vec<u8>>,
     /// cert-manager's CA injector writes them (it carries one of its annotations).
     pub injected: bool,
+    /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
+    pub writes: Vec<crate::observe::writers::FieldWrite>,
 }
 
 impl From<Vec<Vec<u8>>> for TargetSeen {
@@ -82,6 +84,7 @@ impl From<Vec<Vec<u8>>> for TargetSeen {
         Self {
             bundles,
             injected: false,
+            writes: Vec::new(),
         }
     }
 }
@@ -223,7 +226,11 @@ fn target_seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
             vec![e.into_bytes()]
         }
     };
-    TargetSeen { bundles, injected }
+    TargetSeen {
+        bundles,
+        injected,
+        writes: super::field_writes(o.metadata.managed_fields.as_deref()),
+    }
 }
 
 /// Follows the `caBundle` targets `names` of `kind`, handing every change to `on`, until

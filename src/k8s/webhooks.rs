@@ -135,6 +135,7 @@ impl WebhookStore {
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
                     written_at: super::written_at(&object.metadata),
+                    writes: super::field_writes(object.metadata.managed_fields.as_deref()),
                     injected: object
                         .metadata
                         .annotations
@@ -491,6 +492,7 @@ mod tests {
             insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
+            writes: Vec::new(),
             token: None,
         };
         assert!(w.holds(b"a"));

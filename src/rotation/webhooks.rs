@@ -598,6 +598,7 @@ mod tests {
             insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
+            writes: Vec::new(),
             token: None,
         }))
     }
