@@ -126,6 +126,60 @@ pub fn of_target(
     })
 }
 
+/// The writer that removed the `caBundle` of target `kind name` between two versions a watch
+/// saw (`before`, `after`: their `managedFields`): a removal leaves no owner, and the API
+/// server drops certgen's entry with its last field, so the writer is the entry that is new
+/// or whose time moved on (the newest), else `unknown` at `seen` (a writer that owns no field
+/// of the object leaves no trace). `None` unless certgen owned a `caBundle` before.
+pub fn of_removal(
+    kind: &str,
+    name: &str,
+    (before, after): (&[FieldWrite], &[FieldWrite]),
+    seen: OffsetDateTime,
+) -> Option<Writer> {
+    let owned_before = before
+        .iter()
+        .any(|w| w.manager == writers::CERTGEN && w.fields.iter().any(|f| f.ends_with("caBundle")));
+    if !owned_before {
+        return None;
+    }
+    let moved = after
+        .iter()
+        .filter(|w| w.manager != writers::CERTGEN)
+        .filter(|w| {
+            !before
+                .iter()
+                .any(|b| b.manager == w.manager && b.operation == w.operation && b.time >= w.time)
+        })
+        .max_by_key(|w| w.time);
+    let (manager, operation, time) = match moved {
+        Some(w) => (
+            w.manager.clone(),
+            w.operation.clone(),
+            w.time.or(Some(seen)),
+        ),
+        None => ("unknown".into(), "Update".into(), Some(seen)),
+    };
+    let origin = if manager == writers::CAINJECTOR {
+        writers::Origin::CaInjector
+    } else {
+        writers::Origin::Overwrote
+    };
+    Some(Writer {
+        kind: kind.to_string(),
+        name: name.to_string(),
+        write: ForeignWrite {
+            manager,
+            operation,
+            time,
+            fields: vec!["caBundle".into()],
+            removed: true,
+            origin,
+        },
+        fight: None,
+    })
+}
+
 /// The other writers of every Secret of `config` as `observed`, with the undos `seen`
 /// elsewhere (by [`key`]).
 pub fn of_snapshot(
@@ -167,6 +221,61 @@ pub fn history_for_write(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_strip_is_put_on_the_entry_that_moved() {
+        let t0 = time::macros::datetime!(2026-11-28 12:00 UTC);
+        let hook = serde_json::json!({"f:webhooks": {"k:{\"name\":\"a\"}": {"f:clientConfig": {"f:caBundle": {}}}}});
+        let stamp = serde_json::json!({"f:metadata": {"f:annotations": {"f:x": {}}}});
+        let before = vec![
+            FieldWrite::parse("helm", "Update", Some(t0), Some(&stamp)),
+            FieldWrite::parse("tigera-operator", "Update", Some(t0), Some(&stamp)),
+            FieldWrite::parse(
+                "certgen",
+                "Update",
+                Some(t0 + time::Duration::minutes(1)),
+                Some(&hook),
+            ),
+        ];
+        let after = vec![
+            FieldWrite::parse("helm", "Update", Some(t0), Some(&stamp)),
+            FieldWrite::parse(
+                "tigera-operator",
+                "Update",
+                Some(t0 + time::Duration::minutes(5)),
+                Some(&stamp),
+            ),
+        ];
+        let w = of_removal(
+            "MutatingWebhookConfiguration",
+            "hook",
+            (&before, &after),
+            t0,
+        )
+        .unwrap();
+        assert_eq!(w.write.manager, "tigera-operator");
+        assert!(w.write.removed);
+        assert_eq!(w.write.origin, writers::Origin::Overwrote);
+        // A writer that owns nothing leaves no trace: said as unknown, never guessed.
+        let w = of_removal(
+            "MutatingWebhookConfiguration",
+            "hook",
+            (&before, &before[..2]),
+            t0,
+        )
+        .unwrap();
+        assert_eq!(w.write.manager, "unknown");
+        // certgen never owned it: nothing removed of certgen's.
+        assert_eq!(
+            of_removal(
+                "MutatingWebhookConfiguration",
+                "hook",
+                (&before[..2], &after),
+                t0
+            ),
+            None
+        );
+    }
 
     #[test]
     fn a_reverted_ca_secret_is_named_and_the_second_revert_is_a_fight() {

@@ -32,6 +32,14 @@ use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
+/// The annotation certgen sets on a `caBundle` target it writes: the SHA-256 of the bundle.
+pub const BUNDLE_ANNOTATION: &str = "certgen.dev/ca-bundle-sha256";
+
+fn bundle_digest(bundle: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    crate::pki::hex(&Sha256::digest(bundle))
+}
+
 /// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
 /// object kept as the read's token for the write.
 pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as ObservedWebhook};
@@ -249,6 +257,14 @@ impl WebhookStore {
             .expect("a target read through this store")
             .clone();
         set_bundles(read.kind, &mut object.data, bundle, fields);
+        // certgen's mark of the bundle it wrote: a field of its own that a writer removing the
+        // caBundle leaves in place, so managedFields keep certgen's entry and its time, and
+        // the writer that came after can be named (issue 45).
+        object
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(BUNDLE_ANNOTATION.into(), bundle_digest(bundle));
         // Both are preconditions of an update: the API server answers 409 when either no
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());

@@ -76,6 +76,9 @@ pub struct State {
     /// Every undo of certgen's writes the watches saw, by `Kind/name`: a `caBundle` stripped
     /// and restored several times between two scrapes is still seen as a fight.
     undos: BTreeMap<String, Vec<crate::observe::writers::Undo>>,
+    /// The writer that last removed each target's `caBundle` (by `Kind/name`), while it is
+    /// still missing: the API server keeps no record of a removal, the watch saw it happen.
+    removed_by: BTreeMap<String, crate::attribution::Writer>,
 }
 
 /// The health metrics rendered at one time, reused by later scrapes while nothing they depend
@@ -115,6 +118,7 @@ impl State {
                 .map(|n| (n.to_string(), crate::attribution::keys_of(config, n)))
                 .collect(),
             undos: BTreeMap::new(),
+            removed_by: BTreeMap::new(),
         }
     }
 
@@ -187,7 +191,14 @@ impl State {
         self.count(resource(kind), 1);
         let now = OffsetDateTime::now_utc();
         let missing = bundles.bundles.iter().any(Vec::is_empty);
-        let w = crate::attribution::of_target(
+        let key = crate::attribution::key(kind_name(kind), &name);
+        let before = self
+            .targets
+            .get(kind_name(kind))
+            .and_then(|(_, found)| found.get(&name))
+            .map(|seen| seen.writes.clone())
+            .unwrap_or_default();
+        let mut w = crate::attribution::of_target(
             kind_name(kind),
             &name,
             &bundles.writes,
@@ -195,7 +206,20 @@ impl State {
             &[],
             now,
         );
-        let key = crate::attribution::key(kind_name(kind), &name);
+        if !missing {
+            self.removed_by.remove(&key);
+        } else if w.is_none() {
+            let removal = crate::attribution::of_removal(
+                kind_name(kind),
+                &name,
+                (&before, &bundles.writes),
+                now,
+            );
+            if let Some(r) = removal {
+                self.removed_by.insert(key.clone(), r);
+            }
+            w = self.removed_by.get(&key).cloned();
+        }
         crate::attribution::remember(self.undos.entry(key).or_default(), w.as_ref(), now);
         self.targets
             .entry(kind_name(kind))
@@ -336,6 +360,7 @@ impl State {
                             .get(&crate::attribution::key(kind, &t.name))
                             .map(Vec::as_slice)
                             .unwrap_or_default();
+                        let key = crate::attribution::key(kind, &t.name);
                         writer = crate::attribution::of_target(
                             kind,
                             &t.name,
@@ -343,7 +368,13 @@ impl State {
                             seen.bundles.iter().any(Vec::is_empty),
                             seen_undos,
                             now,
-                        );
+                        )
+                        .or_else(|| {
+                            let mut w = self.removed_by.get(&key)?.clone();
+                            w.fight =
+                                crate::observe::writers::fight(seen_undos, Some(&w.write), now);
+                            Some(w)
+                        });
                         TargetState::of_present(config, t, observed, seen.injected, &seen.bundles)
                     }
                 },

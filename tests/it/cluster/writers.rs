@@ -6,11 +6,15 @@
 //! `argocd-controller`. certgen must name the writer in the run's report, `check` (text,
 //! JSON, metrics) and a Warning Event, and call a second undo a fight (check exits 1).
 
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::cluster;
+use super::exporter::Exporter;
+use super::{DeleteOnDrop, cluster};
 
 /// The stand-in for Flux's kustomize-controller: applies `git` (the data of Secret `name`
 /// as held in Git) with force, unless the object on the cluster says `ssa: IfNotPresent`.
@@ -262,4 +266,147 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
         "{}",
         r.stdout
     );
+}
+
+/// The stand-in for an operator that strips `caBundle` on every reconcile (the Tigera
+/// operator's case, projectcalico/calico #13695): an update under its own field manager that
+/// removes the first entry's `caBundle` and stamps its reconcile annotation (operators mark
+/// what they reconcile; a writer that changes nothing it owns leaves no trace in
+/// managedFields at all, and is then reported as `unknown`).
+async fn strip(api: &Api<MutatingWebhookConfiguration>, name: &str, n: u32) {
+    let ops = json!([
+        {"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"},
+        {"op": "add", "path": "/metadata/annotations", "value": {"operator.tigera.io/reconciled": n.to_string()}},
+    ]);
+    let pp = PatchParams {
+        field_manager: Some("tigera-operator".into()),
+        ..PatchParams::default()
+    };
+    api.patch(
+        name,
+        &pp,
+        &Patch::<()>::Json(serde_json::from_value(ops).unwrap()),
+    )
+    .await
+    .expect("strip");
+}
+
+fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
+    serde_json::from_value(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name, "labels": {"certgen.dev/test": "true"}},
+        "webhooks": [{
+            "name": "topology.webhook.gateway.envoyproxy.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": "Ignore",
+            "clientConfig": {"service": {"name": "envoy-gateway", "namespace": ns,
+                "path": "/inject-pod-topology", "port": 9443}},
+            "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["pods/binding"]}],
+            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                "operator": "In", "values": [ns]}]}
+        }]
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-strip").await;
+    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+    let api: Api<MutatingWebhookConfiguration> = Api::all(c.client.clone());
+    let pp = PostParams {
+        field_manager: Some("helm".into()),
+        ..PostParams::default()
+    };
+    api.create(&pp, &injector(&name, &ns.name)).await.unwrap();
+    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    let r = c.certgen(&ns.name).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let exporter = Exporter::start(&c.kubeconfig, &ns.name);
+    exporter.metrics_until("healthy", |m| {
+        m.lines()
+            .any(|l| l.starts_with("certgen_check_healthy{") && l.ends_with(" 1"))
+    });
+
+    // The first strip: named by the exporter, check, the run and an Event; no fight yet.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    strip(&api, &name, 1).await;
+    let seen = |m: &str| {
+        m.lines().any(|l| {
+            l.starts_with("certgen_other_writer_timestamp_seconds{")
+                && l.contains("object_kind=\"MutatingWebhookConfiguration\"")
+                && l.contains("manager=\"tigera-operator\"")
+                && l.contains("origin=\"overwrote\"")
+        })
+    };
+    let m = exporter.metrics_until("the stripper named", seen);
+    assert!(
+        m.lines()
+            .any(|l| l.starts_with("certgen_fights{") && l.ends_with(" 0")),
+        "{m}"
+    );
+    let r = c.certgen(&ns.name).check().run();
+    assert_eq!(r.code, 1, "a drifted caBundle: {}", r.stdout);
+    let writers = named(&r.json());
+    assert!(
+        writers.contains(&(
+            name.clone(),
+            "tigera-operator".into(),
+            "Update".into(),
+            false
+        )),
+        "{writers:?}"
+    );
+    let run = c.certgen(&ns.name).args(["--events"]).run();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let report = run.json();
+    assert!(
+        named(&report)
+            .iter()
+            .any(|w| w.0 == name && w.1 == "tigera-operator"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        report["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "OtherWriter"
+                && e["kind"] == "MutatingWebhookConfiguration"
+                && e["note"].as_str().unwrap().contains("tigera-operator")
+                && e["outcome"] == "recorded"),
+        "{}",
+        run.stdout
+    );
+    exporter.metrics_until("certgen's write stands again", |m| {
+        m.lines()
+            .any(|l| l.starts_with("certgen_check_healthy{") && l.ends_with(" 1"))
+    });
+
+    // The second strip: a fight, seen by the very next scrape after the watch delivers it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stripped = std::time::Instant::now();
+    strip(&api, &name, 2).await;
+    let m = exporter.metrics_until("the fight", |m| {
+        m.lines()
+            .any(|l| l.starts_with("certgen_fights{") && l.ends_with(" 1"))
+    });
+    let took = stripped.elapsed();
+    println!("fight reported {took:?} after the second strip");
+    assert!(
+        took < Duration::from_secs(10),
+        "well within one scrape interval (the chart's default is 60s): {took:?}"
+    );
+    assert!(
+        m.lines().any(|l| l.starts_with("certgen_fight_undos{")
+            && l.contains("manager=\"tigera-operator\"")
+            && l.ends_with(" 2")),
+        "{m}"
+    );
+    exporter.stop();
 }
