@@ -44,7 +44,7 @@ pub struct TargetRead {
     /// never does.
     pub injected: Option<crate::certmanager::Injected>,
     /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
-    pub writes: Vec<crate::observe::writers::FieldWrite>,
+    pub writes: Vec<crate::secret::FieldWrite>,
     /// What the implementation needs to write the object back as read (the whole object, for
     /// the Kubernetes adapter); opaque to the driver.
     pub token: Option<Arc<dyn Any + Send + Sync>>,

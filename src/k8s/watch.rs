@@ -76,7 +76,7 @@ pub struct TargetSeen {
     /// cert-manager's CA injector writes them (it carries one of its annotations).
     pub injected: bool,
     /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
-    pub writes: Vec<crate::observe::writers::FieldWrite>,
+    pub writes: Vec<crate::secret::FieldWrite>,
 }
 
 impl From<Vec<Vec<u8>>> for TargetSeen {

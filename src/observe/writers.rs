@@ -29,16 +29,7 @@ pub const FIGHT_WINDOW: time::Duration = time::Duration::hours(24);
 /// At most this many undos are kept in [`HISTORY`].
 const HISTORY_MAX: usize = 8;
 
-/// One `managedFields` entry: a manager, its operation (`Apply` or `Update`), when it last
-/// changed the object, and the leaf fields it owns (`data/ca.crt`,
-/// `webhooks/k:{"name":"x"}/clientConfig/caBundle`: the `f:` prefixes dropped).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldWrite {
-    pub manager: String,
-    pub operation: String,
-    pub time: Option<OffsetDateTime>,
-    pub fields: BTreeSet<String>,
-}
+pub use crate::secret::FieldWrite;
 
 impl FieldWrite {
     /// The entry of `manager`'s `operation` at `time`, owning the fields of `fields_v1` (the
