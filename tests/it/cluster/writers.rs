@@ -410,3 +410,198 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
     );
     exporter.stop();
 }
+
+/// Flux's stand-in reverts certgen's CA Secret to the copy in Git (as first installed) in the
+/// middle of a staged rotation (after its trust step) and again after it, while the harness's
+/// real TLS peers handshake with each other throughout: the writer is named each time, the
+/// second revert is a fight, and no handshake fails.
+#[tokio::test]
+async fn gitops_reverts_of_the_ca_secret_mid_rotation_and_after_break_no_handshake() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-writers-tls").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("harness.yaml");
+    std::fs::write(&cfg, super::harness::config_yaml(&ns.name)).unwrap();
+    let certgen = c
+        .certgen(&ns.name)
+        .args(["--config", cfg.to_str().unwrap(), "--no-poke"])
+        .propagation_delay("2s");
+    let check = || {
+        c.certgen(&ns.name)
+            .check()
+            .args(["--config", cfg.to_str().unwrap()])
+            .run()
+    };
+    c.create_deployment(
+        &ns.name,
+        &super::deployment("envoy-ratelimit", 1, json!({})),
+    )
+    .await;
+    let r = certgen.run_async().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ca = "envoy-gateway-ca";
+    let installed = c.secrets(&ns.name).get(ca).await.unwrap();
+    let git = json!({
+        "ca.crt": git_copy(&installed)["ca.crt"],
+        "tls.crt": git_copy(&installed)["tls.crt"],
+        "tls.key": git_copy(&installed)["tls.key"],
+    });
+    let peers = super::harness::Peers::start(&c, &ns.name).await;
+
+    // Mid-rotation: the trust step written, the run stopped at its gate (exit 3).
+    let r = certgen
+        .clone()
+        .args(["--overwrite", "--timeout", "1s"])
+        .run_async()
+        .await;
+    assert_eq!(r.code, 3, "stopped at the gate: {}", r.stderr);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(kustomize_controller(&c, &ns.name, ca, &git).await);
+    let r = check();
+    let writers = named(&r.json());
+    assert!(
+        writers
+            .iter()
+            .any(|w| w.0 == ca && w.1 == "kustomize-controller" && w.2 == "Apply"),
+        "{}",
+        r.stdout
+    );
+    peers.settle().await;
+    let r = certgen
+        .clone()
+        .args(["--events", "--wait", "--timeout", "120s"])
+        .run_async()
+        .await;
+    println!(
+        "the run after the first revert: exit {}\n{}",
+        r.code, r.stdout
+    );
+    assert!(
+        named(&r.json())
+            .iter()
+            .any(|w| w.0 == ca && w.1 == "kustomize-controller"),
+        "{}",
+        r.stdout
+    );
+    // Whatever that run left mid-way, the next plain runs finish it.
+    for _ in 0..3 {
+        peers.settle().await;
+        let r = certgen
+            .clone()
+            .args(["--wait", "--timeout", "120s"])
+            .run_async()
+            .await;
+        assert!(r.code == 0, "{}\n{}", r.stdout, r.stderr);
+    }
+
+    // After the rotation: the second revert by the same controller is a fight.
+    peers.settle().await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(kustomize_controller(&c, &ns.name, ca, &git).await);
+    let r = check();
+    println!(
+        "check after the second revert: exit {}\n{}",
+        r.code, r.stdout
+    );
+    let fought = named(&r.json());
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        fought
+            .iter()
+            .any(|w| w.0 == ca && w.1 == "kustomize-controller" && w.3),
+        "{fought:?}"
+    );
+    peers.settle().await;
+    let r = certgen
+        .clone()
+        .args(["--events", "--wait", "--timeout", "120s"])
+        .run_async()
+        .await;
+    println!(
+        "the run after the second revert: exit {}\n{}",
+        r.code, r.stdout
+    );
+    assert!(
+        r.json()["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "FightDetected" && e["name"] == ca),
+        "{}",
+        r.stdout
+    );
+    for _ in 0..3 {
+        peers.settle().await;
+        let r = certgen
+            .clone()
+            .args(["--wait", "--timeout", "120s"])
+            .run_async()
+            .await;
+        assert!(r.code == 0, "{}\n{}", r.stdout, r.stderr);
+    }
+    peers.settle().await;
+    let (handshakes, failures) = peers.stop().await;
+    println!("{handshakes} handshakes, {} failed", failures.len());
+    assert!(handshakes > 100, "{handshakes}");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Secrets another tool created before certgen adopted them (here `kubectl create`, field
+/// manager `kubectl-create`, with a copy of another installation's Secrets): named as written
+/// before adoption, never as an undo, so never a fight.
+#[tokio::test]
+async fn secrets_written_before_adoption_are_named_as_such() {
+    let Some(c) = cluster().await else { return };
+    let from = c.namespace("certgen-writers-from").await;
+    let ns = c.namespace("certgen-writers-adopt").await;
+    let r = c.certgen(&from.name).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ca = c.secrets(&from.name).get("envoy-gateway-ca").await.unwrap();
+    let copy: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "envoy-gateway-ca"},
+        "data": git_copy(&ca),
+    }))
+    .unwrap();
+    let pp = PostParams {
+        field_manager: Some("kubectl-create".into()),
+        ..PostParams::default()
+    };
+    c.secrets(&ns.name).create(&pp, &copy).await.unwrap();
+    let adopted = |v: &serde_json::Value| {
+        v["otherWriters"].as_array().into_iter().flatten().any(|w| {
+            w["name"] == "envoy-gateway-ca"
+                && w["manager"] == "kubectl-create"
+                && w["origin"] == "before_adoption"
+                && w["fight"].is_null()
+        })
+    };
+    let r = c.certgen(&ns.name).check().run();
+    assert!(adopted(&r.json()), "{}", r.stdout);
+    let r = c.certgen(&ns.name).args(["--events"]).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let report = r.json();
+    assert!(adopted(&report), "{}", r.stdout);
+    assert!(
+        report["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["reason"] == "OtherWriter"
+                && e["name"] == "envoy-gateway-ca"
+                && e["note"]
+                    .as_str()
+                    .unwrap()
+                    .contains("before certgen adopted it")),
+        "{}",
+        r.stdout
+    );
+    let text = raw(&c, &ns.name, &["check"]);
+    assert!(
+        text.stdout
+            .contains("manager kubectl-create (Update) wrote")
+            && text.stdout.contains("before certgen adopted it"),
+        "{}",
+        text.stdout
+    );
+}
