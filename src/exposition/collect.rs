@@ -115,8 +115,10 @@ async fn targets(
             Ok(WebhookObserved::Absent) => TargetState::Absent,
             Ok(WebhookObserved::Present(o)) => {
                 let missing = o.bundles.iter().any(Vec::is_empty);
-                writer =
-                    crate::attribution::of_target(&kind, &t.name, &o.writes, missing, &[], now);
+                let recorded = crate::observe::writers::history(o.recorded.as_deref());
+                writer = crate::attribution::of_target(
+                    &kind, &t.name, &o.writes, missing, &recorded, now,
+                );
                 TargetState::of_present(config, t, observed, o.injected.is_some(), &o.bundles)
             }
         };

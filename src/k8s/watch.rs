@@ -77,6 +77,8 @@ pub struct TargetSeen {
     pub injected: bool,
     /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
     pub writes: Vec<crate::secret::FieldWrite>,
+    /// The undos recorded on it (annotation `certgen.dev/undone-by`).
+    pub recorded: Vec<crate::observe::writers::Undo>,
 }
 
 impl From<Vec<Vec<u8>>> for TargetSeen {
@@ -85,6 +87,7 @@ impl From<Vec<Vec<u8>>> for TargetSeen {
             bundles,
             injected: false,
             writes: Vec::new(),
+            recorded: Vec::new(),
         }
     }
 }
@@ -230,6 +233,13 @@ fn target_seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
         bundles,
         injected,
         writes: super::field_writes(o.metadata.managed_fields.as_deref()),
+        recorded: crate::observe::writers::history(
+            o.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::observe::writers::HISTORY))
+                .map(String::as_str),
+        ),
     }
 }
 

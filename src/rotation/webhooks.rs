@@ -113,7 +113,8 @@ impl Targets {
                     let kind = describe(t.kind, &t.name);
                     let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
                     let missing = t.bundles.iter().any(Vec::is_empty);
-                    crate::attribution::of_target(kind, &t.name, &t.writes, missing, &[], now)
+                    let recorded = crate::observe::writers::history(t.recorded.as_deref());
+                    crate::attribution::of_target(kind, &t.name, &t.writes, missing, &recorded, now)
                 }
                 _ => None,
             })
@@ -615,6 +616,7 @@ mod tests {
             written_at: None,
             injected: None,
             writes: Vec::new(),
+            recorded: None,
             token: None,
         }))
     }

@@ -355,11 +355,13 @@ impl State {
                     StandIn::Several => TargetState::Ambiguous,
                     StandIn::Found(None) => TargetState::Absent,
                     StandIn::Found(Some(seen)) => {
-                        let seen_undos = self
+                        let mut seen_undos: Vec<crate::observe::writers::Undo> = self
                             .undos
                             .get(&crate::attribution::key(kind, &t.name))
-                            .map(Vec::as_slice)
+                            .cloned()
                             .unwrap_or_default();
+                        seen_undos.extend(seen.recorded.iter().cloned());
+                        let seen_undos = seen_undos.as_slice();
                         let key = crate::attribution::key(kind, &t.name);
                         writer = crate::attribution::of_target(
                             kind,

@@ -160,6 +160,7 @@ fn targets_follow_their_events_and_a_refusal() {
             bundles: vec![b"injected".to_vec()],
             injected: true,
             writes: Vec::new(),
+            recorded: Vec::new(),
         },
     );
     let text = render(&state.families(&config, NOW, ApiRequests::default()));

@@ -270,13 +270,14 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
 
 /// The stand-in for an operator that strips `caBundle` on every reconcile (the Tigera
 /// operator's case, projectcalico/calico #13695): an update under its own field manager that
-/// removes the first entry's `caBundle` and stamps its reconcile annotation (operators mark
-/// what they reconcile; a writer that changes nothing it owns leaves no trace in
-/// managedFields at all, and is then reported as `unknown`).
+/// removes the first entry's `caBundle` and stamps its reconcile annotation, keeping the rest
+/// of the object as read (a controller's get, mutate, update). Operators mark what they
+/// reconcile; a writer that changes nothing it owns leaves no trace in managedFields at all,
+/// and is then reported as `unknown` by the exporter.
 async fn strip(api: &Api<MutatingWebhookConfiguration>, name: &str, n: u32) {
     let ops = json!([
         {"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"},
-        {"op": "add", "path": "/metadata/annotations", "value": {"operator.tigera.io/reconciled": n.to_string()}},
+        {"op": "add", "path": "/metadata/annotations/operator.tigera.io~1reconciled", "value": n.to_string()},
     ]);
     let pp = PatchParams {
         field_manager: Some("tigera-operator".into()),
@@ -407,6 +408,27 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
             && l.contains("manager=\"tigera-operator\"")
             && l.ends_with(" 2")),
         "{m}"
+    );
+    // certgen's repair recorded the first strip on the object, so `check`, which has no
+    // memory of its own, sees the fight too and exits 1 naming both sides.
+    let r = c.certgen(&ns.name).check().run();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        named(&r.json()).contains(&(
+            name.clone(),
+            "tigera-operator".into(),
+            "Update".into(),
+            true
+        )),
+        "{}",
+        r.stdout
+    );
+    let text = raw(&c, &ns.name, &["check"]);
+    assert!(
+        text.stdout
+            .contains("FIGHT between certgen and tigera-operator"),
+        "{}",
+        text.stdout
     );
     exporter.stop();
 }

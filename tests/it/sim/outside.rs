@@ -632,6 +632,7 @@ impl CaBundleTargets for Sim {
                         written_at: t.written_at,
                         injected: None,
                         writes: Vec::new(),
+                        recorded: None,
                         token: None,
                     }))
                 }
