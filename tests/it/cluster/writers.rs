@@ -627,3 +627,75 @@ async fn secrets_written_before_adoption_are_named_as_such() {
         text.stdout
     );
 }
+
+/// Argo CD's self-heal as documented: on every sync it puts the live object back to Git's,
+/// by update under `argocd-controller`, except the JSON pointers its Application's
+/// `ignoreDifferences` lists when the sync option `RespectIgnoreDifferences=true` is set.
+/// Returns whether it wrote.
+async fn argocd_sync(
+    c: &super::Cluster,
+    ns: &str,
+    name: &str,
+    git: &serde_json::Value,
+    ignore: &[&str],
+) -> bool {
+    if ignore.contains(&"/data") {
+        return false;
+    }
+    argocd_controller(c, ns, name, git).await;
+    true
+}
+
+/// The runbook's Argo CD fix, run as written: `ignoreDifferences` on `/data` with
+/// `RespectIgnoreDifferences=true` ends the fight the self-heal started.
+#[tokio::test]
+async fn argo_cds_self_heal_fights_until_ignore_differences_is_set() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-writers-argo").await;
+    let r = c.certgen(&ns.name).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let git = git_copy(&c.secrets(&ns.name).get("envoy").await.unwrap());
+    let r = c
+        .certgen(&ns.name)
+        .propagation_delay("1s")
+        .args(["--overwrite", "--no-poke"])
+        .run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let run = || {
+        c.certgen(&ns.name)
+            .propagation_delay("1s")
+            .args(["--no-poke"])
+            .run()
+    };
+    // Two self-heals, certgen's run between them: a fight, named with its operation.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(argocd_sync(&c, &ns.name, "envoy", &git, &[]).await);
+    assert_eq!(run().code, 0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(argocd_sync(&c, &ns.name, "envoy", &git, &[]).await);
+    let r = c.certgen(&ns.name).check().run();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert!(
+        named(&r.json()).contains(&(
+            "envoy".into(),
+            "argocd-controller".into(),
+            "Update".into(),
+            true
+        )),
+        "{}",
+        r.stdout
+    );
+    // The fix: the Application ignores /data. certgen's next write stands, the fight ends.
+    let fixed = ["/data"];
+    let r = run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(!argocd_sync(&c, &ns.name, "envoy", &git, &fixed).await);
+    let r = c.certgen(&ns.name).check().run();
+    assert!(!named(&r.json()).iter().any(|w| w.3), "{}", r.stdout);
+    assert_eq!(
+        r.code, 0,
+        "healthy once certgen's write stands: {}",
+        r.stdout
+    );
+}
