@@ -48,7 +48,7 @@ pub fn key(kind: &str, name: &str) -> String {
 /// The data keys certgen owns in Secret `name`, and those a stored copy must hold.
 pub fn keys_of(config: &Config, name: &str) -> (Vec<String>, Vec<String>) {
     if name == config.ca.secret_name {
-        let l = crate::secret::Layout::default();
+        let l = config.ca.layout.clone();
         let all = vec![
             l.cert.clone(),
             l.key.clone(),

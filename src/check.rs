@@ -194,7 +194,7 @@ pub enum Finding {
     /// certificate, a bundle against the rules.
     Unusable { key: String, problem: String },
     /// The CA Secret's `tls.crt` is not a CA certificate.
-    NotCa { subject: String },
+    NotCa { key: String, subject: String },
     /// The CA expires within its renewBefore, or has expired.
     CaDue(String),
     /// The certificate expires within its renewBefore, or has expired.
@@ -306,7 +306,7 @@ impl fmt::Display for Finding {
             ),
             Self::KeyMissing { key, .. } => write!(f, "{key} is missing"),
             Self::Unusable { key, problem } => write!(f, "{key}: {problem}"),
-            Self::NotCa { subject } => write!(f, "tls.crt ({subject}) is not a CA certificate"),
+            Self::NotCa { key, subject } => write!(f, "{key} ({subject}) is not a CA certificate"),
             Self::CaDue(why) => write!(f, "the CA {why}: run certgen to rotate it"),
             Self::Due(why) => write!(f, "the certificate {why}: run certgen to renew it"),
             Self::SanDrift(drift) => write!(f, "{drift}: run certgen to renew it"),
@@ -700,17 +700,19 @@ fn ca_row(
         };
     };
     let (mut active, mut known, mut rotation) = (None, Vec::new(), None);
-    row.judge_common(s, crate::secret::TYPE_TLS);
-    let data = parse::ca(s);
+    let layout = &config.ca.layout;
+    row.judge_common(s, layout.type_);
+    let data = parse::ca(s, layout);
     match data.cert {
         Field::Ok(cert) => {
             if !cert.is_ca {
                 row.findings.push(Finding::NotCa {
+                    key: layout.cert.clone(),
                     subject: cert.subject.clone(),
                 });
             }
             if let Field::Bad(p) = &data.key {
-                row.unusable("tls.key", p);
+                row.unusable(&layout.key, p);
             }
             if let Some(why) = due(&cert, config.ca.renew_before, now) {
                 row.findings.push(Finding::CaDue(why));
@@ -719,7 +721,7 @@ fn ca_row(
                 crate::plan::ca_refusal(config, verifier, &cert).filter(|_| cert.is_ca)
             {
                 row.unusable(
-                    "tls.crt",
+                    &layout.cert,
                     format!("TLS verifiers would reject this CA: {why}"),
                 );
             }
@@ -728,10 +730,10 @@ fn ca_row(
             known.push(cert.clone());
             active = Some(cert);
         }
-        Field::Bad(p) => row.unusable("tls.crt", p),
+        Field::Bad(p) => row.unusable(&layout.cert, p),
         Field::Absent | Field::Empty | Field::Unchecked => {
             row.findings.push(Finding::KeyMissing {
-                key: "tls.crt".into(),
+                key: layout.cert.clone(),
                 refused: true,
             });
         }
@@ -739,13 +741,13 @@ fn ca_row(
     match data.bundle {
         Field::Ok(b) => {
             if let Some(e) = &b.broken {
-                row.unusable("ca.crt", e);
+                row.unusable(&layout.bundle, e);
             }
-            row.judge_bundle("ca.crt", &b.certs, now);
+            row.judge_bundle(&layout.bundle, &b.certs, now);
             row.row.bundle = BundleEntry::list(&b.certs, now);
             known.extend(b.certs);
         }
-        Field::Bad(p) => row.unusable("ca.crt", p),
+        Field::Bad(p) => row.unusable(&layout.bundle, p),
         Field::Absent | Field::Empty | Field::Unchecked => {}
     }
     // A staged rotation's pending CA, judged by the planner's own rules: a run refuses what is

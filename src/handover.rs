@@ -69,6 +69,17 @@ pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
             fix: "nothing was written; its consumers would lose their files: keep certgen for this profile".into(),
         });
     }
+    if config.ca.layout != Layout::default() {
+        let l = &config.ca.layout;
+        return Err(Invalid {
+            object: format!("Secret {}/{}", config.namespace, config.ca.secret_name),
+            problem: format!(
+                "keeps the CA in data keys {} and {} of a {} Secret, and cert-manager's CA Issuer reads only tls.crt and tls.key",
+                l.cert, l.key, l.type_
+            ),
+            fix: "nothing was written; the tools that read this CA Secret would lose it: keep certgen for this profile".into(),
+        });
+    }
     if !check.healthy || check.rotation.is_some() {
         let mut problems: Vec<String> = check
             .secrets

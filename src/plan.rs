@@ -157,7 +157,7 @@ fn plan_writes(
         });
     }
     let ca_name = config.ca.secret_name.as_str();
-    let ca = judge.ca(ca_name, observed.ca())?;
+    let ca = judge.ca(ca_name, observed.ca(), &config.ca.layout)?;
     let mut leaves = Vec::new();
     for t in &config.tls {
         let o = observed.get(&t.name);

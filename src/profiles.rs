@@ -5,7 +5,12 @@
 //! resolves a profile) can name them without importing each other.
 
 /// Names of the built-in profiles, in the order `profile list` lists them.
-pub const NAMES: &[&str] = &["envoy-gateway", "cilium-hubble", "contour"];
+pub const NAMES: &[&str] = &[
+    "envoy-gateway",
+    "cilium-hubble",
+    "cilium-clustermesh",
+    "contour",
+];
 
 /// The profile used when neither `--config` nor `--profile` is given.
 pub const DEFAULT: &str = "envoy-gateway";
@@ -19,6 +24,9 @@ pub fn summary(name: &str) -> Option<&'static str> {
         "cilium-hubble" => Some(
             "Cilium's certgen for Hubble TLS: hubble-server-certs, hubble-relay-*-certs, hubble-metrics-server-certs, hubble-ui-client-certs",
         ),
+        "cilium-clustermesh" => Some(
+            "Cilium ClusterMesh and Hubble, signed by the shared cilium-ca (Cilium's layout); run over every cluster of the mesh (needs {cluster} names)",
+        ),
         "contour" => Some("Contour's `contour certgen` (compact format): contourcert, envoycert"),
         _ => None,
     }
@@ -29,6 +37,7 @@ pub fn builtin(name: &str) -> Option<&'static str> {
     match name {
         "envoy-gateway" => Some(include_str!("../profiles/envoy-gateway.yaml")),
         "cilium-hubble" => Some(include_str!("../profiles/cilium-hubble.yaml")),
+        "cilium-clustermesh" => Some(include_str!("../profiles/cilium-clustermesh.yaml")),
         "contour" => Some(include_str!("../profiles/contour.yaml")),
         _ => None,
     }
@@ -46,6 +55,10 @@ pub fn builtin_json(name: &str) -> Option<&'static str> {
         "cilium-hubble" => Some(include_str!(concat!(
             env!("OUT_DIR"),
             "/cilium-hubble.json"
+        ))),
+        "cilium-clustermesh" => Some(include_str!(concat!(
+            env!("OUT_DIR"),
+            "/cilium-clustermesh.json"
         ))),
         "contour" => Some(include_str!(concat!(env!("OUT_DIR"), "/contour.json"))),
         _ => None,

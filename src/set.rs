@@ -370,7 +370,7 @@ impl Standing {
         let mut s = Self::default();
         if let Some(ca) = observed.ca.as_ref().and_then(|o| o.present()) {
             let first = |key: &str| ca.data.get(key).and_then(|b| parse_single_cert(b).ok());
-            s.active = first("tls.crt").or_else(|| first("ca.crt"));
+            s.active = first(&config.ca.layout.cert).or_else(|| first(&config.ca.layout.bundle));
             s.pending = first("next.crt");
         }
         for t in &config.tls {

@@ -441,6 +441,7 @@ fn each_finding_gives_its_status() {
         ),
         (
             Finding::NotCa {
+                key: "tls.crt".into(),
                 subject: "CN=a:b".into(),
             },
             "invalid",

@@ -219,6 +219,10 @@ pub struct Ca {
     pub secret_name: String,
     pub spec: CaSpec,
     pub renew_before: Duration,
+    /// The CA Secret's data keys and type: `bundle` its trust bundle, `cert` and `key` the
+    /// active CA (certgen's own `ca.crt`, `tls.crt`, `tls.key` unless the config says
+    /// otherwise). A staged rotation's pending CA is always in `next.crt` and `next.key`.
+    pub layout: crate::secret::Layout,
 }
 
 /// Which workloads (of the consumer's [`Kind`]) a consumer is.
@@ -662,7 +666,7 @@ impl Config {
     /// ends): the CA Secret's keys, each TLS Secret's key (`tls.key`, or kube-webhook-certgen's
     /// `key`), each HMAC Secret's key. A local directory keeps their files 0600.
     pub fn private_data_keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = ["tls.key", "next.key"].map(String::from).to_vec();
+        let mut keys: Vec<String> = vec![self.ca.layout.key.clone(), "next.key".into()];
         keys.extend(self.tls.iter().map(|t| t.layout.key.clone()));
         keys.extend(self.hmac.iter().map(|h| h.key.clone()));
         keys.sort();

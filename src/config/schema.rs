@@ -223,6 +223,13 @@ pub struct CaFile {
     pub key_algorithm: KeyAlgorithm,
     pub validity: HumanDuration,
     pub renew_before: HumanDuration,
+    /// The CA Secret's data keys, when not `tls.crt`, `tls.key`, `ca.crt` (Cilium's shared
+    /// `cilium-ca` holds its certificate in `ca.crt` and its key in `ca.key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_keys: Option<DataKeysFile>,
+    /// The CA Secret's type: `kubernetes.io/tls` (the default) or `Opaque`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_type: Option<String>,
 }
 
 /// The kind of a managed Secret.
@@ -276,7 +283,9 @@ pub struct SecretFile {
     pub secret_type: Option<String>,
 }
 
-/// The data keys of a TLS Secret; each defaults to certgen's own.
+/// The data keys of a TLS Secret or of the CA Secret; each defaults to certgen's own. In the CA
+/// Secret, `bundle` is the trust bundle certgen keeps (the active CA and the prior one) and
+/// `cert` the active CA's certificate alone.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DataKeysFile {

@@ -469,6 +469,146 @@ fn a_tls_secret_may_declare_its_data_keys_and_type() {
 }
 
 #[test]
+fn the_ca_secret_may_declare_its_data_keys_and_type() {
+    let head =
+        "name: w\nnamespace: ns\nca:\n  commonName: w-ca\n  validity: 3650d\n  renewBefore: 90d\n";
+    let tail = "secrets:\n  - name: w\n    type: tls\n    dnsNames: [w.ns.svc]\n";
+    let resolve = |extra: &str| {
+        resolve_text(
+            &format!("{head}{extra}{tail}"),
+            &Overrides::default(),
+            &Env::default(),
+        )
+    };
+    assert_eq!(
+        resolve("").unwrap().ca.layout,
+        crate::secret::Layout::default()
+    );
+    // Cilium's shared `cilium-ca`.
+    let c = resolve(
+        "  secretType: Opaque\n  dataKeys: {cert: ca.crt, key: ca.key, bundle: bundle.crt}\n",
+    )
+    .unwrap();
+    let l = &c.ca.layout;
+    assert_eq!(
+        (l.bundle.as_str(), l.cert.as_str(), l.key.as_str(), l.type_),
+        ("bundle.crt", "ca.crt", "ca.key", "Opaque")
+    );
+    // The CA's key is private by the layout, the leaves' layouts untouched.
+    assert_eq!(c.private_data_keys(), ["ca.key", "next.key", "tls.key"]);
+    assert_eq!(c.tls[0].layout, crate::secret::Layout::default());
+    for (extra, expect) in [
+        (
+            "  dataKeys: {cert: ca.crt, key: ca.key, bundle: b.crt}\n",
+            "ca: a kubernetes.io/tls Secret must hold its certificate in tls.crt",
+        ),
+        (
+            "  secretType: Opaque\n  dataKeys: {cert: ca.crt, key: ca.key}\n",
+            "ca.dataKeys: bundle, cert and key must be three different keys",
+        ),
+        (
+            "  secretType: Opaque\n  dataKeys: {cert: ca.crt, key: next.key, bundle: b.crt}\n",
+            "ca.dataKeys: next.key holds a staged rotation's pending CA",
+        ),
+    ] {
+        let err = resolve(extra).unwrap_err();
+        assert!(err.contains(expect), "expected {expect:?} in: {err}");
+    }
+}
+
+#[test]
+fn a_client_certificate_may_have_no_san_but_a_server_certificate_may_not() {
+    let base = "name: w\nnamespace: ns\nca:\n  commonName: w-ca\n  validity: 3650d\n  renewBefore: 90d\nsecrets:\n  - name: w\n    type: tls\n    commonName: admin-w\n";
+    let resolve = |extra: &str| {
+        resolve_text(
+            &format!("{base}{extra}"),
+            &Overrides::default(),
+            &Env::default(),
+        )
+    };
+    let c = resolve("    usages: [client]\n").unwrap();
+    assert!(c.tls[0].leaf.dns_names.is_empty() && c.tls[0].leaf.ip_addresses.is_empty());
+    assert_eq!(c.tls[0].leaf.common_name, "admin-w");
+    for extra in [
+        "    usages: [server]\n",
+        "    usages: [server, client]\n",
+        "",
+    ] {
+        let err = resolve(extra).unwrap_err();
+        assert!(
+            err.contains(
+                "secrets[0]: a server certificate needs at least one of dnsNames or ipAddresses"
+            ),
+            "{extra:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn the_cilium_clustermesh_profile_names_each_cluster_in_its_certificates() {
+    let resolve = |name: Option<&str>| {
+        Config::resolve(
+            &Source::Profile("cilium-clustermesh".into()),
+            &Overrides {
+                cluster_name: name.map(String::from),
+                ..Overrides::default()
+            },
+            &Env::default(),
+        )
+    };
+    let err = resolve(None).unwrap_err().to_string();
+    assert!(
+        err.contains("uses {cluster}") && err.contains("--cluster-name"),
+        "{err}"
+    );
+    let c = resolve(Some("mesh-1")).unwrap();
+    assert_eq!(c.namespace, "kube-system");
+    assert_eq!(c.ca.secret_name, "cilium-ca");
+    assert_eq!(
+        (
+            c.ca.layout.cert.as_str(),
+            c.ca.layout.key.as_str(),
+            c.ca.layout.type_
+        ),
+        ("ca.crt", "ca.key", "Opaque")
+    );
+    let leaf = |n: &str| &c.tls.iter().find(|t| t.name == n).unwrap().leaf;
+    let server = leaf("clustermesh-apiserver-server-cert");
+    assert_eq!(server.common_name, "clustermesh-apiserver.kube-system.svc");
+    assert_eq!(
+        server.dns_names,
+        ["clustermesh-apiserver.kube-system.svc", "*.mesh.cilium.io"]
+    );
+    assert_eq!(
+        server.ip_addresses,
+        [
+            "127.0.0.1".parse::<std::net::IpAddr>().unwrap(),
+            "::1".parse().unwrap()
+        ]
+    );
+    assert_eq!(
+        leaf("clustermesh-apiserver-admin-cert").common_name,
+        "admin-mesh-1"
+    );
+    assert_eq!(
+        leaf("clustermesh-apiserver-local-cert").common_name,
+        "local-mesh-1"
+    );
+    assert_eq!(
+        leaf("clustermesh-apiserver-remote-cert").common_name,
+        "remote"
+    );
+    assert_eq!(
+        leaf("hubble-server-certs").dns_names,
+        ["*.mesh-1.hubble-grpc.cilium.io"]
+    );
+    // The clustermesh-apiserver's etcd reads its CA once: it is restarted, the agents are not.
+    let reload = |n: &str| c.consumers.iter().find(|k| k.name == n).unwrap().reload;
+    assert_eq!(reload("clustermesh-apiserver"), Reload::Restart);
+    assert_eq!(reload("cilium-agent"), Reload::Hot);
+}
+
+#[test]
 fn object_names_follow_the_api_servers_rule_not_a_labels() {
     use crate::config::{dns1123_label, dns1123_subdomain};
     // A Secret may be named with 100 characters and no dot (IsDNS1123Subdomain bounds the

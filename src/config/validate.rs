@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use super::{
-    Ca, Cluster, ClusterFile, ConfigFile, Consumer, ConsumerFile, HmacSecret, Kind, Names, Probe,
-    SecretFile, TlsSecret, Workload, default_key, parse_ip, render, usages,
+    Ca, Cluster, ClusterFile, ConfigFile, Consumer, ConsumerFile, DataKeysFile, HmacSecret, Kind,
+    Names, Probe, SecretFile, TlsSecret, Workload, default_key, parse_ip, render, usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
 use crate::secret::{Layout, TYPE_OPAQUE, TYPE_TLS};
@@ -130,7 +130,16 @@ pub fn ca(file: &ConfigFile) -> Result<Ca, String> {
         return Err("ca.commonName must be 1 to 64 characters".into());
     }
     validity("ca", file.ca.validity.0, file.ca.renew_before.0)?;
+    let layout = layout("ca", &file.ca.data_keys, &file.ca.secret_type)?;
+    for key in [&layout.bundle, &layout.cert, &layout.key] {
+        if key == "next.crt" || key == "next.key" {
+            return Err(format!(
+                "ca.dataKeys: {key} holds a staged rotation's pending CA; give the bundle, the certificate and the key other names"
+            ));
+        }
+    }
     Ok(Ca {
+        layout,
         secret_name,
         spec: CaSpec {
             common_name: file.ca.common_name.clone(),
@@ -187,7 +196,7 @@ pub fn tls(field: &str, s: &SecretFile, names: &Names<'_>, ca: &Ca) -> Result<Tl
             "{field}: key and bytes apply only to type hmac; remove them"
         ));
     }
-    let layout = layout(field, s)?;
+    let layout = layout(field, &s.data_keys, &s.secret_type)?;
     let common_name = match &s.common_name {
         Some(cn) => render(cn, names).map_err(|e| format!("{field}.commonName: {e}"))?,
         None => s.name.clone(),
@@ -212,11 +221,6 @@ pub fn tls(field: &str, s: &SecretFile, names: &Names<'_>, ca: &Ca) -> Result<Tl
     for (j, ip) in s.ip_addresses.iter().enumerate() {
         ip_addresses.push(parse_ip(ip).map_err(|e| format!("{field}.ipAddresses[{j}]: {e}"))?);
     }
-    if dns_names.is_empty() && ip_addresses.is_empty() {
-        return Err(format!(
-            "{field}: a TLS Secret needs at least one of dnsNames or ipAddresses"
-        ));
-    }
     let usage_list = s
         .usages
         .clone()
@@ -224,6 +228,15 @@ pub fn tls(field: &str, s: &SecretFile, names: &Names<'_>, ca: &Ca) -> Result<Tl
     if usage_list.is_empty() {
         return Err(format!(
             "{field}.usages is empty; use [server], [client] or [server, client]"
+        ));
+    }
+    // A server is verified by the name a client dials; a client alone by its chain (and an
+    // etcd or Kubernetes server reads its common name as the user: Cilium's admin, remote and
+    // local certificates carry no SAN).
+    if dns_names.is_empty() && ip_addresses.is_empty() && usage_list.contains(&super::Usage::Server)
+    {
+        return Err(format!(
+            "{field}: a server certificate needs at least one of dnsNames or ipAddresses (a certificate with usages: [client] alone may have none)"
         ));
     }
     let valid = s
@@ -295,9 +308,13 @@ fn data_key(field: &str, value: &str) -> Result<(), String> {
 
 /// A TLS Secret's data keys and type: three distinct valid keys; `kubernetes.io/tls` (the
 /// default) needs `tls.crt` and `tls.key`, as the API server requires.
-fn layout(field: &str, s: &SecretFile) -> Result<Layout, String> {
+fn layout(
+    field: &str,
+    data_keys: &Option<DataKeysFile>,
+    secret_type: &Option<String>,
+) -> Result<Layout, String> {
     let mut layout = Layout::default();
-    if let Some(keys) = &s.data_keys {
+    if let Some(keys) = data_keys {
         for (name, given, slot) in [
             ("bundle", &keys.bundle, &mut layout.bundle),
             ("cert", &keys.cert, &mut layout.cert),
@@ -315,7 +332,7 @@ fn layout(field: &str, s: &SecretFile) -> Result<Layout, String> {
             layout.bundle, layout.cert, layout.key
         ));
     }
-    layout.type_ = match s.secret_type.as_deref() {
+    layout.type_ = match secret_type.as_deref() {
         None | Some(TYPE_TLS) => TYPE_TLS,
         Some(TYPE_OPAQUE) => TYPE_OPAQUE,
         Some(other) => {

@@ -53,7 +53,7 @@ pub fn rotation(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Ro
     let Some(ca_secret) = observed.ca().present() else {
         return steady;
     };
-    let ca = parse::ca(ca_secret);
+    let ca = parse::ca(ca_secret, &config.ca.layout);
     if matches!(ca.next_cert, Field::Ok(_)) {
         return Rotation {
             phase: "trust",
@@ -113,7 +113,7 @@ pub fn certificates<'a>(
 ) -> Vec<(&'a str, &'static str, Cert, std::time::Duration)> {
     let mut out = Vec::new();
     if let Some(s) = observed.ca().present()
-        && let Field::Ok(cert) = parse::ca(s).cert
+        && let Field::Ok(cert) = parse::ca(s, &config.ca.layout).cert
     {
         out.push((
             config.ca.secret_name.as_str(),
@@ -169,6 +169,7 @@ pub fn health(
     .into_iter()
     .chain(window_families(config, report))
     .chain(writer_families(config, report))
+    .chain(set_family(config, observed))
     .collect()
 }
 
@@ -241,6 +242,28 @@ fn writer_families(config: &Config, report: &CheckReport) -> Vec<Family> {
             .count() as f64,
     );
     vec![written, undos, fights]
+}
+
+/// The set of clusters this cluster's CA Secret records (issue 42), when it records one: its
+/// id, generation and size, so that a member's exporter and `check` say that its CA is shared
+/// and changes only by a run over the set (their next-run verdict predicts that refusal).
+fn set_family(config: &Config, observed: &Snapshot) -> Option<Family> {
+    let record = crate::set::Record::read(config, observed, &|n| n.to_string()).ok()??;
+    let mut info = Family::gauge(
+        "certgen_set_info",
+        "1 when this cluster's CA Secret records a set of clusters sharing its CA (labels: the set's id, its generation, its number of members): the CA is created, rotated and dropped only by a certgen run over every member's context.",
+    );
+    info.push(
+        vec![
+            ns(config),
+            ("profile", config.profile.clone()),
+            ("set", record.id.clone()),
+            ("generation", record.generation.to_string()),
+            ("members", record.members.len().to_string()),
+        ],
+        1.0,
+    );
+    Some(info)
 }
 
 /// The renewal windows (issue 45), when configured: whether one is open, when the next opens,

@@ -138,7 +138,6 @@ fn an_expired_prior_ca_is_no_cleanup_to_wait_for() {
 
 fn rendered(r: &Rotating, targets: &[CaBundleTarget]) -> String {
     let ctx = crate::check::Context {
-        undos: Default::default(),
         targets: targets.to_vec(),
         ..Default::default()
     };
@@ -412,6 +411,37 @@ fn a_drifted_target_makes_the_check_unhealthy() {
     let drifted = rendered(&r, &[target(TargetState::Drifted)]);
     assert_eq!(healthy(&drifted), "0", "{drifted}");
     assert!(drifted.contains("status=\"drifted\"} 1"));
+}
+
+#[test]
+fn a_member_of_a_set_names_its_set_and_no_other_cluster_does() {
+    let config = config();
+    let ca = issue_ca(&config.ca.spec, NOW - DAY).unwrap();
+    let mut snapshot = installed(&config, &ca, NOW - DAY);
+    let info = |snapshot: &Snapshot| {
+        super::set_family(&config, snapshot).map(|f| crate::exposition::text::render(&[f]))
+    };
+    assert!(info(&snapshot).is_none(), "a cluster in no set");
+    let record = crate::set::Record {
+        id: "e0c78408542f1f8e".into(),
+        members: vec!["a".into(), "b".into(), "c".into()],
+        contexts: vec!["m0".into(), "m1".into(), "m2".into()],
+        generation: 2,
+    };
+    snapshot.edit(&config.ca.secret_name, |s| {
+        s.annotations.insert(
+            crate::set::SET_ANNOTATION.to_string(),
+            record.to_annotation(),
+        );
+    });
+    let text = info(&snapshot).unwrap();
+    assert!(
+        text.contains(&format!(
+            "certgen_set_info{{namespace=\"{}\",profile=\"{}\",set=\"e0c78408542f1f8e\",generation=\"2\",members=\"3\"}} 1",
+            config.namespace, config.profile
+        )),
+        "{text}"
+    );
 }
 
 #[test]

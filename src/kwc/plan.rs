@@ -349,6 +349,8 @@ pub fn config_file(req: &CreateRequest, secret_type: &str) -> Option<ConfigFile>
             key_algorithm: KeyAlgorithm::EcdsaP256,
             validity: HumanDuration(r.validity),
             renew_before: HumanDuration(r.renew_before),
+            data_keys: None,
+            secret_type: None,
         },
         secrets: vec![SecretFile {
             name: req.secret_name.clone(),

@@ -69,7 +69,7 @@ pub struct Bundle {
     pub broken: Option<BundleError>,
 }
 
-/// The CA Secret as parsed.
+/// The CA Secret as parsed (the keys named are the default [`Layout`]'s).
 #[derive(Debug)]
 pub struct CaData {
     /// `tls.crt`: exactly one certificate (whether it is a CA is the reader's to judge).
@@ -149,16 +149,17 @@ fn bundle(pem: &[u8]) -> Result<Bundle, Problem> {
     Ok(Bundle { certs, broken })
 }
 
-/// Parses the CA Secret.
-pub fn ca(s: &StoredSecret) -> CaData {
-    let cert = raw(s, "tls.crt").parse(single);
-    let key = raw(s, "tls.key").key_of(&cert, |c, k| CaKey::from_pem(c.clone(), k));
+/// Parses the CA Secret whose active CA and bundle are in `layout`'s data keys (the pending
+/// CA is always in `next.crt` and `next.key`).
+pub fn ca(s: &StoredSecret, layout: &Layout) -> CaData {
+    let cert = raw(s, &layout.cert).parse(single);
+    let key = raw(s, &layout.key).key_of(&cert, |c, k| CaKey::from_pem(c.clone(), k));
     let next_cert = raw(s, "next.crt").parse(single);
     let next_key = raw(s, "next.key").key_of(&next_cert, |c, k| CaKey::from_pem(c.clone(), k));
     CaData {
         cert,
         key,
-        bundle: raw(s, "ca.crt").parse(bundle),
+        bundle: raw(s, &layout.bundle).parse(bundle),
         next_cert,
         next_key,
     }

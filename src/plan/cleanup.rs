@@ -201,6 +201,12 @@ impl Input<'_> {
             )
         } else if let (true, Some(found)) = (ca.agreed, &ca.derived) {
             (Action::UpdateBundle, found.clone())
+        } else if ca.bundle.is_empty() {
+            // Another tool's CA Secret (Cilium's `cilium-ca`) holds the CA and its key only.
+            (
+                Action::UpdateBundle,
+                "adopting the CA as it is: recording its trust bundle".to_string(),
+            )
         } else {
             (
                 Action::UpdateBundle,

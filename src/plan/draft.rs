@@ -80,6 +80,7 @@ impl CaDraft {
                 pending: self.pending.as_ref(),
                 relayout: self.derived.is_some(),
             },
+            &config.ca.layout,
         );
         CaPlan {
             name: self.name,

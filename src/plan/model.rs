@@ -23,9 +23,10 @@ pub struct Options {
     pub strategy: Strategy,
     /// How long consumers get to load a change before the next step relies on it.
     pub propagation_delay: Duration,
-    /// The steps a run over a set of clusters holds back until every member is ready for
-    /// them (the phase barrier): nothing held in a single-cluster run.
-    pub hold: Hold,
+    /// A step of one member of a set of clusters (its run or its dry run), and the steps the
+    /// set holds back until every member is ready for them (the phase barrier); `None`: a run
+    /// in one cluster, which holds nothing and refuses to change a CA a set shares.
+    pub hold: Option<Hold>,
     /// Why `overwrite` is set (`--overwrite`, or `certgen create`'s `--validity`): the
     /// report's reason only.
     pub overwrite_why: OverwriteWhy,
@@ -87,7 +88,7 @@ impl Options {
             force: run.force,
             strategy: run.strategy,
             propagation_delay: run.propagation_delay,
-            hold: run.set_member.map_or(Hold::default(), |h| Hold {
+            hold: run.set_member.map(|h| Hold {
                 leaves: h.leaves,
                 cleanup: h.cleanup,
             }),

@@ -6,7 +6,7 @@
 use super::{Invalid, Options};
 use crate::observe::parse::{self, Bundle, Field};
 use crate::pki::{CaKey, Cert, CertError, KeyError};
-use crate::secret::{Layout, Observed, StoredSecret, TYPE_OPAQUE, TYPE_TLS};
+use crate::secret::{Layout, Observed, StoredSecret, TYPE_OPAQUE};
 
 /// A usable TLS Secret.
 #[derive(Debug)]
@@ -127,7 +127,7 @@ impl Judge<'_> {
             return Err(self.invalid(
                 &s.name,
                 format!("has type {:?}, expected {want_type:?}", s.type_),
-                "nothing was written. The type of a Secret cannot be changed, and this one may be another tool's (cilium/certgen's `cilium-ca`, for one, holds a CA key other certificates depend on): give certgen a Secret name of its own in the config (ca.secretName, or the secret's name); delete it only if it is certgen's own from an earlier layout, then run certgen again",
+                "nothing was written. The type of a Secret cannot be changed, and this one may be another tool's (cilium/certgen's `cilium-ca`, for one, holds a CA key other certificates depend on): give certgen a Secret name of its own in the config (ca.secretName, or the secret's name), or, to manage that CA where it is, declare its layout (ca.secretType and ca.dataKeys; the cilium-clustermesh profile does for cilium-ca); delete it only if it is certgen's own from an earlier layout, then run certgen again",
             ));
         }
         Ok(())
@@ -203,18 +203,23 @@ impl Judge<'_> {
         Ok(Parsed::Ok(Box::new(Leaf { cert, bundle })))
     }
 
-    /// The CA Secret: an active CA (`tls.crt`, and `tls.key` empty for another tool's CA),
-    /// its `ca.crt`, and a staged rotation's pending CA (`next.crt`, `next.key`).
-    pub fn ca(&self, name: &str, observed: &Observed) -> Result<CaSecret, Invalid> {
+    /// The CA Secret (of `layout`): an active CA (`tls.crt`, and `tls.key` empty for another
+    /// tool's CA), its `ca.crt`, and a staged rotation's pending CA (`next.crt`, `next.key`).
+    pub fn ca(
+        &self,
+        name: &str,
+        observed: &Observed,
+        layout: &Layout,
+    ) -> Result<CaSecret, Invalid> {
         let Some(s) = observed.present() else {
             return Ok(CaSecret::default());
         };
-        self.check_common(s, TYPE_TLS)?;
+        self.check_common(s, layout.type_)?;
         let mut out = CaSecret {
             version: Some(s.version.clone()),
             ..CaSecret::default()
         };
-        let data = parse::ca(s);
+        let data = parse::ca(s, layout);
         let refused = |cert: &Cert, key: &str| {
             (self.refuse_ca)(cert).map(|why| {
                 format!(
@@ -223,8 +228,8 @@ impl Judge<'_> {
                 )
             })
         };
-        let active = active(data.cert, data.key, data.bundle)
-            .and_then(|(a, b)| refused(a.cert(), "tls.crt").map_or(Ok((a, b)), Err));
+        let active = active(data.cert, data.key, data.bundle, layout)
+            .and_then(|(a, b)| refused(a.cert(), &layout.cert).map_or(Ok((a, b)), Err));
         match active {
             Ok((active, bundle)) => {
                 out.active = Some(active);
@@ -261,35 +266,40 @@ impl Judge<'_> {
     }
 }
 
-/// The active CA and the CA Secret's bundle, or the first problem with them. Here an empty
-/// `tls.crt` or `ca.crt` is unusable, not missing: only `tls.key` may be empty.
+/// The active CA and the CA Secret's bundle (in `layout`'s keys), or the first problem with
+/// them. Here an empty `tls.crt` or `ca.crt` is unusable, not missing: only `tls.key` may be
+/// empty.
 fn active(
     cert: Field<Cert>,
     key: Field<CaKey>,
     bundle: Field<Bundle>,
+    layout: &Layout,
 ) -> Result<(Active, Vec<Cert>), String> {
+    let (cert_key, key_key, bundle_key) = (&layout.cert, &layout.key, &layout.bundle);
     let cert = ca_cert(
         cert,
         &key,
-        "tls.crt",
-        "tls.crt is missing",
-        "tls.key is missing",
+        cert_key,
+        &format!("{cert_key} is missing"),
+        &format!("{key_key} is missing"),
     )?;
     let active = match key {
         // An empty key: the CA of another tool, kept as the active trust while a staged
         // migration to a certgen CA runs (see `Active::Adopted`).
         Field::Empty => Active::Adopted(cert),
         Field::Ok(k) => Active::Keyed(k),
-        Field::Bad(p) => return Err(format!("tls.key: {p}")),
-        Field::Absent | Field::Unchecked => return Err("tls.key is missing".into()),
+        Field::Bad(p) => return Err(format!("{key_key}: {p}")),
+        Field::Absent | Field::Unchecked => return Err(format!("{key_key} is missing")),
     };
     let bundle = match bundle {
         Field::Absent => Vec::new(),
-        Field::Bad(p) => return Err(format!("ca.crt: {p}")),
-        Field::Empty | Field::Unchecked => return Err(format!("ca.crt: {}", CertError::Empty)),
+        Field::Bad(p) => return Err(format!("{bundle_key}: {p}")),
+        Field::Empty | Field::Unchecked => {
+            return Err(format!("{bundle_key}: {}", CertError::Empty));
+        }
         Field::Ok(Bundle {
             broken: Some(e), ..
-        }) => return Err(format!("ca.crt: {e}")),
+        }) => return Err(format!("{bundle_key}: {e}")),
         Field::Ok(b) => b.certs,
     };
     Ok((active, bundle))

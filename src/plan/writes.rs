@@ -106,17 +106,32 @@ pub(super) struct CaKeys<'a> {
     pub relayout: bool,
 }
 
-/// The write of the CA Secret for `action` (read at `version`), with `bundle` as its `ca.crt`
-/// and `remove` deleted; `None` when the action writes nothing.
+/// The write of the CA Secret (of `layout`) for `action` (read at `version`), with `bundle` as
+/// its trust bundle and `remove` deleted; `None` when the action writes nothing.
 pub(super) fn ca(
     action: Action,
     version: &Option<String>,
     bundle: &[CaRef],
     remove: &[String],
     cas: CaKeys<'_>,
+    layout: &Layout,
 ) -> Option<Write> {
-    let ca_crt = ("ca.crt", Content::Bundle(bundle.to_vec()));
-    let active = active_keys;
+    let active = |cert: CaRef, key: Signer| -> [(&str, Content); 2] {
+        [
+            (layout.cert.as_str(), Content::Cert(cert)),
+            (layout.key.as_str(), Content::Key(key)),
+        ]
+    };
+    // Another tool's CA, kept as the active trust without its key.
+    let adopted_keys = |cert: &Cert| -> [(&str, Content); 2] {
+        [
+            (
+                layout.cert.as_str(),
+                Content::Cert(CaRef::Cert(cert.clone())),
+            ),
+            (layout.key.as_str(), Content::Empty),
+        ]
+    };
     let (mut data, annotation) = match action {
         Action::Keep | Action::Repair => return None,
         Action::Create | Action::Rotate => {
@@ -128,12 +143,10 @@ pub(super) fn ca(
                 ("next.key", Content::Key(Signer::New)),
             ];
             if let Some(adopted) = cas.adopted {
-                // Another tool's CA, kept as the active trust without its key.
-                data.push(("tls.crt", Content::Cert(CaRef::Cert(adopted.clone()))));
-                data.push(("tls.key", Content::Empty));
-            } else if let Some(active) = cas.active.filter(|_| cas.relayout) {
-                let cert = CaRef::Cert(active.cert.clone());
-                data.extend(active_keys(cert, Signer::Held(active.clone())));
+                data.extend(adopted_keys(adopted));
+            } else if let Some(held) = cas.active.filter(|_| cas.relayout) {
+                let cert = CaRef::Cert(held.cert.clone());
+                data.extend(active(cert, Signer::Held(held.clone())));
             }
             (data, None)
         }
@@ -150,11 +163,10 @@ pub(super) fn ca(
         Action::UpdateBundle | Action::Renew if cas.relayout => {
             let mut data = Vec::new();
             if let Some(adopted) = cas.adopted {
-                data.push(("tls.crt", Content::Cert(CaRef::Cert(adopted.clone()))));
-                data.push(("tls.key", Content::Empty));
-            } else if let Some(active) = cas.active {
-                let cert = CaRef::Cert(active.cert.clone());
-                data.extend(active_keys(cert, Signer::Held(active.clone())));
+                data.extend(adopted_keys(adopted));
+            } else if let Some(held) = cas.active {
+                let cert = CaRef::Cert(held.cert.clone());
+                data.extend(active(cert, Signer::Held(held.clone())));
             }
             if let Some(pending) = cas.pending {
                 data.push(("next.crt", Content::Cert(CaRef::Cert(pending.cert.clone()))));
@@ -164,26 +176,19 @@ pub(super) fn ca(
         }
         Action::UpdateBundle | Action::Renew => (Vec::new(), None),
     };
-    data.push(ca_crt);
-    let mut write = Write::new(TYPE_TLS, version, data);
-    // An adopted CA's empty `tls.key` is private by its name, like every `.key`.
+    data.push((layout.bundle.as_str(), Content::Bundle(bundle.to_vec())));
+    let mut write = Write::new(layout.type_, version, data);
+    // The keys of the active and the pending CA are private, and so is an adopted CA's empty
+    // key: by the layout, not by how a name ends.
     write.secret_keys = write
         .data
         .keys()
-        .filter(|k| k.ends_with(".key"))
+        .filter(|k| *k == &layout.key || *k == "next.key")
         .cloned()
         .collect();
     write.remove = remove.to_vec();
     write.ca_annotation = annotation;
     Some(write)
-}
-
-/// The CA Secret's data keys of its active CA.
-fn active_keys(cert: CaRef, key: Signer) -> [(&'static str, Content); 2] {
-    [
-        ("tls.crt", Content::Cert(cert)),
-        ("tls.key", Content::Key(key)),
-    ]
 }
 
 /// The write of a TLS Secret (read at `version`, of `layout`) that takes `bundle` as its

@@ -379,7 +379,7 @@ async fn steps<S: SecretStore>(
         let outcome = match member {
             None => step(store, inv.config, options, known, guard, seed).await?,
             Some(m) => {
-                options.hold = m.hold();
+                options.hold = Some(m.hold());
                 let in_set = m.in_set();
                 let outcome =
                     step_in_set(store, inv.config, (options, known), guard, &in_set).await;

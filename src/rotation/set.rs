@@ -767,7 +767,7 @@ async fn decide<S: SecretStore + Sync>(
     deadline: tokio::time::Instant,
 ) -> Result<(Vec<Outcome>, Shared), Error> {
     let hold = plan::Options {
-        hold: Hold::ALL,
+        hold: Some(Hold::ALL),
         ..plan::Options::default()
     };
     let looks = futures::future::join_all(members.iter().map(|m| {
@@ -851,9 +851,10 @@ pub async fn dry_run<S: SecretStore + Sync>(
     // creates, after its steps).
     let mut recording = Vec::new();
     for (m, l) in members.iter().zip(&read) {
-        let current = Record::read(m.inv.config, &l.observed, &|n| m.store.object(n))
+        let write = record_write(m.inv.config, &l.observed, &record, &|n| m.store.object(n))
             .map_err(|e| named(&m.name, e))?;
-        if current.as_ref() != Some(&record) {
+        let created = l.observed.ca.as_ref().and_then(|o| o.present()).is_none();
+        if write.is_some() || created {
             recording.push(m.name.clone());
         }
     }
@@ -884,7 +885,7 @@ pub async fn dry_run<S: SecretStore + Sync>(
             force: m.inv.options.force,
             strategy: m.inv.options.strategy,
             propagation_delay: m.inv.options.propagation_delay,
-            hold: Hold::ALL,
+            hold: Some(Hold::ALL),
             ..plan::Options::default()
         };
         let again = look(m.store, m.inv.config, options, plan::Known::default());
@@ -990,19 +991,23 @@ async fn member_run<S: SecretStore>(
         .map_err(|e| e.after(writes))
 }
 
-/// Writes the set's record on a member's CA Secret when it differs: the same data, the
-/// annotation added, fenced by the version read.
-async fn write_record<S: SecretStore>(
-    m: &MemberRun<'_, S>,
+/// The write that records `record` on a member's CA Secret as `observed`: the same data,
+/// the annotation [`crate::set::SET_ANNOTATION`], fenced by the version read. `None` when
+/// there is nothing to record there: no CA Secret yet (a member the run creates gets the
+/// record after its steps), the record already there, or a CA Secret of a type certgen does
+/// not write. Planned as data, so that the dry run names the members it would record exactly
+/// where the run writes.
+fn record_write(
+    config: &crate::config::Config,
     observed: &crate::observe::Snapshot,
     record: &Record,
-) -> Result<(), Error> {
+    object: &dyn Fn(&str) -> String,
+) -> Result<Option<crate::secret::SecretWrite>, Error> {
     let Some(ca) = observed.ca.as_ref().and_then(|o| o.present()) else {
-        return Ok(());
+        return Ok(None);
     };
-    let current = Record::read(m.inv.config, observed, &|n| m.store.object(n))?;
-    if current.as_ref() == Some(record) {
-        return Ok(());
+    if Record::read(config, observed, object)?.as_ref() == Some(record) {
+        return Ok(None);
     }
     let type_ = match ca.type_.as_str() {
         "kubernetes.io/tls" => "kubernetes.io/tls",
@@ -1010,19 +1015,20 @@ async fn write_record<S: SecretStore>(
         other => {
             tracing::warn!(
                 "{}: type {other}: the set is not recorded on it",
-                m.store.object(&ca.name)
+                object(&ca.name)
             );
-            return Ok(());
+            return Ok(None);
         }
     };
-    let write = crate::secret::SecretWrite {
+    let private = config.private_data_keys();
+    Ok(Some(crate::secret::SecretWrite {
         name: ca.name.clone(),
         type_,
         data: ca.data.clone(),
         secret_keys: ca
             .data
             .keys()
-            .filter(|k| k.ends_with(".key"))
+            .filter(|k| private.contains(k))
             .cloned()
             .collect(),
         remove: Vec::new(),
@@ -1033,8 +1039,18 @@ async fn write_record<S: SecretStore>(
         )]
         .into(),
         expect: crate::secret::Expect::Version(ca.version.clone()),
-    };
-    m.store.put(&write).await?;
+    }))
+}
+
+/// Writes [`record_write`]'s write, if any.
+async fn write_record<S: SecretStore>(
+    m: &MemberRun<'_, S>,
+    observed: &crate::observe::Snapshot,
+    record: &Record,
+) -> Result<(), Error> {
+    if let Some(write) = record_write(m.inv.config, observed, record, &|n| m.store.object(n))? {
+        m.store.put(&write).await?;
+    }
     Ok(())
 }
 
@@ -1112,5 +1128,50 @@ mod tests {
         ]);
         SetBarrier::decide(&mut s);
         assert!(matches!(s.verdicts["a"], Verdict::Stop(Some(_), None)));
+    }
+
+    #[test]
+    fn the_record_is_a_planned_write_of_the_same_data_where_it_differs() {
+        use crate::observe::fixtures::installed;
+        let config = crate::config::test_profile(None);
+        let at = time::macros::datetime!(2026-06-01 12:00 UTC);
+        let ca = crate::pki::issue_ca(&config.ca.spec, at).unwrap();
+        let mut observed = installed(&config, &ca, at);
+        let record = Record {
+            id: "e0c78408542f1f8e".into(),
+            members: vec!["a".into(), "b".into()],
+            contexts: vec!["m0".into(), "m1".into()],
+            generation: 1,
+        };
+        let name = |n: &str| n.to_string();
+        let w = record_write(&config, &observed, &record, &name)
+            .unwrap()
+            .expect("a CA Secret without the record gets it");
+        let stored = observed.ca().present().unwrap().clone();
+        assert_eq!(w.name, config.ca.secret_name);
+        assert_eq!(w.data, stored.data, "the same data");
+        assert_eq!(w.expect, crate::secret::Expect::Version(stored.version));
+        assert_eq!(w.secret_keys, ["tls.key"], "private by the layout");
+        assert_eq!(
+            w.annotations[crate::set::SET_ANNOTATION],
+            record.to_annotation()
+        );
+        // Recorded already: nothing to write.
+        observed.edit(&config.ca.secret_name, |s| {
+            s.annotations
+                .insert(crate::set::SET_ANNOTATION.into(), record.to_annotation());
+        });
+        assert!(
+            record_write(&config, &observed, &record, &name)
+                .unwrap()
+                .is_none()
+        );
+        // No CA Secret yet: the member gets the record after its steps.
+        observed.ca = Some(crate::secret::Observed::Absent);
+        assert!(
+            record_write(&config, &observed, &record, &name)
+                .unwrap()
+                .is_none()
+        );
     }
 }

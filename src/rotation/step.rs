@@ -211,13 +211,15 @@ async fn run<S: SecretStore>(
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;
         window = crate::report::WindowReport::of(&config.renewal, &plan.window).map(Box::new);
-        if set.is_none() && options.hold == plan::Hold::default() {
+        // A run in one cluster may not change a CA that a set shares; a member's step (its
+        // run's or its dry run's) is the set's to decide.
+        if options.hold.is_none() {
             crate::set::refuse_shared_ca(config, &observed, (&plan, options.overwrite), &|n| {
                 store.object(n)
             })?;
         }
         // A member of a set of clusters: a step the set's barrier holds back writes nothing.
-        if let Some(barrier) = options.hold.stops(&plan.phase) {
+        if let Some(barrier) = options.hold.and_then(|h| h.stops(&plan.phase)) {
             let mut held = looked(store, config, plan, observed);
             held.written.clear();
             held.planned.clear();

@@ -17,6 +17,8 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         return super::set::run(args, &contexts).await;
     }
     let started = std::time::Instant::now();
+    // The run's options, derived once (a local run's defaults differ: no propagation delay).
+    let options = args.options(local.is_some());
     let sinks =
         exposition::sink::Sinks::new(args.metrics_file.clone(), args.pushgateway.as_deref())
             .map_err(|message| {
@@ -27,10 +29,9 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             })?;
     // In a cluster, one client for the whole job: the run, its Events and its metrics.
     let (client, mut outcome) = match &local {
-        Some(dir) => (None, local_job(&args, config.clone(), dir).await),
+        Some(dir) => (None, local_job(options, config.clone(), dir).await),
         None => match k8s::client(args.target.cluster()).await {
             Ok(client) => {
-                let options = args.options(false);
                 let outcome = super::cluster::job(&client, config.clone(), options).await;
                 (Some(client), outcome)
             }
@@ -68,7 +69,15 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         None
     };
     if let Ok((report, _)) = &mut outcome {
-        record_events(&args, &config, report, client.as_ref(), left.as_ref()).await;
+        let delay = options.propagation_delay;
+        record_events(
+            &args,
+            &config,
+            report,
+            client.as_ref(),
+            (left.as_ref(), delay),
+        )
+        .await;
     }
     let metrics = if wants_metrics {
         let (exit_code, writes) = match &outcome {
@@ -147,15 +156,18 @@ async fn read_left(
     }
 }
 
-/// With `--events` in a cluster: the Warnings of the state the run `left`, after the run's
-/// own Events, then every Event recorded in order (a dry run's are only shown). Without it,
-/// the report carries none.
+/// With `--events` in a cluster: the Warnings of the state the run `left` (judged with the
+/// run's propagation delay), after the run's own Events, then every Event recorded in order (a
+/// dry run's are only shown). Without it, the report carries none.
 async fn record_events(
     args: &RunArgs,
     config: &config::Config,
     report: &mut report::Report,
     client: Option<&kube::Client>,
-    left: Option<&Result<exposition::collect::Left, Error>>,
+    (left, delay): (
+        Option<&Result<exposition::collect::Left, Error>>,
+        std::time::Duration,
+    ),
 ) {
     let Some(client) = client.filter(|_| args.events) else {
         report.events.clear();
@@ -172,7 +184,6 @@ async fn record_events(
     match left {
         Some(Ok(left)) if left.complete => {
             let rotation = exposition::rotation(config, &left.observed, left.now);
-            let delay = args.options(false).propagation_delay;
             // A renewal held for a window is not overdue: its WaitingForRenewalWindow says so.
             let waiting: Vec<String> = report
                 .renewal_window
@@ -205,11 +216,10 @@ async fn record_events(
 /// The run in local mode: the rotation driver against the directory; the report, and the
 /// failure that ended the run after it had started.
 async fn local_job(
-    args: &RunArgs,
+    options: config::RunOptions,
     config: config::Config,
     dir: &std::path::Path,
 ) -> Result<(report::Report, Option<Error>), Error> {
-    let options = args.options(true);
     let deadline = options.deadline(tokio::time::Instant::now());
     let lock = lock::Target::File(dir.to_path_buf());
     let mut store = local_store(dir, &config, options.force);

@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 
+use super::cluster::Parts;
 use super::print;
 use crate::cli::{OutputFormat, RunArgs, TargetArgs};
 use crate::config::{self, Config, ConfigError, Strategy};
 use crate::error::Error;
 use crate::k8s::{self, KubeStore};
 use crate::set::{Record, Standing};
-use crate::{access, lock, metrics, observe, rotation};
+use crate::{lock, metrics, observe, rotation};
 
 /// How long the set's standing after a run waits for a member.
 const AFTER_RUN: Duration = Duration::from_secs(10);
@@ -100,56 +101,9 @@ fn member_config(config: &Config, context: &str) -> Result<Config, Error> {
     Ok(config.member(context)?)
 }
 
-/// What one member's run needs besides the store, as a single-cluster run in it gets.
-struct Parts {
-    config: Config,
-    store: KubeStore,
-    workloads: k8s::Workloads,
-    webhooks: k8s::WebhookStore,
-    pods: k8s::Pods,
-    endpoints: k8s::ServiceEndpoints,
-    lock: Option<lock::Target>,
-    skipped: Vec<String>,
-}
-
+/// What one member's run needs: a single-cluster run's [`Parts`], for the member's config.
 async fn parts(m: &Member, config: &Config, options: &config::RunOptions) -> Result<Parts, Error> {
-    let mut config = member_config(config, &m.context)?;
-    let client = &m.client;
-    let access = if options.wait || options.probe {
-        k8s::review(client, &config.namespace).await
-    } else {
-        access::Access::unknown()
-    };
-    let asked = access::Asked {
-        wait: options.wait,
-        probe: options.probe,
-    };
-    let skipped = access::adapt(&mut config, &access, asked).map_err(Error::Store)?;
-    let store = KubeStore::new(client.clone(), &config.namespace)
-        .with_labels(config.labels.clone())
-        .with_write_verb(access.secret_write_verb(&config.secret_names()));
-    let lock = lock::Target::Lease {
-        lease: std::sync::Arc::new(k8s::lease::KubeLease::new(
-            client.clone(),
-            &config.namespace,
-            &format!("{}-certgen-lock", config.profile),
-        )),
-        holder: lock::holder_identity(),
-        seconds: k8s::lease::lease_seconds(),
-    };
-    Ok(Parts {
-        workloads: k8s::Workloads::new(client.clone(), &config.namespace),
-        webhooks: k8s::WebhookStore::new(client.clone()),
-        pods: k8s::Pods::new(client.clone(), &config.namespace),
-        endpoints: k8s::ServiceEndpoints {
-            client: client.clone(),
-            namespace: config.namespace.clone(),
-        },
-        store,
-        lock: Some(lock),
-        skipped,
-        config,
-    })
+    super::cluster::parts(&m.client, member_config(config, &m.context)?, options).await
 }
 
 /// The main job over a set of clusters.

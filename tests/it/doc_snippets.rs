@@ -10,6 +10,10 @@
 //! - ```` ```sh test=cluster ````: run on the test control plane (`cluster::doc_snippets`), in
 //!   order with the file's other cluster snippets, with `kubectl` and `helm` on `PATH` and
 //!   `envoy-gateway-system` standing for a namespace of the test's own;
+//! - ```` ```sh test=set ````: run over the three test control planes of `cluster::set`
+//!   (`cluster::set::clustermesh`), with `KUBECONFIG` the set's (contexts `m0`, `m1`, `m2`),
+//!   `kubectl` on `PATH` and `kube-system` standing for a namespace of the test's own in every
+//!   member;
 //! - ```` ```yaml test=apply ````: a manifest, applied with `kubectl apply -f -` on the test
 //!   control plane in order with the file's cluster snippets (the same namespace swap), and
 //!   deleted with the test's namespace (cluster-scoped objects by the same manifest);
@@ -35,6 +39,9 @@ use crate::util::{root, tempdir};
 pub enum Test {
     Local,
     Cluster,
+    /// Run over the set of three test control planes (contexts `m0`, `m1`, `m2`):
+    /// `cluster::set::clustermesh`.
+    Set,
     /// A manifest applied with kubectl, in order with the cluster snippets.
     Apply,
     Output,
@@ -163,11 +170,12 @@ fn classify(info: &str) -> Test {
         return match t {
             "local" => Test::Local,
             "cluster" => Test::Cluster,
+            "set" => Test::Set,
             "apply" => Test::Apply,
             "output" => Test::Output,
             t => match t.strip_prefix("skip:") {
                 Some(why) if !why.trim().is_empty() => Test::Skip(why.trim().to_string()),
-                _ => panic!("unknown test={t} (local, cluster, apply, output, skip: REASON)"),
+                _ => panic!("unknown test={t} (local, cluster, set, apply, output, skip: REASON)"),
             },
         };
     }
@@ -178,13 +186,17 @@ fn classify(info: &str) -> Test {
     }
 }
 
-/// What varies between runs, in place of itself: timestamps, dates, fingerprints, durations
-/// in seconds, temporary paths.
+/// What varies between runs, in place of itself: UUIDs, timestamps, dates, fingerprints,
+/// durations in seconds, temporary paths.
 pub fn normalize(text: &str) -> String {
     use std::sync::OnceLock;
     static RULES: OnceLock<Vec<(regex::Regex, &'static str)>> = OnceLock::new();
     let rules = RULES.get_or_init(|| {
         [
+            (
+                r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
+                "<uuid>",
+            ),
             (r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "<time>"),
             (r"\b\d{4}-\d{2}-\d{2} \d{2}:\d{2}(:\d{2})?\b", "<time>"),
             (r"\b\d{4}-\d{2}-\d{2}\b", "<date>"),
@@ -367,7 +379,10 @@ fn every_shell_snippet_says_how_it_is_tested() {
                 }
                 Test::Output => {
                     let after_run = i > 0
-                        && matches!(all[i - 1].test, Test::Local | Test::Cluster | Test::Apply);
+                        && matches!(
+                            all[i - 1].test,
+                            Test::Local | Test::Cluster | Test::Set | Test::Apply
+                        );
                     if !after_run {
                         outputs_alone.push(s.place());
                     }
@@ -375,6 +390,7 @@ fn every_shell_snippet_says_how_it_is_tested() {
                 }
                 Test::Local => "local",
                 Test::Cluster => "cluster",
+                Test::Set => "set",
                 Test::Apply => "apply",
                 Test::Skip(why) => {
                     skipped.push(format!("{}: {why}", s.place()));
@@ -387,7 +403,7 @@ fn every_shell_snippet_says_how_it_is_tested() {
     }
     assert!(
         unmarked.is_empty(),
-        "shell snippets without test=local|cluster|skip: REASON: {unmarked:?}"
+        "shell snippets without test=local|cluster|set|skip: REASON: {unmarked:?}"
     );
     assert!(
         outputs_alone.is_empty(),

@@ -457,7 +457,7 @@ impl State {
         let mut certs = Vec::new();
         for (name, s) in &self.secrets {
             if *name == config.ca.secret_name {
-                let ca = parse::ca(s);
+                let ca = parse::ca(s, &config.ca.layout);
                 certs.extend(ca.cert.ok().cloned());
                 certs.extend(ca.next_cert.ok().cloned());
                 if let Field::Ok(b) = ca.bundle {

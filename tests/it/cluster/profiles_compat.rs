@@ -33,6 +33,18 @@ fn summary_of(s: Secret, ns: &str) -> Value {
 }
 
 async fn profile_matches_its_tool(profile: &str, tool: &str, key_instead: Option<&str>) {
+    profile_matches_its_tool_with(profile, &[], tool, key_instead).await;
+}
+
+/// [`profile_matches_its_tool`] with `extra` arguments to certgen. A profile whose CA Secret
+/// is the tool's own (`cilium-clustermesh` keeps `cilium-ca`) writes it in the tool's type and
+/// keys; any other leaves the tool's CA Secret alone.
+async fn profile_matches_its_tool_with(
+    profile: &str,
+    extra: &[&str],
+    tool: &str,
+    key_instead: Option<&str>,
+) {
     let Some(c) = cluster().await else { return };
     let ns = c.namespace(&format!("prof-{profile}")).await;
     let kubeconfig = c
@@ -45,6 +57,7 @@ async fn profile_matches_its_tool(profile: &str, tool: &str, key_instead: Option
     let run = super::Certgen::new(&kubeconfig)
         .namespace(&ns.name)
         .args(["--profile", profile])
+        .args(extra)
         .run();
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
 
@@ -59,15 +72,48 @@ async fn profile_matches_its_tool(profile: &str, tool: &str, key_instead: Option
     }
     // The tool's own CA Secret (cilium/certgen's `cilium-ca`) is another tool's key store:
     // certgen keeps its CA in the profile's CA Secret and leaves that name alone.
-    for name in recorded["notWritten"].as_array().into_iter().flatten() {
-        let name = name.as_str().unwrap();
-        assert!(api.get_opt(name).await.unwrap().is_none(), "{name} written");
+    let config = certgen::config::Config::resolve(
+        &certgen::config::Source::Profile(profile.into()),
+        &certgen::config::Overrides {
+            cluster_name: extra
+                .iter()
+                .position(|a| *a == "--cluster-name")
+                .map(|i| extra[i + 1].to_string()),
+            ..Default::default()
+        },
+        &certgen::config::Env::default(),
+    )
+    .unwrap();
+    for observed in recorded["notWrittenObserved"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = observed["name"].as_str().unwrap();
+        if name != config.ca.secret_name {
+            assert!(api.get_opt(name).await.unwrap().is_none(), "{name} written");
+            continue;
+        }
+        // The tool's CA Secret, kept by the profile in the tool's layout: its type, and every
+        // key the tool wrote (certgen adds its bundle beside them).
+        let s = api.get(name).await.unwrap();
+        assert_eq!(
+            s.type_.as_ref().map(|t| json!(t)),
+            Some(observed["type"].clone()),
+            "{name}"
+        );
+        versions.insert(name.to_string(), s.metadata.resource_version.clone());
+        let keys = data_map(s);
+        for k in observed["keys"].as_array().unwrap() {
+            assert!(keys.contains_key(k.as_str().unwrap()), "{name}: no {k}");
+        }
     }
 
     // Nothing is due: a second run writes nothing.
     let again = super::Certgen::new(&kubeconfig)
         .namespace(&ns.name)
         .args(["--profile", profile])
+        .args(extra)
         .run();
     assert_eq!(again.code, 0, "{}", again.stderr);
     for (name, rv) in versions {
@@ -79,6 +125,17 @@ async fn profile_matches_its_tool(profile: &str, tool: &str, key_instead: Option
 #[tokio::test]
 async fn cilium_hubble_profile_writes_what_cilium_certgen_writes() {
     profile_matches_its_tool("cilium-hubble", "cilium-certgen", None).await;
+}
+
+#[tokio::test]
+async fn cilium_clustermesh_profile_writes_what_cilium_certgen_writes() {
+    profile_matches_its_tool_with(
+        "cilium-clustermesh",
+        &["--cluster-name", "default"],
+        "cilium-certgen-clustermesh",
+        None,
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -23,6 +23,7 @@
 //! The tests written against the set interface (`SET-SPEC` of issue 42) are in [`spec`]; the
 //! cross-cluster handshake harness is [`handshakes`]. The test here checks the fixture itself.
 
+mod clustermesh;
 mod handshakes;
 mod spec;
 

@@ -118,6 +118,9 @@ pub struct World {
     /// The TLS Secrets' data keys of the bundle and the leaf: certgen's `ca.crt` and `tls.crt`,
     /// or another layout's (kube-webhook-certgen's `ca` and `cert`).
     pub keys: (String, String),
+    /// The CA Secret's data key of its active CA: certgen's `tls.crt`, or another layout's
+    /// (Cilium's `ca.crt`).
+    pub ca_cert_key: String,
     /// Every Secret read and every write that landed (Secrets, and the outside world's
     /// actions), in order: where each step of a run begins and ends ([`World::first_step`]).
     pub trail: Vec<Trail>,
@@ -157,6 +160,7 @@ impl World {
             lease: lease::LeaseState::default(),
             serving_only: false,
             keys: ("ca.crt".into(), "tls.crt".into()),
+            ca_cert_key: "tls.crt".into(),
             trail: Vec::new(),
         }))
     }
@@ -346,7 +350,7 @@ impl World {
         if let Some(next) = ca.data.get("next.crt").and_then(first) {
             return held.iter().any(|(leaf, _)| !next.signed(leaf));
         }
-        let Some(active) = ca.data.get("tls.crt").and_then(first) else {
+        let Some(active) = ca.data.get(&self.ca_cert_key).and_then(first) else {
             return false;
         };
         held.iter()

@@ -61,12 +61,43 @@ fn config() -> Config {
     super::config()
 }
 
+/// The built-in profile in other layouts: its CA Secret in Cilium's (`cilium-ca`'s: Opaque,
+/// the active CA in `ca.crt`, its key in `ca.key`, certgen's bundle in `bundle.crt`), as the
+/// `cilium-clustermesh` profile keeps it, and its TLS Secrets in kube-webhook-certgen's
+/// (Opaque, `ca`, `cert`, `key`), as a config's `dataKeys` give them: the same trajectories,
+/// through the layouts' parsers, writes and the set's standing.
+fn other_layouts_config() -> Config {
+    use certgen::secret::{Layout, TYPE_OPAQUE};
+    let mut c = config();
+    c.ca.layout = Layout {
+        bundle: "bundle.crt".into(),
+        cert: "ca.crt".into(),
+        key: "ca.key".into(),
+        type_: TYPE_OPAQUE,
+    };
+    for t in &mut c.tls {
+        t.layout = Layout {
+            bundle: "ca".into(),
+            cert: "cert".into(),
+            key: "key".into(),
+            type_: TYPE_OPAQUE,
+        };
+    }
+    c
+}
+
 impl Set {
-    fn new(clock_offsets: [i64; MEMBERS]) -> Self {
+    fn new(clock_offsets: [i64; MEMBERS], config: &Config) -> Self {
         let worlds: Vec<_> = (0..MEMBERS)
             .map(|i| {
                 let w = World::new();
-                w.lock().unwrap().clock_offset = time::Duration::seconds(clock_offsets[i]);
+                {
+                    let mut w = w.lock().unwrap();
+                    w.clock_offset = time::Duration::seconds(clock_offsets[i]);
+                    w.ca_cert_key = config.ca.layout.cert.clone();
+                    let leaves = &config.tls[0].layout;
+                    w.keys = (leaves.bundle.clone(), leaves.cert.clone());
+                }
                 w
             })
             .collect();
@@ -77,6 +108,19 @@ impl Set {
             next: 0,
             dry_differs: None,
         }
+    }
+
+    /// A set of three members with these clocks, installed by a run over all of them.
+    async fn installed(clock_offsets: [i64; MEMBERS], config: &Config) -> Self {
+        let mut set = Self::new(clock_offsets, config);
+        let install = SetOp::Run {
+            members: MEMBERS,
+            overwrite: false,
+            hang: None,
+            crash_after: None,
+        };
+        assert_eq!(set.run(config, install).await.0, 0, "the install");
+        set
     }
 
     fn record(&self, member: usize) -> Option<Record> {
@@ -248,7 +292,7 @@ impl Set {
                     let b = w.get(CA)?.data.get(k)?.clone();
                     Some(parse_cert_chain(&b).ok()?.first()?.fingerprint())
                 };
-                (first("tls.crt"), first("next.crt"))
+                (first(&w.ca_cert_key), first("next.crt"))
             })
             .collect()
     }
@@ -377,8 +421,17 @@ struct SetChecked {
 /// Runs `ops` on a fresh set (first a run installing all three members), then plain runs
 /// until the set settles, and checks everything the module promises.
 async fn set_trajectory(offsets: [i64; MEMBERS], ops: &[SetOp]) -> Result<SetChecked, String> {
-    let config = config();
-    let mut set = Set::new(offsets);
+    set_trajectory_with(&config(), offsets, ops).await
+}
+
+/// [`set_trajectory`] with `config`; a CA Secret in another layout must keep it to the end.
+async fn set_trajectory_with(
+    config: &Config,
+    offsets: [i64; MEMBERS],
+    ops: &[SetOp],
+) -> Result<SetChecked, String> {
+    let config = config.clone();
+    let mut set = Set::new(offsets, &config);
     let install = SetOp::Run {
         members: MEMBERS,
         overwrite: false,
@@ -469,6 +522,42 @@ async fn set_trajectory(offsets: [i64; MEMBERS], ops: &[SetOp]) -> Result<SetChe
             .pairs;
     }
     checked.pairs_across = check_across(&worlds, end)?;
+    // The CA Secret keeps its layout: its type, the active CA alone in its certificate key,
+    // its key beside it, and no key of another layout.
+    let layout = &config.ca.layout;
+    for (i, w) in worlds.iter().enumerate() {
+        let ca = w.get(CA).ok_or(format!("m{i} has no CA Secret"))?;
+        let allowed = [&layout.bundle, &layout.cert, &layout.key];
+        if let Some(k) = ca.data.keys().find(|k| !allowed.contains(k)) {
+            return Err(format!(
+                "m{i}'s CA Secret holds {k}, not a key of its layout"
+            ));
+        }
+        let certs = ca.data.get(&layout.cert).map(|b| parse_cert_chain(b));
+        if !matches!(&certs, Some(Ok(c)) if c.len() == 1) || !ca.data.contains_key(&layout.key) {
+            return Err(format!(
+                "m{i}'s CA Secret does not hold one CA in {} and its key in {}",
+                layout.cert, layout.key
+            ));
+        }
+        if ca.type_ != layout.type_ {
+            return Err(format!("m{i}'s CA Secret has type {}", ca.type_));
+        }
+        for t in &config.tls {
+            let s = w.get(&t.name).ok_or(format!("m{i} has no {}", t.name))?;
+            let l = &t.layout;
+            let allowed = [&l.bundle, &l.cert, &l.key];
+            if let Some(k) = s.data.keys().find(|k| !allowed.contains(k)) {
+                return Err(format!(
+                    "m{i}'s {} holds {k}, not a key of its layout",
+                    t.name
+                ));
+            }
+            if s.type_ != l.type_ {
+                return Err(format!("m{i}'s {} has type {}", t.name, s.type_));
+            }
+        }
+    }
     // One new CA per set run, over all members; none from a member's own run.
     let mut published: BTreeMap<usize, BTreeSet<[u8; 32]>> = BTreeMap::new();
     for w in &worlds {
@@ -532,20 +621,92 @@ fn a_member_unreachable_at_any_point_breaks_nothing() {
     eprintln!("set: a member unreachable at each call: {trajectories} trajectories, {total:?}");
 }
 
+/// A member that stops answering in the leaves step (after the barrier opened, so every member
+/// trusts the new CA): the members still reachable go on and finish their leaves, which every
+/// member trusts, and nobody cleans up; the run exits 3 naming the member. Every point of m2's
+/// calls is tried; the ones that fall in its leaves step are counted (some must).
+#[test]
+fn reachable_members_finish_their_leaves_when_one_stops_in_the_leaves_step() {
+    let mut in_leaves = 0;
+    for at in 1..=40 {
+        runtime().block_on(async {
+            let config = config();
+            let mut set = Set::installed(SKEWED, &config).await;
+            let old = set.cas(MEMBERS)[0].0.unwrap();
+            let (code, message) = set.run(&config, rotate(Some((2, at)), None)).await;
+            let cas = set.cas(MEMBERS);
+            let promoted = |i: usize| cas[i].0 != Some(old);
+            if !(0..MEMBERS).any(promoted) {
+                return;
+            }
+            if code == 0 {
+                // m2 stopped answering only after its last call of the run.
+                return;
+            }
+            in_leaves += 1;
+            assert_eq!(code, 3, "at {at}: {message}");
+            assert!(message.contains("m2"), "at {at}: {message}");
+            for i in 0..2 {
+                let w = set.worlds[i].lock().unwrap();
+                let active = parse_cert_chain(&w.get(CA).unwrap().data[&w.ca_cert_key])
+                    .unwrap()
+                    .remove(0);
+                for t in TLS {
+                    let leaf = parse_cert_chain(&w.get(t).unwrap().data["tls.crt"]).unwrap();
+                    let bundle = parse_cert_chain(&w.get(t).unwrap().data["ca.crt"]).unwrap();
+                    assert!(
+                        promoted(i) && active.signed(&leaf[0]),
+                        "at {at}: m{i}'s {t} did not go on to the new CA"
+                    );
+                    assert!(
+                        bundle.iter().any(|c| c.fingerprint() == old),
+                        "at {at}: m{i}'s {t} bundle dropped the old CA while m2 was unreachable"
+                    );
+                }
+            }
+        });
+    }
+    assert!(
+        in_leaves > 0,
+        "no point of m2's calls fell in its leaves step"
+    );
+    eprintln!("set: m2 unreachable after the leaves barrier opened at {in_leaves} points of 40");
+}
+
+/// The same trajectories with the CA Secret in Cilium's layout (the `cilium-clustermesh`
+/// profile's `cilium-ca`) and the TLS Secrets in kube-webhook-certgen's: one rotation, a member
+/// unreachable at each of its first 40 calls, the process killed after each of 40 writes. No
+/// pair breaks within or across members, the set ends on one CA, and every member's Secrets
+/// keep their layouts.
+#[test]
+fn the_same_trajectories_keep_other_layouts() {
+    let config = other_layouts_config();
+    let mut ops = vec![vec![rotate(None, None)]];
+    ops.extend((1..=40).map(|at| vec![rotate(Some((1, at)), None)]));
+    ops.extend((1..=40).map(|n| vec![rotate(None, Some(n))]));
+    let mut total = SetChecked::default();
+    for op in &ops {
+        let c = runtime()
+            .block_on(set_trajectory_with(&config, SKEWED, op))
+            .unwrap_or_else(|e| panic!("{op:?}: {e}"));
+        total.runs += c.runs;
+        total.pairs_across += c.pairs_across;
+        total.pairs_within += c.pairs_within;
+    }
+    assert!(total.pairs_across > 0, "{total:?}");
+    eprintln!(
+        "set, Cilium's CA layout and kube-webhook-certgen's leaves: {} trajectories, {total:?}",
+        ops.len()
+    );
+}
+
 /// A member unreachable during the trust step: no member writes a leaf, and the run exits 3
 /// naming it.
 #[test]
 fn a_member_unreachable_during_trust_stops_every_leaf() {
     runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
-        let install = SetOp::Run {
-            members: MEMBERS,
-            overwrite: false,
-            hang: None,
-            crash_after: None,
-        };
-        assert_eq!(set.run(&config, install).await.0, 0);
+        let mut set = Set::installed(SKEWED, &config).await;
         let leaves = |set: &Set| -> Vec<Vec<u8>> {
             set.worlds
                 .iter()
@@ -631,7 +792,7 @@ fn a_member_restored_from_a_backup_rejoins_through_trust() {
 fn a_member_added_enters_through_trust() {
     let c = runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
+        let mut set = Set::new(SKEWED, &config);
         let two = |overwrite| SetOp::Run {
             members: 2,
             overwrite,
@@ -687,7 +848,7 @@ fn the_oracle_catches_leaves_written_while_a_member_lacks_the_trust() {
     certgen::rotation::set::barrier_off(true, false);
     let refused = runtime().block_on(async {
         let config = config();
-        let mut set = Set::new(SKEWED);
+        let mut set = Set::new(SKEWED, &config);
         let install = SetOp::Run {
             members: MEMBERS,
             overwrite: false,

@@ -83,6 +83,25 @@ pub fn webpki_verifies_as(
     at: rustls_pki_types::UnixTime,
     client: bool,
 ) -> Result<(), String> {
+    let used = if client { Use::Both } else { Use::Server };
+    webpki_verifies_for(leaf, bundle, at, used)
+}
+
+/// What a leaf is verified for: as a server, as a client, or both.
+#[derive(Clone, Copy, Debug)]
+pub enum Use {
+    Server,
+    Client,
+    Both,
+}
+
+/// rustls-webpki's verdict on `leaf` against the trust anchors `bundle` at `at`, for `used`.
+pub fn webpki_verifies_for(
+    leaf: &certgen::pki::Cert,
+    bundle: &[certgen::pki::Cert],
+    at: rustls_pki_types::UnixTime,
+    used: Use,
+) -> Result<(), String> {
     use rustls_pki_types::CertificateDer;
     let ders: Vec<CertificateDer> = bundle
         .iter()
@@ -94,11 +113,15 @@ pub fn webpki_verifies_as(
         .collect();
     let leaf_der = CertificateDer::from(leaf.der().to_vec());
     let ee = webpki::EndEntityCert::try_from(&leaf_der).map_err(|e| format!("{e:?}"))?;
-    let usages = [
-        webpki::KeyUsage::server_auth(),
-        webpki::KeyUsage::client_auth(),
-    ];
-    for usage in &usages[..if client { 2 } else { 1 }] {
+    let usages = match used {
+        Use::Server => vec![webpki::KeyUsage::server_auth()],
+        Use::Client => vec![webpki::KeyUsage::client_auth()],
+        Use::Both => vec![
+            webpki::KeyUsage::server_auth(),
+            webpki::KeyUsage::client_auth(),
+        ],
+    };
+    for usage in &usages {
         ee.verify_for_usage(
             webpki::ALL_VERIFICATION_ALGS,
             &anchors,

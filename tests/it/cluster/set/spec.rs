@@ -85,7 +85,7 @@ impl Fixture {
 }
 
 /// Runs `cmd`, killing it (our child, by its PID) if it is not done within `within`.
-async fn run_within(mut cmd: Command, within: Duration) -> Run {
+pub(super) async fn run_within(mut cmd: Command, within: Duration) -> Run {
     tokio::task::spawn_blocking(move || {
         let mut child = cmd
             .stdout(Stdio::piped())
