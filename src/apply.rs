@@ -231,6 +231,7 @@ impl Made {
             .map(|r| self.cert(r))
             .map(|ca| BTreeMap::from([(CA_ANNOTATION.to_string(), ca.fingerprint_hex())]))
             .unwrap_or_default();
+        annotations.extend(planned.annotations.clone());
         if !planned.relinks() {
             annotations.insert(
                 crate::store::WRITER_CLOCK.to_string(),

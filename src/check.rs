@@ -38,6 +38,8 @@ pub struct CaBundleTarget {
     /// The managed Secret whose `ca.crt` the target's `caBundle` follows.
     pub secret: String,
     pub state: TargetState,
+    /// The other field manager that last wrote its `caBundle`, if one did.
+    pub writer: Option<crate::attribution::Writer>,
 }
 
 /// What the read of a `caBundle` target found. A run writes the targets that are
@@ -153,6 +155,9 @@ pub struct Context {
     /// Judged as part of `check` over a set of clusters, whose run may change the shared CA:
     /// a member's own plain run refuses to, a run over the set does not.
     pub in_set: bool,
+    /// Undos of certgen's writes seen besides those recorded on the objects (the exporter's
+    /// memory of what it watched), by `Kind/name` ([`crate::attribution::key`]).
+    pub undos: std::collections::BTreeMap<String, Vec<crate::observe::writers::Undo>>,
 }
 
 impl Context {
@@ -654,6 +659,13 @@ pub fn check(
     }
     let mut report = CheckReport::new(config, store, rotation, rows, targets, next, now);
     report.renewal_window = window;
+    // Other writers, named; a fight is never healthy (issue 45).
+    let mut writers = crate::attribution::of_snapshot(config, observed, &ctx.undos, now);
+    writers.extend(ctx.targets.iter().filter_map(|t| t.writer.clone()));
+    report.other_writers = writers.iter().map(crate::report::WriterRow::of).collect();
+    if writers.iter().any(|w| w.fight.is_some()) {
+        report.healthy = false;
+    }
     report
 }
 

@@ -243,6 +243,36 @@ pub fn of_window(window: Option<&crate::report::WindowReport>) -> Vec<EventLine>
     out
 }
 
+/// A Warning on each object whose fields certgen owns were last written by another field
+/// manager (`OtherWriter`), or that another manager keeps undoing (`FightDetected`), naming
+/// the manager, its operation and time.
+pub fn of_writers(writers: &[crate::report::WriterRow]) -> Vec<EventLine> {
+    writers
+        .iter()
+        .map(|w| {
+            let kind = match w.kind.as_str() {
+                "MutatingWebhookConfiguration" => "MutatingWebhookConfiguration",
+                "ValidatingWebhookConfiguration" => "ValidatingWebhookConfiguration",
+                "APIService" => "APIService",
+                "CustomResourceDefinition" => "CustomResourceDefinition",
+                _ => "Secret",
+            };
+            let (reason, note) = if w.fight.is_empty() {
+                ("OtherWriter", w.text.clone())
+            } else {
+                (
+                    "FightDetected",
+                    format!(
+                        "{}; certgen does not retry against it: see docs/troubleshooting.md#another-writer-keeps-undoing-certgen",
+                        w.text
+                    ),
+                )
+            };
+            line("Warning", reason, kind, &w.name, "check", note)
+        })
+        .collect()
+}
+
 /// The Warnings of the state a run left: a certificate past its renewal time (the run could
 /// not renew it), an expired CA (active, or in a bundle), and a rotation whose phase began more
 /// than `propagation_delay + stuck_after` ago (stuck past its gate).

@@ -13,6 +13,7 @@
 
 pub mod access;
 pub mod apply;
+pub mod attribution;
 pub mod certmanager;
 pub mod check;
 pub mod cli;

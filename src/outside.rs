@@ -43,6 +43,10 @@ pub struct TargetRead {
     /// cert-manager's CA injector writes its `caBundle` (the annotation it acts on): certgen
     /// never does.
     pub injected: Option<crate::certmanager::Injected>,
+    /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
+    pub writes: Vec<crate::secret::FieldWrite>,
+    /// The undos of certgen's writes recorded on the object (annotation `certgen.dev/undone-by`).
+    pub recorded: Option<String>,
     /// What the implementation needs to write the object back as read (the whole object, for
     /// the Kubernetes adapter); opaque to the driver.
     pub token: Option<Arc<dyn Any + Send + Sync>>,

@@ -111,6 +111,33 @@ pub fn plan(
     known: Known,
     object: &dyn Fn(&str) -> String,
 ) -> Result<Plan, Invalid> {
+    let mut plan = plan_writes(config, observed, now, options, known, object)?;
+    // Each write of a Secret another manager had overwritten records that undo on it, so
+    // that the next undo by the same manager is seen as a fight (issue 45).
+    let history = |name: &str, w: &mut Option<Write>| {
+        if let Some(w) = w.as_mut()
+            && let Some(v) = crate::attribution::history_for_write(config, observed, name, now)
+        {
+            w.annotations
+                .insert(crate::observe::writers::HISTORY.to_string(), v);
+        }
+    };
+    history(&plan.ca.name, &mut plan.ca.write);
+    for s in &mut plan.secrets {
+        history(&s.name, &mut s.write);
+    }
+    Ok(plan)
+}
+
+/// [`plan`], without the record of undos.
+fn plan_writes(
+    config: &Config,
+    observed: &Snapshot,
+    now: OffsetDateTime,
+    options: Options,
+    known: Known,
+    object: &dyn Fn(&str) -> String,
+) -> Result<Plan, Invalid> {
     let verifier = crate::pki::Verifier::new(now);
     let refuse_ca = |c: &Cert| ca_refusal(config, &verifier, c);
     let judge = Judge {

@@ -68,6 +68,9 @@ pub struct StoredSecret {
     /// In a cluster, for a Secret cert-manager issued into (annotation
     /// `cert-manager.io/certificate-name`): that `Certificate` as read. `None` otherwise.
     pub certificate: Option<Box<CertificateSeen>>,
+    /// In a cluster, who wrote which fields (`metadata.managedFields`, parsed once by
+    /// `observe::writers`); empty locally.
+    pub writes: Vec<FieldWrite>,
 }
 
 /// The cert-manager `Certificate` a Secret's annotation names, as read.
@@ -155,6 +158,17 @@ impl fmt::Debug for StoredSecret {
             .field("divergent", &self.divergent)
             .finish_non_exhaustive()
     }
+}
+
+/// One `managedFields` entry: a manager, its operation (`Apply` or `Update`), when it last
+/// changed the object, and the leaf fields it owns (`data/ca.crt`,
+/// `webhooks/k:{"name":"x"}/clientConfig/caBundle`: the `f:` prefixes dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldWrite {
+    pub manager: String,
+    pub operation: String,
+    pub time: Option<time::OffsetDateTime>,
+    pub fields: std::collections::BTreeSet<String>,
 }
 
 /// What a read found.

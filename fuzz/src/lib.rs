@@ -520,6 +520,7 @@ pub fn decode_plan_input(config: &Config, data: &[u8]) -> PlanInput {
                 written_at: None,
                 divergent: Vec::new(),
                 certificate: None,
+                writes: Vec::new(),
             });
         let text = || String::from_utf8_lossy(value).into_owned();
         if let Some(key) = field.strip_prefix("data:") {

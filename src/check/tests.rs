@@ -633,6 +633,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
         Observed::Absent => unreachable!(),
     };
     let target = |entries: &[Vec<u8>]| CaBundleTarget {
+        writer: None,
         kind: "MutatingWebhookConfiguration".into(),
         name: "injector".into(),
         secret: "envoy-gateway".into(),
@@ -647,6 +648,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
         ),
     ] {
         let ctx = Context {
+            undos: Default::default(),
             targets: vec![target(&entries)],
             ..Context::default()
         };
@@ -664,6 +666,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
         ("no entry", vec![]),
     ] {
         let ctx = Context {
+            undos: Default::default(),
             targets: vec![target(&entries)],
             ..Context::default()
         };
@@ -674,6 +677,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
     // Absent and refused targets are left alone by a run: healthy.
     for state in [TargetState::Absent, TargetState::Refused] {
         let ctx = Context {
+            undos: Default::default(),
             targets: vec![CaBundleTarget {
                 state,
                 ..target(&[])
@@ -691,6 +695,7 @@ fn an_unreadable_secret_is_invalid_and_the_others_are_still_judged() {
     let mut stored = Stored::installed(NOW - DAY);
     stored.snapshot.secrets.remove("envoy");
     let ctx = Context {
+        undos: Default::default(),
         unreadable: vec![(
             "envoy".into(),
             "certs/envoy/tls.crt: is larger than 1048576 bytes".into(),
@@ -736,6 +741,7 @@ fn the_verdict_is_the_planners() {
         }
     }
     let ctx = Context {
+        undos: Default::default(),
         propagation_delay: std::time::Duration::from_secs(120),
         ..Context::default()
     };
@@ -898,7 +904,9 @@ fn a_deleted_ca_secret_whose_leaves_remain_is_lost_not_healthy() {
 fn a_target_whose_secret_is_missing_is_not_called_in_step() {
     let mut stored = Stored::installed(NOW - DAY);
     let ctx = Context {
+        undos: Default::default(),
         targets: vec![CaBundleTarget {
+            writer: None,
             kind: "MutatingWebhookConfiguration".into(),
             name: "injector".into(),
             secret: "envoy-gateway".into(),

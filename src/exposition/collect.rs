@@ -60,10 +60,11 @@ async fn judged<S: SecretStore>(
     let (observed, unreadable) = observe::observe_each(store, config).await?;
     let now = store.now();
     let targets = match webhooks {
-        Some(api) => targets(config, &observed, api).await?,
+        Some(api) => targets(config, &observed, api, now).await?,
         None => vec![],
     };
     let ctx = Context {
+        undos: Default::default(),
         propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
         targets,
         unreadable: unreadable
@@ -91,9 +92,16 @@ async fn targets(
     config: &Config,
     observed: &Snapshot,
     api: &WebhookStore,
+    now: time::OffsetDateTime,
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::with_capacity(config.webhooks.len());
     for t in &config.webhooks {
+        let kind = describe(t.kind, &t.name);
+        let kind = kind
+            .split_once(' ')
+            .map_or(kind.as_str(), |(k, _)| k)
+            .to_string();
+        let mut writer = None;
         let state = match api.get(t.kind, &t.name).await {
             Err(StoreError::Api(f)) if f.status == Some(403) => {
                 tracing::warn!(
@@ -106,13 +114,17 @@ async fn targets(
             Err(e) => return Err(e.into()),
             Ok(WebhookObserved::Absent) => TargetState::Absent,
             Ok(WebhookObserved::Present(o)) => {
+                let missing = o.bundles.iter().any(Vec::is_empty);
+                let recorded = crate::observe::writers::history(o.recorded.as_deref());
+                writer = crate::attribution::of_target(
+                    &kind, &t.name, &o.writes, missing, &recorded, now,
+                );
                 TargetState::of_present(config, t, observed, o.injected.is_some(), &o.bundles)
             }
         };
-        let kind = describe(t.kind, &t.name);
-        let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
         out.push(CaBundleTarget {
-            kind: kind.to_string(),
+            writer,
+            kind,
             name: t.name.clone(),
             secret: t.bundle_from.clone(),
             state,

@@ -168,8 +168,80 @@ pub fn health(
     ]
     .into_iter()
     .chain(window_families(config, report))
+    .chain(writer_families(config, report))
     .chain(set_family(config, observed))
     .collect()
+}
+
+/// At most this many field managers are named in the `manager` label; the others are folded
+/// into `other`, so a cluster full of writers cannot blow up the series.
+pub const MANAGERS_NAMED: usize = 5;
+
+/// The `manager` label of each other writer of `report`: the first [`MANAGERS_NAMED`]
+/// distinct names (in the report's order), the rest `other`.
+fn manager_labels(report: &CheckReport) -> Vec<String> {
+    let mut named: Vec<&str> = Vec::new();
+    report
+        .other_writers
+        .iter()
+        .map(|w| {
+            if named.contains(&w.manager.as_str()) {
+                return w.manager.clone();
+            }
+            if named.len() < MANAGERS_NAMED {
+                named.push(&w.manager);
+                return w.manager.clone();
+            }
+            "other".into()
+        })
+        .collect()
+}
+
+/// The other writers (issue 45): when another field manager last wrote the fields certgen
+/// owns on each object, and the fights.
+fn writer_families(config: &Config, report: &CheckReport) -> Vec<Family> {
+    let mut written = Family::gauge(
+        "certgen_other_writer_timestamp_seconds",
+        "When another field manager last wrote (or removed) the fields certgen owns on an object (Unix time, from managedFields); origin is overwrote, before_adoption or cainjector. At most 5 managers are named; the rest are `other`.",
+    );
+    let mut undos = Family::gauge(
+        "certgen_fight_undos",
+        "A fight: how many times within 24h the same other field manager undid certgen's write of this object (2 or more; absent when there is no fight).",
+    );
+    let mut fights = Family::gauge(
+        "certgen_fights",
+        "Objects another field manager keeps undoing certgen's writes on (certgen check exits 1 while it is above 0).",
+    );
+    let managers = manager_labels(report);
+    for (w, manager) in report.other_writers.iter().zip(managers) {
+        let labels = vec![
+            ns(config),
+            ("object_kind", w.kind.clone()),
+            ("object", w.name.clone()),
+            ("manager", manager),
+        ];
+        let mut with_origin = labels.clone();
+        with_origin.push(("operation", w.operation.clone()));
+        with_origin.push(("origin", w.origin.to_string()));
+        let at = w
+            .time
+            .as_deref()
+            .and_then(crate::timefmt::parse_rfc3339)
+            .map_or(0.0, |t| t.unix_timestamp() as f64);
+        written.push(with_origin, at);
+        if !w.fight.is_empty() {
+            undos.push(labels, w.fight.len() as f64);
+        }
+    }
+    fights.push(
+        vec![ns(config), ("profile", config.profile.clone())],
+        report
+            .other_writers
+            .iter()
+            .filter(|w| !w.fight.is_empty())
+            .count() as f64,
+    );
+    vec![written, undos, fights]
 }
 
 /// The set of clusters this cluster's CA Secret records (issue 42), when it records one: its

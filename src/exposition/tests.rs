@@ -225,6 +225,7 @@ fn statuses_and_targets_are_state_sets() {
         ("d", TargetState::Refused),
     ] {
         targets.push(CaBundleTarget {
+            writer: None,
             kind: "MutatingWebhookConfiguration".into(),
             name: name.into(),
             secret: "envoy-gateway".into(),
@@ -393,6 +394,7 @@ fn a_ca_twice_in_a_bundle_is_one_series_and_unhealthy() {
 fn a_drifted_target_makes_the_check_unhealthy() {
     let r = Rotating::start();
     let target = |state| CaBundleTarget {
+        writer: None,
         kind: "MutatingWebhookConfiguration".into(),
         name: "injector".into(),
         secret: "envoy-gateway".into(),
@@ -438,6 +440,56 @@ fn a_member_of_a_set_names_its_set_and_no_other_cluster_does() {
             "certgen_set_info{{namespace=\"{}\",profile=\"{}\",set=\"e0c78408542f1f8e\",generation=\"2\",members=\"3\"}} 1",
             config.namespace, config.profile
         )),
+        "{text}"
+    );
+}
+
+#[test]
+fn other_writers_name_at_most_five_managers_and_fold_the_rest() {
+    let r = Rotating::start();
+    let ctx = crate::check::Context {
+        propagation_delay: std::time::Duration::from_secs(90),
+        ..crate::check::Context::default()
+    };
+    let mut report = crate::check::check(&r.config, &r.snapshot, NOW, "test".into(), &ctx);
+    let row = |i: usize, fight: bool| crate::report::WriterRow {
+        kind: "Secret".into(),
+        name: format!("s{i}"),
+        manager: format!("manager-{i}"),
+        operation: "Update".into(),
+        time: Some("2026-06-01T11:00:00Z".into()),
+        fields: vec!["data/ca.crt".into()],
+        removed: false,
+        origin: "overwrote",
+        fight: if fight {
+            vec!["2026-06-01T10:00:00Z".into(), "2026-06-01T11:00:00Z".into()]
+        } else {
+            vec![]
+        },
+        text: String::new(),
+    };
+    report.other_writers = (0..8).map(|i| row(i, i == 7)).collect();
+    let text = render(&health(&r.config, &r.snapshot, &report, NOW));
+    let written = sample(&text, "certgen_other_writer_timestamp_seconds{");
+    assert_eq!(written.len(), 8, "{text}");
+    let named: std::collections::BTreeSet<&str> = written
+        .iter()
+        .filter_map(|l| l.split("manager=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(named.len(), 6, "5 managers and other: {named:?}");
+    assert!(
+        named.contains("other") && !named.contains("manager-5"),
+        "{named:?}"
+    );
+    assert_eq!(
+        sample(&text, "certgen_fight_undos{"),
+        [
+            "certgen_fight_undos{namespace=\"envoy-gateway-system\",object_kind=\"Secret\",object=\"s7\",manager=\"other\"} 2"
+        ]
+    );
+    assert_eq!(sample(&text, "certgen_fights{").len(), 1);
+    assert!(
+        sample(&text, "certgen_fights{")[0].ends_with(" 1"),
         "{text}"
     );
 }

@@ -53,6 +53,26 @@ fn written_at(meta: &ObjectMeta) -> Option<time::OffsetDateTime> {
     time::OffsetDateTime::from_unix_timestamp(seconds.checked_add(1)?).ok()
 }
 
+/// An object's `managedFields`, parsed by the one parser ([`crate::observe::writers`]).
+fn field_writes(
+    managed: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry]>,
+) -> Vec<crate::observe::writers::FieldWrite> {
+    managed
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            crate::observe::writers::FieldWrite::parse(
+                m.manager.as_deref().unwrap_or_default(),
+                m.operation.as_deref().unwrap_or_default(),
+                m.time
+                    .as_ref()
+                    .and_then(|t| time::OffsetDateTime::from_unix_timestamp(t.0.as_second()).ok()),
+                m.fields_v1.as_ref().map(|f| &f.0),
+            )
+        })
+        .collect()
+}
+
 impl ApiFailure {
     /// A failed call to the Kubernetes API, with a hint people can act on. `group` is the
     /// resource's API group ("" for the core group), named in the RBAC hint.

@@ -341,6 +341,7 @@ pub(super) fn from_secret(secret: Secret) -> StoredSecret {
     let meta = secret.metadata;
     StoredSecret {
         written_at: super::written_at(&meta),
+        writes: super::field_writes(meta.managed_fields.as_deref()),
         name: meta.name.unwrap_or_default(),
         type_: secret
             .type_

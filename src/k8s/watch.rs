@@ -75,6 +75,10 @@ pub struct TargetSeen {
     pub bundles: Vec<Vec<u8>>,
     /// cert-manager's CA injector writes them (it carries one of its annotations).
     pub injected: bool,
+    /// Who wrote which fields (`managedFields`, parsed by [`crate::observe::writers`]).
+    pub writes: Vec<crate::secret::FieldWrite>,
+    /// The undos recorded on it (annotation `certgen.dev/undone-by`).
+    pub recorded: Vec<crate::observe::writers::Undo>,
 }
 
 impl From<Vec<Vec<u8>>> for TargetSeen {
@@ -82,6 +86,8 @@ impl From<Vec<Vec<u8>>> for TargetSeen {
         Self {
             bundles,
             injected: false,
+            writes: Vec::new(),
+            recorded: Vec::new(),
         }
     }
 }
@@ -223,7 +229,18 @@ fn target_seen(kind: WebhookKind, name: &str, o: &DynamicObject) -> TargetSeen {
             vec![e.into_bytes()]
         }
     };
-    TargetSeen { bundles, injected }
+    TargetSeen {
+        bundles,
+        injected,
+        writes: super::field_writes(o.metadata.managed_fields.as_deref()),
+        recorded: crate::observe::writers::history(
+            o.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(crate::observe::writers::HISTORY))
+                .map(String::as_str),
+        ),
+    }
 }
 
 /// Follows the `caBundle` targets `names` of `kind`, handing every change to `on`, until

@@ -32,6 +32,27 @@ use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
+/// The annotation certgen sets on a `caBundle` target it writes: the SHA-256 of the bundle.
+pub const BUNDLE_ANNOTATION: &str = "certgen.dev/ca-bundle-sha256";
+
+/// The record of undos a write of `read` carries: those recorded on it and the one standing
+/// as read, if any (`None`: nothing to record or nothing new).
+fn history_of(read: &ObservedWebhook) -> Option<String> {
+    let now = time::OffsetDateTime::now_utc();
+    let kind = describe(read.kind, &read.name);
+    let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
+    let missing = read.bundles.iter().any(Vec::is_empty);
+    let current = crate::attribution::of_target(kind, &read.name, &read.writes, missing, &[], now);
+    let earlier = crate::observe::writers::history(read.recorded.as_deref());
+    let value = crate::observe::writers::record(&earlier, current.map(|w| w.write).as_ref(), now)?;
+    (read.recorded.as_deref() != Some(value.as_str())).then_some(value)
+}
+
+fn bundle_digest(bundle: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    crate::pki::hex(&Sha256::digest(bundle))
+}
+
 /// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
 /// object kept as the read's token for the write.
 pub use crate::outside::{TargetObserved as WebhookObserved, TargetRead as ObservedWebhook};
@@ -135,6 +156,13 @@ impl WebhookStore {
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
                     written_at: super::written_at(&object.metadata),
+                    writes: super::field_writes(object.metadata.managed_fields.as_deref()),
+                    recorded: object
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(crate::observe::writers::HISTORY))
+                        .cloned(),
                     injected: object
                         .metadata
                         .annotations
@@ -248,6 +276,23 @@ impl WebhookStore {
             .expect("a target read through this store")
             .clone();
         set_bundles(read.kind, &mut object.data, bundle, fields);
+        // certgen's mark of the bundle it wrote: a field of its own that a writer removing the
+        // caBundle leaves in place, so managedFields keep certgen's entry and its time, and
+        // the writer that came after can be named (issue 45).
+        object
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(BUNDLE_ANNOTATION.into(), bundle_digest(bundle));
+        // An undo of certgen's last write standing as read is recorded on the object, as on a
+        // Secret, so that the next undo by the same manager is a fight for `check` too.
+        if let Some(history) = history_of(read) {
+            object
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(crate::observe::writers::HISTORY.into(), history);
+        }
         // Both are preconditions of an update: the API server answers 409 when either no
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());
@@ -491,6 +536,8 @@ mod tests {
             insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
+            writes: Vec::new(),
+            recorded: None,
             token: None,
         };
         assert!(w.holds(b"a"));

@@ -26,6 +26,7 @@ pub fn secret(name: &str, type_: &str, data: &[(&str, Vec<u8>)]) -> Observed {
         written_at: None,
         divergent: vec![],
         certificate: None,
+        writes: Vec::new(),
     })
 }
 

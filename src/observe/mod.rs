@@ -9,6 +9,7 @@
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod parse;
+pub mod writers;
 
 use std::collections::BTreeMap;
 

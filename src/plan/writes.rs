@@ -56,6 +56,8 @@ pub struct Write {
     pub labels: BTreeMap<String, String>,
     /// The CA named by the [`CA_ANNOTATION`] annotation, when the write sets it.
     pub ca_annotation: Option<CaRef>,
+    /// Other annotations the write sets (the record of undos, [`crate::observe::writers::HISTORY`]).
+    pub annotations: BTreeMap<String, String>,
     /// The precondition: the version the Secret was planned from.
     pub expect: Expect,
     /// The leaf this write issues, for [`Content::LeafCert`] and [`Content::LeafKey`].
@@ -79,6 +81,7 @@ impl Write {
             remove: Vec::new(),
             labels: BTreeMap::from([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())]),
             ca_annotation: None,
+            annotations: BTreeMap::new(),
             expect: match version {
                 None => Expect::Absent,
                 Some(v) => Expect::Version(v.clone()),

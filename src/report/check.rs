@@ -130,6 +130,58 @@ pub struct CheckReport {
     /// The renewal windows: the next one, and what waits for it (issue 45).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub renewal_window: Option<super::WindowReport>,
+    /// The objects whose fields certgen owns were last written by another field manager, and
+    /// the fights (issue 45).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_writers: Vec<WriterRow>,
+}
+
+/// One object whose fields certgen owns were last written by another field manager.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriterRow {
+    /// `Secret`, `MutatingWebhookConfiguration`, ...
+    pub kind: String,
+    pub name: String,
+    /// The field manager (`kustomize-controller`, `argocd-controller`, `cainjector`).
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    /// When it wrote (RFC 3339), as the API server recorded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<String>,
+    /// The fields of certgen's it holds or removed (`data/ca.crt`).
+    pub fields: Vec<String>,
+    pub removed: bool,
+    /// `overwrote`, `before_adoption` or `cainjector`.
+    pub origin: &'static str,
+    /// A fight: it undid certgen's writes at these times (two or more within 24h).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fight: Vec<String>,
+    /// The line for people.
+    pub text: String,
+}
+
+impl WriterRow {
+    /// The row of `w`.
+    pub fn of(w: &crate::attribution::Writer) -> Self {
+        Self {
+            kind: w.kind.clone(),
+            name: w.name.clone(),
+            manager: w.write.manager.clone(),
+            operation: w.write.operation.clone(),
+            time: w.write.time.map(rfc3339),
+            fields: w.write.fields.clone(),
+            removed: w.write.removed,
+            origin: w.write.origin.name(),
+            fight: w
+                .fight
+                .iter()
+                .flat_map(|f| f.undos.iter().map(|t| rfc3339(*t)))
+                .collect(),
+            text: w.text(),
+        }
+    }
 }
 
 impl BundleEntry {
@@ -202,6 +254,7 @@ impl CheckReport {
             ca_bundle_targets: targets,
             next_renewal,
             renewal_window: None,
+            other_writers: Vec::new(),
         }
     }
 }
@@ -348,6 +401,23 @@ impl CheckReport {
                     format!(
                         "  {} {}: its caBundle differs from the ca.crt of Secret {}: run certgen to write it",
                         t.kind, t.name, t.secret
+                    )
+                }),
+        );
+        if !self.other_writers.is_empty() {
+            out.push_str("\nOTHER WRITERS\n");
+            for w in &self.other_writers {
+                out.push_str(&format!("  {}\n", w.text));
+            }
+        }
+        problems.extend(
+            self.other_writers
+                .iter()
+                .filter(|w| !w.fight.is_empty())
+                .map(|w| {
+                    format!(
+                        "  {} {}: FIGHT between certgen and {}: see docs/troubleshooting.md#another-writer-keeps-undoing-certgen",
+                        w.kind, w.name, w.manager
                     )
                 }),
         );

@@ -10,7 +10,7 @@ mod pods;
 
 use serde::Serialize;
 
-pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow};
+pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow, WriterRow};
 pub use self::pods::{GatePod, GateReport, PodReport, Pokes, merge as merge_pods};
 use crate::config::Reload;
 use crate::metrics::ApiRequests;
@@ -180,6 +180,11 @@ pub struct Report {
     /// The Kubernetes Events of the run, in order (with `--events`; see [`crate::events`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub events: Vec<EventLine>,
+    /// What the run found written by other field managers before it wrote anything, and the
+    /// fights (issue 45). A run writes what its plan says, once; it never retries against
+    /// the other writer.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_writers: Vec<WriterRow>,
 }
 
 /// How the run's Lease went (see `crate::lock`).
@@ -575,6 +580,7 @@ impl Report {
             skipped: Vec::new(),
             warnings: Vec::new(),
             renewal_window: None,
+            other_writers: Vec::new(),
             lock: None,
             error: None,
             events: Vec::new(),
@@ -754,6 +760,14 @@ impl Report {
         });
         if let Some(note) = &self.note {
             out.push_str(&format!("Later: {note}\n"));
+        }
+        for w in &self.other_writers {
+            let lead = if w.fight.is_empty() {
+                "Other writer"
+            } else {
+                "FIGHT"
+            };
+            out.push_str(&format!("{lead}: {}\n", w.text));
         }
         for k in &self.key_modes {
             out.push_str(&format!("Key file: {k}\n"));

@@ -166,6 +166,8 @@ pub async fn run<S: SecretStore>(
     let Some(look) = look else {
         return locked(store, &inv, None, false, Vec::new()).await;
     };
+    // The other writers the run found before it wrote anything (issue 45).
+    let mut writers = look.report.other_writers.clone();
     if inv.options.dry_run {
         return Ok((dry_run(store, &inv, look, dry_targets).await?, None));
     }
@@ -175,6 +177,12 @@ pub async fn run<S: SecretStore>(
         match webhooks::Targets::read(&inv, &BTreeSet::new()).await? {
             Some(targets) => {
                 refusals = targets.refusals.clone();
+                writers.extend(
+                    targets
+                        .writers(store.now())
+                        .iter()
+                        .map(crate::report::WriterRow::of),
+                );
                 targets.behind(&inv, |s| look.bundles.get(s).map(Vec::as_slice))
             }
             None => false,
@@ -191,6 +199,7 @@ pub async fn run<S: SecretStore>(
             )
             .await?;
         let mut report = look.report;
+        report.other_writers = writers;
         report.dry_run = false;
         report.consumers = reports;
         report.skipped.extend(refusals.into_iter().map(|r| r.note));
@@ -211,7 +220,11 @@ pub async fn run<S: SecretStore>(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
     }
-    locked(store, &inv, Some(&look), fresh, refusals).await
+    let (mut report, failure) = locked(store, &inv, Some(&look), fresh, refusals).await?;
+    if report.other_writers.is_empty() {
+        report.other_writers = writers;
+    }
+    Ok((report, failure))
 }
 
 /// A dry run's report: every outside action its first step would take, from `look` (the

@@ -577,6 +577,17 @@ fn looked<S: SecretStore>(
         stored.record(name, &observed, &BTreeMap::new(), None);
     }
     let mut report = Report::from_plan(&config.profile, store.describe(), &plan);
+    report.other_writers =
+        crate::attribution::of_snapshot(config, &observed, &BTreeMap::new(), store.now())
+            .iter()
+            .map(crate::report::WriterRow::of)
+            .collect();
+    for w in report.other_writers.iter().filter(|w| !w.fight.is_empty()) {
+        tracing::warn!(
+            "{}; this run writes what its plan says once and never retries against it: see docs/troubleshooting.md#another-writer-keeps-undoing-certgen",
+            w.text
+        );
+    }
     report.renewal_window = crate::report::WindowReport::of(&config.renewal, &plan.window);
     // Each TLS Secret's bundle under its own layout's key (kube-webhook-certgen's `ca`, say),
     // as the run's writes record it ([`Applied::record`]).

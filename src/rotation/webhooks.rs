@@ -104,6 +104,23 @@ pub(super) struct Targets {
 }
 
 impl Targets {
+    /// The other writers of the targets as read (issue 45), judged at `now`.
+    pub(super) fn writers(&self, now: time::OffsetDateTime) -> Vec<crate::attribution::Writer> {
+        self.reads
+            .iter()
+            .filter_map(|r| match r {
+                Read::Present(t) => {
+                    let kind = describe(t.kind, &t.name);
+                    let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
+                    let missing = t.bundles.iter().any(Vec::is_empty);
+                    let recorded = crate::observe::writers::history(t.recorded.as_deref());
+                    crate::attribution::of_target(kind, &t.name, &t.writes, missing, &recorded, now)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Reads every target once (nothing when the run has no `caBundle` store), leaving out
     /// those `refused` earlier in the run.
     pub(super) async fn read(
@@ -598,6 +615,8 @@ mod tests {
             insecure_skip_tls_verify: false,
             written_at: None,
             injected: None,
+            writes: Vec::new(),
+            recorded: None,
             token: None,
         }))
     }

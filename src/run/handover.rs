@@ -34,6 +34,7 @@ pub async fn cert_manager(args: &HandoverArgs) -> Result<String, Error> {
     let observed = crate::observe::observe(&store, &config).await?;
     let now = k8s::servertime::now().unwrap_or_else(time::OffsetDateTime::now_utc);
     let ctx = crate::check::Context {
+        undos: Default::default(),
         propagation_delay: config::propagation_delay(None, false),
         ..Default::default()
     };

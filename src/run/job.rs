@@ -179,6 +179,8 @@ async fn record_events(
     report
         .events
         .extend(events::of_window(report.renewal_window.as_ref()));
+    let writers = events::of_writers(&report.other_writers);
+    report.events.extend(writers);
     match left {
         Some(Ok(left)) if left.complete => {
             let rotation = exposition::rotation(config, &left.observed, left.now);

@@ -532,6 +532,7 @@ impl SecretStore for LocalStore {
             owners: Vec::new(),
             divergent: contents.divergent,
             certificate: None,
+            writes: Vec::new(),
         }))
     }
 

@@ -127,6 +127,7 @@ mod found {
             written_at: written_at.map(|w| OffsetDateTime::parse(w, &Rfc3339).unwrap()),
             divergent: vec![],
             certificate: None,
+            writes: Vec::new(),
         })
     }
 

@@ -71,6 +71,14 @@ pub struct State {
     events: BTreeMap<&'static str, u64>,
     /// Changes so far: a memo of the health metrics is valid for one generation.
     generation: u64,
+    /// The data keys certgen owns in each managed Secret, and those it must hold.
+    owned: BTreeMap<String, (Vec<String>, Vec<String>)>,
+    /// Every undo of certgen's writes the watches saw, by `Kind/name`: a `caBundle` stripped
+    /// and restored several times between two scrapes is still seen as a fight.
+    undos: BTreeMap<String, Vec<crate::observe::writers::Undo>>,
+    /// The writer that last removed each target's `caBundle` (by `Kind/name`), while it is
+    /// still missing: the API server keeps no record of a removal, the watch saw it happen.
+    removed_by: BTreeMap<String, crate::attribution::Writer>,
 }
 
 /// The health metrics rendered at one time, reused by later scrapes while nothing they depend
@@ -104,6 +112,13 @@ impl State {
             injectors: looks_by_label(config).then(|| (Sync::Pending, BTreeMap::new())),
             events: BTreeMap::new(),
             generation: 0,
+            owned: config
+                .secret_names()
+                .into_iter()
+                .map(|n| (n.to_string(), crate::attribution::keys_of(config, n)))
+                .collect(),
+            undos: BTreeMap::new(),
+            removed_by: BTreeMap::new(),
         }
     }
 
@@ -141,6 +156,12 @@ impl State {
     /// A managed Secret was created or changed.
     pub fn secret_applied(&mut self, secret: StoredSecret) {
         self.count("secrets", 1);
+        if let Some((keys, required)) = self.owned.get(&secret.name) {
+            let now = OffsetDateTime::now_utc();
+            let w = crate::attribution::of_secret(&secret, (keys, required), &[], now);
+            let key = crate::attribution::key("Secret", &secret.name);
+            crate::attribution::remember(self.undos.entry(key).or_default(), w.as_ref(), now);
+        }
         self.secrets.insert(secret.name.clone(), secret);
     }
 
@@ -168,6 +189,38 @@ impl State {
     /// A target of `kind` was created or changed.
     pub fn target_applied(&mut self, kind: WebhookKind, name: String, bundles: TargetSeen) {
         self.count(resource(kind), 1);
+        let now = OffsetDateTime::now_utc();
+        let missing = bundles.bundles.iter().any(Vec::is_empty);
+        let key = crate::attribution::key(kind_name(kind), &name);
+        let before = self
+            .targets
+            .get(kind_name(kind))
+            .and_then(|(_, found)| found.get(&name))
+            .map(|seen| seen.writes.clone())
+            .unwrap_or_default();
+        let mut w = crate::attribution::of_target(
+            kind_name(kind),
+            &name,
+            &bundles.writes,
+            missing,
+            &[],
+            now,
+        );
+        if !missing {
+            self.removed_by.remove(&key);
+        } else if w.is_none() {
+            let removal = crate::attribution::of_removal(
+                kind_name(kind),
+                &name,
+                (&before, &bundles.writes),
+                now,
+            );
+            if let Some(r) = removal {
+                self.removed_by.insert(key.clone(), r);
+            }
+            w = self.removed_by.get(&key).cloned();
+        }
+        crate::attribution::remember(self.undos.entry(key).or_default(), w.as_ref(), now);
         self.targets
             .entry(kind_name(kind))
             .or_default()
@@ -278,13 +331,19 @@ impl State {
     }
 
     /// Each `caBundle` target whose kind's watch has synced or was refused.
-    fn targets(&self, config: &Config, observed: &Snapshot) -> Vec<CaBundleTarget> {
+    fn targets(
+        &self,
+        config: &Config,
+        observed: &Snapshot,
+        now: OffsetDateTime,
+    ) -> Vec<CaBundleTarget> {
         let mut out = Vec::new();
         for t in &config.webhooks {
             let kind = kind_name(t.kind);
             let Some((sync, found)) = self.targets.get(kind) else {
                 continue;
             };
+            let mut writer = None;
             let state = match sync {
                 Sync::Pending => continue,
                 Sync::Refused => TargetState::Refused,
@@ -296,11 +355,34 @@ impl State {
                     StandIn::Several => TargetState::Ambiguous,
                     StandIn::Found(None) => TargetState::Absent,
                     StandIn::Found(Some(seen)) => {
+                        let mut seen_undos: Vec<crate::observe::writers::Undo> = self
+                            .undos
+                            .get(&crate::attribution::key(kind, &t.name))
+                            .cloned()
+                            .unwrap_or_default();
+                        seen_undos.extend(seen.recorded.iter().cloned());
+                        let seen_undos = seen_undos.as_slice();
+                        let key = crate::attribution::key(kind, &t.name);
+                        writer = crate::attribution::of_target(
+                            kind,
+                            &t.name,
+                            &seen.writes,
+                            seen.bundles.iter().any(Vec::is_empty),
+                            seen_undos,
+                            now,
+                        )
+                        .or_else(|| {
+                            let mut w = self.removed_by.get(&key)?.clone();
+                            w.fight =
+                                crate::observe::writers::fight(seen_undos, Some(&w.write), now);
+                            Some(w)
+                        });
                         TargetState::of_present(config, t, observed, seen.injected, &seen.bundles)
                     }
                 },
             };
             out.push(CaBundleTarget {
+                writer,
                 kind: kind.to_string(),
                 name: t.name.clone(),
                 secret: t.bundle_from.clone(),
@@ -423,8 +505,9 @@ impl State {
         }
         let observed = self.snapshot(config);
         let ctx = crate::check::Context {
+            undos: self.undos.clone(),
             propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
-            targets: self.targets(config, &observed),
+            targets: self.targets(config, &observed, now),
             unreadable: Vec::new(),
             in_set: false,
         };

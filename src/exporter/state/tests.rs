@@ -98,12 +98,14 @@ fn the_same_families_as_check_from_the_same_secrets() {
 
     let observed = state.snapshot(&config);
     let targets = vec![CaBundleTarget {
+        writer: None,
         kind: "MutatingWebhookConfiguration".into(),
         name: injector.name.clone(),
         secret: injector.bundle_from.clone(),
         state: TargetState::InSync,
     }];
     let ctx = crate::check::Context {
+        undos: Default::default(),
         propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
         targets,
         unreadable: vec![],
@@ -157,6 +159,8 @@ fn targets_follow_their_events_and_a_refusal() {
         crate::k8s::watch::TargetSeen {
             bundles: vec![b"injected".to_vec()],
             injected: true,
+            writes: Vec::new(),
+            recorded: Vec::new(),
         },
     );
     let text = render(&state.families(&config, NOW, ApiRequests::default()));

@@ -54,6 +54,7 @@ mod store;
 mod valid;
 mod webhook;
 mod window;
+mod writers;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -112,6 +112,7 @@ fn tls_secret(name: &str, data: BTreeMap<String, Vec<u8>>) -> StoredSecret {
         written_at: None,
         divergent: vec![],
         certificate: None,
+        writes: Vec::new(),
     }
 }
 

@@ -236,6 +236,7 @@ impl World {
                 written_at: None,
                 divergent: vec![],
                 certificate: None,
+                writes: Vec::new(),
             },
         };
         secret

@@ -631,6 +631,8 @@ impl CaBundleTargets for Sim {
                         insecure_skip_tls_verify: false,
                         written_at: t.written_at,
                         injected: None,
+                        writes: Vec::new(),
+                        recorded: None,
                         token: None,
                     }))
                 }
