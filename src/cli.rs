@@ -120,6 +120,12 @@ pub struct TargetArgs {
         conflicts_with = "disable_topology_injector"
     )]
     pub topology_injector: Option<String>,
+    /// Also publish the first TLS Secret's CA bundle as ClusterTrustBundles linked to SIGNER
+    /// (`<domain>/<path>`; Kubernetes 1.37+): one bundle per CA, rotated in stages, for pods
+    /// that project them by signerName and a labelSelector. Repeatable; the config's
+    /// `clusterTrustBundles:` sets labels and the Secret.
+    #[arg(long, value_name = "SIGNER")]
+    pub cluster_trust_bundle: Vec<String>,
     /// Format of the report on standard output (prometheus: metrics in Prometheus' text format).
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

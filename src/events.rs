@@ -54,11 +54,19 @@ fn reason(action: Action, phase: &Phase) -> Option<&'static str> {
         (Action::Renew, _) => "Renewed",
         (Action::Rotate, _) => "CARotated",
         (Action::Repair, _) => "Repaired",
+        (Action::Delete, _) => "TrustCleanedUp",
     })
 }
 
 /// The object a report entry is about: (kind, name).
 fn object(e: &Entry) -> Option<(&'static str, &str)> {
+    if e.kind == Kind::TrustBundle {
+        // `ClusterTrustBundle <name>`; a signer's "nothing to do" line is about no object.
+        return e
+            .secret
+            .strip_prefix("ClusterTrustBundle ")
+            .map(|n| ("ClusterTrustBundle", n));
+    }
     if e.kind != Kind::Webhook {
         return Some(("Secret", &e.secret));
     }
@@ -103,6 +111,7 @@ fn created_note(e: &Entry) -> String {
         (Kind::Tls, None) => format!("created a certificate and key{until}, with the trust bundle"),
         (Kind::Hmac, _) => "created a new random HMAC key".to_string(),
         (Kind::Webhook, _) => "wrote the caBundle".to_string(),
+        (Kind::TrustBundle, _) => "published a CA as a ClusterTrustBundle".to_string(),
     };
     let why = match e.reason.as_str() {
         "missing" => "the Secret did not exist".to_string(),

@@ -43,6 +43,7 @@ pub mod set;
 pub mod store;
 pub mod text;
 pub mod timefmt;
+pub mod trust_bundles;
 pub mod window;
 pub mod workload;
 

@@ -152,6 +152,70 @@ pub trait CaBundleTargets: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
+/// A ClusterTrustBundle as read: one certgen published for a CA, or another writer's bundle
+/// linked to the same signer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRead {
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion an update or delete must match.
+    pub version: String,
+    pub labels: BTreeMap<String, String>,
+    /// `spec.trustBundle`: PEM certificates.
+    pub pem: String,
+    /// When the object last changed, by the store's clock (rounded up to the second).
+    pub written_at: Option<time::OffsetDateTime>,
+    /// Who wrote which fields (`managedFields`).
+    pub writes: Vec<crate::secret::FieldWrite>,
+}
+
+/// A pod anywhere in the cluster that projects ClusterTrustBundles (`clusterTrustBundle`
+/// sources of its projected volumes), as plain data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projector {
+    pub namespace: String,
+    pub pod: String,
+    pub projections: Vec<crate::trust_bundles::Projection>,
+}
+
+/// What a create of a bundle met.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// Made, at this resourceVersion.
+    Made(String),
+    /// A bundle of that name exists already (another run, or a recreation): re-read.
+    Exists,
+}
+
+/// The ClusterTrustBundles (`certificates.k8s.io/v1`, cluster-scoped; Kubernetes 1.37+).
+/// Every write is fenced: a create by the name's absence, an update and a delete by the uid
+/// and resourceVersion read.
+pub trait TrustBundles: Send + Sync {
+    /// Every bundle linked to `signer`.
+    fn list<'a>(&'a self, signer: &'a str) -> BoxFuture<'a, Result<Vec<BundleRead>, StoreError>>;
+    /// Creates the bundle `name` for `signer` holding `pem`, labelled `labels`.
+    fn create<'a>(
+        &'a self,
+        name: &'a str,
+        signer: &'a str,
+        labels: &'a BTreeMap<String, String>,
+        pem: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>>;
+    /// Writes `pem` and `labels` into the bundle as `read` (a change or a recreation since is
+    /// [`StoreError::Conflict`]). The version written.
+    fn update<'a>(
+        &'a self,
+        read: &'a BundleRead,
+        labels: &'a BTreeMap<String, String>,
+        pem: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>>;
+    /// Deletes the bundle as `read` (a change or a recreation since is
+    /// [`StoreError::Conflict`]); `Ok(false)` when it was gone already.
+    fn delete<'a>(&'a self, read: &'a BundleRead) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Every pod in the cluster that projects ClusterTrustBundles, with those projections.
+    fn projectors(&self) -> BoxFuture<'_, Result<Vec<Projector>, StoreError>>;
+}
+
 /// A consumer's workload as the restart decision and the wait see it, whatever its kind: one
 /// type, defined beside the kinds' rollout rules in [`crate::workload`].
 pub use crate::workload::{Kind, RolloutStatus, WorkloadView};

@@ -191,10 +191,13 @@ fn plan_writes(
         .chain(known.other_written_at)
         .map(|w| w.min(now))
         .max();
+    let ready_at = last_write.map_or(now, |w| after(w, options.propagation_delay));
     let gate = Gate {
-        ready_at: last_write.map_or(now, |w| after(w, options.propagation_delay)),
+        ready_at: known.unobserved_until.map_or(ready_at, |u| ready_at.max(u)),
         state,
-        waited: known.gate_waited == Some(state) && known.other_written_at.is_none_or(|w| w <= now),
+        waited: known.gate_waited == Some(state)
+            && known.other_written_at.is_none_or(|w| w <= now)
+            && known.unobserved_until.is_none_or(|u| u <= now),
     };
 
     let held = leaves.iter().filter_map(|l| {

@@ -27,6 +27,10 @@ pub struct ExporterArgs {
         conflicts_with = "disable_topology_injector"
     )]
     pub topology_injector: Option<String>,
+    /// Watch the ClusterTrustBundles certgen publishes for SIGNER (as `run
+    /// --cluster-trust-bundle`). Repeatable.
+    #[arg(long, value_name = "SIGNER")]
+    pub cluster_trust_bundle: Vec<String>,
     /// Address to serve /metrics, /healthz and /readyz on.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:9090")]
     pub listen: SocketAddr,
@@ -54,6 +58,7 @@ impl ExporterArgs {
             config_home: None,
             disable_topology_injector: self.disable_topology_injector,
             topology_injector: self.topology_injector.clone(),
+            cluster_trust_bundle: self.cluster_trust_bundle.clone(),
             output: OutputFormat::Prometheus,
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone().into_iter().collect(),

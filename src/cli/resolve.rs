@@ -20,6 +20,7 @@ impl TargetArgs {
             config_home: self.config_home.clone(),
             disable_topology_injector: self.disable_topology_injector,
             topology_injector: self.topology_injector.clone(),
+            cluster_trust_bundles: self.cluster_trust_bundle.clone(),
             renewal_windows: self.window.renewal_window.clone(),
             renewal_window_margin: self.window.renewal_window_margin,
         }

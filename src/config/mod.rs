@@ -182,6 +182,8 @@ struct Origin {
     injector_disabled: bool,
     /// `--topology-injector NAME` was applied.
     injector_named: Option<String>,
+    /// `--cluster-trust-bundle SIGNER`s applied.
+    trust_signers: Vec<String>,
 }
 
 /// A validated TLS Secret to manage.
@@ -273,6 +275,18 @@ pub struct Webhook {
     pub bundle_key: String,
 }
 
+/// A validated ClusterTrustBundle target: the CA bundle of the managed TLS Secret
+/// `bundle_from`, published as one bundle per CA linked to `signer` (`crate::trust_bundles`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustBundle {
+    pub signer: String,
+    pub bundle_from: String,
+    /// The data key of that Secret's bundle (its layout's).
+    pub bundle_key: String,
+    /// Labels on every bundle, beside certgen's own.
+    pub labels: std::collections::BTreeMap<String, String>,
+}
+
 /// The resolved, validated configuration the engine runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
@@ -287,6 +301,8 @@ pub struct Config {
     pub labels: std::collections::BTreeMap<String, String>,
     /// `caBundle` targets (none after `--disable-topology-injector` removed the injector's).
     pub webhooks: Vec<Webhook>,
+    /// ClusterTrustBundle targets (`clusterTrustBundles:`, `--cluster-trust-bundle`).
+    pub trust_bundles: Vec<TrustBundle>,
     /// The members of a set the file lists (`clusters:`); empty without that list.
     pub clusters: Vec<Cluster>,
     /// What `{cluster}` became, when the run knows the cluster's name.
@@ -342,6 +358,7 @@ impl Config {
             env: env.clone(),
             injector_disabled: false,
             injector_named: None,
+            trust_signers: Vec::new(),
         }));
         Ok(config)
     }
@@ -373,6 +390,9 @@ impl Config {
         }
         if let Some(name) = &origin.injector_named {
             config.name_topology_injector(name)?;
+        }
+        for signer in &origin.trust_signers {
+            config.add_trust_bundle(signer)?;
         }
         Ok(config)
     }
@@ -589,6 +609,18 @@ impl Config {
             }
             webhooks.push(hook);
         }
+        let mut trust_bundles: Vec<TrustBundle> = Vec::new();
+        for (i, b) in file.cluster_trust_bundles.iter().enumerate() {
+            let field = format!("clusterTrustBundles[{i}]");
+            let bundle = validate::trust_bundle(&field, b, &tls)?;
+            if trust_bundles.iter().any(|k| k.signer == bundle.signer) {
+                return Err(format!(
+                    "{field}.signerName {:?} is listed twice; one entry per signer",
+                    bundle.signer
+                ));
+            }
+            trust_bundles.push(bundle);
+        }
         let renewal = validate::renewal(file.renewal.as_ref())?;
         Ok(Self {
             profile: file.name,
@@ -600,6 +632,7 @@ impl Config {
             consumers,
             labels,
             webhooks,
+            trust_bundles,
             clusters,
             cluster_name,
             origin: None,
@@ -622,6 +655,41 @@ impl Config {
             !(w.kind == WebhookKind::MutatingWebhookConfiguration && w.name == injector)
         });
         self.webhooks.len() != before
+    }
+
+    /// `--cluster-trust-bundle SIGNER`: publish the first TLS Secret's CA bundle as
+    /// ClusterTrustBundles linked to `signer`, unless the config already lists that signer
+    /// (then its entry stands). Kept for every member of a set.
+    pub fn add_trust_bundle(&mut self, signer: &str) -> Result<(), ConfigError> {
+        let source = self.origin.as_ref().map_or_else(
+            || "--cluster-trust-bundle".to_string(),
+            |o| o.source_name.clone(),
+        );
+        if self.trust_bundles.iter().any(|b| b.signer == signer) {
+            return Ok(());
+        }
+        validate::signer_name(signer).map_err(|e| {
+            ConfigError::new(&source, format!("--cluster-trust-bundle {signer:?}: {e}"))
+        })?;
+        let Some(first) = self.tls.first() else {
+            return Err(ConfigError::new(
+                &source,
+                "--cluster-trust-bundle: this config has no TLS Secret whose CA bundle it could publish",
+            ));
+        };
+        self.trust_bundles.push(TrustBundle {
+            signer: signer.to_string(),
+            bundle_from: first.name.clone(),
+            bundle_key: first.layout.bundle.clone(),
+            labels: std::collections::BTreeMap::new(),
+        });
+        if let Some(origin) = &mut self.origin {
+            let origin = std::sync::Arc::make_mut(origin);
+            if !origin.trust_signers.iter().any(|s| s == signer) {
+                origin.trust_signers.push(signer.to_string());
+            }
+        }
+        Ok(())
     }
 
     /// `--topology-injector NAME`: the topology injector MutatingWebhookConfiguration is

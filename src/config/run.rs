@@ -139,6 +139,8 @@ pub struct TargetSpec {
     pub disable_topology_injector: bool,
     /// `--topology-injector NAME`: the topology injector's name, when not Envoy Gateway's.
     pub topology_injector: Option<String>,
+    /// `--cluster-trust-bundle SIGNER`s.
+    pub cluster_trust_bundles: Vec<String>,
     /// `--renewal-window`: replaces the config's `renewal.windows` when given.
     pub renewal_windows: Vec<crate::window::Window>,
     /// `--renewal-window-margin`: replaces the config's `renewal.margin`.
@@ -173,6 +175,9 @@ pub fn resolve_target(target: &TargetSpec) -> Result<(Config, Option<PathBuf>), 
     }
     if let Some(name) = &target.topology_injector {
         config.name_topology_injector(name)?;
+    }
+    for signer in &target.cluster_trust_bundles {
+        config.add_trust_bundle(signer)?;
     }
     // The command line's windows replace the file's (flag > file).
     if !target.renewal_windows.is_empty() {

@@ -29,6 +29,10 @@ pub struct ConfigFile {
     /// Webhook configurations and APIServices whose `caBundle` follows a Secret's `ca.crt`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub webhooks: Vec<WebhookFile>,
+    /// ClusterTrustBundles that publish a TLS Secret's CA bundle, one bundle per CA, for pods
+    /// that project them by `signerName` and a `labelSelector` (issue 43).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster_trust_bundles: Vec<TrustBundleFile>,
     /// The clusters of a set that shares the CA, with what differs between them: a run with
     /// this file and no `--context` runs over all of them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -151,6 +155,20 @@ pub struct WebhookFile {
     pub name: String,
     /// The managed TLS Secret whose `ca.crt` bundle the `caBundle` follows.
     pub ca_bundle_from: String,
+}
+
+/// One `clusterTrustBundles:` entry as written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TrustBundleFile {
+    /// The signer the bundles are linked to (`<domain>/<path>`): consumers select them by it.
+    pub signer_name: String,
+    /// The managed TLS Secret whose CA bundle is published (default: the first TLS Secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle_from: Option<String>,
+    /// Labels put on every bundle, beside certgen's own: what consumers' `labelSelector`s match.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// How a consumer picks up new certificates.

@@ -607,6 +607,45 @@ pub fn webhook(
     })
 }
 
+/// A `clusterTrustBundles:` entry: a valid signer name, a TLS Secret of this config, valid
+/// labels that do not set certgen's own.
+pub fn trust_bundle(
+    field: &str,
+    b: &super::schema::TrustBundleFile,
+    tls: &[TlsSecret],
+) -> Result<super::TrustBundle, String> {
+    signer_name(&b.signer_name)
+        .map_err(|e| format!("{field}.signerName {:?}: {e}", b.signer_name))?;
+    let followed = match &b.bundle_from {
+        None => tls.first().ok_or_else(|| {
+            format!("{field}: this config has no TLS Secret whose CA bundle it could publish")
+        })?,
+        Some(name) => tls.iter().find(|t| &t.name == name).ok_or_else(|| {
+            format!(
+                "{field}.bundleFrom {name:?} is not a TLS Secret of this config; name one of: {}",
+                tls.iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?,
+    };
+    let labels = labels(&b.labels).map_err(|e| format!("{field}.{e}"))?;
+    for own in [super::MANAGED_BY_LABEL, "certgen.dev/ca"] {
+        if labels.contains_key(own) {
+            return Err(format!(
+                "{field}.labels sets {own:?}, which certgen sets on every bundle it writes; remove it"
+            ));
+        }
+    }
+    Ok(super::TrustBundle {
+        signer: b.signer_name.clone(),
+        bundle_from: followed.name.clone(),
+        bundle_key: followed.layout.bundle.clone(),
+        labels,
+    })
+}
+
 /// `renewal:`: each window parsed (its cron, duration and time zone), and the margin.
 pub(super) fn renewal(
     file: Option<&super::schema::RenewalFile>,
@@ -623,4 +662,39 @@ pub(super) fn renewal(
         out.margin = m.0;
     }
     Ok(out)
+}
+
+/// A signer name as the API server accepts it for ClusterTrustBundles: `<domain>/<path>`, the
+/// domain a DNS subdomain, the path non-empty; the bundle names made from it must fit in 253
+/// characters with a 16-character fingerprint.
+pub fn signer_name(signer: &str) -> Result<(), String> {
+    let Some((domain, path)) = signer.split_once('/') else {
+        return Err("a signer name is <domain>/<path>, for example example.com/mesh".into());
+    };
+    dns1123_subdomain(domain).map_err(|e| format!("its domain {domain:?}: {e}"))?;
+    if !domain.contains('.') {
+        return Err(format!(
+            "its domain {domain:?} is not fully qualified (Kubernetes reserves names without a dot); use one you own, for example {domain}.example.com"
+        ));
+    }
+    if path.is_empty()
+        || path.split('/').any(|p| {
+            p.is_empty()
+                || p == "."
+                || p == ".."
+                || !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+        })
+    {
+        return Err(format!(
+            "its path {path:?} must be segments of letters, digits, '-', '.', '_'"
+        ));
+    }
+    if signer.len() + 17 > 253 {
+        return Err(
+            "it is too long for the bundle names made from it (at most 236 characters)".into(),
+        );
+    }
+    Ok(())
 }

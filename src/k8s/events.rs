@@ -44,6 +44,9 @@ pub const CLUSTER_NAMESPACE: &str = "default";
 /// The `apiVersion` of an Event's `regarding` object of `kind`, and whether it is cluster-scoped
 /// (the `caBundle` targets are).
 fn regarding_kind(kind: &str) -> (&'static str, bool) {
+    if kind == "ClusterTrustBundle" {
+        return ("certificates.k8s.io/v1", true);
+    }
     match crate::config::WebhookKind::parse(kind) {
         Some(target) => (target.api_version(), true),
         None => (

@@ -2,8 +2,8 @@
 //! of its objects and errors into certgen's own types.
 //!
 //! The client and its layers, Secrets (the [`KubeStore`]), the run's Lease, the access review,
-//! workloads of every kind (restarts and rollout watches), pods (listed and poked), a Service's endpoints (for probes) and the
-//! `caBundle` of webhook configurations live here. The core (observe, plan, apply, report,
+//! workloads of every kind (restarts and rollout watches), pods (listed and poked), a Service's endpoints (for probes), the
+//! `caBundle` of webhook configurations and ClusterTrustBundles live here. The core (observe, plan, apply, report,
 //! check, pki, config) never imports this module: it sees Kubernetes only through the store
 //! trait ([`crate::store::SecretStore`]) and plain errors ([`crate::store::ApiFailure`]). This
 //! module must not decide anything: what to write, restart or wait for is decided elsewhere.
@@ -19,6 +19,7 @@ mod pods;
 mod seams;
 mod secrets;
 pub mod servertime;
+mod trust_bundles;
 pub mod watch;
 pub mod webhooks;
 mod workloads;
@@ -30,6 +31,7 @@ pub use self::endpoints::{EndpointsError, ServiceEndpoints, service_endpoints};
 pub use self::pods::{LOSE_POKE_ENV, POD_PAGE_ENV};
 pub use self::pods::{POD_PAGE, POKE_FINGERPRINT, POKED_AT, PodView, Pods, PokeAnswer};
 pub use self::secrets::KubeStore;
+pub use self::trust_bundles::TrustBundleStore;
 pub use self::webhooks::{ObservedWebhook, WebhookObserved, WebhookStore};
 pub use self::workloads::Workloads;
 

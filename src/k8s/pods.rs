@@ -65,6 +65,9 @@ pub struct Pods {
     api: Api<Pod>,
     leases: Api<Lease>,
     namespace: String,
+    /// The ClusterTrustBundle targets (signer, configured labels): a pod that projects one's
+    /// bundles by selector lists its mount name among its Secrets ([`view`]).
+    trust: Vec<(String, BTreeMap<String, String>)>,
 }
 
 fn api_failure(verb: &'static str, namespace: &str, name: &str, err: kube::Error) -> StoreError {
@@ -78,7 +81,17 @@ impl Pods {
             api: Api::namespaced(client.clone(), namespace),
             leases: Api::namespaced(client, NODE_LEASE_NAMESPACE),
             namespace: namespace.to_string(),
+            trust: Vec::new(),
         }
+    }
+
+    /// The ClusterTrustBundle targets of the run (signer, configured labels): a pod that
+    /// projects one's bundles by `signerName` and a matching selector counts, for the gates,
+    /// as mounting [`crate::trust_bundles::mount_name`] of that signer. A projection by name
+    /// does not (the kubelet may keep it cached for 5 minutes: the driver waits its timer).
+    pub fn projecting(mut self, trust: Vec<(String, BTreeMap<String, String>)>) -> Self {
+        self.trust = trust;
+        self
     }
 
     /// The heartbeat Lease of `node`'s kubelet (`kube-node-lease/<node>`), by name; `None` when
@@ -142,7 +155,7 @@ impl Pods {
                 }
                 Err(e) => return Err(api_failure("list", &self.namespace, "", e)),
             };
-            pods.extend(page.items.iter().map(view));
+            pods.extend(page.items.iter().map(|p| self.view(p)));
             match page.metadata.continue_ {
                 Some(next) if !next.is_empty() => token = Some(next),
                 _ => return Ok(pods),
@@ -192,6 +205,26 @@ impl Pods {
             Err(kube::Error::Api(s)) if s.code == 429 => Ok(PokeAnswer::Throttled(retry_after(&s))),
             Err(e) => Err(api_failure("patch", &self.namespace, name, e)),
         }
+    }
+}
+
+impl Pods {
+    /// The plain view of a pod, with the ClusterTrustBundles it projects by selector among its
+    /// mounts ([`Pods::projecting`]).
+    fn view(&self, p: &Pod) -> PodView {
+        let mut v = view(p);
+        if !self.trust.is_empty() {
+            let projections = super::trust_bundles::projections(p);
+            for (signer, labels) in &self.trust {
+                if projections.iter().any(|pr| {
+                    crate::trust_bundles::reads(pr, signer, labels)
+                        == Some(crate::trust_bundles::Reads::BySelector)
+                }) {
+                    v.secrets.insert(crate::trust_bundles::mount_name(signer));
+                }
+            }
+        }
+        v
     }
 }
 

@@ -2,6 +2,7 @@
 //! the adapter object that already makes those calls, converting Kubernetes objects into the
 //! seams' plain data and back. Nothing is decided here.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -11,9 +12,9 @@ use tokio::time::Instant;
 use super::{Pods, ServiceEndpoints, WebhookStore, service_endpoints};
 use crate::config::WebhookKind;
 use crate::outside::{
-    CaBundleTargets, Endpoints, EndpointsError, Kind, KubeletLease, PodView, PodsApi, PokeAnswer,
-    ReadyEndpoint, RolloutProgress, TargetFields, TargetObserved, TargetRead, WorkloadView,
-    Workloads,
+    BundleRead, CaBundleTargets, Created, Endpoints, EndpointsError, Kind, KubeletLease, PodView,
+    PodsApi, PokeAnswer, Projector, ReadyEndpoint, RolloutProgress, TargetFields, TargetObserved,
+    TargetRead, TrustBundles, WorkloadView, Workloads,
 };
 use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
@@ -119,6 +120,39 @@ impl PodsApi for Pods {
         node: &'a str,
     ) -> BoxFuture<'a, Result<Option<KubeletLease>, StoreError>> {
         Pods::kubelet(self, node).boxed()
+    }
+}
+
+impl TrustBundles for super::TrustBundleStore {
+    fn list<'a>(&'a self, signer: &'a str) -> BoxFuture<'a, Result<Vec<BundleRead>, StoreError>> {
+        super::TrustBundleStore::list(self, signer).boxed()
+    }
+
+    fn create<'a>(
+        &'a self,
+        name: &'a str,
+        signer: &'a str,
+        labels: &'a BTreeMap<String, String>,
+        pem: &'a str,
+    ) -> BoxFuture<'a, Result<Created, StoreError>> {
+        super::TrustBundleStore::create(self, name, signer, labels, pem).boxed()
+    }
+
+    fn update<'a>(
+        &'a self,
+        read: &'a BundleRead,
+        labels: &'a BTreeMap<String, String>,
+        pem: &'a str,
+    ) -> BoxFuture<'a, Result<String, StoreError>> {
+        super::TrustBundleStore::update(self, read, labels, pem).boxed()
+    }
+
+    fn delete<'a>(&'a self, read: &'a BundleRead) -> BoxFuture<'a, Result<bool, StoreError>> {
+        super::TrustBundleStore::delete(self, read).boxed()
+    }
+
+    fn projectors(&self) -> BoxFuture<'_, Result<Vec<Projector>, StoreError>> {
+        super::TrustBundleStore::projectors(self).boxed()
     }
 }
 

@@ -339,6 +339,7 @@ pub fn config_file(req: &CreateRequest, secret_type: &str) -> Option<ConfigFile>
     let common_name: String = req.hosts[0].chars().take(64).collect();
     let file = ConfigFile {
         clusters: Vec::new(),
+        cluster_trust_bundles: Vec::new(),
         renewal: None,
         name: req.secret_name.clone(),
         namespace: req.namespace.clone(),

@@ -60,7 +60,11 @@ impl CaDraft {
                     shown: self.pending.as_ref().map(|p| CaRef::Cert(p.cert.clone())),
                 },
             ),
-            Action::Keep | Action::UpdateBundle | Action::Renew | Action::Repair => (
+            Action::Keep
+            | Action::UpdateBundle
+            | Action::Renew
+            | Action::Repair
+            | Action::Delete => (
                 None,
                 CasAfter {
                     signer: held(&self.active),

@@ -123,6 +123,10 @@ pub struct Known {
     /// The last write to a trust bundle outside the Secrets (a webhook's `caBundle`), on the
     /// store's clock: gates count from it too.
     pub other_written_at: Option<OffsetDateTime>,
+    /// Readers the gate cannot observe (pods that project a ClusterTrustBundle by name, which
+    /// the kubelet may serve from its cache) may hold the old trust until then, on the store's
+    /// clock: a gate lasts at least until then, whatever the delay.
+    pub unobserved_until: Option<OffsetDateTime>,
     /// The writer's own clock now ([`crate::store::SecretStore::writer_now`]): a write that
     /// recorded it counts as no older than this clock says, besides the store's.
     pub writer_now: Option<OffsetDateTime>,
@@ -199,6 +203,8 @@ pub enum Action {
     /// Local mode: the data is right, but files consumers read are not the links into it
     /// ([`crate::secret::StoredSecret::divergent`]); the links are put back, the data kept.
     Repair,
+    /// A ClusterTrustBundle of a CA the bundle it publishes no longer holds is deleted.
+    Delete,
 }
 
 impl Action {
@@ -218,6 +224,7 @@ impl Action {
             Self::Trust => "trust",
             Self::Promote => "promote",
             Self::Repair => "repair",
+            Self::Delete => "delete",
         }
     }
 }
@@ -312,6 +319,9 @@ pub enum Kind {
     Hmac,
     /// A webhook configuration's (or APIService's) `caBundle`, following a TLS Secret's bundle.
     Webhook,
+    /// A ClusterTrustBundle publishing one CA of a TLS Secret's bundle.
+    #[serde(rename = "clustertrustbundle")]
+    TrustBundle,
 }
 
 /// The whole plan of one step.

@@ -133,7 +133,7 @@ pub(super) fn ca(
         ]
     };
     let (mut data, annotation) = match action {
-        Action::Keep | Action::Repair => return None,
+        Action::Keep | Action::Repair | Action::Delete => return None,
         Action::Create | Action::Rotate => {
             (active(CaRef::New, Signer::New).to_vec(), Some(CaRef::New))
         }

@@ -95,6 +95,15 @@ impl Entry {
         }
     }
 
+    /// The line for a ClusterTrustBundle (`what`: `ClusterTrustBundle <name>`, or `signer
+    /// <name>` for a target with nothing to do).
+    pub fn trust_bundle(what: &str, action: Action, reason: String) -> Self {
+        Self {
+            kind: Kind::TrustBundle,
+            ..Self::webhook(what, action, reason)
+        }
+    }
+
     /// This `caBundle` target line with the CAs its write holds and the step it belongs to.
     pub fn holding(self, cas: Vec<String>, step: &str) -> Self {
         Self {

@@ -325,6 +325,12 @@ pub struct Evidence {
     /// A write to a `caBundle` target the API server's cache did not show (store clock, why):
     /// it counts only by the timer, until a later write is shown (the cache is then past it).
     other_unseen: Option<(OffsetDateTime, String)>,
+    /// Writes some of whose readers the gate cannot observe (pods that project
+    /// ClusterTrustBundles from another namespace, or one by name): by what was written, the
+    /// store time its timer opens at and why only the timer counts.
+    unobserved: BTreeMap<String, (OffsetDateTime, String)>,
+    /// Those the gate under way waited for, by their timer: a line each when it opens.
+    timed_unobserved: BTreeSet<String>,
     /// Each managed Secret's digest as stored now (restart fingerprints are made of them).
     digests: BTreeMap<String, String>,
     /// Per-pod probes that passed, by (pod name, the Secret the probe names): the pod's UID as
@@ -467,6 +473,24 @@ impl Evidence {
     pub fn unseen_other(&mut self, at: OffsetDateTime, why: String) {
         self.other = Some(Instant::now());
         self.other_unseen = Some((at, why));
+    }
+
+    /// Records a write (`what`, made by `at` on the store's clock) some of whose readers the
+    /// gate cannot observe: it holds every gate until `at` plus the delay plus `extra`, and
+    /// the report says `why`. A later write of the same replaces it.
+    pub fn unobserved(&mut self, what: String, at: OffsetDateTime, extra: Duration, why: String) {
+        let at = time::Duration::try_from(extra)
+            .ok()
+            .and_then(|e| at.checked_add(e))
+            .unwrap_or(at);
+        self.unobserved.insert(what, (at, why));
+    }
+
+    /// Writes of other objects read back as stored (ClusterTrustBundles: the newest write to
+    /// certgen's bundles of each signer, by its mount name), earlier runs' too: counted like a
+    /// Secret's stored write time.
+    pub(super) fn stored_other(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
+        self.stored(written_at);
     }
 
     /// What is stored now: write times (see [`Evidence::stored`]) and contents' digests.
@@ -914,7 +938,18 @@ impl Evidence {
                 ));
             }
         }
-        for (name, opens) in self.unobserved(pods, delay) {
+        for (what, (at, why)) in &self.unobserved {
+            let opens = timer_of(*at, delay);
+            if now < opens {
+                self.timed_unobserved.insert(what.clone());
+                timer = Some(timer.map_or(opens, |t| t.max(opens)));
+                waiting.push(format!(
+                    "{what} (only the timer: {why}; at {})",
+                    crate::timefmt::at_second(opens)
+                ));
+            }
+        }
+        for (name, opens) in self.unobserved_secrets(pods, delay) {
             if now < opens {
                 self.timed.insert(name.clone());
                 timer = Some(timer.map_or(opens, |t| t.max(opens)));
@@ -957,12 +992,25 @@ impl Evidence {
                 ),
             });
         }
+        for what in &self.timed_unobserved {
+            let why = self.unobserved.get(what).map(|(_, w)| w.clone());
+            lines.push(GatePod {
+                name: what.clone(),
+                node: None,
+                opened_by: Opened::Timer.name().into(),
+                detail: why,
+            });
+        }
         lines.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
     /// The written Secrets that no declared consumer and no pod in `pods` mounts, with the store
     /// time their timer opens at.
-    fn unobserved(&self, pods: &[PodView], delay: Duration) -> Vec<(String, OffsetDateTime)> {
+    fn unobserved_secrets(
+        &self,
+        pods: &[PodView],
+        delay: Duration,
+    ) -> Vec<(String, OffsetDateTime)> {
         self.writes
             .iter()
             .filter(|(n, _)| self.undeclared.contains(*n))
@@ -1042,6 +1090,7 @@ impl Evidence {
     pub fn next_gate(&mut self) {
         self.tracked.clear();
         self.timed.clear();
+        self.timed_unobserved.clear();
         self.held.clear();
         self.probing = false;
         self.probe_failed.clear();

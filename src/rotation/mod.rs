@@ -2,7 +2,8 @@
 //!
 //! A read-only look first ([`step::look`]); the run lock when anything is to be written; then
 //! the steps of a renewal or rotation ([`step::step`]: trust, gate, leaves, gate, cleanup),
-//! each followed by its `caBundle` targets (`webhooks.rs`) and the consumers' restarts, waits
+//! each followed by its `caBundle` targets (`webhooks.rs`), its ClusterTrustBundles
+//! (`trust_bundles.rs`) and the consumers' restarts, waits
 //! and probes (`consumers.rs`), with the gates waited out in between; finally the report
 //! ([`crate::report`] assembles it). It decides only the order of steps and how long to wait:
 //! what each step writes is the plan's ([`crate::plan`]).
@@ -15,6 +16,7 @@ mod probes;
 mod progress;
 pub mod set;
 mod step;
+pub mod trust_bundles;
 mod wait;
 mod webhooks;
 
@@ -38,7 +40,7 @@ use crate::apply::Guard;
 use crate::config::{Config, RunOptions};
 use crate::error::Error;
 use crate::lock::{self, LockError};
-use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
+use crate::outside::{CaBundleTargets, Endpoints, PodsApi, TrustBundles, Workloads};
 use crate::plan::Phase;
 use crate::report::{ConsumerReport, Entry, Report};
 use crate::store::SecretStore;
@@ -58,6 +60,8 @@ pub struct Invocation<'a> {
     pub endpoints: Option<&'a dyn Endpoints>,
     /// The `caBundle` targets' store (in a cluster with `webhooks:` configured).
     pub webhooks: Option<&'a dyn CaBundleTargets>,
+    /// The ClusterTrustBundles' store (in a cluster with `clusterTrustBundles:` configured).
+    pub trust_bundles: Option<&'a dyn TrustBundles>,
     /// The namespace's pods, to push Secret changes to (in a cluster, unless `--no-poke`).
     pub pods: Option<&'a dyn PodsApi>,
     pub lock: lock::Target,
@@ -173,21 +177,24 @@ pub async fn run<S: SecretStore>(
     }
     // Targets refused (403) before the steps: said in the report, and not asked again.
     let mut refusals = Vec::new();
-    let needs_lock = !look.written.is_empty() || look.phase != Phase::Steady || {
-        match webhooks::Targets::read(&inv, &BTreeSet::new()).await? {
-            Some(targets) => {
-                refusals = targets.refusals.clone();
-                writers.extend(
-                    targets
-                        .writers(store.now())
-                        .iter()
-                        .map(crate::report::WriterRow::of),
-                );
-                targets.behind(&inv, |s| look.bundles.get(s).map(Vec::as_slice))
+    let needs_lock = !look.written.is_empty()
+        || look.phase != Phase::Steady
+        || trust_bundles::behind(inv.trust_bundles, inv.config, &look).await?
+        || {
+            match webhooks::Targets::read(&inv, &BTreeSet::new()).await? {
+                Some(targets) => {
+                    refusals = targets.refusals.clone();
+                    writers.extend(
+                        targets
+                            .writers(store.now())
+                            .iter()
+                            .map(crate::report::WriterRow::of),
+                    );
+                    targets.behind(&inv, |s| look.bundles.get(s).map(Vec::as_slice))
+                }
+                None => false,
             }
-            None => false,
-        }
-    };
+        };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
         let (reports, mut verdict) = inv
@@ -198,7 +205,10 @@ pub async fn run<S: SecretStore>(
                 None,
             )
             .await?;
+        // The ClusterTrustBundles as they stand (each in step: a keep line per signer).
+        let bundles = trust_bundles::planned(inv.trust_bundles, inv.config, &look).await?;
         let mut report = look.report;
+        report.secrets.extend(bundles);
         report.other_writers = writers;
         report.dry_run = false;
         report.consumers = reports;
@@ -251,6 +261,9 @@ async fn dry_run<S: SecretStore>(
             .skipped
             .extend(targets.refusals.iter().map(|r| r.note.clone()));
     }
+    report
+        .secrets
+        .extend(trust_bundles::planned(inv.trust_bundles, inv.config, &look).await?);
     // The Events of what it plans, caBundle targets' after their Secrets', as a run records.
     report.events = crate::events::of_step(&look.phase, &report.secrets);
     report.held = look.held.map(|b| set::held_name(b, &look.phase));
@@ -366,6 +379,26 @@ async fn steps<S: SecretStore>(
         return Ok(stop);
     }
     let mut targets = first_targets(store, inv, look, fresh, progress).await?;
+    // certgen's ClusterTrustBundles as stored (earlier runs' writes too): a gate counts from
+    // their newest write as from a Secret's, and the pods that project them are poked for it.
+    if !fresh {
+        let bundles_at = trust_bundles::written_at(inv.trust_bundles, inv.config).await?;
+        if let Some(at) = bundles_at.values().max() {
+            progress.note(Learned::OtherWritten(*at));
+        }
+        evidence.stored_other(&bundles_at);
+        // Readers the gate cannot observe count from the stored write, whichever run made it.
+        for (what, at) in &bundles_at {
+            unobserved_readers(
+                inv,
+                std::slice::from_ref(what),
+                *at,
+                &mut evidence,
+                progress,
+            )
+            .await;
+        }
+    }
     for index in 0..MAX_STEPS {
         if !(guard.held)() {
             return Err(Error::LockLost);
@@ -639,7 +672,16 @@ async fn after_step<S: SecretStore>(
             }
         }
     }
-    let synced = synced.entries;
+    let mut synced = synced.entries;
+    // The ClusterTrustBundles that publish a Secret's bundle, right after it (and after the
+    // caBundle targets): a write is one more change the pods that project them must load.
+    let bundles = trust_bundles::sync(inv.trust_bundles, inv.config, outcome, first).await?;
+    synced.extend(bundles.entries);
+    if !bundles.wrote.is_empty() {
+        let at = store.now();
+        progress.note(Learned::OtherWritten(at));
+        unobserved_readers(inv, &bundles.wrote, at, evidence, progress).await;
+    }
     // Only changes: a Secret created by this step was mounted by no running pod.
     let tls: Vec<&String> = outcome
         .written
@@ -648,12 +690,12 @@ async fn after_step<S: SecretStore>(
         .filter(|n| outcome.observed.get(n).present().is_some())
         .collect();
     if let Some(push) = push
-        && (webhook_wrote || !tls.is_empty())
+        && (webhook_wrote || !tls.is_empty() || !bundles.wrote.is_empty())
     {
-        if !tls.is_empty() {
-            // The store's clock is never ahead of the server's, by up to a second.
-            let by = store.now() + time::Duration::seconds(1);
-            evidence.wrote(tls, by);
+        // The store's clock is never ahead of the server's, by up to a second.
+        let by = store.now() + time::Duration::seconds(1);
+        if !tls.is_empty() || !bundles.wrote.is_empty() {
+            evidence.wrote(tls.into_iter().chain(&bundles.wrote), by);
         }
         push.after_step(evidence, outcome, store.now(), &|| store.now())
             .await?;
@@ -669,6 +711,34 @@ async fn after_step<S: SecretStore>(
     progress.note(Learned::Wrote(outcome.report.secrets.clone()));
     progress.note(Learned::Window(outcome.report.renewal_window.clone()));
     Ok(synced)
+}
+
+/// The pods that read the ClusterTrustBundles in `wrote` (mount names, written by `at` on the
+/// store's clock) where the gate cannot observe them (another namespace, a projection by
+/// name), found by a cluster-wide list: each holds the gates until its timer, which for a
+/// projection by name starts once the kubelet's cache may be stale no longer. The timer-only
+/// path counts from there too.
+async fn unobserved_readers(
+    inv: &Invocation<'_>,
+    wrote: &[String],
+    at: time::OffsetDateTime,
+    evidence: &mut evidence::Evidence,
+    progress: &mut Progress,
+) {
+    let Some(api) = inv.trust_bundles else { return };
+    let unobserved = match api.projectors().await {
+        Ok(p) => trust_bundles::unobserved(inv.config, wrote, &p),
+        Err(e) => trust_bundles::unlisted(wrote, &e),
+    };
+    for u in unobserved {
+        if !u.extra.is_zero() {
+            progress.note(Learned::UnobservedUntil(
+                at + time::Duration::try_from(u.extra).unwrap_or_default(),
+            ));
+        }
+        tracing::warn!("{}: {}; the gate waits for its timer", u.what, u.why);
+        evidence.unobserved(u.what, at, u.extra, u.why);
+    }
 }
 
 /// The consumers after a step. A step that others follow relies on restart-only consumers

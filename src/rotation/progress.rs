@@ -28,6 +28,8 @@ pub struct Progress {
     pub gate_waited: Option<[u8; 32]>,
     /// The last write to a `caBundle` target, on the store's clock (earlier runs' included).
     pub other_written_at: Option<OffsetDateTime>,
+    /// Until when readers the gate cannot observe may hold the old trust ([`Learned::UnobservedUntil`]).
+    pub unobserved_until: Option<OffsetDateTime>,
     /// The entries of every write (Secrets and `caBundle` targets), in order.
     pub written: Vec<Entry>,
     /// The consumers' report lines, merged over the steps.
@@ -63,6 +65,9 @@ pub enum Learned {
     Wrote(Vec<Entry>),
     /// A `caBundle` target was written (or found drifted) at this store time.
     OtherWritten(OffsetDateTime),
+    /// Readers of a ClusterTrustBundle the gate cannot observe may hold the old trust until
+    /// this store time (a projection by name, behind the kubelet's cache).
+    UnobservedUntil(OffsetDateTime),
     /// The consumers' lines after a step, and its Events.
     Consumers {
         reports: Vec<ConsumerReport>,
@@ -100,7 +105,13 @@ impl Progress {
             Learned::Wrote(entries) => self
                 .written
                 .extend(entries.into_iter().filter(|e| e.action.writes())),
-            Learned::OtherWritten(at) => self.other_written_at = Some(at),
+            // The latest: a timer pushed past a kubelet's cache is never pulled back.
+            Learned::UnobservedUntil(at) => {
+                self.unobserved_until = Some(self.unobserved_until.map_or(at, |t| t.max(at)));
+            }
+            Learned::OtherWritten(at) => {
+                self.other_written_at = Some(self.other_written_at.map_or(at, |t| t.max(at)));
+            }
             Learned::Consumers { reports, events } => {
                 self.events.extend(events);
                 report::merge_consumers(&mut self.consumers, reports);
@@ -161,6 +172,7 @@ impl Progress {
             trust_confirmed: self.trust_confirmed,
             gate_waited: self.gate_waited,
             other_written_at: self.other_written_at,
+            unobserved_until: self.unobserved_until,
             writer_now: None,
         }
     }

@@ -14,6 +14,7 @@ pub(super) struct Parts {
     pub store: KubeStore,
     pub workloads: k8s::Workloads,
     pub webhooks: k8s::WebhookStore,
+    pub trust_bundles: k8s::TrustBundleStore,
     pub pods: k8s::Pods,
     pub endpoints: k8s::ServiceEndpoints,
     pub lock: Option<lock::Target>,
@@ -63,7 +64,14 @@ pub(super) async fn parts(
         webhooks: k8s::WebhookStore::new(client.clone()),
         // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
         // it off for the run with a report line, and the gates wait out the delay.
-        pods: k8s::Pods::new(client.clone(), &config.namespace),
+        pods: k8s::Pods::new(client.clone(), &config.namespace).projecting(
+            config
+                .trust_bundles
+                .iter()
+                .map(|b| (b.signer.clone(), b.labels.clone()))
+                .collect(),
+        ),
+        trust_bundles: k8s::TrustBundleStore::new(client.clone()),
         endpoints: k8s::ServiceEndpoints {
             client: client.clone(),
             namespace: config.namespace.clone(),
@@ -94,6 +102,7 @@ pub async fn job(
         workloads: Some(&p.workloads),
         endpoints: Some(&p.endpoints),
         webhooks: (!config.webhooks.is_empty()).then_some(&p.webhooks),
+        trust_bundles: (!config.trust_bundles.is_empty()).then_some(&p.trust_bundles),
         pods: options.poke.then_some(&p.pods),
         lock,
     };

@@ -234,6 +234,7 @@ async fn local_job(
         workloads: None,
         endpoints: None,
         webhooks: None,
+        trust_bundles: None,
         pods: None,
         lock,
     };

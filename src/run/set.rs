@@ -170,6 +170,8 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 workloads: Some(&p.workloads),
                 endpoints: Some(&p.endpoints),
                 webhooks: (!p.config.webhooks.is_empty()).then_some(&p.webhooks as _),
+                trust_bundles: (!p.config.trust_bundles.is_empty())
+                    .then_some(&p.trust_bundles as _),
                 pods: options.poke.then_some(&p.pods as _),
                 lock,
             },

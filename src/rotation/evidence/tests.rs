@@ -454,7 +454,7 @@ async fn a_secret_no_pod_mounts_and_no_consumer_declares_waits_for_its_timer() {
     ev.wrote(&["webhook".to_string()], T0);
     let mounting = pod("webhook-1", "u1", "webhook", T0 + secs(1));
     assert!(
-        ev.unobserved(std::slice::from_ref(&mounting), DELAY)
+        ev.unobserved_secrets(std::slice::from_ref(&mounting), DELAY)
             .is_empty()
     );
 }

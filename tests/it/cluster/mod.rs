@@ -51,6 +51,7 @@ mod rotation_speed;
 mod set;
 mod smoke;
 mod store;
+mod trust_bundles;
 mod valid;
 mod webhook;
 mod window;

@@ -649,6 +649,7 @@ fn invocation(config: &Config, options: RunOptions, lock: certgen::lock::Target)
         workloads: None,
         endpoints: None,
         webhooks: None,
+        trust_bundles: None,
         pods: None,
         lock,
     }

@@ -465,6 +465,7 @@ impl Sim {
             workloads: Some(self),
             endpoints: None,
             webhooks: Some(self),
+            trust_bundles: None,
             pods: Some(self),
             lock: lock::Target::None,
         }

@@ -87,6 +87,7 @@ fn a_run_whose_work_is_undone_stops_after_its_last_step_with_exit_3() {
             workloads: None,
             endpoints: None,
             webhooks: None,
+            trust_bundles: None,
             pods: None,
             lock: lock::Target::None,
         };

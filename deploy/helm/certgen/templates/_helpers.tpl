@@ -154,6 +154,21 @@ that kind. */}}
 [{{ join ", " (uniq $resources) }}]
 {{- end -}}
 
+{{/*
+The signers of the ClusterTrustBundles certgen publishes (a JSON list): the values' and the
+config's (`clusterTrustBundles[].signerName`). The values' are passed as --cluster-trust-bundle.
+*/}}
+{{- define "certgen.trustSigners" -}}
+{{- $signers := list -}}
+{{- range .Values.clusterTrustBundles -}}
+{{- $signers = append $signers . -}}
+{{- end -}}
+{{- range (get (include "certgen.configMap" . | fromYaml) "clusterTrustBundles") | default list -}}
+{{- $signers = append $signers (required "config clusterTrustBundles[].signerName is required" .signerName) -}}
+{{- end -}}
+{{- uniq $signers | toJson -}}
+{{- end -}}
+
 {{/* The certgen arguments common to every run. */}}
 {{- define "certgen.args" -}}
 - --namespace
@@ -195,6 +210,10 @@ that kind. */}}
 {{- end }}
 {{- if not .Values.topologyInjector }}
 - --disable-topology-injector
+{{- end }}
+{{- range .Values.clusterTrustBundles }}
+- --cluster-trust-bundle
+- {{ . | quote }}
 {{- end }}
 {{- if .Values.events }}
 - --events
