@@ -116,7 +116,7 @@ _certgen() {
 
     case "${cmd}" in
         certgen)
-            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --overwrite --respect-window --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
+            opts="-n -l -o -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --cluster-trust-bundle --output --kubeconfig --context --overwrite --respect-window --rotate-hmac --force --add-member --remove-member --strategy --propagation-delay --wait --no-poke --poke-rate --probe --timeout --dry-run --metrics-file --events --stuck-after --pushgateway --log-format --verbose --quiet --help --version check profile exporter create patch handover completions man help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -167,6 +167,10 @@ _certgen() {
                     return 0
                     ;;
                 --topology-injector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-trust-bundle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -230,7 +234,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__check)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --cluster-trust-bundle --output --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -281,6 +285,10 @@ _certgen() {
                     return 0
                     ;;
                 --topology-injector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-trust-bundle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -416,7 +424,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__exporter)
-            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --disable-topology-injector --topology-injector --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
+            opts="-n -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --disable-topology-injector --topology-injector --cluster-trust-bundle --listen --kubeconfig --context --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -455,6 +463,10 @@ _certgen() {
                     return 0
                     ;;
                 --topology-injector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-trust-bundle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -500,7 +512,7 @@ _certgen() {
             return 0
             ;;
         certgen__subcmd__handover__subcmd__cert__subcmd__manager)
-            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
+            opts="-n -l -v -q -h -V --profile --config --namespace --cluster-domain --cluster-name --renewal-window --renewal-window-margin --local --config-home --disable-topology-injector --topology-injector --cluster-trust-bundle --output --kubeconfig --context --apply --timeout --log-format --verbose --quiet --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -551,6 +563,10 @@ _certgen() {
                     return 0
                     ;;
                 --topology-injector)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-trust-bundle)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
