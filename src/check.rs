@@ -1001,10 +1001,17 @@ fn target_rows(ctx: &Context) -> (Vec<TargetRow>, Vec<PlannedWrite>) {
         .map(|t| PlannedWrite {
             object: format!("{} {}", t.kind, t.name),
             action: "update-bundle".into(),
-            reason: format!(
-                "its caBundle differs from the ca.crt of Secret {}",
-                t.secret
-            ),
+            reason: if t.kind == "ClusterTrustBundles" {
+                format!(
+                    "its bundles do not publish exactly the CAs of the ca.crt of Secret {} (one bundle per CA)",
+                    t.secret
+                )
+            } else {
+                format!(
+                    "its caBundle differs from the ca.crt of Secret {}",
+                    t.secret
+                )
+            },
         })
         .collect();
     (targets, drifted)

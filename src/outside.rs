@@ -152,22 +152,7 @@ pub trait CaBundleTargets: Send + Sync {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
-/// A ClusterTrustBundle as read: one certgen published for a CA, or another writer's bundle
-/// linked to the same signer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleRead {
-    pub name: String,
-    pub uid: String,
-    /// The resourceVersion an update or delete must match.
-    pub version: String,
-    pub labels: BTreeMap<String, String>,
-    /// `spec.trustBundle`: PEM certificates.
-    pub pem: String,
-    /// When the object last changed, by the store's clock (rounded up to the second).
-    pub written_at: Option<time::OffsetDateTime>,
-    /// Who wrote which fields (`managedFields`).
-    pub writes: Vec<crate::secret::FieldWrite>,
-}
+pub use crate::trust_bundles::BundleRead;
 
 /// A pod anywhere in the cluster that projects ClusterTrustBundles (`clusterTrustBundle`
 /// sources of its projected volumes), as plain data.

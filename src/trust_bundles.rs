@@ -17,6 +17,23 @@ use std::collections::BTreeMap;
 use crate::config::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::pki::Cert;
 
+/// A ClusterTrustBundle as read: one certgen published for a CA, or another writer's bundle
+/// linked to the same signer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleRead {
+    pub name: String,
+    pub uid: String,
+    /// The resourceVersion an update or delete must match.
+    pub version: String,
+    pub labels: BTreeMap<String, String>,
+    /// `spec.trustBundle`: PEM certificates.
+    pub pem: String,
+    /// When the object last changed, by the store's clock (rounded up to the second).
+    pub written_at: Option<time::OffsetDateTime>,
+    /// Who wrote which fields (`managedFields`).
+    pub writes: Vec<crate::secret::FieldWrite>,
+}
+
 /// The label that names the CA a bundle publishes (its short fingerprint).
 pub const CA_LABEL: &str = "certgen.dev/ca";
 
@@ -38,6 +55,93 @@ pub fn labels_for(configured: &BTreeMap<String, String>, ca: &Cert) -> BTreeMap<
 pub fn is_certgens(labels: &BTreeMap<String, String>) -> bool {
     labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
         && labels.contains_key(CA_LABEL)
+}
+
+/// One action on one bundle, planned by [`actions`].
+#[derive(Debug, Clone)]
+pub enum BundleAction {
+    /// A CA of the published bundle has no bundle yet. `pem`: `None` when the CA is not
+    /// generated yet (a dry run's).
+    Create {
+        name: String,
+        labels: BTreeMap<String, String>,
+        pem: Option<String>,
+    },
+    /// A bundle of certgen's name whose contents or labels another writer changed.
+    Update {
+        read: BundleRead,
+        labels: BTreeMap<String, String>,
+        pem: String,
+    },
+    /// certgen's bundle of a CA the published bundle no longer holds.
+    Delete { read: BundleRead },
+}
+
+impl BundleAction {
+    /// The bundle it acts on.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Create { name, .. } => name,
+            Self::Update { read, .. } | Self::Delete { read } => &read.name,
+        }
+    }
+}
+
+/// What publishing `cas` (each CA's short fingerprint, with its certificate when it exists)
+/// for `signer` takes, given every bundle of the signer as `read`: a create for each CA without
+/// its bundle, an update for each of certgen's bundles another writer changed, then a delete for
+/// each of certgen's bundles of a CA no longer in `cas` (none when `cas` is empty: never down to
+/// nothing). The second list: the signer's bundles certgen did not write, left alone. One
+/// judgement for the run's plan and for `check`.
+pub fn actions(
+    signer: &str,
+    configured: &BTreeMap<String, String>,
+    read: &[BundleRead],
+    cas: &[(String, Option<Cert>)],
+) -> (Vec<BundleAction>, Vec<String>) {
+    let (mut actions, mut foreign, mut names) = (Vec::new(), Vec::new(), Vec::new());
+    for (fp, cert) in cas {
+        let Some(cert) = cert else {
+            actions.push(BundleAction::Create {
+                name: object_name(signer, "<new CA>"),
+                labels: configured.clone(),
+                pem: None,
+            });
+            continue;
+        };
+        let name = object_name(signer, fp);
+        let labels = labels_for(configured, cert);
+        match read.iter().find(|b| b.name == name) {
+            None => actions.push(BundleAction::Create {
+                name: name.clone(),
+                labels,
+                pem: Some(cert.pem()),
+            }),
+            Some(b) if !holds(b, cert) || b.labels != labels => {
+                actions.push(BundleAction::Update {
+                    read: b.clone(),
+                    labels,
+                    pem: cert.pem(),
+                });
+            }
+            Some(_) => {}
+        }
+        names.push(name);
+    }
+    for b in read.iter().filter(|b| !names.contains(&b.name)) {
+        if !is_certgens(&b.labels) {
+            foreign.push(b.name.clone());
+        } else if !cas.is_empty() {
+            actions.push(BundleAction::Delete { read: b.clone() });
+        }
+    }
+    (actions, foreign)
+}
+
+/// Whether a bundle holds exactly `cert`.
+fn holds(b: &BundleRead, cert: &Cert) -> bool {
+    crate::pki::parse_cert_chain(b.pem.as_bytes())
+        .is_ok_and(|certs| certs.len() == 1 && certs[0].der() == cert.der())
 }
 
 /// A label selector as a projection writes it (`matchLabels`, `matchExpressions`).

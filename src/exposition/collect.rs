@@ -130,6 +130,75 @@ async fn targets(
             state,
         });
     }
+    if !config.trust_bundles.is_empty() {
+        let bundles = crate::k8s::TrustBundleStore::new(api.client());
+        out.extend(trust_bundles(config, observed, &bundles, now).await?);
+    }
+    Ok(out)
+}
+
+/// Each ClusterTrustBundle target of `config` (one row per signer), its bundles listed once and
+/// judged by the run's own rule ([`crate::trust_bundles::actions`]): in step when a run would
+/// act on none of them; `refused` when they cannot be listed (403; 404 on a cluster before 1.37
+/// is an error that says so).
+async fn trust_bundles(
+    config: &Config,
+    observed: &Snapshot,
+    api: &crate::k8s::TrustBundleStore,
+    now: time::OffsetDateTime,
+) -> Result<Vec<CaBundleTarget>, Error> {
+    let mut out = Vec::new();
+    for t in &config.trust_bundles {
+        let mut writer = None;
+        let state = match api.list(&t.signer).await {
+            Err(StoreError::Api(f)) if f.status == Some(403) => {
+                tracing::warn!(
+                    "ClusterTrustBundles {}: not checked: this identity may not list clustertrustbundles (403)",
+                    t.signer
+                );
+                TargetState::Refused
+            }
+            Err(e) => return Err(e.into()),
+            Ok(read) => {
+                let key = config.layout_of(&t.bundle_from).bundle;
+                let cas: Vec<(String, Option<crate::pki::Cert>)> = observed
+                    .get(&t.bundle_from)
+                    .present()
+                    .and_then(|s| s.data.get(&key))
+                    .and_then(|b| crate::pki::parse_cert_chain(b).ok())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| (c.short_fingerprint(), Some(c)))
+                    .collect();
+                writer = read
+                    .iter()
+                    .filter(|b| crate::trust_bundles::is_certgens(&b.labels))
+                    .find_map(|b| {
+                        crate::attribution::of_target(
+                            "ClusterTrustBundle",
+                            &b.name,
+                            &b.writes,
+                            false,
+                            &[],
+                            now,
+                        )
+                    });
+                let (actions, _) = crate::trust_bundles::actions(&t.signer, &t.labels, &read, &cas);
+                match (cas.is_empty(), actions.is_empty()) {
+                    // No Secret to compare with: the Secret's own row says why.
+                    (true, _) | (false, true) => TargetState::InSync,
+                    (false, false) => TargetState::Drifted,
+                }
+            }
+        };
+        out.push(CaBundleTarget {
+            writer,
+            kind: "ClusterTrustBundles".into(),
+            name: t.signer.clone(),
+            secret: t.bundle_from.clone(),
+            state,
+        });
+    }
     Ok(out)
 }
 

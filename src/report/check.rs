@@ -398,10 +398,17 @@ impl CheckReport {
                 .iter()
                 .filter(|t| t.status == "drifted")
                 .map(|t| {
-                    format!(
-                        "  {} {}: its caBundle differs from the ca.crt of Secret {}: run certgen to write it",
-                        t.kind, t.name, t.secret
-                    )
+                    if t.kind == "ClusterTrustBundles" {
+                        format!(
+                            "  {} {}: the bundles do not publish exactly the CAs of the ca.crt of Secret {} (one bundle per CA): run certgen to write them",
+                            t.kind, t.name, t.secret
+                        )
+                    } else {
+                        format!(
+                            "  {} {}: its caBundle differs from the ca.crt of Secret {}: run certgen to write it",
+                            t.kind, t.name, t.secret
+                        )
+                    }
                 }),
         );
         if !self.other_writers.is_empty() {

@@ -28,32 +28,14 @@ use crate::pki::{Cert, parse_cert_chain};
 use crate::plan::{Action, CaRef};
 use crate::report::Entry;
 use crate::store::StoreError;
-use crate::trust_bundles::{Reads, is_certgens, labels_for, mount_name, object_name, reads};
+use crate::trust_bundles::{Reads, is_certgens, mount_name, reads};
 
 /// How long a kubelet may serve a bundle it fetched by name from its cache after the bundle
 /// changed (its cache's TTL: kubernetes #141439; measured 265–297 s for a delete on 1.37.2,
 /// CONTRIBUTING.md, "ClusterTrustBundle propagation").
 pub const BY_NAME_STALE: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// One planned action on one bundle.
-#[derive(Debug, Clone)]
-pub enum BundleAction {
-    /// A CA the Secret's bundle holds has no bundle yet. `pem`: `None` in a dry run whose
-    /// step would generate the CA.
-    Create {
-        name: String,
-        labels: BTreeMap<String, String>,
-        pem: Option<String>,
-    },
-    /// A bundle of certgen's name whose contents or labels another writer changed.
-    Update {
-        read: BundleRead,
-        labels: BTreeMap<String, String>,
-        pem: String,
-    },
-    /// certgen's bundle of a CA the Secret's bundle no longer holds.
-    Delete { read: BundleRead },
-}
+pub use crate::trust_bundles::BundleAction;
 
 /// What a step does to one target's bundles.
 #[derive(Debug, Clone)]
@@ -72,20 +54,12 @@ pub struct BundlePlan {
     pub foreign: Vec<String>,
 }
 
-impl BundleAction {
-    fn name(&self) -> &str {
-        match self {
-            Self::Create { name, .. } => name,
-            Self::Update { read, .. } | Self::Delete { read } => &read.name,
-        }
-    }
-
-    fn action(&self) -> Action {
-        match self {
-            Self::Create { .. } => Action::Create,
-            Self::Update { .. } => Action::UpdateBundle,
-            Self::Delete { .. } => Action::Delete,
-        }
+/// A planned action's report verb.
+fn action_of(a: &BundleAction) -> Action {
+    match a {
+        BundleAction::Create { .. } => Action::Create,
+        BundleAction::Update { .. } => Action::UpdateBundle,
+        BundleAction::Delete { .. } => Action::Delete,
     }
 }
 
@@ -122,7 +96,7 @@ impl BundlePlan {
         );
         Entry::trust_bundle(
             &format!("ClusterTrustBundle {}", a.name()),
-            a.action(),
+            action_of(a),
             reason,
         )
         .holding(self.cas.clone(), self.step)
@@ -169,58 +143,11 @@ pub fn plan(
         actions: Vec::new(),
         foreign: Vec::new(),
     };
-    let mut names = Vec::new();
-    for (fp, cert) in &cas {
-        let Some(cert) = cert else {
-            // A dry run's generated CA: its name is known only once it exists.
-            plan.actions.push(BundleAction::Create {
-                name: object_name(&target.signer, "<new CA>"),
-                labels: target.labels.clone(),
-                pem: None,
-            });
-            continue;
-        };
-        let name = object_name(&target.signer, fp);
-        let labels = labels_for(&target.labels, cert);
-        let pem = cert.pem();
-        match read.iter().find(|b| b.name == name) {
-            None => plan.actions.push(BundleAction::Create {
-                name: name.clone(),
-                labels,
-                pem: Some(pem),
-            }),
-            Some(b) if !holds(b, cert) || b.labels != labels => {
-                plan.actions.push(BundleAction::Update {
-                    read: b.clone(),
-                    labels,
-                    pem,
-                });
-            }
-            Some(_) => {}
-        }
-        names.push(name);
-    }
-    if cas.is_empty() {
-        // Nothing to publish: never delete down to nothing.
-        return plan;
-    }
-    for b in read {
-        if names.contains(&b.name) {
-            continue;
-        }
-        if is_certgens(&b.labels) {
-            plan.actions.push(BundleAction::Delete { read: b.clone() });
-        } else {
-            plan.foreign.push(b.name.clone());
-        }
-    }
+    let (actions, foreign) =
+        crate::trust_bundles::actions(&target.signer, &target.labels, read, &cas);
+    plan.actions = actions;
+    plan.foreign = foreign;
     plan
-}
-
-/// Whether a bundle holds exactly `cert`.
-fn holds(b: &BundleRead, cert: &Cert) -> bool {
-    parse_cert_chain(b.pem.as_bytes())
-        .is_ok_and(|certs| certs.len() == 1 && certs[0].der() == cert.der())
 }
 
 /// What a step's bundle actions came to.
@@ -255,7 +182,7 @@ async fn execute(api: &dyn TrustBundles, plan: &BundlePlan) -> Result<Vec<Entry>
             }
         }
         let entry = plan.entry(Some(a));
-        tracing::info!(bundle = %a.name(), action = a.action().name(), "{} ClusterTrustBundle {}: {}", a.action().name(), a.name(), entry.reason);
+        tracing::info!(bundle = %a.name(), action = action_of(a).name(), "{} ClusterTrustBundle {}: {}", action_of(a).name(), a.name(), entry.reason);
         done.push(entry);
     }
     Ok(done)

@@ -6,7 +6,7 @@ use super::*;
 use crate::config::test_profile;
 use crate::outside::Projector;
 use crate::pki::{CaKey, bundle_pem, issue_ca};
-use crate::trust_bundles::{Projection, Selector, labels_for};
+use crate::trust_bundles::{Projection, Selector, labels_for, object_name};
 
 const SIGNER: &str = "example.com/mesh";
 
@@ -46,7 +46,7 @@ fn wanted(cas: &[&CaKey]) -> Wanted {
 fn kinds(plan: &BundlePlan) -> Vec<(&'static str, String)> {
     plan.actions
         .iter()
-        .map(|a| (a.action().name(), a.name().to_string()))
+        .map(|a| (action_of(a).name(), a.name().to_string()))
         .collect()
 }
 

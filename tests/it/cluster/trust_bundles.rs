@@ -348,11 +348,42 @@ async fn a_deleted_or_edited_bundle_is_put_back_and_another_writers_is_left_alon
         trusted(&c, &ns.name).await
     );
 
-    // Deleted: created again.
+    // `check` judges the bundles as the run does: in step now...
+    let check = || {
+        c.certgen(&ns.name).check().args([
+            "--disable-topology-injector",
+            "--cluster-trust-bundle",
+            &signer,
+        ])
+    };
+    let row = |report: &Value| {
+        report["caBundleTargets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["kind"] == "ClusterTrustBundles")
+            .cloned()
+            .unwrap()
+    };
+    let healthy = check().run_async().await;
+    assert_eq!(healthy.code, 0, "{}", healthy.stdout);
+    assert_eq!(row(&healthy.json())["status"], "in_sync");
+
+    // Deleted: `check` says a run has work (exit 1, the signer's row drifted), and the run
+    // creates it again.
     api.delete(&name, &DeleteParams::default()).await.unwrap();
+    let drifted = check().run_async().await;
+    assert_eq!(drifted.code, 1, "{}", drifted.stdout);
+    assert_eq!(
+        row(&drifted.json())["status"],
+        "drifted",
+        "{}",
+        drifted.stdout
+    );
     let report = certgen.run_async().await.ok().json();
     assert_eq!(bundle_lines(&report)[0].0, "create", "{report}");
     assert!(bundles(&c, &signer).await.contains_key(&name));
+    assert_eq!(check().run_async().await.code, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
