@@ -40,6 +40,11 @@ pub struct Entry {
     /// A `caBundle` target's write: the step it belongs to (trust, leaves, cleanup, steady).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The record of undos the write sets (annotation `certgen.dev/undone-by`:
+    /// `manager@time` entries, newest last; empty: the record is cleared), planned with it;
+    /// absent when the write leaves the record as it is (issue 45).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<String>,
 }
 
 impl Entry {
@@ -54,6 +59,7 @@ impl Entry {
             not_after: s.not_after.map(rfc3339),
             cas: Vec::new(),
             step: None,
+            undone_by: s.write.as_ref().and_then(recorded),
         }
     }
 
@@ -78,6 +84,7 @@ impl Entry {
             not_after: shown.map(|c| rfc3339(c.not_after)),
             cas: Vec::new(),
             step: None,
+            undone_by: ca.write.as_ref().and_then(recorded),
         }
     }
 
@@ -92,6 +99,7 @@ impl Entry {
             not_after: None,
             cas: Vec::new(),
             step: None,
+            undone_by: None,
         }
     }
 
@@ -103,6 +111,25 @@ impl Entry {
             ..self
         }
     }
+
+    /// This line with the record of undos its write sets (`None`: left as it is).
+    pub fn recording(self, undone_by: Option<String>) -> Self {
+        Self { undone_by, ..self }
+    }
+
+    /// What the text report adds to the line for the record of undos the write sets.
+    fn undone_by_text(&self) -> String {
+        match self.undone_by.as_deref() {
+            None => String::new(),
+            Some("") => "; clears its record of undos".into(),
+            Some(v) => format!("; records the undos of certgen's writes: {v}"),
+        }
+    }
+}
+
+/// The record of undos a Secret write sets, when it sets one.
+fn recorded(w: &crate::plan::Write) -> Option<String> {
+    w.annotations.get(crate::observe::writers::HISTORY).cloned()
 }
 
 /// Adds `new` entries to `done`: later entries replace earlier ones for the same Secret, but
@@ -680,11 +707,12 @@ impl Report {
             let action = serde_json::to_value(e.action).unwrap();
             let kind = serde_json::to_value(e.kind).unwrap();
             out.push_str(&format!(
-                "  {:<width$}  {:<4}  {:<13}  {}\n",
+                "  {:<width$}  {:<4}  {:<13}  {}{}\n",
                 e.secret,
                 kind.as_str().unwrap_or(""),
                 action.as_str().unwrap_or(""),
-                e.reason
+                e.reason,
+                e.undone_by_text()
             ));
         }
         if !targets.is_empty() {
@@ -692,10 +720,11 @@ impl Report {
         }
         for e in targets {
             out.push_str(&format!(
-                "  {}: {}: {}\n",
+                "  {}: {}: {}{}\n",
                 e.secret,
                 e.action.name(),
-                e.reason
+                e.reason,
+                e.undone_by_text()
             ));
         }
         if !self.consumers.is_empty() {
@@ -862,6 +891,7 @@ mod tests {
             not_after: Some(not_after.into()),
             cas: vec![],
             step: None,
+            undone_by: None,
         };
         let entries = vec![
             entry("envoy", Action::UpdateBundle, "2029-01-01T00:00:00Z"),
@@ -997,6 +1027,7 @@ mod tests {
             not_after: None,
             cas: Vec::new(),
             step: None,
+            undone_by: None,
         };
         let mut done = vec![entry("a", Action::Renew), entry("b", Action::Keep)];
         merge(

@@ -34,8 +34,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use certgen::attribution::BUNDLE_ANNOTATION;
 use certgen::config::{Config, Reload, RunOptions, WebhookKind, Workload};
 use certgen::lock;
+use certgen::observe::writers::HISTORY;
 use certgen::outside::{
     CaBundleTargets, Kind, KubeletLease, PodView, PodsApi, PokeAnswer, RolloutProgress,
     RolloutStatus, TargetEntry, TargetFields, TargetObserved, TargetRead, WorkloadView, Workloads,
@@ -212,6 +214,9 @@ pub struct TargetState {
     pub raw: Vec<u8>,
     pub written_at: Option<OffsetDateTime>,
     pub versions: Vec<BundleVersion>,
+    /// Its annotations, as the Kubernetes adapter writes them: each write sets those its plan
+    /// put on it (certgen's mark of the bundle, the record of undos) and keeps the rest.
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// A Deployment.
@@ -321,6 +326,7 @@ impl OutsideWorld {
                     bundle: vec![],
                     run: FOREIGN,
                 }],
+                annotations: BTreeMap::new(),
             });
         }
         for c in &config.consumers {
@@ -578,6 +584,7 @@ impl Sim {
         read: &TargetRead,
         bundle: &[u8],
         fenced: bool,
+        fields: TargetFields,
     ) -> Result<String, StoreError> {
         let drop_it = self.mutation == Mutation::DropCaBundleWrite;
         let run = self.session.run;
@@ -593,6 +600,7 @@ impl Sim {
                 }
                 t.rv += 1;
                 t.raw = bundle.to_vec();
+                t.annotations.extend(fields.annotations);
                 t.written_at = Some(store_now);
                 if let Some(prev) = t.versions.last_mut() {
                     prev.until = Some(true_now);
@@ -632,7 +640,7 @@ impl CaBundleTargets for Sim {
                         written_at: t.written_at,
                         injected: None,
                         writes: Vec::new(),
-                        recorded: None,
+                        recorded: t.annotations.get(HISTORY).cloned(),
                         token: None,
                     }))
                 }
@@ -642,23 +650,24 @@ impl CaBundleTargets for Sim {
         .boxed()
     }
 
-    /// The world's target has one entry and no other field: `fields` change nothing of it.
+    /// The world's target has one entry and no other field: of `fields`, only the annotations
+    /// change it.
     fn put<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-        _fields: TargetFields,
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        self.write_bundle(read, bundle, true).boxed()
+        self.write_bundle(read, bundle, true, fields).boxed()
     }
 
     fn apply<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-        _fields: TargetFields,
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.write_bundle(read, bundle, false)
+        self.write_bundle(read, bundle, false, fields)
             .map(|r| r.map(drop))
             .boxed()
     }
@@ -1389,6 +1398,20 @@ pub fn check_holders(
     // The API server calls the webhook (served by envoy-gateway's pods) with each caBundle it
     // may hold.
     if let Some(t) = &o.target {
+        // The write that stands carries what its plan put on it, as on the cluster: certgen's
+        // mark of the very bundle written (an engine write planned without it, or an
+        // annotation decided outside the plan, is caught here).
+        if t.versions.last().is_some_and(|v| v.run != FOREIGN) && !t.raw.is_empty() {
+            use sha2::Digest as _;
+            let want = certgen::pki::hex(&sha2::Sha256::digest(&t.raw));
+            let mark = t.annotations.get(BUNDLE_ANNOTATION);
+            if mark != Some(&want) {
+                return Err(format!(
+                    "{} holds a caBundle a run wrote, marked {mark:?} rather than its SHA-256 {want}: the write did not carry its planned annotations",
+                    t.name
+                ));
+            }
+        }
         let settle = time::Duration::try_from(POKE_SETTLE).unwrap();
         let webhook = &o.deps.values().find(|d| d.secret == TLS[0]).unwrap().name;
         sizes.bundles = t.versions.len();
