@@ -403,6 +403,11 @@ pub struct WindowReport {
     /// Rotations started outside every window because they could not wait: one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub emergency: Vec<String>,
+    /// Something due is held for the next window (RFC 3339: when it opens), the run's way of
+    /// saying "held, until then" rather than "nothing to do"; absent when nothing waits, or no
+    /// window opens again (`waiting` is then non-empty with no `nextStart`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
 }
 
 /// One routine rotation held for the next window.
@@ -423,7 +428,11 @@ impl WindowReport {
             return None;
         }
         let next = note.outside.flatten();
+        let held_until = next
+            .filter(|_| !note.waiting.is_empty())
+            .map(|(s, _)| crate::timefmt::rfc3339(s));
         Some(Self {
+            held_until,
             next_start: next.map(|(s, _)| crate::timefmt::rfc3339(s)),
             next_end: next.map(|(_, e)| crate::timefmt::rfc3339(e)),
             open: note.outside.is_none(),
@@ -773,10 +782,28 @@ impl Report {
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         // A member of a set of clusters whose next step waits for the others.
         let held = self.secrets.iter().any(|e| e.reason.starts_with("held: "));
+        // Due, but held for a renewal window: not "nothing to do".
+        let window_held = self
+            .renewal_window
+            .as_ref()
+            .filter(|w| !w.waiting.is_empty());
         out.push_str(&match (self.dry_run, changes) {
             (_, 0) if held => {
                 "Held: the next step waits until every member of the set is ready for it.\n"
                     .to_string()
+            }
+            (_, 0) if window_held.is_some() => {
+                let w = window_held.expect("checked");
+                match (&w.next_start, &w.next_end) {
+                    (Some(s), Some(e)) => format!(
+                        "Held for the renewal window: {} renewal(s) due wait until it opens at {s} (until {e}); nothing written.\n",
+                        w.waiting.len()
+                    ),
+                    _ => format!(
+                        "Held for the renewal window: {} renewal(s) due wait, and no window opens again; nothing written.\n",
+                        w.waiting.len()
+                    ),
+                }
             }
             (_, 0) if self.key_modes.is_empty() => {
                 "Nothing to do: every Secret is valid.\n".to_string()
