@@ -60,7 +60,7 @@ pub struct Outcome {
     /// The step's plan makes a new CA (a look's: would make).
     pub new_ca: bool,
     /// The store's clock when the step's outcome was made: what the `caBundle` writes that
-    /// follow the step are planned at (their record of undos, [`super::webhooks::plan`]).
+    /// follow the step are planned at (their record of undos, `webhooks::plan`).
     pub now: OffsetDateTime,
 }
 
