@@ -91,12 +91,55 @@ fn named(v: &serde_json::Value) -> Vec<(String, String, String, bool)> {
         .collect()
 }
 
+/// A namespace `prefix-...` on the test cluster with the default profile installed by a plain
+/// run: the cluster and the namespace (deleted when dropped); `None` without a cluster.
+async fn installed(prefix: &str) -> Option<(super::Cluster, super::TestNs)> {
+    let c = cluster().await?;
+    let ns = c.namespace(prefix).await;
+    let r = c.certgen(&ns.name).run_async().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    Some((c, ns))
+}
+
+/// `certgen check --output json` in `ns`, which must name `writer` (object, manager,
+/// operation, fight?) among the other writers; a fight must also make it exit 1 and the text
+/// report say `FIGHT between certgen and MANAGER`. The JSON run.
+fn check_names(
+    c: &super::Cluster,
+    ns: &str,
+    (object, manager, operation, fight): (&str, &str, &str, bool),
+) -> crate::util::Run {
+    let r = c.certgen(ns).check().run();
+    let want = (
+        object.to_string(),
+        manager.to_string(),
+        operation.to_string(),
+        fight,
+    );
+    let writers = named(&r.json());
+    assert!(
+        writers.contains(&want),
+        "{want:?} not among {writers:?}:\n{}",
+        r.stdout
+    );
+    if fight {
+        assert_eq!(r.code, 1, "a fight: {}", r.stdout);
+        let text = raw(c, ns, &["check"]);
+        assert!(
+            text.stdout
+                .contains(&format!("FIGHT between certgen and {manager}")),
+            "{}",
+            text.stdout
+        );
+    }
+    r
+}
+
 #[tokio::test]
 async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_ends_it() {
-    let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-writers").await;
-    let r = c.certgen(&ns.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let Some((c, ns)) = installed("certgen-writers").await else {
+        return;
+    };
     // Git holds the leaf Secret as first installed.
     let git = git_copy(&c.secrets(&ns.name).get("envoy").await.unwrap());
     // A staged rotation: every leaf and bundle changes.
@@ -109,18 +152,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
 
     // The first revert: named everywhere, no fight yet.
     assert!(kustomize_controller(&c, &ns.name, "envoy", &git).await);
-    let r = c.certgen(&ns.name).check().run();
-    let v = r.json();
-    let writers = named(&v);
-    assert!(
-        writers.contains(&(
-            "envoy".into(),
-            "kustomize-controller".into(),
-            "Apply".into(),
-            false
-        )),
-        "{writers:?}\n{}",
-        r.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy", "kustomize-controller", "Apply", false),
     );
     let text = raw(&c, &ns.name, &["check"]);
     assert!(
@@ -178,24 +213,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
     // The second revert (a later second, so a distinct undo): a fight; check exits 1.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert!(kustomize_controller(&c, &ns.name, "envoy", &git).await);
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy".into(),
-            "kustomize-controller".into(),
-            "Apply".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
-    let text = raw(&c, &ns.name, &["check"]);
-    assert!(
-        text.stdout
-            .contains("FIGHT between certgen and kustomize-controller"),
-        "{}",
-        text.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy", "kustomize-controller", "Apply", true),
     );
     let prom = raw(&c, &ns.name, &["check", "--output", "prometheus"]);
     assert!(
@@ -255,16 +276,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
     let mut ca = git_copy(&c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap());
     ca["ca.crt"] = ca_git["ca.crt"].clone();
     argocd_controller(&c, &ns.name, "envoy-gateway-ca", &ca).await;
-    let r = c.certgen(&ns.name).check().run();
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy-gateway-ca".into(),
-            "argocd-controller".into(),
-            "Update".into(),
-            false
-        )),
-        "{}",
-        r.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy-gateway-ca", "argocd-controller", "Update", false),
     );
 }
 
@@ -379,18 +394,8 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
             .any(|l| l.starts_with("certgen_fights{") && l.ends_with(" 0")),
         "{m}"
     );
-    let r = c.certgen(&ns.name).check().run();
+    let r = check_names(&c, &ns.name, (&name, "tigera-operator", "Update", false));
     assert_eq!(r.code, 1, "a drifted caBundle: {}", r.stdout);
-    let writers = named(&r.json());
-    assert!(
-        writers.contains(&(
-            name.clone(),
-            "tigera-operator".into(),
-            "Update".into(),
-            false
-        )),
-        "{writers:?}"
-    );
     let run = c.certgen(&ns.name).args(["--events"]).run();
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let report = run.json();
@@ -440,25 +445,7 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
     );
     // certgen's repair recorded the first strip on the object, so `check`, which has no
     // memory of its own, sees the fight too and exits 1 naming both sides.
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            name.clone(),
-            "tigera-operator".into(),
-            "Update".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
-    let text = raw(&c, &ns.name, &["check"]);
-    assert!(
-        text.stdout
-            .contains("FIGHT between certgen and tigera-operator"),
-        "{}",
-        text.stdout
-    );
+    check_names(&c, &ns.name, (&name, "tigera-operator", "Update", true));
     exporter.stop();
 }
 
@@ -590,25 +577,7 @@ async fn a_ca_bundle_stripped_on_a_loop_is_a_fight_and_certgen_writes_only_its_p
         let rv = strip(&api, &name, 1000).await;
         stripped.lock().unwrap().push(rv);
     }
-    let r = c.certgen(&ns.name).check().run_async().await;
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            name.clone(),
-            "tigera-operator".into(),
-            "Update".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
-    let text = raw(&c, &ns.name, &["check"]);
-    assert!(
-        text.stdout
-            .contains("FIGHT between certgen and tigera-operator"),
-        "{}",
-        text.stdout
-    );
+    check_names(&c, &ns.name, (&name, "tigera-operator", "Update", true));
 
     // The dry run lists the record its write would set; the run writes that very record.
     let dry = c.certgen(&ns.name).args(["--dry-run"]).run_async().await;
@@ -833,11 +802,10 @@ async fn gitops_reverts_of_the_ca_secret_mid_rotation_and_after_break_no_handsha
 /// before adoption, never as an undo, so never a fight.
 #[tokio::test]
 async fn secrets_written_before_adoption_are_named_as_such() {
-    let Some(c) = cluster().await else { return };
-    let from = c.namespace("certgen-writers-from").await;
+    let Some((c, from)) = installed("certgen-writers-from").await else {
+        return;
+    };
     let ns = c.namespace("certgen-writers-adopt").await;
-    let r = c.certgen(&from.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
     let ca = c.secrets(&from.name).get("envoy-gateway-ca").await.unwrap();
     let copy: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -910,10 +878,9 @@ async fn argocd_sync(
 /// `RespectIgnoreDifferences=true` ends the fight the self-heal started.
 #[tokio::test]
 async fn argo_cds_self_heal_fights_until_ignore_differences_is_set() {
-    let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-writers-argo").await;
-    let r = c.certgen(&ns.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let Some((c, ns)) = installed("certgen-writers-argo").await else {
+        return;
+    };
     let git = git_copy(&c.secrets(&ns.name).get("envoy").await.unwrap());
     let r = c
         .certgen(&ns.name)
@@ -933,18 +900,7 @@ async fn argo_cds_self_heal_fights_until_ignore_differences_is_set() {
     assert_eq!(run().code, 0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(argocd_sync(&c, &ns.name, "envoy", &git, &[]).await);
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy".into(),
-            "argocd-controller".into(),
-            "Update".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
+    check_names(&c, &ns.name, ("envoy", "argocd-controller", "Update", true));
     // The fix: the Application ignores /data. certgen's next write stands, the fight ends.
     let fixed = ["/data"];
     let r = run();
