@@ -245,7 +245,8 @@ impl WebhookStore {
 
     /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, and
     /// `fields` (the planned annotations; for `certgen patch` also its policy), fenced by its
-    /// resourceVersion and uid. Nothing else of the object changes. The resourceVersion the write made.
+    /// resourceVersion and uid. Nothing else of the object changes. The resourceVersion the
+    /// write made.
     pub async fn put_ca_bundle(
         &self,
         read: &ObservedWebhook,
