@@ -218,6 +218,49 @@ pub fn history_for_write(
     (s.annotations.get(writers::HISTORY) != Some(&value)).then_some(value)
 }
 
+/// The annotation certgen sets on a `caBundle` target it writes: the SHA-256 of the bundle.
+/// certgen's mark of the bundle it wrote: a field of its own that a writer removing the
+/// `caBundle` leaves in place, so `managedFields` keep certgen's entry and its time, and the
+/// writer that came after can be named.
+pub const BUNDLE_ANNOTATION: &str = "certgen.dev/ca-bundle-sha256";
+
+/// The annotations a write of `bundle` into the `caBundle` target `read` sets, judged at `now`
+/// (the store's clock): certgen's mark of the bundle ([`BUNDLE_ANNOTATION`], when the bundle
+/// is known: a dry run whose step would generate a CA does not know it yet), and the record
+/// of undos ([`writers::HISTORY`]): those recorded on the target plus the one standing as
+/// read, so that the next undo by the same manager is a fight for `check` too. The record is
+/// left out when it would not change. Planned with the write, never decided by the adapter.
+pub fn target_annotations(
+    read: &crate::outside::TargetRead,
+    bundle: Option<&[u8]>,
+    now: OffsetDateTime,
+) -> BTreeMap<String, String> {
+    use sha2::{Digest, Sha256};
+    let mut out = BTreeMap::new();
+    if let Some(bundle) = bundle {
+        out.insert(
+            BUNDLE_ANNOTATION.to_string(),
+            crate::pki::hex(&Sha256::digest(bundle)),
+        );
+    }
+    let missing = read.bundles.iter().any(Vec::is_empty);
+    let current = of_target(
+        read.kind.as_str(),
+        &read.name,
+        &read.writes,
+        missing,
+        &[],
+        now,
+    );
+    let earlier = writers::history(read.recorded.as_deref());
+    if let Some(value) = writers::record(&earlier, current.map(|w| w.write).as_ref(), now)
+        && read.recorded.as_deref() != Some(value.as_str())
+    {
+        out.insert(writers::HISTORY.to_string(), value);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -386,6 +386,7 @@ mod tests {
             not_after: None,
             cas: Vec::new(),
             step: None,
+            undone_by: None,
         }
     }
 

@@ -98,15 +98,19 @@ impl FailurePolicy {
     }
 }
 
-/// What a write sets besides the `caBundle`: nothing for the engine; `certgen patch`
-/// (kube-webhook-certgen's) may set every webhook's `failurePolicy`, and turns an
-/// APIService's `insecureSkipTLSVerify` off.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What a write sets besides the `caBundle`, as planned: the annotations the planner put on
+/// it (certgen's mark of the bundle and the record of undos, see
+/// [`crate::attribution::target_annotations`]); and for `certgen patch`
+/// (kube-webhook-certgen's) every webhook's `failurePolicy`, and an APIService's
+/// `insecureSkipTLSVerify` turned off. An implementation writes exactly these and decides none.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetFields {
     /// Every webhook entry's `failurePolicy` (an APIService has none).
     pub failure_policy: Option<FailurePolicy>,
     /// Sets an APIService's `insecureSkipTLSVerify` to false.
     pub verify_tls: bool,
+    /// Annotations set on the object (others are kept).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// What a read of a `caBundle` target found.

@@ -32,26 +32,9 @@ use crate::store::{ApiFailure, StoreError};
 
 const FIELD_MANAGER: &str = "certgen";
 
-/// The annotation certgen sets on a `caBundle` target it writes: the SHA-256 of the bundle.
-pub const BUNDLE_ANNOTATION: &str = "certgen.dev/ca-bundle-sha256";
-
-/// The record of undos a write of `read` carries: those recorded on it and the one standing
-/// as read, if any (`None`: nothing to record or nothing new).
-fn history_of(read: &ObservedWebhook) -> Option<String> {
-    let now = time::OffsetDateTime::now_utc();
-    let kind = describe(read.kind, &read.name);
-    let kind = kind.split_once(' ').map_or(kind.as_str(), |(k, _)| k);
-    let missing = read.bundles.iter().any(Vec::is_empty);
-    let current = crate::attribution::of_target(kind, &read.name, &read.writes, missing, &[], now);
-    let earlier = crate::observe::writers::history(read.recorded.as_deref());
-    let value = crate::observe::writers::record(&earlier, current.map(|w| w.write).as_ref(), now)?;
-    (read.recorded.as_deref() != Some(value.as_str())).then_some(value)
-}
-
-fn bundle_digest(bundle: &[u8]) -> String {
-    use sha2::{Digest, Sha256};
-    crate::pki::hex(&Sha256::digest(bundle))
-}
+/// The annotation certgen sets on a `caBundle` target it writes (planned, see
+/// [`crate::attribution::target_annotations`]).
+pub use crate::attribution::BUNDLE_ANNOTATION;
 
 /// A target as read, and what a read found: the seam's types ([`crate::outside`]), the whole
 /// object kept as the read's token for the write.
@@ -267,8 +250,9 @@ impl WebhookStore {
     }
 
     /// Writes `bundle` (PEM) into every entry's `caBundle` of the object as `read`, and
-    /// `fields` (none for the engine's writes), fenced by its resourceVersion and uid. Nothing
-    /// else of the object changes. The resourceVersion the write made.
+    /// `fields` (the planned annotations; for `certgen patch` also its policy), fenced by its
+    /// resourceVersion and uid. Nothing else of the object changes. The resourceVersion the
+    /// write made.
     pub async fn put_ca_bundle(
         &self,
         read: &ObservedWebhook,
@@ -281,24 +265,16 @@ impl WebhookStore {
             .and_then(|t| t.downcast_ref::<DynamicObject>())
             .expect("a target read through this store")
             .clone();
-        set_bundles(read.kind, &mut object.data, bundle, fields);
-        // certgen's mark of the bundle it wrote: a field of its own that a writer removing the
-        // caBundle leaves in place, so managedFields keep certgen's entry and its time, and
-        // the writer that came after can be named (issue 45).
-        object
-            .metadata
-            .annotations
-            .get_or_insert_with(Default::default)
-            .insert(BUNDLE_ANNOTATION.into(), bundle_digest(bundle));
-        // An undo of certgen's last write standing as read is recorded on the object, as on a
-        // Secret, so that the next undo by the same manager is a fight for `check` too.
-        if let Some(history) = history_of(read) {
+        // The annotations the plan put on the write: certgen's mark of the bundle and the
+        // record of undos (issue 45). Decided by the planner on the store's clock, not here.
+        if !fields.annotations.is_empty() {
             object
                 .metadata
                 .annotations
                 .get_or_insert_with(Default::default)
-                .insert(crate::observe::writers::HISTORY.into(), history);
+                .extend(fields.annotations.clone());
         }
+        set_bundles(read.kind, &mut object.data, bundle, &fields);
         // Both are preconditions of an update: the API server answers 409 when either no
         // longer matches (a change, or an object deleted and recreated under the same name).
         object.metadata.resource_version = Some(read.version.clone());
@@ -329,7 +305,8 @@ impl WebhookStore {
     }
 
     /// Writes `bundle` (and `fields`) into the entries of `read`, by name, with a server-side
-    /// apply (field manager `certgen`, forced): only those fields, no fence.
+    /// apply (field manager `certgen`, forced): only those fields, no fence. Annotations in
+    /// `fields` become certgen's to own: a later apply without one removes it.
     pub async fn apply_fields(
         &self,
         read: &ObservedWebhook,
@@ -360,10 +337,14 @@ impl WebhookStore {
                 json!({"webhooks": hooks})
             }
         };
+        let mut metadata = json!({"name": read.name});
+        if !fields.annotations.is_empty() {
+            metadata["annotations"] = json!(fields.annotations);
+        }
         let mut body = json!({
             "apiVersion": resource.api_version,
             "kind": resource.kind,
-            "metadata": {"name": read.name},
+            "metadata": metadata,
         });
         if let (Some(body), Some(spec)) = (body.as_object_mut(), spec.as_object()) {
             body.extend(spec.clone());
@@ -478,7 +459,7 @@ fn entries(kind: WebhookKind, data: &Value) -> Vec<TargetEntry> {
     }
 }
 
-fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8], fields: TargetFields) {
+fn set_bundles(kind: WebhookKind, data: &mut Value, bundle: &[u8], fields: &TargetFields) {
     let encoded = serde_json::to_value(ByteString(bundle.to_vec())).expect("bytes serialize");
     match kind {
         WebhookKind::ApiService => {
@@ -522,7 +503,7 @@ mod tests {
         ]});
         let kind = WebhookKind::MutatingWebhookConfiguration;
         assert_eq!(bundles(kind, &data).unwrap(), [b"old".to_vec(), vec![]]);
-        set_bundles(kind, &mut data, b"new", TargetFields::default());
+        set_bundles(kind, &mut data, b"new", &TargetFields::default());
         assert_eq!(
             bundles(kind, &data).unwrap(),
             [b"new".to_vec(), b"new".to_vec()]
@@ -559,7 +540,7 @@ mod tests {
         let mut data = json!({"spec": {"service": {"name": "m"}, "groupPriorityMinimum": 100}});
         let kind = WebhookKind::ApiService;
         assert_eq!(bundles(kind, &data).unwrap(), [Vec::<u8>::new()]);
-        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        set_bundles(kind, &mut data, b"pem", &TargetFields::default());
         assert_eq!(bundles(kind, &data).unwrap(), [b"pem".to_vec()]);
         assert_eq!(data["spec"]["groupPriorityMinimum"], 100);
     }
@@ -580,7 +561,7 @@ mod tests {
             [entry("a", Some("Fail")), entry("b", None)]
         );
         // The driver's write: the bundle alone.
-        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        set_bundles(kind, &mut data, b"pem", &TargetFields::default());
         assert_eq!(
             entries(kind, &data),
             [entry("a", Some("Fail")), entry("b", None)]
@@ -588,17 +569,18 @@ mod tests {
         let fields = TargetFields {
             failure_policy: Some(crate::outside::FailurePolicy::Ignore),
             verify_tls: true,
+            ..TargetFields::default()
         };
-        set_bundles(kind, &mut data, b"pem", fields);
+        set_bundles(kind, &mut data, b"pem", &fields);
         assert_eq!(
             entries(kind, &data),
             [entry("a", Some("Ignore")), entry("b", Some("Ignore"))]
         );
         let kind = WebhookKind::ApiService;
         let mut data = json!({"spec": {"insecureSkipTLSVerify": true}});
-        set_bundles(kind, &mut data, b"pem", TargetFields::default());
+        set_bundles(kind, &mut data, b"pem", &TargetFields::default());
         assert_eq!(data["spec"]["insecureSkipTLSVerify"], true);
-        set_bundles(kind, &mut data, b"pem", fields);
+        set_bundles(kind, &mut data, b"pem", &fields);
         assert_eq!(data["spec"]["insecureSkipTLSVerify"], false);
         assert_eq!(entries(kind, &data), [TargetEntry::default()]);
     }

@@ -475,6 +475,10 @@ pub struct TargetWrite {
     pub bundle: Vec<u8>,
     /// Whether the bundle keeps a prior CA the Secret no longer holds.
     pub keeps_prior: bool,
+    /// The annotations the write sets (certgen's mark and record of undos, with
+    /// `--patch-mode update`), planned from the target as read: see
+    /// `crate::run::kwc::plan_targets`.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 /// What `patch` does.
@@ -673,6 +677,7 @@ pub fn plan_patch(
                 changes,
                 bundle,
                 keeps_prior: prior.is_some(),
+                annotations: Default::default(),
             });
         }
     }

@@ -40,6 +40,11 @@ pub struct Entry {
     /// A `caBundle` target's write: the step it belongs to (trust, leaves, cleanup, steady).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step: Option<String>,
+    /// The record of undos the write sets (annotation `certgen.dev/undone-by`:
+    /// `manager@time` entries, newest last; empty: the record is cleared), planned with it;
+    /// absent when the write leaves the record as it is (issue 45).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub undone_by: Option<String>,
 }
 
 impl Entry {
@@ -54,6 +59,7 @@ impl Entry {
             not_after: s.not_after.map(rfc3339),
             cas: Vec::new(),
             step: None,
+            undone_by: s.write.as_ref().and_then(recorded),
         }
     }
 
@@ -78,6 +84,7 @@ impl Entry {
             not_after: shown.map(|c| rfc3339(c.not_after)),
             cas: Vec::new(),
             step: None,
+            undone_by: ca.write.as_ref().and_then(recorded),
         }
     }
 
@@ -92,6 +99,7 @@ impl Entry {
             not_after: None,
             cas: Vec::new(),
             step: None,
+            undone_by: None,
         }
     }
 
@@ -112,6 +120,25 @@ impl Entry {
             ..self
         }
     }
+
+    /// This line with the record of undos its write sets (`None`: left as it is).
+    pub fn recording(self, undone_by: Option<String>) -> Self {
+        Self { undone_by, ..self }
+    }
+
+    /// What the text report adds to the line for the record of undos the write sets.
+    fn undone_by_text(&self) -> String {
+        match self.undone_by.as_deref() {
+            None => String::new(),
+            Some("") => "; clears its record of undos".into(),
+            Some(v) => format!("; records the undos of certgen's writes: {v}"),
+        }
+    }
+}
+
+/// The record of undos a Secret write sets, when it sets one.
+fn recorded(w: &crate::plan::Write) -> Option<String> {
+    w.annotations.get(crate::observe::writers::HISTORY).cloned()
 }
 
 /// Adds `new` entries to `done`: later entries replace earlier ones for the same Secret, but
@@ -385,6 +412,11 @@ pub struct WindowReport {
     /// Rotations started outside every window because they could not wait: one line each.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub emergency: Vec<String>,
+    /// Something due is held for the next window (RFC 3339: when it opens), the run's way of
+    /// saying "held, until then" rather than "nothing to do"; absent when nothing waits, or no
+    /// window opens again (`waiting` is then non-empty with no `nextStart`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_until: Option<String>,
 }
 
 /// One routine rotation held for the next window.
@@ -405,7 +437,11 @@ impl WindowReport {
             return None;
         }
         let next = note.outside.flatten();
+        let held_until = next
+            .filter(|_| !note.waiting.is_empty())
+            .map(|(s, _)| crate::timefmt::rfc3339(s));
         Some(Self {
+            held_until,
             next_start: next.map(|(s, _)| crate::timefmt::rfc3339(s)),
             next_end: next.map(|(_, e)| crate::timefmt::rfc3339(e)),
             open: note.outside.is_none(),
@@ -689,11 +725,12 @@ impl Report {
             let action = serde_json::to_value(e.action).unwrap();
             let kind = serde_json::to_value(e.kind).unwrap();
             out.push_str(&format!(
-                "  {:<width$}  {:<4}  {:<13}  {}\n",
+                "  {:<width$}  {:<4}  {:<13}  {}{}\n",
                 e.secret,
                 kind.as_str().unwrap_or(""),
                 action.as_str().unwrap_or(""),
-                e.reason
+                e.reason,
+                e.undone_by_text()
             ));
         }
         if !targets.is_empty() {
@@ -701,10 +738,11 @@ impl Report {
         }
         for e in targets {
             out.push_str(&format!(
-                "  {}: {}: {}\n",
+                "  {}: {}: {}{}\n",
                 e.secret,
                 e.action.name(),
-                e.reason
+                e.reason,
+                e.undone_by_text()
             ));
         }
         if !self.consumers.is_empty() {
@@ -753,10 +791,28 @@ impl Report {
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         // A member of a set of clusters whose next step waits for the others.
         let held = self.secrets.iter().any(|e| e.reason.starts_with("held: "));
+        // Due, but held for a renewal window: not "nothing to do".
+        let window_held = self
+            .renewal_window
+            .as_ref()
+            .filter(|w| !w.waiting.is_empty());
         out.push_str(&match (self.dry_run, changes) {
             (_, 0) if held => {
                 "Held: the next step waits until every member of the set is ready for it.\n"
                     .to_string()
+            }
+            (_, 0) if window_held.is_some() => {
+                let w = window_held.expect("checked");
+                match (&w.next_start, &w.next_end) {
+                    (Some(s), Some(e)) => format!(
+                        "Held for the renewal window: {} renewal(s) due wait until it opens at {s} (until {e}); nothing written.\n",
+                        w.waiting.len()
+                    ),
+                    _ => format!(
+                        "Held for the renewal window: {} renewal(s) due wait, and no window opens again; nothing written.\n",
+                        w.waiting.len()
+                    ),
+                }
             }
             (_, 0) if self.key_modes.is_empty() => {
                 "Nothing to do: every Secret is valid.\n".to_string()
@@ -871,6 +927,7 @@ mod tests {
             not_after: Some(not_after.into()),
             cas: vec![],
             step: None,
+            undone_by: None,
         };
         let entries = vec![
             entry("envoy", Action::UpdateBundle, "2029-01-01T00:00:00Z"),
@@ -1006,6 +1063,7 @@ mod tests {
             not_after: None,
             cas: Vec::new(),
             step: None,
+            undone_by: None,
         };
         let mut done = vec![entry("a", Action::Renew), entry("b", Action::Keep)];
         merge(

@@ -59,6 +59,9 @@ pub struct Outcome {
     pub held: Option<plan::Barrier>,
     /// The step's plan makes a new CA (a look's: would make).
     pub new_ca: bool,
+    /// The store's clock when the step's outcome was made: what the `caBundle` writes that
+    /// follow the step are planned at (their record of undos, `webhooks::plan`).
+    pub now: OffsetDateTime,
 }
 
 /// A step of one member of a set of clusters (`super::set`): the set's shared CA, stored
@@ -540,6 +543,7 @@ fn outcome<S: SecretStore>(
         observed,
         held: None,
         new_ca: false,
+        now: store.now(),
     }
 }
 
@@ -619,6 +623,7 @@ fn looked<S: SecretStore>(
         observed,
         held: None,
         new_ca,
+        now: store.now(),
     }
 }
 

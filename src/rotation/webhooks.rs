@@ -188,14 +188,14 @@ impl Targets {
     }
 
     /// The target actions of a step that writes nothing (a dry run's look): every target, as
-    /// the run's first step would plan them.
+    /// the run's first step would plan them, at the look's clock.
     pub(super) fn planned(&self, inv: &Invocation<'_>, look: &Outcome) -> Vec<TargetPlan> {
         let reads: Vec<Option<Read>> = self.reads.iter().cloned().map(Some).collect();
         plan(
             &inv.config.webhooks,
             &reads,
             &Wanted::of(look),
-            look.phase.name(),
+            (look.phase.name(), look.now),
         )
     }
 
@@ -273,6 +273,9 @@ pub struct TargetWrite {
     pub cas: Vec<String>,
     /// The PEM bundle written (`None` in a dry run whose step would generate a CA).
     pub bundle: Option<Vec<u8>>,
+    /// The annotations the write sets, decided here on the store's clock: certgen's mark of
+    /// the bundle and the record of undos ([`crate::attribution::target_annotations`]).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// What a step does to one target.
@@ -302,6 +305,11 @@ impl TargetWrite {
         );
         Entry::webhook(&self.what(), Action::UpdateBundle, reason)
             .holding(self.cas.clone(), self.step)
+            .recording(
+                self.annotations
+                    .get(crate::observe::writers::HISTORY)
+                    .cloned(),
+            )
     }
 }
 
@@ -319,11 +327,13 @@ impl TargetPlan {
 /// target in `webhooks`, `None` for one this step leaves alone) that does not hold the bundle
 /// the step leaves in the Secret it follows (`wanted`) is written; absent ones are reported
 /// and left alone (certgen does not create webhook configurations), refused ones left out.
+/// Each write carries every annotation it sets, judged at `now` (the store's clock): the
+/// record of an undo standing as read is decided here, never by the adapter.
 pub fn plan(
     webhooks: &[Webhook],
     reads: &[Option<Read>],
     wanted: &BTreeMap<String, Wanted>,
-    step: &'static str,
+    (step, now): (&'static str, time::OffsetDateTime),
 ) -> Vec<TargetPlan> {
     let mut plans = Vec::new();
     for (target, read) in webhooks.iter().zip(reads) {
@@ -349,17 +359,25 @@ pub fn plan(
                     "caBundle is Secret {}'s {}",
                     target.bundle_from, target.bundle_key
                 ))),
-                _ => plans.push(TargetPlan::Write(TargetWrite {
-                    read: o.clone(),
-                    follows: target.bundle_from.clone(),
-                    key: target.bundle_key.clone(),
-                    step,
-                    cas: want.cas(),
-                    bundle: match want {
+                _ => {
+                    let bundle = match want {
                         Wanted::Stored(b) => Some(b.clone()),
                         Wanted::Planned(_) => None,
-                    },
-                })),
+                    };
+                    plans.push(TargetPlan::Write(TargetWrite {
+                        annotations: crate::attribution::target_annotations(
+                            o,
+                            bundle.as_deref(),
+                            now,
+                        ),
+                        read: o.clone(),
+                        follows: target.bundle_from.clone(),
+                        key: target.bundle_key.clone(),
+                        step,
+                        cas: want.cas(),
+                        bundle,
+                    }))
+                }
             },
         }
     }
@@ -403,7 +421,11 @@ pub async fn execute(
             continue;
         };
         let bundle = w.bundle.as_deref().expect("a run plans bundles it has");
-        match api.put(&w.read, bundle, TargetFields::default()).await {
+        let fields = TargetFields {
+            annotations: w.annotations.clone(),
+            ..TargetFields::default()
+        };
+        match api.put(&w.read, bundle, fields).await {
             Ok(version) => {
                 let entry = w.entry();
                 let what = w.what();
@@ -527,7 +549,7 @@ pub(super) async fn sync(
             .zip(&todo)
             .map(|(r, t)| r.clone().filter(|_| *t))
             .collect();
-        let plans = plan(webhooks, &acting, &wanted, step);
+        let plans = plan(webhooks, &acting, &wanted, (step, outcome.now));
         let mut lost = None;
         for d in execute(api, webhooks, &plans).await? {
             let (entry, landed) = match d {
@@ -595,6 +617,11 @@ mod tests {
         issue_ca(&spec, time::OffsetDateTime::now_utc()).unwrap().0
     }
 
+    /// The store's clock in these tests.
+    fn at() -> time::OffsetDateTime {
+        time::macros::datetime!(2026-11-28 12:00 UTC)
+    }
+
     fn target(name: &str) -> Webhook {
         Webhook {
             kind: WebhookKind::MutatingWebhookConfiguration,
@@ -626,7 +653,12 @@ mod tests {
         let ca = ca();
         let pem = ca.cert.pem().into_bytes();
         let wanted = BTreeMap::from([("gw".to_string(), Wanted::Stored(pem.clone()))]);
-        let plans = plan(&[target("w")], &[Some(read(b"old"))], &wanted, "trust");
+        let plans = plan(
+            &[target("w")],
+            &[Some(read(b"old"))],
+            &wanted,
+            ("trust", at()),
+        );
         let [TargetPlan::Write(w)] = plans.as_slice() else {
             panic!("{plans:?}")
         };
@@ -639,14 +671,32 @@ mod tests {
         assert!(entry.reason.contains("trust step"), "{}", entry.reason);
 
         // Holding it already, absent, refused, or not acted on in this step: no write.
-        let plans = plan(&[target("w")], &[Some(read(&pem))], &wanted, "trust");
+        let plans = plan(
+            &[target("w")],
+            &[Some(read(&pem))],
+            &wanted,
+            ("trust", at()),
+        );
         assert!(matches!(plans.as_slice(), [TargetPlan::Keep { .. }]));
-        let plans = plan(&[target("w")], &[Some(Read::Absent)], &wanted, "trust");
+        let plans = plan(
+            &[target("w")],
+            &[Some(Read::Absent)],
+            &wanted,
+            ("trust", at()),
+        );
         assert!(
             matches!(plans.as_slice(), [TargetPlan::Keep { reason, .. }] if reason.contains("not found"))
         );
-        assert!(plan(&[target("w")], &[Some(Read::Refused)], &wanted, "trust").is_empty());
-        assert!(plan(&[target("w")], &[None], &wanted, "trust").is_empty());
+        assert!(
+            plan(
+                &[target("w")],
+                &[Some(Read::Refused)],
+                &wanted,
+                ("trust", at())
+            )
+            .is_empty()
+        );
+        assert!(plan(&[target("w")], &[None], &wanted, ("trust", at())).is_empty());
     }
 
     #[test]
@@ -663,7 +713,7 @@ mod tests {
             &[target("w")],
             &[Some(Read::Injected(by.clone()))],
             &wanted,
-            "trust",
+            ("trust", at()),
         );
         let [TargetPlan::Keep { reason, .. }] = plans.as_slice() else {
             panic!("{plans:?}")
@@ -676,6 +726,119 @@ mod tests {
         assert_eq!(plans[0].entry().action, Action::Keep);
     }
 
+    /// A target whose `caBundle` another manager stripped after certgen's write, with one
+    /// earlier strip recorded on it.
+    fn stripped(bundle: &[u8], recorded: &str) -> Read {
+        let Read::Present(mut t) = read(bundle) else {
+            unreachable!()
+        };
+        let hook = serde_json::json!({"f:webhooks": {"k:{\"name\":\"a\"}": {"f:clientConfig": {"f:caBundle": {}}}}});
+        let stamp = serde_json::json!({"f:metadata": {"f:annotations": {"f:x": {}}}});
+        t.writes = vec![
+            crate::secret::FieldWrite::parse(
+                "certgen",
+                "Update",
+                Some(at() - time::Duration::hours(2)),
+                Some(&hook),
+            ),
+            crate::secret::FieldWrite::parse(
+                "tigera-operator",
+                "Update",
+                Some(at() - time::Duration::hours(1)),
+                Some(&stamp),
+            ),
+        ];
+        t.recorded = Some(recorded.into());
+        Read::Present(t)
+    }
+
+    #[test]
+    fn the_record_of_undos_and_the_mark_are_planned_on_the_stores_clock() {
+        let ca = ca();
+        let pem = ca.cert.pem().into_bytes();
+        let wanted = BTreeMap::from([("gw".to_string(), Wanted::Stored(pem.clone()))]);
+        let earlier = "tigera-operator@2026-11-28T09:00:00Z";
+        let reads = [Some(stripped(b"", earlier))];
+        let plans = plan(&[target("w")], &reads, &wanted, ("trust", at()));
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        use sha2::Digest as _;
+        assert_eq!(
+            w.annotations
+                .get(crate::attribution::BUNDLE_ANNOTATION)
+                .map(String::as_str),
+            Some(crate::pki::hex(&sha2::Sha256::digest(&pem)).as_str())
+        );
+        let record = "tigera-operator@2026-11-28T09:00:00Z,tigera-operator@2026-11-28T11:00:00Z";
+        assert_eq!(
+            w.annotations
+                .get(crate::observe::writers::HISTORY)
+                .map(String::as_str),
+            Some(record)
+        );
+        // The report line (and so the dry run's JSON) lists the record the write sets.
+        assert_eq!(plans[0].entry().undone_by.as_deref(), Some(record));
+
+        // The same read planned a day later: both undos are past the fight window, and the
+        // record is cleared. The clock is the plan's parameter, nobody else's.
+        let later = at() + time::Duration::hours(22);
+        let plans = plan(&[target("w")], &reads, &wanted, ("trust", later));
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(
+            w.annotations
+                .get(crate::observe::writers::HISTORY)
+                .map(String::as_str),
+            Some("tigera-operator@2026-11-28T11:00:00Z")
+        );
+        let plans = plan(
+            &[target("w")],
+            &reads,
+            &wanted,
+            ("trust", at() + time::Duration::hours(30)),
+        );
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(
+            w.annotations
+                .get(crate::observe::writers::HISTORY)
+                .map(String::as_str),
+            Some("")
+        );
+        assert_eq!(plans[0].entry().undone_by.as_deref(), Some(""));
+
+        // Nothing undone and nothing recorded: the mark alone.
+        let plans = plan(
+            &[target("w")],
+            &[Some(read(b"old"))],
+            &wanted,
+            ("trust", at()),
+        );
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(
+            w.annotations.keys().collect::<Vec<_>>(),
+            [crate::attribution::BUNDLE_ANNOTATION]
+        );
+        assert_eq!(plans[0].entry().undone_by, None);
+
+        // A dry run whose step generates the CA does not know the bundle: no mark yet, the
+        // record all the same.
+        let wanted = BTreeMap::from([("gw".to_string(), Wanted::Planned(vec![CaRef::New]))]);
+        let plans = plan(&[target("w")], &reads, &wanted, ("trust", at()));
+        let [TargetPlan::Write(w)] = plans.as_slice() else {
+            panic!("{plans:?}")
+        };
+        assert_eq!(
+            w.annotations.keys().collect::<Vec<_>>(),
+            [crate::observe::writers::HISTORY]
+        );
+    }
+
     #[test]
     fn a_dry_run_plans_the_ca_it_would_generate() {
         let ca = ca();
@@ -683,7 +846,12 @@ mod tests {
             "gw".to_string(),
             Wanted::Planned(vec![CaRef::New, CaRef::Cert(ca.cert.clone())]),
         )]);
-        let plans = plan(&[target("w")], &[Some(read(b"old"))], &wanted, "trust");
+        let plans = plan(
+            &[target("w")],
+            &[Some(read(b"old"))],
+            &wanted,
+            ("trust", at()),
+        );
         let [TargetPlan::Write(w)] = plans.as_slice() else {
             panic!("{plans:?}")
         };

@@ -216,7 +216,20 @@ pub fn plan_targets(
         .cloned()
         .zip(read.iter().map(ObservedTarget::from))
         .collect();
-    Ok(plan_patch(req, bundle, &observed, now)?)
+    let mut plan = plan_patch(req, bundle, &observed, now)?;
+    // An update writes certgen's mark of the bundle and its record of undos as the engine's
+    // writes do, planned here from the read (a server-side apply would own them, and drop
+    // the record on the next apply that leaves it unchanged: it writes neither).
+    if req.mode == PatchMode::Update {
+        for w in &mut plan.writes {
+            let at = req.targets.iter().position(|t| *t == w.target);
+            if let Some(TargetObserved::Present(target)) = at.and_then(|i| read.get(i)) {
+                w.annotations =
+                    crate::attribution::target_annotations(target, Some(&w.bundle), now);
+            }
+        }
+    }
+    Ok(plan)
 }
 
 /// Makes `plan`'s writes (each fenced by its read, or a server-side apply with
@@ -230,10 +243,6 @@ pub async fn write_targets(
     targets: &dyn CaBundleTargets,
     dry_run: bool,
 ) -> Result<Report, Error> {
-    let fields = TargetFields {
-        failure_policy: plan.failure_policy,
-        verify_tls: true,
-    };
     let mut report = Vec::new();
     let mut written: Vec<String> = Vec::new();
     for w in &plan.writes {
@@ -252,6 +261,11 @@ pub async fn write_targets(
             .expect("every write is of a target read");
         let TargetObserved::Present(target) = &read[index] else {
             unreachable!("a write is of a present target")
+        };
+        let fields = TargetFields {
+            failure_policy: plan.failure_policy,
+            verify_tls: true,
+            annotations: w.annotations.clone(),
         };
         let result = match req.mode {
             PatchMode::Patch => targets.apply(target, &w.bundle, fields).await,

@@ -445,6 +445,25 @@ fn a_renewal_window_holds_a_routine_renewal_and_lets_an_emergency_through() {
         3
     );
     assert_eq!(tree(&dir), before, "a held run writes nothing");
+    // It says it is held, and until when, rather than "nothing to do".
+    assert_eq!(
+        held["renewalWindow"]["heldUntil"],
+        held["renewalWindow"]["nextStart"]
+    );
+    let text = crate::util::Run::of(
+        crate::util::certgen()
+            .args(["--local", dir.to_str().unwrap(), "-q"])
+            .args(config),
+    )
+    .ok();
+    let until = held["renewalWindow"]["nextStart"].as_str().unwrap();
+    assert!(
+        text.stdout.contains(&format!(
+            "Held for the renewal window: 3 renewal(s) due wait until it opens at {until}"
+        )) && !text.stdout.contains("Nothing to do"),
+        "{}",
+        text.stdout
+    );
     let check = check_local(&dir, &[&config[..], &["--output", "json"]].concat()).json();
     assert_eq!(check["healthy"], true);
     assert_eq!(check_row(&check, "envoy")["status"], "waiting");

@@ -666,7 +666,7 @@ fn every_alert_of_the_chart_fires_and_stays_quiet_as_promtool_tests_it() {
             .collect()
     };
     let alerts = alert_names(&rules);
-    assert_eq!(alerts.len(), 10, "{alerts:?}");
+    assert_eq!(alerts.len(), 11, "{alerts:?}");
     assert_eq!(
         cases("broken", true),
         alerts,
@@ -712,7 +712,7 @@ fn every_alert_points_to_its_runbook_section() {
             .collect()
     };
     let plain = rules(&[]);
-    assert_eq!(plain.len(), 10);
+    assert_eq!(plain.len(), 11);
     for (anchor, annotations) in &plain {
         assert!(
             anchors.contains(anchor),

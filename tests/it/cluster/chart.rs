@@ -299,6 +299,90 @@ fn the_cluster_name_reaches_the_job_the_cronjob_and_the_exporter() {
     }
 }
 
+/// The chart's `renewalWindows` and `renewalWindowMargin` reach the hook Job, the CronJob and
+/// the exporter as `--renewal-window "CRON;DURATION;TZ"` (UTC when no time zone is given) and
+/// `--renewal-window-margin`, in a form certgen itself accepts; none without them, and a window
+/// without its cron is refused at render time.
+#[test]
+fn renewal_windows_reach_the_job_the_cronjob_and_the_exporter() {
+    let Some(helm) = helm() else { return };
+    let tmp = tempdir();
+    let values = tmp.path().join("windows.yaml");
+    std::fs::write(
+        &values,
+        "renewalWindows:\n  - cron: \"0 2 * * 2\"\n    windowDuration: 4h\n    timezone: Europe/Berlin\n  - cron: \"30 1 * * *\"\n    windowDuration: 2h\nrenewalWindowMargin: 48h\nmetrics:\n  enabled: true\n",
+    )
+    .unwrap();
+    let docs = documents(&template(
+        &helm,
+        "ops",
+        &["--values", values.to_str().unwrap()],
+    ));
+    let expected: Vec<String> = [
+        "--renewal-window",
+        "0 2 * * 2;4h;Europe/Berlin",
+        "--renewal-window",
+        "30 1 * * *;2h;UTC",
+        "--renewal-window-margin",
+        "48h",
+    ]
+    .map(String::from)
+    .to_vec();
+    for kind in ["Job", "CronJob", "Deployment"] {
+        let a = args(object(&docs, kind));
+        let windows: Vec<String> = a
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                a[*i].starts_with("--renewal-window")
+                    || (*i > 0 && a[i - 1].starts_with("--renewal-window"))
+            })
+            .map(|(_, v)| v.clone())
+            .collect();
+        assert_eq!(windows, expected, "{kind}: {a:?}");
+    }
+    // certgen takes the rendered arguments as they are (a dry run in local mode).
+    let dir = tmp.path().join("certs");
+    let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+    let dry = crate::util::run_local(&dir, &[&["--dry-run"], &expected[..]].concat()).ok();
+    let window = &dry.json()["renewalWindow"];
+    assert!(window.is_object(), "{}", dry.stdout);
+
+    // Without windows: no flag at all.
+    let docs = documents(&template(&helm, "ops", &["--set", "metrics.enabled=true"]));
+    for kind in ["Job", "CronJob", "Deployment"] {
+        assert!(
+            !args(object(&docs, kind))
+                .iter()
+                .any(|a| a.starts_with("--renewal-window")),
+            "{kind}"
+        );
+    }
+
+    // A window without its cron: helm refuses to render, naming the value.
+    std::fs::write(&values, "renewalWindows:\n  - windowDuration: 4h\n").unwrap();
+    let home = std::env::temp_dir().join("certgen-test-helm");
+    let out = Command::new(&helm)
+        .args([
+            "template",
+            RELEASE,
+            chart_dir().to_str().unwrap(),
+            "--namespace",
+            "ops",
+        ])
+        .args(["--values", values.to_str().unwrap()])
+        .env("HELM_CONFIG_HOME", &home)
+        .env("HELM_CACHE_HOME", &home)
+        .env("HELM_DATA_HOME", &home)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("renewalWindows[].cron is required"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn the_role_names_each_builtin_profiles_secrets() {
     let Some(helm) = helm() else { return };

@@ -91,12 +91,55 @@ fn named(v: &serde_json::Value) -> Vec<(String, String, String, bool)> {
         .collect()
 }
 
+/// A namespace `prefix-...` on the test cluster with the default profile installed by a plain
+/// run: the cluster and the namespace (deleted when dropped); `None` without a cluster.
+async fn installed(prefix: &str) -> Option<(super::Cluster, super::TestNs)> {
+    let c = cluster().await?;
+    let ns = c.namespace(prefix).await;
+    let r = c.certgen(&ns.name).run_async().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    Some((c, ns))
+}
+
+/// `certgen check --output json` in `ns`, which must name `writer` (object, manager,
+/// operation, fight?) among the other writers; a fight must also make it exit 1 and the text
+/// report say `FIGHT between certgen and MANAGER`. The JSON run.
+fn check_names(
+    c: &super::Cluster,
+    ns: &str,
+    (object, manager, operation, fight): (&str, &str, &str, bool),
+) -> crate::util::Run {
+    let r = c.certgen(ns).check().run();
+    let want = (
+        object.to_string(),
+        manager.to_string(),
+        operation.to_string(),
+        fight,
+    );
+    let writers = named(&r.json());
+    assert!(
+        writers.contains(&want),
+        "{want:?} not among {writers:?}:\n{}",
+        r.stdout
+    );
+    if fight {
+        assert_eq!(r.code, 1, "a fight: {}", r.stdout);
+        let text = raw(c, ns, &["check"]);
+        assert!(
+            text.stdout
+                .contains(&format!("FIGHT between certgen and {manager}")),
+            "{}",
+            text.stdout
+        );
+    }
+    r
+}
+
 #[tokio::test]
 async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_ends_it() {
-    let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-writers").await;
-    let r = c.certgen(&ns.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let Some((c, ns)) = installed("certgen-writers").await else {
+        return;
+    };
     // Git holds the leaf Secret as first installed.
     let git = git_copy(&c.secrets(&ns.name).get("envoy").await.unwrap());
     // A staged rotation: every leaf and bundle changes.
@@ -109,18 +152,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
 
     // The first revert: named everywhere, no fight yet.
     assert!(kustomize_controller(&c, &ns.name, "envoy", &git).await);
-    let r = c.certgen(&ns.name).check().run();
-    let v = r.json();
-    let writers = named(&v);
-    assert!(
-        writers.contains(&(
-            "envoy".into(),
-            "kustomize-controller".into(),
-            "Apply".into(),
-            false
-        )),
-        "{writers:?}\n{}",
-        r.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy", "kustomize-controller", "Apply", false),
     );
     let text = raw(&c, &ns.name, &["check"]);
     assert!(
@@ -178,24 +213,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
     // The second revert (a later second, so a distinct undo): a fight; check exits 1.
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     assert!(kustomize_controller(&c, &ns.name, "envoy", &git).await);
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy".into(),
-            "kustomize-controller".into(),
-            "Apply".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
-    let text = raw(&c, &ns.name, &["check"]);
-    assert!(
-        text.stdout
-            .contains("FIGHT between certgen and kustomize-controller"),
-        "{}",
-        text.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy", "kustomize-controller", "Apply", true),
     );
     let prom = raw(&c, &ns.name, &["check", "--output", "prometheus"]);
     assert!(
@@ -255,16 +276,10 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
     let mut ca = git_copy(&c.secrets(&ns.name).get("envoy-gateway-ca").await.unwrap());
     ca["ca.crt"] = ca_git["ca.crt"].clone();
     argocd_controller(&c, &ns.name, "envoy-gateway-ca", &ca).await;
-    let r = c.certgen(&ns.name).check().run();
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy-gateway-ca".into(),
-            "argocd-controller".into(),
-            "Update".into(),
-            false
-        )),
-        "{}",
-        r.stdout
+    check_names(
+        &c,
+        &ns.name,
+        ("envoy-gateway-ca", "argocd-controller", "Update", false),
     );
 }
 
@@ -274,7 +289,18 @@ async fn a_gitops_revert_is_named_a_second_one_is_a_fight_and_the_runbook_fix_en
 /// of the object as read (a controller's get, mutate, update). Operators mark what they
 /// reconcile; a writer that changes nothing it owns leaves no trace in managedFields at all,
 /// and is then reported as `unknown` by the exporter.
-async fn strip(api: &Api<MutatingWebhookConfiguration>, name: &str, n: u32) {
+async fn strip(api: &Api<MutatingWebhookConfiguration>, name: &str, n: u32) -> String {
+    try_strip(api, name, n).await.expect("strip")
+}
+
+/// [`strip`], as a reconcile loop makes it: an error (the `caBundle` already gone, so the
+/// JSON patch's `remove` has nothing to remove) is the loop's to shrug off. The
+/// resourceVersion the strip made.
+async fn try_strip(
+    api: &Api<MutatingWebhookConfiguration>,
+    name: &str,
+    n: u32,
+) -> Result<String, kube::Error> {
     let ops = json!([
         {"op": "remove", "path": "/webhooks/0/clientConfig/caBundle"},
         {"op": "add", "path": "/metadata/annotations/operator.tigera.io~1reconciled", "value": n.to_string()},
@@ -283,13 +309,14 @@ async fn strip(api: &Api<MutatingWebhookConfiguration>, name: &str, n: u32) {
         field_manager: Some("tigera-operator".into()),
         ..PatchParams::default()
     };
-    api.patch(
-        name,
-        &pp,
-        &Patch::<()>::Json(serde_json::from_value(ops).unwrap()),
-    )
-    .await
-    .expect("strip");
+    let written = api
+        .patch(
+            name,
+            &pp,
+            &Patch::<()>::Json(serde_json::from_value(ops).unwrap()),
+        )
+        .await?;
+    Ok(written.metadata.resource_version.unwrap_or_default())
 }
 
 fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
@@ -313,25 +340,42 @@ fn injector(name: &str, ns: &str) -> MutatingWebhookConfiguration {
     .unwrap()
 }
 
-#[tokio::test]
-async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape() {
-    let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-strip").await;
-    let name = format!("envoy-gateway-topology-injector.{}", ns.name);
+/// Envoy Gateway's topology injector for namespace `ns`, created as its chart does (field
+/// manager `helm`, no `caBundle`), deleted when the guard drops: its name, the API and the
+/// guard.
+async fn helm_injector(
+    c: &super::Cluster,
+    ns: &str,
+) -> (String, Api<MutatingWebhookConfiguration>, DeleteOnDrop) {
+    let name = format!("envoy-gateway-topology-injector.{ns}");
     let api: Api<MutatingWebhookConfiguration> = Api::all(c.client.clone());
     let pp = PostParams {
         field_manager: Some("helm".into()),
         ..PostParams::default()
     };
-    api.create(&pp, &injector(&name, &ns.name)).await.unwrap();
-    let _cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
-    let r = c.certgen(&ns.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let exporter = Exporter::start(&c.kubeconfig, &ns.name);
+    api.create(&pp, &injector(&name, ns)).await.unwrap();
+    let cleanup = DeleteOnDrop::new::<MutatingWebhookConfiguration>(&name);
+    (name, api, cleanup)
+}
+
+/// The exporter for namespace `ns`, once it reports the installation healthy.
+fn healthy_exporter(c: &super::Cluster, ns: &str) -> Exporter {
+    let exporter = Exporter::start(&c.kubeconfig, ns);
     exporter.metrics_until("healthy", |m| {
         m.lines()
             .any(|l| l.starts_with("certgen_check_healthy{") && l.ends_with(" 1"))
     });
+    exporter
+}
+
+#[tokio::test]
+async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-strip").await;
+    let (name, api, _cleanup) = helm_injector(&c, &ns.name).await;
+    let r = c.certgen(&ns.name).run();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let exporter = healthy_exporter(&c, &ns.name);
 
     // The first strip: named by the exporter, check, the run and an Event; no fight yet.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -350,18 +394,8 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
             .any(|l| l.starts_with("certgen_fights{") && l.ends_with(" 0")),
         "{m}"
     );
-    let r = c.certgen(&ns.name).check().run();
+    let r = check_names(&c, &ns.name, (&name, "tigera-operator", "Update", false));
     assert_eq!(r.code, 1, "a drifted caBundle: {}", r.stdout);
-    let writers = named(&r.json());
-    assert!(
-        writers.contains(&(
-            name.clone(),
-            "tigera-operator".into(),
-            "Update".into(),
-            false
-        )),
-        "{writers:?}"
-    );
     let run = c.certgen(&ns.name).args(["--events"]).run();
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let report = run.json();
@@ -411,24 +445,219 @@ async fn a_ca_bundle_stripped_again_is_a_fight_in_the_exporter_within_one_scrape
     );
     // certgen's repair recorded the first strip on the object, so `check`, which has no
     // memory of its own, sees the fight too and exits 1 naming both sides.
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
+    check_names(&c, &ns.name, (&name, "tigera-operator", "Update", true));
+    exporter.stop();
+}
+
+/// Whether the first entry of a webhook configuration holds a `caBundle`.
+fn holds_bundle(w: &MutatingWebhookConfiguration) -> bool {
+    w.webhooks
+        .as_ref()
+        .and_then(|hooks| hooks.first())
+        .and_then(|h| h.client_config.ca_bundle.as_ref())
+        .is_some_and(|b| !b.0.is_empty())
+}
+
+/// The `caBundle` writes a run's report says it made (or, for a dry run, plans) to `name`.
+fn bundle_writes(report: &serde_json::Value, name: &str) -> Vec<serde_json::Value> {
+    report["secrets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["action"] == "update-bundle" && e["secret"].as_str().unwrap().ends_with(name))
+        .cloned()
+        .collect()
+}
+
+/// The Tigera operator's case on a loop (projectcalico/calico #13695: it strips `caBundle`
+/// on every reconcile; here every 3 s instead of every 5 minutes), while certgen runs again
+/// and again as a CronJob would: every change of the object is watched, each one the stripper
+/// did not make is certgen's, and certgen makes exactly the writes its runs' reports plan,
+/// at most one per run: it never retries against the stripper. The exporter raises the fight,
+/// `check` exits 1 naming both sides, and the dry run lists the record of undos its write
+/// would set, which is what the run then writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn a_ca_bundle_stripped_on_a_loop_is_a_fight_and_certgen_writes_only_its_plan() {
+    use futures::StreamExt as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-strip-loop").await;
+    let (name, api, _cleanup) = helm_injector(&c, &ns.name).await;
+    let r = c.certgen(&ns.name).run_async().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let exporter = healthy_exporter(&c, &ns.name);
+
+    // Every change of the object from here on, by resourceVersion, with whether it holds a
+    // caBundle after it.
+    let from = api
+        .get(&name)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let seen: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let wp = kube::api::WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(290);
+    let mut events = api.watch(&wp, &from).await.unwrap().boxed();
+    let watch = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            while let Some(Ok(e)) = events.next().await {
+                if let kube::api::WatchEvent::Modified(w) = e {
+                    let rv = w.metadata.resource_version.clone().unwrap();
+                    seen.lock().unwrap().push((rv, holds_bundle(&w)));
+                }
+            }
+        }
+    });
+    // The stripper: every 3 s, a reconcile that removes the caBundle when it is there.
+    let stop = Arc::new(AtomicBool::new(false));
+    let stripped: Arc<Mutex<Vec<String>>> = Arc::default();
+    let stripper = tokio::spawn({
+        let (api, name, stop, stripped) =
+            (api.clone(), name.clone(), stop.clone(), stripped.clone());
+        async move {
+            let mut n = 0;
+            while !stop.load(Ordering::SeqCst) {
+                n += 1;
+                let holds = api.get(&name).await.is_ok_and(|w| holds_bundle(&w));
+                if holds && let Ok(rv) = try_strip(&api, &name, n).await {
+                    stripped.lock().unwrap().push(rv);
+                }
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+        }
+    });
+
+    // certgen's runs, a few seconds apart, each writing at most what its plan says.
+    let mut planned = 0;
+    let mut fight_seen = false;
+    for i in 0..6 {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let run = c.certgen(&ns.name).run_async().await;
+        assert_eq!(run.code, 0, "run {i}: {}\n{}", run.stdout, run.stderr);
+        let report = run.json();
+        let writes = bundle_writes(&report, &name);
+        assert!(
+            writes.len() <= 1,
+            "run {i} wrote the caBundle {} times",
+            writes.len()
+        );
+        planned += writes.len();
+        fight_seen |= named(&report)
+            .iter()
+            .any(|w| w.0 == name && w.1 == "tigera-operator" && w.3);
+    }
+    // The exporter saw the stripper undo certgen's writes again and again: a fight.
+    let m = exporter.metrics_until("the fight", |m| {
+        m.lines().any(|l| {
+            l.starts_with("certgen_fight_undos{")
+                && l.contains("manager=\"tigera-operator\"")
+                && !l.ends_with(" 0")
+                && !l.ends_with(" 1")
+        })
+    });
     assert!(
-        named(&r.json()).contains(&(
-            name.clone(),
-            "tigera-operator".into(),
-            "Update".into(),
-            true
-        )),
-        "{}",
-        r.stdout
+        m.lines()
+            .any(|l| l.starts_with("certgen_other_writer_timestamp_seconds{")
+                && l.contains("manager=\"tigera-operator\"")),
+        "{m}"
     );
-    let text = raw(&c, &ns.name, &["check"]);
+    stop.store(true, Ordering::SeqCst);
+    stripper.await.unwrap();
+
+    // With the stripper's last strip standing (one more if certgen's repair came last),
+    // `check` exits 1 naming both sides, from the record certgen's writes left on the object.
+    if holds_bundle(&api.get(&name).await.unwrap()) {
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let rv = strip(&api, &name, 1000).await;
+        stripped.lock().unwrap().push(rv);
+    }
+    check_names(&c, &ns.name, (&name, "tigera-operator", "Update", true));
+
+    // The dry run lists the record its write would set; the run writes that very record.
+    let dry = c.certgen(&ns.name).args(["--dry-run"]).run_async().await;
+    let dry_writes = bundle_writes(&dry.json(), &name);
+    let [dry_write] = dry_writes.as_slice() else {
+        panic!("{}", dry.stdout)
+    };
+    let record = dry_write["undoneBy"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        record
+            .split(',')
+            .filter(|u| u.starts_with("tigera-operator@"))
+            .count()
+            >= 2,
+        "{}",
+        dry.stdout
+    );
+    let text = raw(&c, &ns.name, &["--dry-run"]);
     assert!(
         text.stdout
-            .contains("FIGHT between certgen and tigera-operator"),
+            .contains("records the undos of certgen's writes: tigera-operator@"),
         "{}",
         text.stdout
+    );
+    let run = c.certgen(&ns.name).run_async().await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let writes = bundle_writes(&run.json(), &name);
+    assert_eq!(writes.len(), 1, "{}", run.stdout);
+    assert_eq!(
+        writes[0]["undoneBy"], dry_write["undoneBy"],
+        "{}",
+        run.stdout
+    );
+    planned += 1;
+    assert!(
+        named(&run.json())
+            .iter()
+            .any(|w| w.0 == name && w.1 == "tigera-operator" && w.3),
+        "the run says FIGHT: {}",
+        run.stdout
+    );
+    let stored = api.get(&name).await.unwrap();
+    let annotations = stored.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        annotations.get("certgen.dev/undone-by"),
+        Some(&record),
+        "the run writes the record its dry run planned"
+    );
+    assert!(annotations.contains_key("certgen.dev/ca-bundle-sha256"));
+
+    // Every change the stripper did not make is certgen's: as many as its reports planned.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    watch.abort();
+    let seen = seen.lock().unwrap().clone();
+    let stripped = stripped.lock().unwrap().clone();
+    let certgen_writes: Vec<&(String, bool)> = seen
+        .iter()
+        .filter(|(rv, _)| !stripped.contains(rv))
+        .collect();
+    println!(
+        "{} changes watched: {} strips, {} certgen writes, {planned} planned; a fight in a run's report during the loop: {fight_seen}",
+        seen.len(),
+        stripped.len(),
+        certgen_writes.len()
+    );
+    assert!(
+        stripped.len() >= 3,
+        "the stripper undid certgen's writes: {stripped:?}"
+    );
+    assert!(
+        certgen_writes.iter().all(|(_, holds)| *holds),
+        "every write of certgen's puts the caBundle back: {seen:?}"
+    );
+    assert_eq!(
+        certgen_writes.len(),
+        planned,
+        "certgen wrote exactly what its runs planned: {seen:?} (strips {stripped:?})"
     );
     exporter.stop();
 }
@@ -573,11 +802,10 @@ async fn gitops_reverts_of_the_ca_secret_mid_rotation_and_after_break_no_handsha
 /// before adoption, never as an undo, so never a fight.
 #[tokio::test]
 async fn secrets_written_before_adoption_are_named_as_such() {
-    let Some(c) = cluster().await else { return };
-    let from = c.namespace("certgen-writers-from").await;
+    let Some((c, from)) = installed("certgen-writers-from").await else {
+        return;
+    };
     let ns = c.namespace("certgen-writers-adopt").await;
-    let r = c.certgen(&from.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
     let ca = c.secrets(&from.name).get("envoy-gateway-ca").await.unwrap();
     let copy: Secret = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
@@ -650,10 +878,9 @@ async fn argocd_sync(
 /// `RespectIgnoreDifferences=true` ends the fight the self-heal started.
 #[tokio::test]
 async fn argo_cds_self_heal_fights_until_ignore_differences_is_set() {
-    let Some(c) = cluster().await else { return };
-    let ns = c.namespace("certgen-writers-argo").await;
-    let r = c.certgen(&ns.name).run();
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let Some((c, ns)) = installed("certgen-writers-argo").await else {
+        return;
+    };
     let git = git_copy(&c.secrets(&ns.name).get("envoy").await.unwrap());
     let r = c
         .certgen(&ns.name)
@@ -673,18 +900,7 @@ async fn argo_cds_self_heal_fights_until_ignore_differences_is_set() {
     assert_eq!(run().code, 0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(argocd_sync(&c, &ns.name, "envoy", &git, &[]).await);
-    let r = c.certgen(&ns.name).check().run();
-    assert_eq!(r.code, 1, "{}", r.stdout);
-    assert!(
-        named(&r.json()).contains(&(
-            "envoy".into(),
-            "argocd-controller".into(),
-            "Update".into(),
-            true
-        )),
-        "{}",
-        r.stdout
-    );
+    check_names(&c, &ns.name, ("envoy", "argocd-controller", "Update", true));
     // The fix: the Application ignores /data. certgen's next write stands, the fight ends.
     let fixed = ["/data"];
     let r = run();

@@ -11,6 +11,11 @@
 //! was when the cut began until its watches come back, up to a minute after). The runs read
 //! those Leases through the same seam as the Kubernetes adapter.
 //!
+//! The target keeps its annotations and `managedFields` as the API server does, and another
+//! operator may strip its `caBundle` between runs ([`Step::Strip`], the Tigera operator's
+//! case): the runs then name that writer and record its undos on their next write, as planned
+//! (a dry run's planned record must be what the run stores).
+//!
 //! The oracle follows each holder, not each Secret, and charges a pod with what its kubelet
 //! projected, not with what was poked:
 //! - a hot pod holds a version of its Secret from when it landed (or the pod started, if later)
@@ -34,8 +39,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use certgen::attribution::BUNDLE_ANNOTATION;
 use certgen::config::{Config, Reload, RunOptions, WebhookKind, Workload};
 use certgen::lock;
+use certgen::observe::writers::{FieldWrite, HISTORY};
 use certgen::outside::{
     CaBundleTargets, Kind, KubeletLease, PodView, PodsApi, PokeAnswer, RolloutProgress,
     RolloutStatus, TargetEntry, TargetFields, TargetObserved, TargetRead, WorkloadView, Workloads,
@@ -212,6 +219,59 @@ pub struct TargetState {
     pub raw: Vec<u8>,
     pub written_at: Option<OffsetDateTime>,
     pub versions: Vec<BundleVersion>,
+    /// Its annotations, as the Kubernetes adapter writes them: each write sets those its plan
+    /// put on it (certgen's mark of the bundle, the record of undos) and keeps the rest.
+    pub annotations: BTreeMap<String, String>,
+    /// Its `managedFields`, as the API server keeps them for updates: each writer's entry with
+    /// the fields it set and when (the store's clock, whole seconds); a writer that sets a
+    /// field another entry owned takes it over.
+    pub writes: Vec<FieldWrite>,
+}
+
+/// The `managedFields` entry of an update by `manager` at `at` that set `fields`: the first
+/// webhook's `caBundle` (`bundle`) and these annotations.
+fn field_write(
+    manager: &str,
+    at: OffsetDateTime,
+    bundle: bool,
+    annotations: &[&str],
+) -> FieldWrite {
+    let mut fields = serde_json::Map::new();
+    if bundle {
+        fields.insert(
+            "f:webhooks".into(),
+            serde_json::json!({"k:{\"name\":\"topology\"}": {"f:clientConfig": {"f:caBundle": {}}}}),
+        );
+    }
+    if !annotations.is_empty() {
+        let keys: serde_json::Map<String, serde_json::Value> = annotations
+            .iter()
+            .map(|k| (format!("f:{k}"), serde_json::json!({})))
+            .collect();
+        fields.insert(
+            "f:metadata".into(),
+            serde_json::json!({"f:annotations": keys}),
+        );
+    }
+    FieldWrite::parse(
+        manager,
+        "Update",
+        Some(truncated(at)),
+        Some(&serde_json::Value::Object(fields)),
+    )
+}
+
+impl TargetState {
+    /// Records an update by `manager` at `at` that set `fields` (see [`field_write`]): its entry
+    /// replaced, and what it set taken from every other entry.
+    fn wrote(&mut self, w: FieldWrite) {
+        self.writes.retain(|e| e.manager != w.manager);
+        for e in &mut self.writes {
+            e.fields.retain(|f| !w.fields.contains(f));
+        }
+        self.writes.retain(|e| !e.fields.is_empty());
+        self.writes.push(w);
+    }
 }
 
 /// A Deployment.
@@ -280,6 +340,37 @@ impl OutsideWorld {
             bundle: parse_cert_chain(ca).unwrap(),
             run: FOREIGN,
         }];
+        t.wrote(field_write("envoy-gateway", at, true, &[]));
+    }
+
+    /// Another operator (field manager `manager`) strips the target's `caBundle` at true
+    /// time `at` (`store_at` on the store's clock), stamping an annotation of its own, as the
+    /// Tigera operator does on every reconcile (projectcalico/calico #13695): the API server
+    /// then holds no bundle, and certgen's entry keeps only its annotations.
+    pub fn strip(&mut self, manager: &str, at: OffsetDateTime, store_at: OffsetDateTime) {
+        let t = self
+            .target
+            .as_mut()
+            .expect("the world has a caBundle target");
+        t.rv += 1;
+        t.raw = Vec::new();
+        t.written_at = Some(store_at);
+        if let Some(prev) = t.versions.last_mut() {
+            prev.until = Some(at);
+        }
+        t.versions.push(BundleVersion {
+            from: at,
+            until: None,
+            bundle: Vec::new(),
+            run: FOREIGN,
+        });
+        for e in &mut t.writes {
+            e.fields.retain(|f| !f.ends_with("caBundle"));
+        }
+        t.writes.retain(|e| !e.fields.is_empty());
+        let mark = "operator.tigera.io/reconciled";
+        t.annotations.insert(mark.into(), store_at.to_string());
+        t.wrote(field_write(manager, store_at, false, &[mark]));
     }
 
     /// Envoy Gateway's topology: its configured `caBundle` target (with no bundle yet, as its
@@ -321,6 +412,8 @@ impl OutsideWorld {
                     bundle: vec![],
                     run: FOREIGN,
                 }],
+                annotations: BTreeMap::new(),
+                writes: Vec::new(),
             });
         }
         for c in &config.consumers {
@@ -579,6 +672,7 @@ impl Sim {
         read: &TargetRead,
         bundle: &[u8],
         fenced: bool,
+        fields: TargetFields,
     ) -> Result<String, StoreError> {
         let drop_it = self.mutation == Mutation::DropCaBundleWrite;
         let run = self.session.run;
@@ -594,6 +688,9 @@ impl Sim {
                 }
                 t.rv += 1;
                 t.raw = bundle.to_vec();
+                let set: Vec<&str> = fields.annotations.keys().map(String::as_str).collect();
+                t.wrote(field_write("certgen", store_now, true, &set));
+                t.annotations.extend(fields.annotations);
                 t.written_at = Some(store_now);
                 if let Some(prev) = t.versions.last_mut() {
                     prev.until = Some(true_now);
@@ -632,8 +729,8 @@ impl CaBundleTargets for Sim {
                         insecure_skip_tls_verify: false,
                         written_at: t.written_at,
                         injected: None,
-                        writes: Vec::new(),
-                        recorded: None,
+                        writes: t.writes.clone(),
+                        recorded: t.annotations.get(HISTORY).cloned(),
                         token: None,
                     }))
                 }
@@ -643,23 +740,24 @@ impl CaBundleTargets for Sim {
         .boxed()
     }
 
-    /// The world's target has one entry and no other field: `fields` change nothing of it.
+    /// The world's target has one entry and no other field: of `fields`, only the annotations
+    /// change it.
     fn put<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-        _fields: TargetFields,
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<String, StoreError>> {
-        self.write_bundle(read, bundle, true).boxed()
+        self.write_bundle(read, bundle, true, fields).boxed()
     }
 
     fn apply<'a>(
         &'a self,
         read: &'a TargetRead,
         bundle: &'a [u8],
-        _fields: TargetFields,
+        fields: TargetFields,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.write_bundle(read, bundle, false)
+        self.write_bundle(read, bundle, false, fields)
             .map(|r| r.map(drop))
             .boxed()
     }
@@ -969,12 +1067,35 @@ pub async fn run_checked(
     mutation: Mutation,
 ) -> Ended {
     // (Boxed: two whole runs' futures side by side would not fit a test thread's stack.)
-    let dry = Box::pin(dry_run(world, outside, config, spec))
-        .await
-        .map(|r| super::planned_writes(&r));
+    let dry = Box::pin(dry_run(world, outside, config, spec)).await;
+    // The record of undos the dry run's target write would set.
+    let record = dry.as_ref().ok().and_then(|r| {
+        r.secrets
+            .iter()
+            .find(|e| e.kind == certgen::plan::Kind::Webhook && e.action.writes())
+            .and_then(|e| e.undone_by.clone())
+    });
+    let dry = dry.map(|r| super::planned_writes(&r));
     let mark = world.lock().unwrap().mark();
     let mut e = Box::pin(run(world, outside, config, index, spec, mutation)).await;
     e.dry_run_differs = super::dry_run_is_the_run(&world.lock().unwrap(), &e, mark, &dry).err();
+    // What the dry run planned to record is what the run's write recorded on the target.
+    if e.dry_run_differs.is_none()
+        && e.code == 0
+        && let Some(planned) = record
+    {
+        let o = outside.lock().unwrap();
+        let stored = o
+            .target
+            .as_ref()
+            .and_then(|t| t.annotations.get(HISTORY).cloned());
+        if stored.as_deref() != Some(planned.as_str()) {
+            e.dry_run_differs = Some(format!(
+                "run {}: its dry run planned the record of undos {planned:?} on the caBundle target, its write stored {stored:?}",
+                e.run
+            ));
+        }
+    }
     e
 }
 
@@ -988,6 +1109,8 @@ pub enum Step {
     /// A run, during which a kubelet has a fault: this long after the run started, for this
     /// long; after a cut, its Secret watches come back `watches` after it does.
     FaultDuring(RunSpec, Fault),
+    /// Another operator, with this field manager, strips the target's `caBundle`.
+    Strip(&'static str),
 }
 
 /// A kubelet fault during a run.
@@ -1028,6 +1151,8 @@ pub struct Sizes {
     /// Holding pairs verified (peers, and the API server against the webhook's server).
     pub pairs: usize,
     pub webhook_pairs: usize,
+    /// The undos of certgen's `caBundle` writes recorded on the target at the end.
+    pub undos: usize,
 }
 
 /// Puts the world in the state `from` names (`next` numbers the runs).
@@ -1117,6 +1242,13 @@ pub async fn trajectory_in(
                 ended.push(e);
             }
             Step::Advance(d) => tokio::time::advance(*d).await,
+            Step::Strip(manager) => {
+                let (at, store_at) = {
+                    let w = world.lock().unwrap();
+                    (w.true_now(), w.store_now())
+                };
+                outside.lock().unwrap().strip(manager, at, store_at);
+            }
             Step::FaultDuring(spec, f) => {
                 let i = next();
                 let from = world.lock().unwrap().true_now() + d(f.after);
@@ -1390,6 +1522,23 @@ pub fn check_holders(
     // The API server calls the webhook (served by envoy-gateway's pods) with each caBundle it
     // may hold.
     if let Some(t) = &o.target {
+        sizes.undos =
+            certgen::observe::writers::history(t.annotations.get(HISTORY).map(String::as_str))
+                .len();
+        // The write that stands carries what its plan put on it, as on the cluster: certgen's
+        // mark of the very bundle written (an engine write planned without it, or an
+        // annotation decided outside the plan, is caught here).
+        if t.versions.last().is_some_and(|v| v.run != FOREIGN) && !t.raw.is_empty() {
+            use sha2::Digest as _;
+            let want = certgen::pki::hex(&sha2::Sha256::digest(&t.raw));
+            let mark = t.annotations.get(BUNDLE_ANNOTATION);
+            if mark != Some(&want) {
+                return Err(format!(
+                    "{} holds a caBundle a run wrote, marked {mark:?} rather than its SHA-256 {want}: the write did not carry its planned annotations",
+                    t.name
+                ));
+            }
+        }
         let settle = time::Duration::try_from(POKE_SETTLE).unwrap();
         let webhook = &o.deps.values().find(|d| d.secret == TLS[0]).unwrap().name;
         sizes.bundles = t.versions.len();
@@ -1404,10 +1553,13 @@ pub fn check_holders(
                 describe: format!("caBundle version {i} of run {}", run_name(c.run)),
             };
             // A target with no bundle yet (as the chart creates it) fails every call until the
-            // first run writes it; once a run exited 0 it must hold one.
+            // first run writes it; once a run exited 0 it must hold one. (Another operator may
+            // strip it later ([`Step::Strip`]): that empty version is not certgen's, and the
+            // next run puts the bundle back.)
             if api.bundle.is_empty() {
                 if let Some(ok) = first_ok
                     && api.until > ok + settle
+                    && c.from <= ok
                 {
                     return Err(format!(
                         "{} holds no caBundle at {}, after a run exited 0 at {ok}",
@@ -1653,6 +1805,33 @@ fn a_configs_own_layout_keeps_the_invariant_and_its_dry_runs() {
         }
     }
     eprintln!("a config's layout: {trajectories} trajectories, {whole:?} for the whole rotation");
+}
+
+/// The Tigera operator's case in the simulation (projectcalico/calico #13695): another operator
+/// strips the `caBundle` between runs, before and during a rotation. Each run writes it back
+/// once, records the undo its dry run planned to record (the oracle compares them), and the
+/// same manager's second undo makes a fight for the judgement `check` shares; the safety
+/// oracle holds throughout (the stripped versions are the operator's, not certgen's).
+#[test]
+fn a_ca_bundle_stripped_between_runs_is_recorded_as_the_dry_run_plans() {
+    let strip = Step::Strip("tigera-operator");
+    let sizes = check(
+        From::Steady,
+        &[
+            Step::Advance(Duration::from_secs(5)),
+            strip.clone(),
+            Step::Advance(Duration::from_secs(2)),
+            Step::Run(RunSpec::default()),
+            Step::Advance(Duration::from_secs(5)),
+            strip.clone(),
+            Step::Advance(Duration::from_secs(2)),
+            Step::Run(overwrite()),
+            Step::Advance(Duration::from_secs(5)),
+            strip,
+        ],
+    );
+    assert_eq!(sizes.undos, 3, "{sizes:?}");
+    assert!(sizes.ca_bundle_writes >= 4, "{sizes:?}");
 }
 
 /// A pod deleted and recreated under the same name at any moment of a rotation: a poke sent to
