@@ -43,6 +43,7 @@ mod probe;
 mod profiles_compat;
 mod read_side;
 mod real_node;
+mod real_node_ctb;
 mod real_node_faults;
 mod real_node_kinds;
 mod real_node_set;
