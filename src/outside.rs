@@ -203,6 +203,11 @@ pub trait TrustBundles: Send + Sync {
     fn delete<'a>(&'a self, read: &'a BundleRead) -> BoxFuture<'a, Result<bool, StoreError>>;
     /// Every pod in the cluster that projects ClusterTrustBundles, with those projections.
     fn projectors(&self) -> BoxFuture<'_, Result<Vec<Projector>, StoreError>>;
+    /// Before the run's first write: whether the bundles of `signer` can be kept at all (served
+    /// by the API server, and this identity allowed); by default, that they can be listed.
+    fn preflight<'a>(&'a self, signer: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.list(signer).await.map(|_| ()) })
+    }
 }
 
 /// A consumer's workload as the restart decision and the wait see it, whatever its kind: one

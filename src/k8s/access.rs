@@ -59,14 +59,24 @@ pub async fn may(
     kind: WebhookKind,
     name: Option<&str>,
 ) -> Option<bool> {
+    may_on(client, verb, (kind.group(), kind.plural()), name).await
+}
+
+/// [`may`] for any cluster-scoped resource (`group`, `plural`).
+pub async fn may_on(
+    client: &kube::Client,
+    verb: &str,
+    (group, plural): (&str, &str),
+    name: Option<&str>,
+) -> Option<bool> {
     use k8s_openapi::api::authorization::v1::{
         ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
     };
     let review = SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
             resource_attributes: Some(ResourceAttributes {
-                group: Some(kind.group().to_string()),
-                resource: Some(kind.plural().to_string()),
+                group: Some(group.to_string()),
+                resource: Some(plural.to_string()),
                 verb: Some(verb.to_string()),
                 name: name.map(str::to_string),
                 ..ResourceAttributes::default()
@@ -81,7 +91,7 @@ pub async fn may(
         Err(e) => {
             tracing::debug!(
                 "the access review of {verb} {} {} failed: {e}",
-                kind.plural(),
+                plural,
                 name.unwrap_or("(all)")
             );
             None

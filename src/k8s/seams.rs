@@ -154,6 +154,10 @@ impl TrustBundles for super::TrustBundleStore {
     fn projectors(&self) -> BoxFuture<'_, Result<Vec<Projector>, StoreError>> {
         super::TrustBundleStore::projectors(self).boxed()
     }
+
+    fn preflight<'a>(&'a self, signer: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        super::TrustBundleStore::preflight(self, signer).boxed()
+    }
 }
 
 impl Endpoints for ServiceEndpoints {

@@ -81,6 +81,38 @@ impl TrustBundleStore {
         }
     }
 
+    /// Before the run's first write: the API server serves ClusterTrustBundles (a list; 404 on
+    /// a cluster before 1.37), and an access review says this identity may create, update and
+    /// delete them and attest for `signer` (every authenticated user may list them, so the list
+    /// alone proves nothing). A refusal names the verb and the fix; nothing was written.
+    pub async fn preflight(&self, signer: &str) -> Result<(), StoreError> {
+        self.list(signer).await?;
+        let checks: [(&'static str, &'static str, Option<&str>); 4] = [
+            ("create", PLURAL, None),
+            ("update", PLURAL, None),
+            ("delete", PLURAL, None),
+            ("attest", "signers", Some(signer)),
+        ];
+        for (verb, plural, name) in checks {
+            if super::access::may_on(&self.client, verb, (GROUP, plural), name).await == Some(false)
+            {
+                let on = name.map(|n| format!(" {n:?}")).unwrap_or_default();
+                return Err(StoreError::Api(Box::new(ApiFailure {
+                    verb,
+                    resource: if plural == PLURAL { PLURAL } else { "signers" },
+                    namespace: String::new(),
+                    name: name.unwrap_or_default().to_string(),
+                    status: Some(403),
+                    message: "this identity may not (an access review, made before the first write); nothing was written".into(),
+                    hint: format!(
+                        "; grant the {verb} verb on {plural}{on} (group {GROUP}) cluster-wide (a ClusterRole) to this identity: the chart does when clusterTrustBundles is set (docs/rbac.md)"
+                    ),
+                })));
+            }
+        }
+        Ok(())
+    }
+
     /// Every bundle linked to `signer` (the API server's field selector `spec.signerName`).
     pub async fn list(&self, signer: &str) -> Result<Vec<BundleRead>, StoreError> {
         let lp = ListParams::default().fields(&format!("spec.signerName={signer}"));

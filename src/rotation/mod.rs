@@ -120,6 +120,7 @@ pub async fn run<S: SecretStore>(
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
     let mut seen = Progress::default();
+    trust_bundles::preflight(inv.trust_bundles, inv.config).await?;
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
     // writes, as the run's steps would, and it lists the target writes its first step would
     // make (one read of each target; a real run reads them before its first step instead).

@@ -257,6 +257,20 @@ pub(super) async fn planned(
     Ok(entries)
 }
 
+/// Lists every target's bundles once before anything is written: an API server that does not
+/// serve ClusterTrustBundles (before Kubernetes 1.37), or an identity that may not list them,
+/// stops the run here, with the fix, rather than after the Secrets' writes.
+pub(super) async fn preflight(
+    api: Option<&dyn TrustBundles>,
+    config: &Config,
+) -> Result<(), Error> {
+    let Some(api) = api else { return Ok(()) };
+    for target in &config.trust_bundles {
+        api.preflight(&target.signer).await?;
+    }
+    Ok(())
+}
+
 /// Whether the first step would act on a target's bundles (they drifted from the Secret's
 /// bundle in `look`, or were never published): the run then takes the lock.
 pub(super) async fn behind(

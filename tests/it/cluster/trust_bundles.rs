@@ -421,6 +421,14 @@ async fn without_attest_on_the_signer_nothing_is_published_and_the_error_names_t
         run.stderr
     );
     assert!(bundles(&c, &signer).await.is_empty());
+    // Found by the access review before the first write: no Secret either.
+    let stored = c
+        .secrets(&ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(stored.is_empty(), "{} Secret(s) written", stored.len());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -489,5 +497,167 @@ async fn pods_the_gate_cannot_observe_hold_it_for_their_timer_and_are_named() {
     assert!(
         out.contains(&format!("{}/pinned-", ns.name)),
         "names the pod: {out}"
+    );
+}
+
+#[test]
+fn the_chart_grants_the_bundle_verbs_only_when_bundles_are_configured() {
+    let Some(helm) = helm() else { return };
+    let rules_of = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| d["kind"] == "ClusterRole")
+            .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+            .collect()
+    };
+    let touches = |rules: &[Value], resource: &str| {
+        rules.iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == resource)
+        })
+    };
+    // Without bundles: nothing about them, no attest, no cluster-wide pods.
+    let plain = documents(&template(&helm, "ns1", &[]));
+    let rules = rules_of(&plain);
+    for r in ["clustertrustbundles", "signers", "pods"] {
+        assert!(
+            !touches(&rules, r),
+            "{r} granted without bundles: {rules:#?}"
+        );
+    }
+    // With them: attest on exactly the configured signers (the values' and the config's).
+    let config = "name: eg\nnamespace: ns1\nca: {secretName: eg-ca, commonName: eg}\nsecrets:\n  - {name: eg, type: tls, commonName: eg, dnsNames: [eg]}\nclusterTrustBundles:\n  - signerName: example.com/from-config\n";
+    let dir = crate::util::tempdir();
+    let values = dir.path().join("values.yaml");
+    std::fs::write(
+        &values,
+        format!(
+            "clusterTrustBundles: [example.com/mesh]\nconfig: |\n{}",
+            config
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        ),
+    )
+    .unwrap();
+    let docs = documents(&template(&helm, "ns1", &["-f", values.to_str().unwrap()]));
+    let rules = rules_of(&docs);
+    let attest: Vec<&Value> = rules
+        .iter()
+        .filter(|r| r["verbs"].as_array().unwrap().iter().any(|v| v == "attest"))
+        .collect();
+    assert!(!attest.is_empty(), "{rules:#?}");
+    for r in &attest {
+        assert_eq!(
+            r["resourceNames"],
+            json!(["example.com/mesh", "example.com/from-config"]),
+            "{r:#}"
+        );
+        assert_eq!(r["resources"], json!(["signers"]));
+    }
+    assert!(touches(&rules, "clustertrustbundles"));
+    // The hook and the CronJob pass the values' signer; the config's comes with the config.
+    let args: Vec<String> = docs
+        .iter()
+        .filter(|d| d["kind"] == "Job" || d["kind"] == "CronJob")
+        .flat_map(|d| {
+            let spec = if d["kind"] == "Job" {
+                &d["spec"]["template"]
+            } else {
+                &d["spec"]["jobTemplate"]["spec"]["template"]
+            };
+            spec["spec"]["containers"][0]["args"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        args.windows(2)
+            .any(|w| w[0] == "--cluster-trust-bundle" && w[1] == "example.com/mesh"),
+        "{args:?}"
+    );
+}
+
+/// Whether the API server serves `certificates.k8s.io/v1` ClusterTrustBundles (1.37 and later).
+async fn served(c: &Cluster) -> bool {
+    match c
+        .client
+        .list_api_group_resources("certificates.k8s.io/v1")
+        .await
+    {
+        Ok(list) => list
+            .resources
+            .iter()
+            .any(|r| r.name == "clustertrustbundles"),
+        Err(_) => false,
+    }
+}
+
+/// In `tests/run-oldest`'s smoke set (Kubernetes 1.35, where ClusterTrustBundles are not
+/// served) and in the whole suite (1.37, where an identity that may not list them meets the
+/// same check): the run stops before its first write, saying what to do, and nothing is stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_cluster_trust_bundles_to_list_the_run_stops_before_any_write() {
+    let Some(c) = cluster().await else { return };
+    let ns = c.namespace("certgen-ctb-none").await;
+    let signer = signer(&ns.name);
+    let _cleanup = Cleanup(signer.clone());
+    let served = served(&c).await;
+    let certgen = if served {
+        // Everything in the namespace, nothing cluster-wide.
+        let kubeconfig = c
+            .service_account_kubeconfig(
+                &ns.name,
+                "no-bundles",
+                vec![
+                    super::rule(
+                        &[""],
+                        &["secrets"],
+                        &["get", "list", "create", "update", "patch"],
+                    ),
+                    super::rule(
+                        &["coordination.k8s.io"],
+                        &["leases"],
+                        &["get", "create", "update", "delete"],
+                    ),
+                ],
+            )
+            .await;
+        Certgen::new(&kubeconfig).namespace(&ns.name)
+    } else {
+        c.certgen(&ns.name)
+    };
+    let run = certgen
+        .args([
+            "--disable-topology-injector",
+            "--cluster-trust-bundle",
+            &signer,
+        ])
+        .run_async()
+        .await;
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    let want = if served { "create" } else { "1.37" };
+    assert!(
+        run.stderr.contains(want) && run.stderr.contains("clustertrustbundles"),
+        "says what to do ({want}): {}",
+        run.stderr
+    );
+    let stored = c
+        .secrets(&ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    assert!(
+        stored.is_empty(),
+        "nothing written: {:?}",
+        stored
+            .iter()
+            .map(|s| s.metadata.name.clone())
+            .collect::<Vec<_>>()
     );
 }
