@@ -112,7 +112,13 @@ impl KubeEvents {
             self.namespace
         );
         let digest = hex(&Sha256::digest(key.as_bytes())[..8]);
-        let object: String = line.name.chars().take(200).collect();
+        // An Event's name is a DNS subdomain: a ClusterTrustBundle's ':' becomes '.'.
+        let object: String = line
+            .name
+            .chars()
+            .take(200)
+            .map(|c| if c == ':' { '.' } else { c })
+            .collect();
         format!("{object}.certgen.{digest}")
     }
 

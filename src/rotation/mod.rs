@@ -701,7 +701,6 @@ async fn after_step<S: SecretStore>(
         push.after_step(evidence, outcome, store.now(), &|| store.now())
             .await?;
     }
-    progress.note(Learned::Wrote(synced.clone()));
     // Acted on: never a second new CA, or new HMAC bytes, in one invocation.
     if outcome.ca_written {
         progress.note(Learned::CaWritten);
@@ -709,7 +708,9 @@ async fn after_step<S: SecretStore>(
     if outcome.hmac_written {
         progress.note(Learned::HmacWritten);
     }
+    // In the order written: the step's Secrets, then what follows their bundles.
     progress.note(Learned::Wrote(outcome.report.secrets.clone()));
+    progress.note(Learned::Wrote(synced.clone()));
     progress.note(Learned::Window(outcome.report.renewal_window.clone()));
     Ok(synced)
 }

@@ -247,7 +247,7 @@ async fn a_staged_rotation_publishes_each_ca_as_its_own_bundle_under_the_charts_
     let rotated = certgen
         .clone()
         .propagation_delay("60s")
-        .arg("--overwrite")
+        .args(["--overwrite", "--events"])
         .run_async()
         .await
         .ok()
@@ -269,6 +269,25 @@ async fn a_staged_rotation_publishes_each_ca_as_its_own_bundle_under_the_charts_
     let (new_name, (_, new_pem)) = after.iter().next().unwrap();
     assert_ne!(new_name, name);
     assert_eq!(ders(new_pem), trusted(&c, &ns.name).await);
+    // Events about the bundles, in `default` (they are cluster-scoped), under the chart's
+    // identity: the new CA's bundle added, the old one's cleaned up.
+    let events: Vec<(&str, &str)> = rotated["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "ClusterTrustBundle")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap(),
+                e["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![("Created", "recorded"), ("TrustCleanedUp", "recorded")],
+        "{rotated}"
+    );
     // The trust gate waited for the pod that projects the bundles, by evidence.
     let gates = rotated["gates"].as_array().unwrap();
     assert!(
