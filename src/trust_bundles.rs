@@ -51,10 +51,13 @@ pub fn labels_for(configured: &BTreeMap<String, String>, ca: &Cert) -> BTreeMap<
     labels
 }
 
-/// Whether a bundle's labels say certgen wrote it for one CA.
-pub fn is_certgens(labels: &BTreeMap<String, String>) -> bool {
+/// Whether a bundle's labels say this installation of certgen wrote it for one CA: certgen's
+/// own labels, and every label of the target (`target`: the configured ones and the
+/// installation's, `crate::config::bundle_owner`).
+pub fn is_ours(labels: &BTreeMap<String, String>, target: &BTreeMap<String, String>) -> bool {
     labels.get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY)
         && labels.contains_key(CA_LABEL)
+        && target.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// One action on one bundle, planned by [`actions`].
@@ -129,7 +132,7 @@ pub fn actions(
         names.push(name);
     }
     for b in read.iter().filter(|b| !names.contains(&b.name)) {
-        if !is_certgens(&b.labels) {
+        if !is_ours(&b.labels, configured) {
             foreign.push(b.name.clone());
         } else if !cas.is_empty() {
             actions.push(BundleAction::Delete { read: b.clone() });

@@ -275,6 +275,30 @@ pub struct Webhook {
     pub bundle_key: String,
 }
 
+/// The label on each ClusterTrustBundle certgen writes: the namespace of the Secret it publishes.
+pub const BUNDLE_NAMESPACE_LABEL: &str = "certgen.dev/namespace";
+/// The label on each ClusterTrustBundle certgen writes: the Secret it publishes (its name, or
+/// a digest of a name too long for a label value).
+pub const BUNDLE_FROM_LABEL: &str = "certgen.dev/bundle-from";
+
+/// The labels that say which installation of certgen a ClusterTrustBundle belongs to (the
+/// Secret it publishes): two installations with one signer never take each other's bundles
+/// for their own.
+pub fn bundle_owner(namespace: &str, secret: &str) -> [(String, String); 2] {
+    let secret = if secret.len() <= 63 {
+        secret.to_string()
+    } else {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(secret.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}-{hex}", &secret[..46])
+    };
+    [
+        (BUNDLE_NAMESPACE_LABEL.to_string(), namespace.to_string()),
+        (BUNDLE_FROM_LABEL.to_string(), secret),
+    ]
+}
+
 /// A validated ClusterTrustBundle target: the CA bundle of the managed TLS Secret
 /// `bundle_from`, published as one bundle per CA linked to `signer` (`crate::trust_bundles`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,7 +307,8 @@ pub struct TrustBundle {
     pub bundle_from: String,
     /// The data key of that Secret's bundle (its layout's).
     pub bundle_key: String,
-    /// Labels on every bundle, beside certgen's own.
+    /// Labels on every bundle, beside certgen's own: the configured ones and the installation's
+    /// ([`bundle_owner`]); a bundle of the signer without all of them is another writer's.
     pub labels: std::collections::BTreeMap<String, String>,
 }
 
@@ -612,7 +637,7 @@ impl Config {
         let mut trust_bundles: Vec<TrustBundle> = Vec::new();
         for (i, b) in file.cluster_trust_bundles.iter().enumerate() {
             let field = format!("clusterTrustBundles[{i}]");
-            let bundle = validate::trust_bundle(&field, b, &tls)?;
+            let bundle = validate::trust_bundle(&field, b, &namespace, &tls)?;
             if trust_bundles.iter().any(|k| k.signer == bundle.signer) {
                 return Err(format!(
                     "{field}.signerName {:?} is listed twice; one entry per signer",
@@ -681,7 +706,9 @@ impl Config {
             signer: signer.to_string(),
             bundle_from: first.name.clone(),
             bundle_key: first.layout.bundle.clone(),
-            labels: std::collections::BTreeMap::new(),
+            labels: bundle_owner(&self.namespace, &first.name)
+                .into_iter()
+                .collect(),
         });
         if let Some(origin) = &mut self.origin {
             let origin = std::sync::Arc::make_mut(origin);

@@ -836,3 +836,52 @@ fn one_cluster_commands_refuse_a_set_rather_than_take_its_first_member() {
             .is_ok()
     );
 }
+
+#[test]
+fn cluster_trust_bundles_are_validated_and_carry_the_installations_labels() {
+    let with = |entry: &str| format!("{}clusterTrustBundles:\n{entry}", eg());
+    let c = resolve_text(
+        &with("  - signerName: example.com/mesh\n    labels: {mesh: eg}\n"),
+        &Overrides::default(),
+        &Env::default(),
+    )
+    .unwrap();
+    let b = &c.trust_bundles[0];
+    assert_eq!(
+        b.bundle_from, "envoy-gateway",
+        "the first TLS Secret by default"
+    );
+    assert_eq!(b.labels.get("mesh").map(String::as_str), Some("eg"));
+    assert_eq!(
+        b.labels.get(BUNDLE_NAMESPACE_LABEL),
+        Some(&c.namespace),
+        "{:?}",
+        b.labels
+    );
+    assert_eq!(
+        b.labels.get(BUNDLE_FROM_LABEL).map(String::as_str),
+        Some("envoy-gateway")
+    );
+    for (entry, want) in [
+        (
+            "  - signerName: mesh\n",
+            "clusterTrustBundles[0].signerName",
+        ),
+        ("  - signerName: example/mesh\n", "not fully qualified"),
+        (
+            "  - signerName: example.com/mesh\n    bundleFrom: envoy-oidc-hmac\n",
+            "clusterTrustBundles[0].bundleFrom",
+        ),
+        (
+            "  - signerName: example.com/mesh\n    labels: {certgen.dev/namespace: x}\n",
+            "certgen sets on every bundle",
+        ),
+        (
+            "  - signerName: example.com/mesh\n  - signerName: example.com/mesh\n",
+            "listed twice",
+        ),
+    ] {
+        let err = resolve_text(&with(entry), &Overrides::default(), &Env::default()).unwrap_err();
+        assert!(err.contains(want), "{entry}: {err}");
+    }
+}

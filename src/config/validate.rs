@@ -612,6 +612,7 @@ pub fn webhook(
 pub fn trust_bundle(
     field: &str,
     b: &super::schema::TrustBundleFile,
+    namespace: &str,
     tls: &[TlsSecret],
 ) -> Result<super::TrustBundle, String> {
     signer_name(&b.signer_name)
@@ -630,14 +631,20 @@ pub fn trust_bundle(
             )
         })?,
     };
-    let labels = labels(&b.labels).map_err(|e| format!("{field}.{e}"))?;
-    for own in [super::MANAGED_BY_LABEL, "certgen.dev/ca"] {
+    let mut labels = labels(&b.labels).map_err(|e| format!("{field}.{e}"))?;
+    for own in [
+        super::MANAGED_BY_LABEL,
+        "certgen.dev/ca",
+        super::BUNDLE_NAMESPACE_LABEL,
+        super::BUNDLE_FROM_LABEL,
+    ] {
         if labels.contains_key(own) {
             return Err(format!(
                 "{field}.labels sets {own:?}, which certgen sets on every bundle it writes; remove it"
             ));
         }
     }
+    labels.extend(super::bundle_owner(namespace, &followed.name));
     Ok(super::TrustBundle {
         signer: b.signer_name.clone(),
         bundle_from: followed.name.clone(),

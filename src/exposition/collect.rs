@@ -172,7 +172,7 @@ async fn trust_bundles(
                     .collect();
                 writer = read
                     .iter()
-                    .filter(|b| crate::trust_bundles::is_certgens(&b.labels))
+                    .filter(|b| crate::trust_bundles::is_ours(&b.labels, &t.labels))
                     .find_map(|b| {
                         crate::attribution::of_target(
                             "ClusterTrustBundle",

@@ -28,7 +28,7 @@ use crate::pki::{Cert, parse_cert_chain};
 use crate::plan::{Action, CaRef};
 use crate::report::Entry;
 use crate::store::StoreError;
-use crate::trust_bundles::{Reads, is_certgens, mount_name, reads};
+use crate::trust_bundles::{Reads, is_ours, mount_name, reads};
 
 /// How long a kubelet may serve a bundle it fetched by name from its cache after the bundle
 /// changed (its cache's TTL: kubernetes #141439; measured 265–297 s for a delete on 1.37.2,
@@ -308,7 +308,7 @@ pub(super) async fn written_at(
             .list(&target.signer)
             .await?
             .iter()
-            .filter(|b| is_certgens(&b.labels))
+            .filter(|b| is_ours(&b.labels, &target.labels))
             .filter_map(|b| b.written_at)
             .max();
         if let Some(t) = newest {

@@ -15,7 +15,11 @@ fn target() -> TrustBundle {
         signer: SIGNER.into(),
         bundle_from: "envoy".into(),
         bundle_key: "ca.crt".into(),
-        labels: [("mesh".to_string(), "a".to_string())].into(),
+        // As the config resolves it: the configured labels and the installation's.
+        labels: crate::config::bundle_owner("ns", "envoy")
+            .into_iter()
+            .chain([("mesh".to_string(), "a".to_string())])
+            .collect(),
     }
 }
 
@@ -170,4 +174,29 @@ fn readers_elsewhere_or_by_name_are_waited_for_by_their_timer() {
     assert_eq!(u[0].extra, BY_NAME_STALE);
     // Not written in this step: nothing waits.
     assert!(unobserved(&config, &[], &[pod("other", "b", &by_selector)]).is_empty());
+}
+
+#[test]
+fn another_installations_bundles_of_the_signer_are_never_ours() {
+    let (mine, theirs) = (ca(), ca());
+    let mut other = target();
+    other
+        .labels
+        .insert("certgen.dev/namespace".into(), "elsewhere".into());
+    // Their bundle carries certgen's labels, but another installation's.
+    let read = BundleRead {
+        labels: labels_for(&other.labels, &theirs.cert),
+        ..stored(&theirs)
+    };
+    let plan = plan(
+        &target(),
+        &[stored(&mine), read],
+        &wanted(&[&mine]),
+        "cleanup",
+    );
+    assert!(plan.actions.is_empty(), "{:?}", kinds(&plan));
+    assert_eq!(
+        plan.foreign,
+        vec![object_name(SIGNER, &theirs.cert.short_fingerprint())]
+    );
 }
