@@ -93,6 +93,13 @@ pub async fn run(args: &ExporterArgs) -> Result<(), Error> {
             apply(&state),
         ));
     }
+    for t in &config.trust_bundles {
+        watches.spawn(crate::k8s::watch::trust_bundles(
+            client.clone(),
+            t.signer.clone(),
+            apply(&state),
+        ));
+    }
     if state::looks_by_label(&config) {
         // Only with the right to list and watch them all (the chart grants the injector by
         // name): a watch the API server refuses would retry its LIST for ever.

@@ -137,10 +137,8 @@ async fn targets(
     Ok(out)
 }
 
-/// Each ClusterTrustBundle target of `config` (one row per signer), its bundles listed once and
-/// judged by the run's own rule ([`crate::trust_bundles::actions`]): in step when a run would
-/// act on none of them; `refused` when they cannot be listed (403; 404 on a cluster before 1.37
-/// is an error that says so).
+/// Each ClusterTrustBundle target of `config` (one row per signer), its bundles listed once.
+/// 404 on a cluster before 1.37 is an error that says so.
 async fn trust_bundles(
     config: &Config,
     observed: &Snapshot,
@@ -149,57 +147,82 @@ async fn trust_bundles(
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::new();
     for t in &config.trust_bundles {
-        let mut writer = None;
-        let state = match api.list(&t.signer).await {
+        let read = match api.list(&t.signer).await {
             Err(StoreError::Api(f)) if f.status == Some(403) => {
                 tracing::warn!(
                     "ClusterTrustBundles {}: not checked: this identity may not list clustertrustbundles (403)",
                     t.signer
                 );
-                TargetState::Refused
+                None
             }
             Err(e) => return Err(e.into()),
-            Ok(read) => {
-                let key = config.layout_of(&t.bundle_from).bundle;
-                let cas: Vec<(String, Option<crate::pki::Cert>)> = observed
-                    .get(&t.bundle_from)
-                    .present()
-                    .and_then(|s| s.data.get(&key))
-                    .and_then(|b| crate::pki::parse_cert_chain(b).ok())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|c| (c.short_fingerprint(), Some(c)))
-                    .collect();
-                writer = read
-                    .iter()
-                    .filter(|b| crate::trust_bundles::is_ours(&b.labels, &t.labels))
-                    .find_map(|b| {
-                        crate::attribution::of_target(
-                            "ClusterTrustBundle",
-                            &b.name,
-                            &b.writes,
-                            false,
-                            &[],
-                            now,
-                        )
-                    });
-                let (actions, _) = crate::trust_bundles::actions(&t.signer, &t.labels, &read, &cas);
-                match (cas.is_empty(), actions.is_empty()) {
-                    // No Secret to compare with: the Secret's own row says why.
-                    (true, _) | (false, true) => TargetState::InSync,
-                    (false, false) => TargetState::Drifted,
-                }
-            }
+            Ok(read) => Some(read),
         };
-        out.push(CaBundleTarget {
-            writer,
-            kind: "ClusterTrustBundles".into(),
-            name: t.signer.clone(),
-            secret: t.bundle_from.clone(),
-            state,
-        });
+        out.push(trust_bundle_target(
+            config,
+            t,
+            observed,
+            read.as_deref(),
+            now,
+        ));
     }
     Ok(out)
+}
+
+/// One ClusterTrustBundle target's row, judged by the run's own rule
+/// ([`crate::trust_bundles::actions`]) from its bundles as listed (`None`: refused): in step when
+/// a run would act on none of them, `drifted` otherwise; the other writer of one of certgen's
+/// bundles named. `check` and the exporter both judge with it.
+pub fn trust_bundle_target(
+    config: &Config,
+    t: &crate::config::TrustBundle,
+    observed: &Snapshot,
+    read: Option<&[crate::trust_bundles::BundleRead]>,
+    now: time::OffsetDateTime,
+) -> CaBundleTarget {
+    let mut writer = None;
+    let state = match read {
+        None => TargetState::Refused,
+        Some(read) => {
+            let key = config.layout_of(&t.bundle_from).bundle;
+            let cas: Vec<(String, Option<crate::pki::Cert>)> = observed
+                .get(&t.bundle_from)
+                .present()
+                .and_then(|s| s.data.get(&key))
+                .and_then(|b| crate::pki::parse_cert_chain(b).ok())
+                .unwrap_or_default()
+                .into_iter()
+                .map(|c| (c.short_fingerprint(), Some(c)))
+                .collect();
+            writer = read
+                .iter()
+                .filter(|b| crate::trust_bundles::is_ours(&b.labels, &t.labels))
+                .find_map(|b| {
+                    crate::attribution::of_target(
+                        "ClusterTrustBundle",
+                        &b.name,
+                        &b.writes,
+                        false,
+                        &[],
+                        now,
+                    )
+                });
+            let (actions, _) = crate::trust_bundles::actions(&t.signer, &t.labels, read, &cas);
+            if cas.is_empty() || actions.is_empty() {
+                // (No Secret to compare with: the Secret's own row says why.)
+                TargetState::InSync
+            } else {
+                TargetState::Drifted
+            }
+        }
+    };
+    CaBundleTarget {
+        writer,
+        kind: "ClusterTrustBundles".into(),
+        name: t.signer.clone(),
+        secret: t.bundle_from.clone(),
+        state,
+    }
 }
 
 /// What a finished run left, read once after it (as `check` reads it) for its Warning Events

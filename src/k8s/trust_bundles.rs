@@ -57,8 +57,13 @@ fn conflict(name: &str, detail: impl Into<String>) -> StoreError {
     }
 }
 
+/// The ClusterTrustBundles of the cluster `client` reaches, as dynamic objects.
+pub(super) fn api(client: kube::Client) -> Api<DynamicObject> {
+    Api::all_with(client, &resource())
+}
+
 /// The plain view of one bundle.
-fn read_of(o: &DynamicObject) -> BundleRead {
+pub(super) fn read_of(o: &DynamicObject) -> BundleRead {
     BundleRead {
         name: o.metadata.name.clone().unwrap_or_default(),
         uid: o.metadata.uid.clone().unwrap_or_default(),

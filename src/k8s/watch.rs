@@ -56,6 +56,14 @@ pub enum Change {
     InjectorDeleted(String),
     /// The API server refused to list or watch them (403): none is found by label.
     InjectorsRefused,
+    /// A complete LIST of the ClusterTrustBundles of a signer.
+    BundlesListed(String, Vec<crate::trust_bundles::BundleRead>),
+    /// A bundle of the signer was created or changed.
+    BundleApplied(String, crate::trust_bundles::BundleRead),
+    /// A bundle of the signer was deleted.
+    BundleDeleted(String, String),
+    /// The API server refused to list or watch the signer's bundles (403).
+    BundlesRefused(String),
 }
 
 /// An object labelled as Envoy Gateway's topology injector: a stand-in for the injector the
@@ -274,6 +282,41 @@ pub async fn targets(
             Seen::Refused => Change::TargetsRefused(kind),
         })
     })
+    .await;
+}
+
+/// Follows the ClusterTrustBundles linked to `signer` (field selector `spec.signerName`),
+/// handing every change to `on`, until dropped.
+pub async fn trust_bundles(
+    client: kube::Client,
+    signer: String,
+    on: impl Fn(Change) + Send + 'static,
+) {
+    let api = super::trust_bundles::api(client);
+    let config = config().fields(&format!("spec.signerName={signer}"));
+    let keep = |o: DynamicObject| -> Option<(String, crate::trust_bundles::BundleRead)> {
+        let read = super::trust_bundles::read_of(&o);
+        Some((read.name.clone(), read))
+    };
+    let refused = "; the bundles are reported refused until list and watch on clustertrustbundles (group certificates.k8s.io) are granted (a ClusterRole)";
+    follow(
+        api,
+        config,
+        &format!("clustertrustbundles of signer {signer}"),
+        refused,
+        keep,
+        |seen| {
+            let signer = signer.clone();
+            on(match seen {
+                Seen::Listed(l) => {
+                    Change::BundlesListed(signer, l.into_iter().map(|(_, b)| b).collect())
+                }
+                Seen::Applied(_, b) => Change::BundleApplied(signer, b),
+                Seen::Deleted(name) => Change::BundleDeleted(signer, name),
+                Seen::Refused => Change::BundlesRefused(signer),
+            })
+        },
+    )
     .await;
 }
 

@@ -32,6 +32,9 @@ pub enum Sync {
     Refused,
 }
 
+/// The resource name of the ClusterTrustBundles' watches (metrics' `resource` label).
+const BUNDLES: &str = "clustertrustbundles";
+
 /// The `caBundle`s (one per entry) of each present target of a kind, by name.
 type Bundles = BTreeMap<String, TargetSeen>;
 
@@ -79,6 +82,8 @@ pub struct State {
     /// The writer that last removed each target's `caBundle` (by `Kind/name`), while it is
     /// still missing: the API server keeps no record of a removal, the watch saw it happen.
     removed_by: BTreeMap<String, crate::attribution::Writer>,
+    /// The ClusterTrustBundles of each configured signer, by name.
+    bundles: BTreeMap<String, (Sync, BTreeMap<String, crate::trust_bundles::BundleRead>)>,
 }
 
 /// The health metrics rendered at one time, reused by later scrapes while nothing they depend
@@ -118,6 +123,11 @@ impl State {
                 .map(|n| (n.to_string(), crate::attribution::keys_of(config, n)))
                 .collect(),
             undos: BTreeMap::new(),
+            bundles: config
+                .trust_bundles
+                .iter()
+                .map(|t| (t.signer.clone(), (Sync::Pending, BTreeMap::new())))
+                .collect(),
             removed_by: BTreeMap::new(),
         }
     }
@@ -137,6 +147,28 @@ impl State {
             Change::InjectorApplied(name, l) => self.injector_applied(name, l),
             Change::InjectorDeleted(name) => self.injector_deleted(&name),
             Change::InjectorsRefused => self.injectors_refused(),
+            Change::BundlesListed(signer, found) => {
+                self.count(BUNDLES, found.len() as u64);
+                let found = found.into_iter().map(|b| (b.name.clone(), b)).collect();
+                self.bundles.insert(signer, (Sync::Synced, found));
+            }
+            Change::BundleApplied(signer, b) => {
+                self.count(BUNDLES, 1);
+                let entry = self.bundles.entry(signer).or_default();
+                entry.1.insert(b.name.clone(), b);
+            }
+            Change::BundleDeleted(signer, name) => {
+                self.count(BUNDLES, 1);
+                if let Some((_, found)) = self.bundles.get_mut(&signer) {
+                    found.remove(&name);
+                }
+            }
+            Change::BundlesRefused(signer) => {
+                self.count(BUNDLES, 0);
+                let entry = self.bundles.entry(signer).or_default();
+                entry.0 = Sync::Refused;
+                entry.1.clear();
+            }
         }
     }
 
@@ -284,6 +316,7 @@ impl State {
                 .injectors
                 .as_ref()
                 .is_none_or(|(s, _)| *s != Sync::Pending)
+            && self.bundles.values().all(|(s, _)| *s != Sync::Pending)
     }
 
     /// The object that stands for target `name` of `kind` when no object has that name, as a
@@ -388,6 +421,22 @@ impl State {
                 secret: t.bundle_from.clone(),
                 state,
             });
+        }
+        // The ClusterTrustBundles, judged by `check`'s own rule once their watch has listed them.
+        for t in &config.trust_bundles {
+            let read: Option<Vec<crate::trust_bundles::BundleRead>> =
+                match self.bundles.get(&t.signer) {
+                    None | Some((Sync::Pending, _)) => continue,
+                    Some((Sync::Refused, _)) => None,
+                    Some((Sync::Synced, found)) => Some(found.values().cloned().collect()),
+                };
+            out.push(exposition::collect::trust_bundle_target(
+                config,
+                t,
+                observed,
+                read.as_deref(),
+                now,
+            ));
         }
         out
     }
@@ -540,6 +589,9 @@ impl State {
                 WebhookKind::parse(kind).map_or(kind, WebhookKind::plural),
                 *s,
             );
+        }
+        for (s, _) in self.bundles.values() {
+            sync(BUNDLES, *s);
         }
         let mut events = Family::counter(
             "certgen_exporter_watch_events_total",

@@ -680,3 +680,89 @@ async fn without_cluster_trust_bundles_to_list_the_run_stops_before_any_write() 
             .collect::<Vec<_>>()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_exporter_watches_the_bundles_under_the_charts_identity() {
+    use super::exporter::Exporter;
+
+    let Some(c) = cluster().await else { return };
+    let Some(helm) = helm() else { return };
+    let ns = c.namespace("certgen-ctb-exporter").await;
+    let signer = signer(&ns.name);
+    let _cleanup = Cleanup(signer.clone());
+    // The chart's exporter identity with the bundles configured, exactly as rendered.
+    let set = format!("clusterTrustBundles[0]={signer}");
+    let rendered = template(
+        &helm,
+        &ns.name,
+        &[
+            "--set",
+            "metrics.enabled=true",
+            "--set",
+            "topologyInjector=false",
+            "--set",
+            &set,
+        ],
+    );
+    let identity: Vec<Value> = documents(&rendered)
+        .into_iter()
+        .filter(|d| d["metadata"]["labels"]["app.kubernetes.io/component"] == "exporter")
+        .filter(|d| d["kind"] != "Deployment" && d["kind"] != "Service")
+        .collect();
+    let mut keep = Vec::new();
+    for d in identity.iter().filter(|d| d["kind"] == "ClusterRole") {
+        let name = d["metadata"]["name"].as_str().unwrap();
+        keep.push(DeleteOnDrop::new::<ClusterRole>(name));
+        keep.push(DeleteOnDrop::new::<ClusterRoleBinding>(name));
+    }
+    assert!(!keep.is_empty(), "a ClusterRole for the bundles");
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": identity}).to_string();
+    let (ok, out) = c.kubectl_stdin(&["create"], &list);
+    assert!(ok, "{out}");
+    let sa = identity
+        .iter()
+        .find(|d| d["kind"] == "ServiceAccount")
+        .unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let kubeconfig = c.token_kubeconfig(&ns.name, &sa).await;
+    let certgen = c.certgen(&ns.name).args([
+        "--disable-topology-injector",
+        "--cluster-trust-bundle",
+        &signer,
+    ]);
+    certgen.run_async().await.ok();
+
+    let exporter = Exporter::start_with(
+        &kubeconfig,
+        &ns.name,
+        &[
+            "--disable-topology-injector",
+            "--cluster-trust-bundle",
+            &signer,
+        ],
+        &[],
+    );
+    let series = |status: &str| {
+        format!(
+            "certgen_cabundle_target_status{{namespace=\"{}\",target_kind=\"ClusterTrustBundles\",target=\"{signer}\",secret=\"envoy-gateway\",status=\"{status}\"}} 1",
+            ns.name
+        )
+    };
+    let watched = exporter.metrics_until("the bundles in step", |m| m.contains(&series("in_sync")));
+    assert!(
+        watched.contains("certgen_exporter_watch_synced{resource=\"clustertrustbundles\"} 1"),
+        "{watched}"
+    );
+    // Deleted behind certgen's back: drifted, from the watch alone; the run puts it back.
+    let name = bundles(&c, &signer).await.into_keys().next().unwrap();
+    bundles_api(&c)
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    exporter.metrics_until("drifted", |m| m.contains(&series("drifted")));
+    certgen.run_async().await.ok();
+    exporter.metrics_until("in step again", |m| m.contains(&series("in_sync")));
+    exporter.stop();
+}
