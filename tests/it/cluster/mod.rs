@@ -47,6 +47,7 @@ mod real_node_ctb;
 mod real_node_faults;
 mod real_node_kinds;
 mod real_node_set;
+mod real_node_writers;
 mod rotation;
 mod rotation_speed;
 mod set;

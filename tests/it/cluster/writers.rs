@@ -18,7 +18,7 @@ use super::{DeleteOnDrop, cluster};
 
 /// The stand-in for Flux's kustomize-controller: applies `git` (the data of Secret `name`
 /// as held in Git) with force, unless the object on the cluster says `ssa: IfNotPresent`.
-async fn kustomize_controller(
+pub(super) async fn kustomize_controller(
     c: &super::Cluster,
     ns: &str,
     name: &str,
@@ -70,12 +70,12 @@ fn raw(c: &super::Cluster, ns: &str, args: &[&str]) -> crate::util::Run {
     )
 }
 
-fn git_copy(s: &Secret) -> serde_json::Value {
+pub(super) fn git_copy(s: &Secret) -> serde_json::Value {
     serde_json::to_value(s.data.clone().unwrap()).unwrap()
 }
 
 /// The writers `check --output json` names, as (object, manager, operation, fight?).
-fn named(v: &serde_json::Value) -> Vec<(String, String, String, bool)> {
+pub(super) fn named(v: &serde_json::Value) -> Vec<(String, String, String, bool)> {
     v["otherWriters"]
         .as_array()
         .into_iter()
