@@ -160,7 +160,7 @@ pub fn of_removal(
         ),
         None => ("unknown".into(), "Update".into(), Some(seen)),
     };
-    let origin = if manager == writers::CAINJECTOR {
+    let origin = if writers::is_cainjector(&manager) {
         writers::Origin::CaInjector
     } else {
         writers::Origin::Overwrote

@@ -16,8 +16,15 @@ use time::OffsetDateTime;
 
 /// certgen's own field manager (every write of `crate::k8s`).
 pub const CERTGEN: &str = "certgen";
-/// cert-manager's CA injector's field manager.
-pub const CAINJECTOR: &str = "cainjector";
+/// cert-manager's CA injector's field managers: `cert-manager-cainjector` as cert-manager 1.20
+/// writes (seen on the real controller, v1.20.3), `cainjector` as older releases and
+/// controller-runtime's default name it.
+pub const CAINJECTORS: [&str; 2] = ["cert-manager-cainjector", "cainjector"];
+
+/// Whether `manager` is cert-manager's CA injector.
+pub fn is_cainjector(manager: &str) -> bool {
+    CAINJECTORS.contains(&manager)
+}
 /// The field manager the API server gives to fields that existed before the first
 /// server-side apply of an object.
 pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
@@ -209,7 +216,7 @@ pub fn foreign_write(
         }
         None => return None,
     };
-    let origin = if w.manager == CAINJECTOR {
+    let origin = if is_cainjector(&w.manager) {
         Origin::CaInjector
     } else if w.manager == BEFORE_FIRST_APPLY {
         Origin::BeforeAdoption

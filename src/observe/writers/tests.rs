@@ -146,6 +146,11 @@ fn before_adoption_and_the_ca_injector_are_named_as_such() {
     let f = foreign_write(&writes, Owned::CaBundle, false).unwrap();
     assert_eq!(f.origin, Origin::CaInjector);
     assert!(f.to_string().contains("cert-manager's CA injector"), "{f}");
+    // cert-manager 1.20's injector writes as `cert-manager-cainjector` (seen on v1.20.3).
+    let mut writes = writes;
+    writes[1].manager = "cert-manager-cainjector".into();
+    let f = foreign_write(&writes, Owned::CaBundle, false).unwrap();
+    assert_eq!(f.origin, Origin::CaInjector);
 }
 
 #[test]

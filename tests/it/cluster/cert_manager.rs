@@ -285,6 +285,33 @@ webhooks:
         }
     }
     eprintln!("what the CA injector did:\n  {}", seen.join("\n  "));
+    // `check` names the caBundle's writer as cert-manager's CA injector (issue 45), and the
+    // injector's writes are no fight: it writes a caBundle certgen never writes.
+    let checked = c
+        .certgen(&ns.name)
+        .check()
+        .args(["--config", &cfg])
+        .run_async()
+        .await;
+    let named = checked.json()["otherWriters"].clone();
+    let injector = named
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["name"] == hook.as_str())
+        .unwrap_or_else(|| panic!("the injector's writes are named: {}", checked.stdout));
+    assert_eq!(injector["origin"], "cainjector", "{injector}");
+    assert!(
+        injector["text"]
+            .as_str()
+            .unwrap()
+            .contains("cert-manager's CA injector"),
+        "{injector}"
+    );
+    assert!(
+        injector["fight"].as_array().is_none_or(|f| f.is_empty()),
+        "{injector}"
+    );
     watch.abort();
     let writers = writers.lock().unwrap().clone();
     eprintln!(
