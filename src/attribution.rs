@@ -126,6 +126,19 @@ pub fn of_target(
     })
 }
 
+/// The other writer of one of certgen's ClusterTrustBundles (`name`, whose `managedFields` are
+/// `writes`): another manager that wrote its `spec.trustBundle` after certgen did.
+pub fn of_trust_bundle(name: &str, writes: &[FieldWrite], now: OffsetDateTime) -> Option<Writer> {
+    let write = writers::foreign_write(writes, Owned::TrustBundle, false)?;
+    let fight = writers::fight(&[], Some(&write), now);
+    Some(Writer {
+        kind: "ClusterTrustBundle".into(),
+        name: name.to_string(),
+        write,
+        fight,
+    })
+}
+
 /// The writer that removed the `caBundle` of target `kind name` between two versions a watch
 /// saw (`before`, `after`: their `managedFields`): a removal leaves no owner, and the API
 /// server drops certgen's entry with its last field, so the writer is the entry that is new

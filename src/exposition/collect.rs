@@ -197,16 +197,7 @@ pub fn trust_bundle_target(
             writer = read
                 .iter()
                 .filter(|b| crate::trust_bundles::is_ours(&b.labels, &t.labels))
-                .find_map(|b| {
-                    crate::attribution::of_target(
-                        "ClusterTrustBundle",
-                        &b.name,
-                        &b.writes,
-                        false,
-                        &[],
-                        now,
-                    )
-                });
+                .find_map(|b| crate::attribution::of_trust_bundle(&b.name, &b.writes, now));
             let (actions, _) = crate::trust_bundles::actions(&t.signer, &t.labels, read, &cas);
             if cas.is_empty() || actions.is_empty() {
                 // (No Secret to compare with: the Secret's own row says why.)

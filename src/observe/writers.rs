@@ -90,6 +90,8 @@ pub enum Owned<'a> {
     SecretData(&'a [&'a str]),
     /// Every `caBundle` of a webhook configuration, CRD or APIService.
     CaBundle,
+    /// A ClusterTrustBundle's `spec.trustBundle`.
+    TrustBundle,
 }
 
 impl Owned<'_> {
@@ -99,6 +101,7 @@ impl Owned<'_> {
                 .strip_prefix("data/")
                 .is_some_and(|k| keys.contains(&k)),
             Self::CaBundle => path == "caBundle" || path.ends_with("/caBundle"),
+            Self::TrustBundle => path == "spec/trustBundle",
         }
     }
 }

@@ -355,11 +355,35 @@ async fn a_deleted_or_edited_bundle_is_put_back_and_another_writers_is_left_alon
     let other = String::from_utf8(super::data(&ca, "tls.crt")).unwrap();
     api.patch(
         &name,
-        &PatchParams::default(),
+        &PatchParams {
+            field_manager: Some("gitops-stand-in".into()),
+            ..PatchParams::default()
+        },
         &Patch::Merge(json!({"spec": {"trustBundle": other}})),
     )
     .await
     .unwrap();
+    // `check` names the other writer of the bundle (issue 45).
+    let edited = c
+        .certgen(&ns.name)
+        .check()
+        .args([
+            "--disable-topology-injector",
+            "--cluster-trust-bundle",
+            &signer,
+        ])
+        .run_async()
+        .await;
+    assert_eq!(edited.code, 1, "{}", edited.stdout);
+    let writer = edited.json()["otherWriters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|w| w["name"] == name.as_str())
+        .cloned()
+        .unwrap_or_else(|| panic!("the bundle's writer is named: {}", edited.stdout));
+    assert_eq!(writer["manager"], "gitops-stand-in", "{writer}");
+    assert_eq!(writer["kind"], "ClusterTrustBundle", "{writer}");
     let report = certgen.run_async().await.ok().json();
     assert_eq!(bundle_lines(&report)[0].0, "update-bundle", "{report}");
     assert_eq!(
