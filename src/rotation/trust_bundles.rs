@@ -170,7 +170,12 @@ pub fn plan(
         foreign: Vec::new(),
     };
     let mut names = Vec::new();
-    for (fp, cert) in &cas {
+    // Creates oldest CA first (a CA the step generates last; [`signers_first`] then puts the
+    // CAs that sign the leaves ahead): each create is a union the consumers may project
+    // before the next lands. Migrating from another tool's CA, both are published in one step.
+    let mut order: Vec<&(String, Option<Cert>)> = cas.iter().collect();
+    order.sort_by_key(|(_, c)| (c.is_none(), c.as_ref().map(|c| c.not_before)));
+    for (fp, cert) in order {
         let Some(cert) = cert else {
             // A dry run's generated CA: its name is known only once it exists.
             plan.actions.push(BundleAction::Create {
@@ -215,6 +220,23 @@ pub fn plan(
         }
     }
     plan
+}
+
+/// Orders `plan`'s creates and updates so that those of CAs that sign one of `leaves` (what
+/// the Secrets hold after the step) come first, the rest as planned, deletes last: a union
+/// the consumers project between two writes then accepts the leaves presented (the trust step
+/// adds a CA that signs none yet; a fresh install's leaves are signed by its newest CA).
+pub fn signers_first<'a>(plan: &mut BundlePlan, leaves: impl IntoIterator<Item = &'a Cert>) {
+    let leaves: Vec<&Cert> = leaves.into_iter().collect();
+    let signs = |pem: &str| {
+        parse_cert_chain(pem.as_bytes())
+            .is_ok_and(|cas| cas.iter().any(|ca| leaves.iter().any(|l| ca.signed(l))))
+    };
+    plan.actions.sort_by_key(|a| match a {
+        BundleAction::Create { pem, .. } => (false, !pem.as_deref().is_some_and(signs)),
+        BundleAction::Update { pem, .. } => (false, !signs(pem)),
+        BundleAction::Delete { .. } => (true, false),
+    });
 }
 
 /// Whether a bundle holds exactly `cert`.
@@ -285,7 +307,8 @@ pub(super) async fn sync(
         loop {
             attempt += 1;
             let read = api.list(&target.signer).await?;
-            let plan = plan(target, &read, want, outcome.phase.name());
+            let mut plan = plan(target, &read, want, outcome.phase.name());
+            signers_first(&mut plan, outcome.leaves.values());
             match execute(api, &plan).await {
                 Ok(entries) if entries.is_empty() => {
                     synced.entries.extend(plan.entries());
