@@ -1,7 +1,7 @@
 //! The ClusterTrustBundle targets (issue 43) as planned actions, the same way as the `caBundle`
 //! targets (`webhooks.rs`): each follows a TLS Secret's bundle, its actions are planned as data
 //! ([`plan`], pure) from what was read and the bundle the step leaves in that Secret, executed
-//! mechanically right after the step's Secret writes ([`execute`]), and come back as report
+//! mechanically right after the step's Secret writes (`execute`), and come back as report
 //! lines. A dry run lists the same planned actions.
 //!
 //! The bundle a Secret holds is published as one bundle per CA (`crate::trust_bundles`): a CA
