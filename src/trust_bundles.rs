@@ -103,7 +103,13 @@ pub fn actions(
     cas: &[(String, Option<Cert>)],
 ) -> (Vec<BundleAction>, Vec<String>) {
     let (mut actions, mut foreign, mut names) = (Vec::new(), Vec::new(), Vec::new());
-    for (fp, cert) in cas {
+    // Creates oldest CA first (a CA the step generates last; the driver's `signers_first` then
+    // puts the CAs that sign the leaves ahead): each create is a union the consumers may
+    // project before the next lands. Migrating from another tool's CA, both are published in
+    // one step.
+    let mut order: Vec<&(String, Option<Cert>)> = cas.iter().collect();
+    order.sort_by_key(|(_, c)| (c.is_none(), c.as_ref().map(|c| c.not_before)));
+    for (fp, cert) in order {
         let Some(cert) = cert else {
             actions.push(BundleAction::Create {
                 name: object_name(signer, "<new CA>"),

@@ -154,6 +154,19 @@ pub async fn run<S: SecretStore>(
             seen.note(Learned::OtherWritten(store.now()));
             again = true;
         }
+        // The ClusterTrustBundles as `steps` counts them: their stored write, and a bundle
+        // behind its Secret's stored bundle written first.
+        if !fresh_install(&inv, l) {
+            let bundles_at = trust_bundles::written_at(inv.trust_bundles, inv.config).await?;
+            if let Some(at) = bundles_at.values().max() {
+                seen.note(Learned::OtherWritten(*at));
+                again = true;
+            }
+            if trust_bundles::behind(inv.trust_bundles, inv.config, l).await? {
+                seen.note(Learned::OtherWritten(store.now()));
+                again = true;
+            }
+        }
         if again {
             let options = seen.plan_options(&inv.options);
             looked = dry_look(store, inv.config, options, seen.known()).await;
@@ -398,6 +411,16 @@ async fn steps<S: SecretStore>(
                 progress,
             )
             .await;
+        }
+        // A bundle behind its Secret's stored bundle (a run killed between its Secret writes
+        // and the bundle's) is written by the first step's sync, after the step's own writes:
+        // as for a drifted caBundle target, that step's gate counts from now, so it writes no
+        // leaf before the pods that project the bundles have the new CA.
+        if let Some(look) = look
+            && trust_bundles::behind(inv.trust_bundles, inv.config, look).await?
+        {
+            tracing::debug!("a ClusterTrustBundle is behind its Secret: written before any leaf");
+            progress.note(Learned::OtherWritten(store.now()));
         }
     }
     for index in 0..MAX_STEPS {

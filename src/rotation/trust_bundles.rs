@@ -150,6 +150,23 @@ pub fn plan(
     plan
 }
 
+/// Orders `plan`'s creates and updates so that those of CAs that sign one of `leaves` (what
+/// the Secrets hold after the step) come first, the rest as planned, deletes last: a union
+/// the consumers project between two writes then accepts the leaves presented (the trust step
+/// adds a CA that signs none yet; a fresh install's leaves are signed by its newest CA).
+pub fn signers_first<'a>(plan: &mut BundlePlan, leaves: impl IntoIterator<Item = &'a Cert>) {
+    let leaves: Vec<&Cert> = leaves.into_iter().collect();
+    let signs = |pem: &str| {
+        parse_cert_chain(pem.as_bytes())
+            .is_ok_and(|cas| cas.iter().any(|ca| leaves.iter().any(|l| ca.signed(l))))
+    };
+    plan.actions.sort_by_key(|a| match a {
+        BundleAction::Create { pem, .. } => (false, !pem.as_deref().is_some_and(signs)),
+        BundleAction::Update { pem, .. } => (false, !signs(pem)),
+        BundleAction::Delete { .. } => (true, false),
+    });
+}
+
 /// What a step's bundle actions came to.
 #[derive(Debug, Default)]
 pub struct Synced {
@@ -212,7 +229,8 @@ pub(super) async fn sync(
         loop {
             attempt += 1;
             let read = api.list(&target.signer).await?;
-            let plan = plan(target, &read, want, outcome.phase.name());
+            let mut plan = plan(target, &read, want, outcome.phase.name());
+            signers_first(&mut plan, outcome.leaves.values());
             match execute(api, &plan).await {
                 Ok(entries) if entries.is_empty() => {
                     synced.entries.extend(plan.entries());

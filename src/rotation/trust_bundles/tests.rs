@@ -69,6 +69,48 @@ fn the_trust_step_creates_the_new_cas_bundle_beside_the_current_one() {
     assert_eq!(labels.get("mesh").map(String::as_str), Some("a"));
 }
 
+/// Both CAs published in one step (a migration from another tool's CA, a fresh install that
+/// found a CA stored): the CA that signs the leaves first, else the older, so no union the
+/// consumers may project between the two creates lacks the CA of the leaves presented then.
+#[test]
+fn creates_in_one_step_publish_the_older_ca_first() {
+    let old = ca();
+    let new = issue_ca(
+        &test_profile(None).ca.spec,
+        OffsetDateTime::now_utc() + time::Duration::hours(1),
+    )
+    .unwrap()
+    .0;
+    let name = |c: &CaKey| object_name(SIGNER, &c.cert.short_fingerprint());
+    let leaf = |ca: &CaKey| {
+        let mut spec = test_profile(None).tls[0].leaf.clone();
+        spec.validity = std::time::Duration::from_secs(3600);
+        crate::pki::issue_leaf(
+            &spec,
+            ca,
+            OffsetDateTime::now_utc() + time::Duration::hours(2),
+        )
+        .unwrap()
+        .cert
+    };
+    for bundle in [[&old, &new], [&new, &old]] {
+        let mut plan = plan(&target(), &[], &wanted(&bundle), "trust");
+        assert_eq!(
+            kinds(&plan),
+            vec![("create", name(&old)), ("create", name(&new))]
+        );
+        // The leaves signed by the old CA (a migration's trust step): it stays first.
+        signers_first(&mut plan, [&leaf(&old)]);
+        assert_eq!(kinds(&plan)[0], ("create", name(&old)));
+        // Signed by the new one (a fresh install that found a CA stored): it goes first.
+        signers_first(&mut plan, [&leaf(&new)]);
+        assert_eq!(
+            kinds(&plan),
+            vec![("create", name(&new)), ("create", name(&old))]
+        );
+    }
+}
+
 #[test]
 fn the_cleanup_deletes_only_the_bundle_of_the_ca_that_left() {
     let (old, new) = (ca(), ca());

@@ -367,7 +367,7 @@ impl World {
         });
     }
 
-    /// The Secret and `caBundle` writes of the first step `run` made after trail entry `from`:
+    /// The Secret, `caBundle` and ClusterTrustBundle writes of the first step `run` made after trail entry `from`:
     /// from its first such write up to its next read of a Secret (the next step's, or a
     /// re-plan's), and the instant that first write landed.
     pub fn first_step(
@@ -381,7 +381,11 @@ impl World {
             match &t.what {
                 None if at.is_some() => break,
                 None => {}
-                Some(w) if w.starts_with("Secret ") || w.starts_with("caBundle ") => {
+                Some(w)
+                    if w.starts_with("Secret ")
+                        || w.starts_with("caBundle ")
+                        || w.starts_with("ClusterTrustBundle ") =>
+                {
                     at.get_or_insert(t.at);
                     writes.insert(w.clone());
                 }
@@ -757,7 +761,7 @@ impl World {
 }
 
 /// What a dry run's report plans to write, named as [`World::trail`] names writes: Secrets,
-/// and `caBundle` targets.
+/// `caBundle` targets, and ClusterTrustBundles (`outside::bundles::action_name`).
 pub fn planned_writes(report: &certgen::report::Report) -> BTreeSet<String> {
     report
         .secrets
@@ -768,6 +772,18 @@ pub fn planned_writes(report: &certgen::report::Report) -> BTreeSet<String> {
                 let name = e.secret.rsplit(' ').next().unwrap_or(&e.secret);
                 format!("caBundle {name}")
             }
+            certgen::plan::Kind::TrustBundle => {
+                let name = e
+                    .secret
+                    .strip_prefix("ClusterTrustBundle ")
+                    .unwrap_or(&e.secret);
+                let verb = match e.action {
+                    certgen::plan::Action::Create => "create",
+                    certgen::plan::Action::Delete => "delete",
+                    _ => "update",
+                };
+                outside::bundles::action_name(verb, name)
+            }
             _ => format!("Secret {}", e.secret),
         })
         .collect()
@@ -775,7 +791,7 @@ pub fn planned_writes(report: &certgen::report::Report) -> BTreeSet<String> {
 
 /// The oracle's "dry run = run": the dry run made from the state run `e` started from
 /// (`mark`; its writes as [`planned_writes`] names them) plans exactly the writes of the run's
-/// first step (Secrets and `caBundle` targets).
+/// first step (Secrets, `caBundle` targets and ClusterTrustBundles).
 /// A run with faults may stop or re-plan within that step: what it wrote is part of the plan.
 /// A dry run that plans nothing (at a gate, or nothing due) is followed by no write before the
 /// run has waited; a dry run that fails is followed by a run that fails before writing.

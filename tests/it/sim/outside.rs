@@ -2,7 +2,8 @@
 //! (Envoy Gateway's topology injector), the consumers' Deployments and their pods, and the runs
 //! reach them through the driver's real seams (`certgen::outside`): caBundle writes, restarts
 //! and pokes are outside actions like Secret writes, each one a point where a run can be killed,
-//! lose an answer, or fail before it lands.
+//! lose an answer, or fail before it lands. With `clusterTrustBundles:` configured, the world
+//! also holds the ClusterTrustBundles and a pod that projects them ([`bundles`]).
 //!
 //! Every pod runs on one of two nodes, whose kubelets renew their Lease (`kube-node-lease`)
 //! every 10 s on their own schedule, and may be stalled (a stopped process: it sees nothing and
@@ -55,6 +56,8 @@ use certgen::store::{SecretStore, StoreError};
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
+
+pub mod bundles;
 
 use super::{
     DELAY, Ended, FOREIGN, Faults, RunSpec, Session, TLS, World, broken, check_current, check_runs,
@@ -323,6 +326,8 @@ pub struct OutsideWorld {
     /// pace): no pod shows them, and each version is held until the propagation delay after
     /// the next one lands.
     pub external: Vec<String>,
+    /// The ClusterTrustBundles, and what the pods that project them selected ([`bundles`]).
+    pub trust: bundles::TrustWorld,
 }
 
 impl OutsideWorld {
@@ -397,6 +402,7 @@ impl OutsideWorld {
             log: Vec::new(),
             sequence: Vec::new(),
             external: Vec::new(),
+            trust: bundles::TrustWorld::default(),
         };
         if let Some(t) = config.webhooks.first() {
             w.target = Some(TargetState {
@@ -447,6 +453,7 @@ impl OutsideWorld {
             );
             w.start_pods(&name, at, None);
         }
+        bundles::TrustWorld::populate(&mut w, config, at);
         Arc::new(Mutex::new(w))
     }
 
@@ -545,6 +552,11 @@ pub enum Mutation {
     /// Every kubelet's Lease reads as just renewed: the gate cannot tell a kubelet that acts
     /// on a poke from one that does not (a poke counted on the API server's word alone).
     KubeletAlwaysLive,
+    /// ClusterTrustBundle creates are answered but never land.
+    DropTrustBundleCreate,
+    /// The pods that project the ClusterTrustBundles are listed without them: the gate does
+    /// not know they read them.
+    HideProjection,
 }
 
 impl Sim {
@@ -558,7 +570,8 @@ impl Sim {
             workloads: Some(self),
             endpoints: None,
             webhooks: Some(self),
-            trust_bundles: None,
+            trust_bundles: (!config.trust_bundles.is_empty())
+                .then_some(self as &dyn certgen::outside::TrustBundles),
             pods: Some(self),
             lock: lock::Target::None,
         }
@@ -925,7 +938,13 @@ impl PodsApi for Sim {
                     terminating: false,
                     finished: false,
                     owner: Some((Kind::Deployment, p.deployment.clone())),
-                    secrets: [p.secret.clone()].into(),
+                    secrets: [p.secret.clone()]
+                        .into_iter()
+                        .filter(|s| {
+                            self.mutation != Mutation::HideProjection
+                                || !s.starts_with("ClusterTrustBundles ")
+                        })
+                        .collect(),
                     restart_fingerprint: p.fingerprint.clone(),
                     node: Some(p.node.clone()),
                 })
@@ -1153,6 +1172,11 @@ pub struct Sizes {
     pub webhook_pairs: usize,
     /// The undos of certgen's `caBundle` writes recorded on the target at the end.
     pub undos: usize,
+    /// ClusterTrustBundle writes that landed, unions the consumers' projection selected, and
+    /// pairs of a leaf against a union a projecting pod held.
+    pub trust_bundle_writes: usize,
+    pub unions: usize,
+    pub trust_pairs: usize,
 }
 
 /// Puts the world in the state `from` names (`next` numbers the runs).
@@ -1343,6 +1367,7 @@ pub async fn trajectory_in(
     check_current(&w, w.true_now())?;
     let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
     let mut sizes = check_holders(&w, &o, end, first_ok)?;
+    bundles::check_settled(&w, &o, &config)?;
     sizes.runs = ended.len();
     Ok(sizes)
 }
@@ -1477,7 +1502,8 @@ pub fn check_holders(
     end: OffsetDateTime,
     first_ok: Option<OffsetDateTime>,
 ) -> Result<Sizes, String> {
-    let held = holdings(w, o, end);
+    let mut held = holdings(w, o, end);
+    held.extend(bundles::holdings(o, end));
     let mut sizes = Sizes {
         versions: w.versions.len(),
         pods: o.pods.len(),
@@ -1493,6 +1519,12 @@ pub fn check_holders(
             .filter(|(_, a)| a.starts_with("restart"))
             .count(),
         pokes: o.log.iter().filter(|(_, a)| a.starts_with("poke")).count(),
+        trust_bundle_writes: o
+            .log
+            .iter()
+            .filter(|(_, a)| a.starts_with("ClusterTrustBundle "))
+            .count(),
+        unions: o.trust.unions.len(),
         ..Sizes::default()
     };
     let pair = |a: &Holding, b: &Holding, sizes: &mut Sizes| -> Result<(), String> {
@@ -1516,7 +1548,11 @@ pub fn check_holders(
     };
     for a in &held {
         for b in &held {
+            let before = sizes.pairs;
             pair(a, b, &mut sizes)?;
+            if b.describe.starts_with(bundles::UNION) {
+                sizes.trust_pairs += sizes.pairs - before;
+            }
         }
     }
     // The API server calls the webhook (served by envoy-gateway's pods) with each caBundle it
