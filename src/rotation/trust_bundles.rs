@@ -167,6 +167,73 @@ pub fn signers_first<'a>(plan: &mut BundlePlan, leaves: impl IntoIterator<Item =
     });
 }
 
+/// The verifier's check before a target's bundle writes, as before a step's Secret writes: the
+/// union a pod that projects the bundles may hold after each write in order (certgen's bundles
+/// as `read`, then each action applied) must accept every leaf the step leaves in the Secrets
+/// (`leaves`, by Secret), for that Secret's usages, with the real X.509 verifier. A union that
+/// would reject one is never written: the planner should never plan it.
+pub fn verified(
+    config: &Config,
+    target: &TrustBundle,
+    plan: &BundlePlan,
+    read: &[BundleRead],
+    leaves: &BTreeMap<String, Cert>,
+    now: OffsetDateTime,
+) -> Result<(), Error> {
+    let verifier = crate::pki::Verifier::new(now);
+    let mut union: BTreeMap<String, Vec<Cert>> = read
+        .iter()
+        .filter(|b| is_ours(&b.labels, &target.labels))
+        .map(|b| {
+            (
+                b.name.clone(),
+                parse_cert_chain(b.pem.as_bytes()).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for a in &plan.actions {
+        match a {
+            BundleAction::Create { name, pem, .. } => {
+                let Some(pem) = pem else { continue };
+                union.insert(
+                    name.clone(),
+                    parse_cert_chain(pem.as_bytes()).unwrap_or_default(),
+                );
+            }
+            BundleAction::Update { read, pem, .. } => {
+                union.insert(
+                    read.name.clone(),
+                    parse_cert_chain(pem.as_bytes()).unwrap_or_default(),
+                );
+            }
+            BundleAction::Delete { read } => {
+                union.remove(&read.name);
+            }
+        }
+        let anchors: Vec<Cert> = union.values().flatten().cloned().collect();
+        for (secret, leaf) in leaves {
+            let usages = config
+                .tls
+                .iter()
+                .find(|t| &t.name == secret)
+                .map(|t| t.leaf.usages)
+                .unwrap_or_default();
+            if let Err(rejection) = verifier.verify(leaf, &anchors, usages) {
+                return Err(crate::plan::Invalid {
+                    object: format!("ClusterTrustBundle {}", a.name()),
+                    problem: format!(
+                        "after this write, a pod that projects the bundles of signer {} would reject Secret {secret}'s leaf: {}",
+                        target.signer, rejection.0
+                    ),
+                    fix: "nothing was written to the bundles. certgen's planner should never plan such a write: if another tool changed certgen's bundles or Secrets, restore them from one writer; otherwise please report it with the output of `certgen check` and `certgen --dry-run`".into(),
+                }
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// What a step's bundle actions came to.
 #[derive(Debug, Default)]
 pub struct Synced {
@@ -231,6 +298,7 @@ pub(super) async fn sync(
             let read = api.list(&target.signer).await?;
             let mut plan = plan(target, &read, want, outcome.phase.name());
             signers_first(&mut plan, outcome.leaves.values());
+            verified(config, target, &plan, &read, &outcome.leaves, outcome.now)?;
             match execute(api, &plan).await {
                 Ok(entries) if entries.is_empty() => {
                     synced.entries.extend(plan.entries());

@@ -242,3 +242,34 @@ fn another_installations_bundles_of_the_signer_are_never_ours() {
         vec![object_name(SIGNER, &theirs.cert.short_fingerprint())]
     );
 }
+
+#[test]
+fn the_verifier_refuses_a_bundle_write_that_would_reject_a_stored_leaf() {
+    let (old, new) = (ca(), ca());
+    let config = test_profile(None);
+    let now = OffsetDateTime::now_utc();
+    let leaf = |ca: &CaKey| {
+        let mut spec = config.tls[0].leaf.clone();
+        spec.validity = std::time::Duration::from_secs(3600);
+        crate::pki::issue_leaf(&spec, ca, now).unwrap().cert
+    };
+    let leaves = |ca: &CaKey| -> std::collections::BTreeMap<String, Cert> {
+        [(config.tls[0].name.clone(), leaf(ca))].into()
+    };
+    let read = [stored(&old), stored(&new)];
+    let cleanup = plan(&target(), &read, &wanted(&[&new]), "cleanup");
+    // The cleanup once the leaves are signed by the new CA: accepted.
+    assert!(verified(&config, &target(), &cleanup, &read, &leaves(&new), now).is_ok());
+    // The same cleanup while a leaf is still signed by the old CA: refused, naming both.
+    let err = verified(&config, &target(), &cleanup, &read, &leaves(&old), now)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("would reject"), "{err}");
+    assert!(
+        err.contains(&object_name(SIGNER, &old.cert.short_fingerprint())),
+        "{err}"
+    );
+    // The trust step's create, with the leaves still the old CA's: accepted.
+    let trust = plan(&target(), &read[..1], &wanted(&[&old, &new]), "trust");
+    assert!(verified(&config, &target(), &trust, &read[..1], &leaves(&old), now).is_ok());
+}
