@@ -40,7 +40,10 @@ use crate::error::Error;
 use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, Workloads};
 use crate::plan::Phase;
-use crate::report::{ConsumerReport, Entry, Report};
+use crate::report::{
+    ConsumerReport, Entry, EventLine, GateReport, LockReport, PodReport, Pokes, Report,
+    WindowReport, WriterRow,
+};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -164,7 +167,7 @@ pub async fn run<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &inv, None, false, Vec::new()).await;
+        return locked(store, &inv, None, false, (Vec::new(), None)).await;
     };
     // The other writers the run found before it wrote anything (issue 45).
     let mut writers = look.report.other_writers.clone();
@@ -190,7 +193,7 @@ pub async fn run<S: SecretStore>(
     };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
-        let (reports, mut verdict) = inv
+        let (consumers, mut verdict) = inv
             .consumers(
                 store,
                 &look,
@@ -198,14 +201,14 @@ pub async fn run<S: SecretStore>(
                 None,
             )
             .await?;
-        let mut report = look.report;
-        report.other_writers = writers;
-        report.dry_run = false;
-        report.consumers = reports;
-        report.skipped.extend(refusals.into_iter().map(|r| r.note));
-        let refused = refused_lines(&report, verdict.restarts_refused.take(), None);
-        report.skipped.extend(refused);
-        return Ok((report, verdict.into_error()));
+        let end = End {
+            consumers,
+            refused: refusals.into_iter().map(|r| r.note).collect(),
+            restarts_refused: verdict.restarts_refused.take(),
+            writers: Some(writers),
+            ..End::of(look.report)
+        };
+        return Ok((finish(end), verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
     // exists: two runs cannot both create a Secret, and the one that loses takes the lock, then
@@ -220,11 +223,7 @@ pub async fn run<S: SecretStore>(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
     }
-    let (mut report, failure) = locked(store, &inv, Some(&look), fresh, refusals).await?;
-    if report.other_writers.is_empty() {
-        report.other_writers = writers;
-    }
-    Ok((report, failure))
+    locked(store, &inv, Some(&look), fresh, (refusals, Some(writers))).await
 }
 
 /// A dry run's report: every outside action its first step would take, from `look` (the
@@ -236,33 +235,49 @@ async fn dry_run<S: SecretStore>(
     look: Outcome,
     targets: Option<webhooks::Targets>,
 ) -> Result<Report, Error> {
-    let (reports, problems) = inv
+    let (consumers, problems) = inv
         .consumers(store, &look, (false, false, true), None)
         .await?;
     let (pods, pods_refused) = match inv.push() {
         Some(push) if !look.written.is_empty() => push.planned(&look).await?,
         _ => (vec![], None),
     };
-    let mut report = look.report.clone();
-    if let Some(targets) = &targets {
-        let planned = targets.planned(inv, &look);
-        report.secrets.extend(planned.iter().map(|p| p.entry()));
-        report
-            .skipped
-            .extend(targets.refusals.iter().map(|r| r.note.clone()));
-    }
+    let (planned, refused) = match &targets {
+        Some(targets) => (
+            targets
+                .planned(inv, &look)
+                .iter()
+                .map(|p| p.entry())
+                .collect(),
+            targets.refusals.iter().map(|r| r.note.clone()).collect(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
     // The Events of what it plans, caBundle targets' after their Secrets', as a run records.
-    report.events = crate::events::of_step(&look.phase, &report.secrets);
-    report.held = look.held.map(|b| set::held_name(b, &look.phase));
-    report.consumers = reports;
-    report.pods = pods;
-    let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
-    report.skipped.extend(refused);
-    if let Some(warning) = missing_namespace(store, &look).await {
+    let secrets: Vec<Entry> = look
+        .report
+        .secrets
+        .iter()
+        .chain(&planned)
+        .cloned()
+        .collect();
+    let warning = missing_namespace(store, &look).await;
+    if let Some(warning) = &warning {
         tracing::warn!("{warning}");
-        report.warnings.push(warning);
     }
-    Ok(report)
+    Ok(finish(End {
+        dry_run: true,
+        planned,
+        events: crate::events::of_step(&look.phase, &secrets),
+        held: look.held.map(|b| set::held_name(b, &look.phase)),
+        consumers,
+        pods,
+        pods_refused,
+        refused,
+        restarts_refused: problems.restarts_refused,
+        warning,
+        ..End::of(look.report)
+    }))
 }
 
 /// A dry run in a cluster that found nothing stored: whether that is because the namespace
@@ -288,13 +303,16 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
 
 /// Takes the lock (none for a `fresh` install until one of its creates loses a race, see
 /// [`run`]), runs the steps, releases the lock. `refused`: `caBundle` targets the API server
-/// refused before it.
+/// refused before it; `writers`: the other writers the run found before it wrote.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
-    refused: Vec<webhooks::Refusal>,
+    (refused, writers): (
+        Vec<webhooks::Refusal>,
+        Option<Vec<crate::report::WriterRow>>,
+    ),
 ) -> Result<(Report, Option<Error>), Error> {
     let held = std::sync::Mutex::new(if fresh {
         lock::Held::Unlocked
@@ -333,9 +351,13 @@ async fn locked<S: SecretStore>(
     // (running without the lock the identity may not take is a skipped feature).
     progress.note(Learned::Lock(held.release().await));
     result
-        .map(|(mut report, e)| {
-            progress.lock_into(&mut report);
-            (report, e)
+        .map(|(end, e)| {
+            let end = End {
+                lock: progress.lock.clone(),
+                writers,
+                ..end
+            };
+            (finish(end), e)
         })
         .map_err(|e| e.after(writes))
 }
@@ -350,7 +372,7 @@ async fn take_lock(inv: &Invocation<'_>) -> Result<lock::Held, Error> {
 }
 
 /// The steps of a run, from `look` when there was one; a `fresh` install plans its first step
-/// from the look's read (see [`run`]).
+/// from the look's read (see [`run`]). How they ended, for [`finish`] once the lock is released.
 async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
@@ -359,7 +381,7 @@ async fn steps<S: SecretStore>(
     held: &std::sync::Mutex<lock::Held>,
     progress: &mut Progress,
     member: Option<&set::Member<'_>>,
-) -> Result<(Report, Option<Error>), Error> {
+) -> Result<(End, Option<Error>), Error> {
     let push = inv.push();
     let mut evidence = evidence::Evidence::new(inv.config);
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
@@ -393,10 +415,12 @@ async fn steps<S: SecretStore>(
             match m.arrive(barrier, &outcome.phase).await {
                 set::Arrival::Go => continue,
                 set::Arrival::Stop { note, error } => {
-                    let mut report = finish(&outcome, progress, &evidence);
-                    report.note = note;
-                    report.held = Some(set::held_name(barrier, &outcome.phase));
-                    return Ok((report, error));
+                    let end = End {
+                        note,
+                        held: Some(set::held_name(barrier, &outcome.phase)),
+                        ..End::stepped(&outcome, progress, &evidence)
+                    };
+                    return Ok((end, error));
                 }
             }
         }
@@ -419,7 +443,7 @@ async fn steps<S: SecretStore>(
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
         let problems = reload(store, inv, &outcome, &synced, progress).await?;
         if let Some(e) = problems.into_error() {
-            return Ok((finish(&outcome, progress, &evidence), Some(e)));
+            return Ok((End::stepped(&outcome, progress, &evidence), Some(e)));
         }
         match &outcome.phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
@@ -427,7 +451,7 @@ async fn steps<S: SecretStore>(
                     m.at_rest(&outcome);
                     m.done(false);
                 }
-                return Ok((finish(&outcome, progress, &evidence), None));
+                return Ok((End::stepped(&outcome, progress, &evidence), None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             // A gate computed before a caBundle write: plan again, counting from that write.
@@ -441,9 +465,11 @@ async fn steps<S: SecretStore>(
                             // Only a cleanup waits behind an optional gate.
                             m.done(true);
                         }
-                        let mut report = finish(&outcome, progress, &evidence);
-                        report.note = note;
-                        return Ok((report, error));
+                        let end = End {
+                            note,
+                            ..End::stepped(&outcome, progress, &evidence)
+                        };
+                        return Ok((end, error));
                     }
                 }
             }
@@ -478,26 +504,136 @@ async fn raced(
     Ok(())
 }
 
-/// The report of the steps so far, the last being `outcome`.
-fn finish(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence) -> Report {
-    let mut report = Report::after_steps(
-        &outcome.report,
-        progress.written.clone(),
-        progress.consumers.clone(),
-        progress.attempts,
-    );
-    report.events = progress.events.clone();
-    report.renewal_window = progress.window.clone();
-    report.pods = evidence.pods.clone();
-    report.gates = progress.gates.clone();
-    report.pokes = evidence.pokes_in_run();
-    report.skipped = progress.refused.values().cloned().collect();
-    let refused = refused_lines(
-        &report,
-        progress.restarts_refused.clone(),
-        evidence.refused.clone(),
-    );
+/// How a run ended, as plain values: what its report is made of. Every ending of a run (a dry
+/// run, nothing to write, a missed restart that failed, the steps done or stopped at a gate or a
+/// set's barrier) builds one, and [`finish`] writes the report from it, as [`Progress::note`]
+/// is the one author of the run's memory: a new report field is set there only.
+struct End {
+    /// The plan's report of the look, or of the last step.
+    last: Report,
+    /// When steps were taken, what the run's record says of them: the report is then the
+    /// steps' ([`Report::after_steps`]), not the last plan's.
+    steps: Option<Stepped>,
+    /// A dry run's report (the look's flag kept); every other run's is not.
+    dry_run: bool,
+    /// The consumers' report lines.
+    consumers: Vec<ConsumerReport>,
+    /// The run's Events, in order.
+    events: Vec<EventLine>,
+    /// `caBundle` target writes a dry run plans, after its Secrets'.
+    planned: Vec<Entry>,
+    /// The report lines of what the API server refused (403), before the refused restarts'.
+    refused: Vec<String>,
+    /// Why restarts were skipped, said for each consumer it left alone.
+    restarts_refused: Option<String>,
+    /// The pods' report lines, the run's pokes, and why pokes were refused.
+    pods: Vec<PodReport>,
+    pokes: Option<Pokes>,
+    pods_refused: Option<String>,
+    /// Why the run stopped short (a gate, a set's barrier), and the set's barrier it holds at.
+    note: Option<String>,
+    held: Option<String>,
+    /// A warning for the report (a dry run's missing namespace).
+    warning: Option<String>,
+    /// The other writers the run found before it wrote, in place of the last plan's.
+    writers: Option<Vec<WriterRow>>,
+    /// What became of the run lock.
+    lock: lock::Outcome,
+}
+
+/// What the run's record says of its steps, for [`End::steps`].
+struct Stepped {
+    written: Vec<Entry>,
+    attempts: u32,
+    window: Option<WindowReport>,
+    gates: Vec<GateReport>,
+}
+
+impl End {
+    /// An ending with nothing but `last`, the look's report.
+    fn of(last: Report) -> Self {
+        Self {
+            last,
+            steps: None,
+            dry_run: false,
+            consumers: Vec::new(),
+            events: Vec::new(),
+            planned: Vec::new(),
+            refused: Vec::new(),
+            restarts_refused: None,
+            pods: Vec::new(),
+            pokes: None,
+            pods_refused: None,
+            note: None,
+            held: None,
+            warning: None,
+            writers: None,
+            lock: lock::Outcome::default(),
+        }
+    }
+
+    /// The ending after the steps so far, the last being `outcome`: what `progress` recorded
+    /// and what `evidence` saw of the pods.
+    fn stepped(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence) -> Self {
+        Self {
+            steps: Some(Stepped {
+                written: progress.written.clone(),
+                attempts: progress.attempts,
+                window: progress.window.clone(),
+                gates: progress.gates.clone(),
+            }),
+            consumers: progress.consumers.clone(),
+            events: progress.events.clone(),
+            refused: progress.refused.values().cloned().collect(),
+            restarts_refused: progress.restarts_refused.clone(),
+            pods: evidence.pods.clone(),
+            pokes: evidence.pokes_in_run(),
+            pods_refused: evidence.refused.clone(),
+            ..Self::of(outcome.report.clone())
+        }
+    }
+}
+
+/// The run's report, from how it ended: the one place the driver writes a report's fields.
+fn finish(end: End) -> Report {
+    let mut report = match end.steps {
+        Some(s) => {
+            let mut report = Report::after_steps(&end.last, s.written, Vec::new(), s.attempts);
+            report.renewal_window = s.window;
+            report.gates = s.gates;
+            report
+        }
+        None => end.last,
+    };
+    report.dry_run &= end.dry_run;
+    report.consumers = end.consumers;
+    report.secrets.extend(end.planned);
+    report.events = end.events;
+    report.pods = end.pods;
+    report.pokes = end.pokes;
+    report.note = end.note;
+    report.held = end.held;
+    if let Some(writers) = end.writers {
+        report.other_writers = writers;
+    }
+    report.skipped.extend(end.refused);
+    let refused = refused_lines(&report, end.restarts_refused, end.pods_refused);
     report.skipped.extend(refused);
+    // A refused lock is a skipped feature; a held Lease says whether it was taken over from a
+    // crashed run and how its renewals went.
+    report
+        .skipped
+        .extend(end.lock.refused().map(str::to_string));
+    if let lock::Outcome::Lease(l) = end.lock {
+        report.lock = Some(LockReport {
+            lease: l.what,
+            took_over: l.took_over,
+            renewals: l.renewals,
+            renewal_failures: l.renewal_failures,
+            lost: l.lost,
+        });
+    }
+    report.warnings.extend(end.warning);
     report
 }
 
@@ -522,7 +658,7 @@ async fn missed_restarts<S: SecretStore>(
     look: Option<&Outcome>,
     fresh: bool,
     progress: &mut Progress,
-) -> Result<Option<(Report, Option<Error>)>, Error> {
+) -> Result<Option<(End, Option<Error>)>, Error> {
     let (Some(look), Some(_), false) = (look, inv.workloads, fresh) else {
         return Ok(None);
     };
@@ -537,13 +673,13 @@ async fn missed_restarts<S: SecretStore>(
     }
     let events = crate::events::of_restarts(&reports);
     if let Some(e) = problems.into_error() {
-        let mut report = look.report.clone();
-        report.dry_run = false;
-        report.consumers = reports;
-        report.events = events;
-        let refused = refused_lines(&report, progress.restarts_refused.clone(), None);
-        report.skipped.extend(refused);
-        return Ok(Some((report, Some(e))));
+        let end = End {
+            consumers: reports,
+            events,
+            restarts_refused: progress.restarts_refused.clone(),
+            ..End::of(look.report.clone())
+        };
+        return Ok(Some((end, Some(e))));
     }
     // Only a restart it made belongs in the report: the steps report the rest.
     for r in &mut reports {
