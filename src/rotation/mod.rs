@@ -205,7 +205,7 @@ pub async fn run<S: SecretStore>(
             consumers,
             refused: refusals.into_iter().map(|r| r.note).collect(),
             restarts_refused: verdict.restarts_refused.take(),
-            writers: Some(writers),
+            writers: Some((writers, Found::Replace)),
             ..End::of(look.report)
         };
         return Ok((finish(end), verdict.into_error()));
@@ -354,7 +354,7 @@ async fn locked<S: SecretStore>(
         .map(|(end, e)| {
             let end = End {
                 lock: progress.lock.clone(),
-                writers,
+                writers: writers.map(|w| (w, Found::Fill)),
                 ..end
             };
             (finish(end), e)
@@ -535,10 +535,21 @@ struct End {
     held: Option<String>,
     /// A warning for the report (a dry run's missing namespace).
     warning: Option<String>,
-    /// The other writers the run found before it wrote, in place of the last plan's.
-    writers: Option<Vec<WriterRow>>,
+    /// The other writers the run found before it wrote (the look's, and the `caBundle`
+    /// targets' when it read them), and whether they replace the last plan's list or only fill
+    /// it when the plan found none (as after the steps and a missed restart).
+    writers: Option<(Vec<WriterRow>, Found)>,
     /// What became of the run lock.
     lock: lock::Outcome,
+}
+
+/// How [`End::writers`] enter the report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// In place of the last plan's (nothing to write: the look's plus the targets').
+    Replace,
+    /// Only where the last plan found none.
+    Fill,
 }
 
 /// What the run's record says of its steps, for [`End::steps`].
@@ -613,8 +624,12 @@ fn finish(end: End) -> Report {
     report.pokes = end.pokes;
     report.note = end.note;
     report.held = end.held;
-    if let Some(writers) = end.writers {
-        report.other_writers = writers;
+    match end.writers {
+        Some((writers, Found::Replace)) => report.other_writers = writers,
+        Some((writers, Found::Fill)) if report.other_writers.is_empty() => {
+            report.other_writers = writers
+        }
+        _ => {}
     }
     report.skipped.extend(end.refused);
     let refused = refused_lines(&report, end.restarts_refused, end.pods_refused);
