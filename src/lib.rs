@@ -12,6 +12,7 @@
 //! into exit codes.
 
 pub mod access;
+pub mod api_requests;
 pub mod apply;
 pub mod attribution;
 pub mod certmanager;
@@ -27,7 +28,6 @@ pub mod handover;
 pub mod k8s;
 pub mod kwc;
 pub mod lock;
-pub mod metrics;
 pub mod observe;
 pub mod outside;
 pub mod pki;

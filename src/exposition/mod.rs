@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 pub use self::text::{Family, render};
 pub use crate::check::{CaBundleTarget, TargetState};
 use crate::config::Config;
-use crate::metrics::ApiRequests;
+use crate::api_requests::ApiRequests;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
 use crate::pki::Cert;

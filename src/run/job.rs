@@ -6,7 +6,7 @@ use crate::cli::{OutputFormat, RunArgs};
 use crate::error::Error;
 use crate::k8s::KubeStore;
 use crate::store::SecretStore;
-use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
+use crate::{api_requests, config, events, exposition, k8s, lock, report, rotation};
 
 /// certgen's main job: resolve, run, print the report; with `--metrics-file`,
 /// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
@@ -38,7 +38,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             Err(e) => (None, Err(e)),
         },
     };
-    let api_requests = local.is_none().then(metrics::snapshot);
+    let api_requests = local.is_none().then(api_requests::snapshot);
     let prometheus = args.target.output == OutputFormat::Prometheus;
     let wants_metrics = sinks.any() || prometheus;
     let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
@@ -106,7 +106,7 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         None
     };
     if local.is_none() {
-        let all = metrics::snapshot();
+        let all = api_requests::snapshot();
         tracing::debug!(
             requests = all.total,
             get = all.get,

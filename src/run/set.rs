@@ -13,7 +13,7 @@ use crate::config::{self, Config, ConfigError, Strategy};
 use crate::error::Error;
 use crate::k8s::{self, KubeStore};
 use crate::set::{Record, Standing};
-use crate::{lock, metrics, observe, rotation};
+use crate::{api_requests, lock, observe, rotation};
 
 /// How long the set's standing after a run waits for a member.
 const AFTER_RUN: Duration = Duration::from_secs(10);
@@ -270,7 +270,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         );
         // The API requests are the whole process's (one counter for every member): the set's
         // report says them once.
-        let mut report = report.in_cluster(metrics::snapshot(), skipped);
+        let mut report = report.in_cluster(api_requests::snapshot(), skipped);
         report.api_requests = None;
         let report = report.with_next_renewal(&p.config, crate::store::SecretStore::now(&p.store));
         reports.push((mr.name.clone(), mr.uid.clone(), report));
@@ -294,7 +294,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 "set": outcome.record.as_ref().map(|r| serde_json::json!({"id": r.id, "members": r.members, "generation": r.generation})),
                 "standing": line,
                 "note": outcome.note,
-                "apiRequests": metrics::snapshot(),
+                "apiRequests": api_requests::snapshot(),
                 "members": members,
                 "error": failure.as_ref().map(Error::to_object),
             });

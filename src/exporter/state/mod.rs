@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
+use crate::api_requests::ApiRequests;
 use crate::config::{Config, WebhookKind};
 use crate::exposition::{self, CaBundleTarget, Family, TargetState};
 use crate::k8s::watch::{Change, Labelled, TargetSeen};
 use crate::k8s::webhooks::topology_namespace;
-use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::secret::{Observed, StoredSecret};
 
