@@ -210,7 +210,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(run::check::run(args.target))
         }
-        Some(Command::Exporter(args)) => runtime(false)?.block_on(exporter::run(&args)),
+        Some(Command::Exporter(args)) => runtime(false)?.block_on(run::exporter::run(&args)),
         None => runtime(cli.run.target.local.is_some())?.block_on(run::job::run(cli.run)),
     }
 }

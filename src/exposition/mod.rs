@@ -16,9 +16,9 @@ pub mod text;
 use time::OffsetDateTime;
 
 pub use self::text::{Family, render};
+use crate::api_requests::ApiRequests;
 pub use crate::check::{CaBundleTarget, TargetState};
 use crate::config::Config;
-use crate::api_requests::ApiRequests;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
 use crate::pki::Cert;
