@@ -154,7 +154,7 @@ fn init_logging(cli: &Cli) {
         _ => None,
     };
     let level = match (cli.global.quiet, cli.global.verbose) {
-        _ if kwc_level.is_some() => kwc::log_level(kwc_level),
+        _ if kwc_level.is_some() => cli::kwc_log_level(kwc_level),
         (true, _) => "warn",
         (_, 0) => "info",
         (_, 1) => "debug",
