@@ -2,14 +2,15 @@
 //! each `caBundle` target, `check`'s judgement of them, turned into gauge families by
 //! [`super::health`]. After a run, the same plus the run's outcome.
 //!
-//! It reads through the same store and webhook adapter as a run, and writes nothing.
+//! It reads through the same seams as a run (the Secret store, and the `caBundle` targets'
+//! [`crate::outside::CaBundleTargets`]), never the Kubernetes adapter itself, and writes nothing.
 
 use super::{CaBundleTarget, Family, RunOutcome, TargetState};
 use crate::check::Context;
 use crate::config::Config;
 use crate::error::Error;
-use crate::k8s::{WebhookObserved, WebhookStore, webhooks::describe};
 use crate::observe::{self, Snapshot};
+use crate::outside::{CaBundleTargets, TargetObserved};
 use crate::report::CheckReport;
 use crate::store::{SecretStore, StoreError};
 
@@ -20,7 +21,7 @@ use crate::store::{SecretStore, StoreError};
 pub async fn checked<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    webhooks: Option<&dyn CaBundleTargets>,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
     checked_as(config, store, webhooks, false).await
 }
@@ -30,7 +31,7 @@ pub async fn checked<S: SecretStore>(
 pub async fn checked_as<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    webhooks: Option<&dyn CaBundleTargets>,
     in_set: bool,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
     let mut read = judged(config, store, webhooks, in_set).await?;
@@ -54,7 +55,7 @@ struct Judged {
 async fn judged<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    webhooks: Option<&dyn CaBundleTargets>,
     in_set: bool,
 ) -> Result<Judged, Error> {
     let (observed, unreadable) = observe::observe_each(store, config).await?;
@@ -91,29 +92,25 @@ async fn judged<S: SecretStore>(
 async fn targets(
     config: &Config,
     observed: &Snapshot,
-    api: &WebhookStore,
+    api: &dyn CaBundleTargets,
     now: time::OffsetDateTime,
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::with_capacity(config.webhooks.len());
     for t in &config.webhooks {
-        let kind = describe(t.kind, &t.name);
-        let kind = kind
-            .split_once(' ')
-            .map_or(kind.as_str(), |(k, _)| k)
-            .to_string();
+        let kind = t.kind.as_str().to_string();
         let mut writer = None;
-        let state = match api.get(t.kind, &t.name).await {
+        let state = match api.read(t.kind, &t.name).await {
             Err(StoreError::Api(f)) if f.status == Some(403) => {
                 tracing::warn!(
-                    "{}: caBundle not checked: this identity may not {} it (403)",
-                    describe(t.kind, &t.name),
+                    "{kind} {}: caBundle not checked: this identity may not {} it (403)",
+                    t.name,
                     f.verb
                 );
                 TargetState::Refused
             }
             Err(e) => return Err(e.into()),
-            Ok(WebhookObserved::Absent) => TargetState::Absent,
-            Ok(WebhookObserved::Present(o)) => {
+            Ok(TargetObserved::Absent) => TargetState::Absent,
+            Ok(TargetObserved::Present(o)) => {
                 let missing = o.bundles.iter().any(Vec::is_empty);
                 let recorded = crate::observe::writers::history(o.recorded.as_deref());
                 writer = crate::attribution::of_target(
@@ -147,7 +144,7 @@ pub struct Left {
 pub async fn left<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    webhooks: Option<&dyn CaBundleTargets>,
 ) -> Result<Left, Error> {
     left_as(config, store, webhooks, false).await
 }
@@ -156,7 +153,7 @@ pub async fn left<S: SecretStore>(
 pub async fn left_as<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    webhooks: Option<&dyn CaBundleTargets>,
     in_set: bool,
 ) -> Result<Left, Error> {
     let read = judged(config, store, webhooks, in_set).await?;

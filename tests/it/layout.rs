@@ -1,6 +1,6 @@
 //! The module layout of `src/` keeps its shape: no two top-level modules import each other,
-//! even through others, and the core (observe, plan, apply, report, check, pki, config and what
-//! they use) never reaches the Kubernetes adapter (`src/k8s/`). The core and the driver
+//! even through others, and the core (observe, plan, apply, report, check, pki, config, the
+//! metrics' exposition and what they use) never reaches the Kubernetes adapter (`src/k8s/`). The core and the driver
 //! (`rotation`, the run lock, and the seams they act through, `outside`) never name a Kubernetes client type
 //! (`kube`, `k8s_openapi`): they see the cluster only through the seams. `config` never
 //! imports the command line (`cli`), nor does `kwc`: clap's types stop there. Nothing calls back into the
@@ -17,7 +17,7 @@ use std::path::Path;
 /// The modules that must not reach the adapter, directly or through others.
 const CORE: &[&str] = &[
     "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
-    "workload", "rollout", "lock",
+    "workload", "rollout", "lock", "exposition",
 ];
 
 /// The Kubernetes adapter.
