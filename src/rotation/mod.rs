@@ -131,32 +131,12 @@ pub async fn run<S: SecretStore>(
         seen.note(Learned::OtherWritten(at));
     }
     let options = seen.plan_options(&inv.options);
-    let mut looked = if inv.options.dry_run {
-        dry_look(store, inv.config, options, seen.known()).await
+    let looked = if inv.options.dry_run {
+        let looked = dry_look(store, inv.config, options, seen.known()).await;
+        dry_look_again(store, &inv, (looked, &mut seen), dry_targets.as_ref()).await
     } else {
         look(store, inv.config, options, seen.known()).await
     };
-    // A dry run plans as the run's first step will, under the lock: an --overwrite the look
-    // found acted on (a rotation under way) is not acted on again (`locked`), and a caBundle
-    // target that drifted from its Secret's stored bundle is written first, that step's gate
-    // counting from then (`first_targets`).
-    if let (true, Ok(l)) = (inv.options.dry_run, &looked) {
-        let mut again = false;
-        if l.ca_written {
-            seen.note(Learned::CaWritten);
-            again = true;
-        }
-        if let Some(t) = &dry_targets
-            && t.behind_stored(&inv, &l.observed)
-        {
-            seen.note(Learned::OtherWritten(store.now()));
-            again = true;
-        }
-        if again {
-            let options = seen.plan_options(&inv.options);
-            looked = dry_look(store, inv.config, options, seen.known()).await;
-        }
-    }
     let look = match looked {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
@@ -224,6 +204,37 @@ pub async fn run<S: SecretStore>(
         );
     }
     locked(store, &inv, Some(&look), fresh, (refusals, Some(writers))).await
+}
+
+/// A dry run plans as the run's first step will, under the lock: an --overwrite the look
+/// found acted on (a rotation under way) is not acted on again (`locked`), and a caBundle
+/// target that drifted from its Secret's stored bundle is written first, that step's gate
+/// counting from then (`first_targets`). The dry run's look, again when either is so.
+async fn dry_look_again<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    (looked, seen): (Result<Outcome, Error>, &mut Progress),
+    targets: Option<&webhooks::Targets>,
+) -> Result<Outcome, Error> {
+    let Ok(l) = &looked else {
+        return looked;
+    };
+    let mut again = false;
+    if l.ca_written {
+        seen.note(Learned::CaWritten);
+        again = true;
+    }
+    if let Some(t) = targets
+        && t.behind_stored(inv, &l.observed)
+    {
+        seen.note(Learned::OtherWritten(store.now()));
+        again = true;
+    }
+    if !again {
+        return looked;
+    }
+    let options = seen.plan_options(&inv.options);
+    dry_look(store, inv.config, options, seen.known()).await
 }
 
 /// A dry run's report: every outside action its first step would take, from `look` (the
@@ -397,18 +408,7 @@ async fn steps<S: SecretStore>(
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
-        let (mut options, known) = (progress.plan_options(&inv.options), progress.known());
-        let outcome = match member {
-            None => step(store, inv.config, options, known, guard, seed).await?,
-            Some(m) => {
-                options.hold = Some(m.hold());
-                let in_set = m.in_set();
-                let outcome =
-                    step_in_set(store, inv.config, (options, known), guard, &in_set).await;
-                m.stepped();
-                outcome?
-            }
-        };
+        let outcome = next_step(store, inv, guard, progress, (member, seed)).await?;
         // A member of a set whose next step waits for the others: the barrier.
         if let (Some(m), Some(barrier)) = (member, outcome.held) {
             m.at_rest(&outcome);
@@ -476,6 +476,28 @@ async fn steps<S: SecretStore>(
         }
     }
     Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// The run's next step, as `progress` has it; a member of a set steps within the set.
+/// `seed`: what a fresh install's first step plans from (see [`run`]).
+async fn next_step<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    guard: &Guard<'_>,
+    progress: &Progress,
+    (member, seed): (Option<&set::Member<'_>>, Option<crate::observe::Snapshot>),
+) -> Result<Outcome, Error> {
+    let (mut options, known) = (progress.plan_options(&inv.options), progress.known());
+    match member {
+        None => step(store, inv.config, options, known, guard, seed).await,
+        Some(m) => {
+            options.hold = Some(m.hold());
+            let in_set = m.in_set();
+            let outcome = step_in_set(store, inv.config, (options, known), guard, &in_set).await;
+            m.stepped();
+            outcome
+        }
+    }
 }
 
 /// A fresh install's creates lost a race: another run got there first. What they wrote is

@@ -16,8 +16,20 @@ use std::path::Path;
 
 /// The modules that must not reach the adapter, directly or through others.
 const CORE: &[&str] = &[
-    "observe", "plan", "apply", "report", "check", "pki", "config", "secret", "store", "kwc",
-    "workload", "rollout", "lock", "exposition",
+    "observe",
+    "plan",
+    "apply",
+    "report",
+    "check",
+    "pki",
+    "config",
+    "secret",
+    "store",
+    "kwc",
+    "workload",
+    "rollout",
+    "lock",
+    "exposition",
 ];
 
 /// The Kubernetes adapter.
