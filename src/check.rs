@@ -552,7 +552,10 @@ pub fn check(
             known: &known,
             unknown: ca_unreadable,
         };
-        let (r, leaf) = leaf_row(t, s, &issuer, now);
+        let data = observed
+            .leaf_parsed(&t.name, &t.layout)
+            .expect("the Secret is present");
+        let (r, leaf) = leaf_row(t, (s, &data), &issuer, now);
         if let Some((leaf, bundle)) = leaf {
             leaves.push(Leaf {
                 row: rows.len(),
@@ -810,19 +813,19 @@ struct Leaf {
     usages: crate::pki::Usages,
 }
 
-/// A TLS Secret's row, and its leaf and bundle when the leaf loads.
+/// A TLS Secret's row, and its leaf and bundle when the leaf loads: `s` as read, and its
+/// `data` as the snapshot parsed it.
 fn leaf_row(
     t: &crate::config::TlsSecret,
-    s: &StoredSecret,
+    (s, data): (&StoredSecret, &parse::LeafData),
     issuers: &Issuers<'_>,
     now: OffsetDateTime,
 ) -> (Checked, Option<(Cert, Vec<Cert>)>) {
     let mut r = Checked::new(&t.name, "tls");
     r.judge_common(s, t.layout.type_);
-    let data = parse::leaf_in(s, &t.layout);
     let (crt, key, ca_crt) = (&t.layout.cert, &t.layout.key, &t.layout.bundle);
-    let leaf = match data.cert {
-        Field::Ok(cert) => Some(cert),
+    let leaf = match &data.cert {
+        Field::Ok(cert) => Some(cert.clone()),
         Field::Bad(p) => {
             r.unusable(crt, p);
             None
@@ -835,13 +838,13 @@ fn leaf_row(
             None
         }
     };
-    let bundle = match data.bundle {
+    let bundle = match &data.bundle {
         Field::Ok(b) => {
             if let Some(e) = &b.broken {
                 r.unusable(ca_crt, e);
             }
             r.judge_bundle(ca_crt, &b.certs, now);
-            b.certs
+            b.certs.clone()
         }
         Field::Bad(p) => {
             r.unusable(ca_crt, p);

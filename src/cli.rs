@@ -5,6 +5,8 @@ pub mod exporter;
 pub mod kwc;
 mod resolve;
 
+pub use self::resolve::kwc_log_level;
+
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};

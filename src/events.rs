@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use crate::config::{Config, WebhookKind};
 use crate::exposition::Rotation;
 use crate::observe::Snapshot;
-use crate::observe::parse::{self, Field};
+use crate::observe::parse::Field;
 use crate::plan::{Action, Kind, Phase};
 use crate::report::{ConsumerReport, Entry, EventLine, GateReport};
 
@@ -329,10 +329,10 @@ pub fn warnings(
     }
     // A CA in a bundle that has expired (the active one is covered above).
     for t in &config.tls {
-        let Some(s) = observed.get(&t.name).present() else {
+        let Some(leaf) = observed.leaf_parsed(&t.name, &t.layout) else {
             continue;
         };
-        if let Field::Ok(b) = parse::leaf_in(s, &t.layout).bundle {
+        if let Field::Ok(b) = &leaf.bundle {
             for ca in b.certs.iter().filter(|c| c.not_after <= now) {
                 out.push(line(
                     "Warning",

@@ -12,6 +12,7 @@
 //! into exit codes.
 
 pub mod access;
+pub mod api_requests;
 pub mod apply;
 pub mod attribution;
 pub mod certmanager;
@@ -27,7 +28,6 @@ pub mod handover;
 pub mod k8s;
 pub mod kwc;
 pub mod lock;
-pub mod metrics;
 pub mod observe;
 pub mod outside;
 pub mod pki;
@@ -155,7 +155,7 @@ fn init_logging(cli: &Cli) {
         _ => None,
     };
     let level = match (cli.global.quiet, cli.global.verbose) {
-        _ if kwc_level.is_some() => kwc::log_level(kwc_level),
+        _ if kwc_level.is_some() => cli::kwc_log_level(kwc_level),
         (true, _) => "warn",
         (_, 0) => "info",
         (_, 1) => "debug",
@@ -211,7 +211,7 @@ fn dispatch(cli: Cli) -> Result<(), Error> {
         Some(Command::Check(args)) => {
             runtime(args.target.local.is_some())?.block_on(run::check::run(args.target))
         }
-        Some(Command::Exporter(args)) => runtime(false)?.block_on(exporter::run(&args)),
+        Some(Command::Exporter(args)) => runtime(false)?.block_on(run::exporter::run(&args)),
         None => runtime(cli.run.target.local.is_some())?.block_on(run::job::run(cli.run)),
     }
 }

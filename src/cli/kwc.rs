@@ -1,7 +1,8 @@
 //! Command-line definitions of `certgen create` and `certgen patch`, the drop-in for
 //! kube-webhook-certgen (jkroepke/kube-webhook-certgen and the retired ingress-nginx copy):
 //! every flag of both, spelled as they spell them, and nothing else. No IO and no validation
-//! here beyond what clap does: [`crate::kwc`] validates and says which flag is wrong.
+//! here beyond what clap does: `src/cli/resolve.rs` converts them into [`crate::kwc::CreateFlags`]
+//! and [`crate::kwc::PatchFlags`], and [`crate::kwc`] validates and says which flag is wrong.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,6 @@
 //! The command line's arguments as the plain values the rest of certgen takes: `config`
-//! (what to run on, how) and the Kubernetes adapter (which cluster) never see clap's types.
+//! (what to run on, how), `kwc` (`create` and `patch`'s flags) and the Kubernetes adapter
+//! (which cluster) never see clap's types.
 
 use std::path::Path;
 
@@ -55,5 +56,60 @@ impl RunArgs {
             set_member: None,
             respect_window: self.respect_window,
         }
+    }
+}
+
+impl super::kwc::KwcCreateArgs {
+    /// `certgen create`'s flags, for [`crate::kwc::CreateRequest::from_flags`] to validate.
+    pub fn flags(&self) -> crate::kwc::CreateFlags {
+        crate::kwc::CreateFlags {
+            host: self.host.clone(),
+            secret_name: self.secret_name.clone(),
+            namespace: self.namespace.clone(),
+            secret_type: self.secret_type.clone(),
+            ca_name: self.ca_name.clone(),
+            cert_name: self.cert_name.clone(),
+            key_name: self.key_name.clone(),
+            validity: self.validity,
+            renew_before: self.renew_before,
+            webhook_name: self.webhook_name.clone(),
+            apiservice_name: self.apiservice_name.clone(),
+            patch_validating: self.patch_validating,
+            patch_mutating: self.patch_mutating,
+            ca_secret_name: self.ca_secret_name.clone(),
+            propagation_delay: self.propagation_delay,
+            timeout: self.timeout,
+        }
+    }
+}
+
+impl super::kwc::KwcPatchArgs {
+    /// `certgen patch`'s flags, for [`crate::kwc::PatchRequest::from_flags`] to validate.
+    pub fn flags(&self) -> crate::kwc::PatchFlags {
+        crate::kwc::PatchFlags {
+            secret_name: self.secret_name.clone(),
+            namespace: self.namespace.clone(),
+            secret_type: self.secret_type.clone(),
+            ca_name: self.ca_name.clone(),
+            webhook_name: self.webhook_name.clone(),
+            apiservice_name: self.apiservice_name.clone(),
+            patch_validating: self.patch_validating,
+            patch_mutating: self.patch_mutating,
+            patch_failure_policy: self.patch_failure_policy.clone(),
+            patch_mode: self.patch_mode.clone(),
+            propagation_delay: self.propagation_delay,
+        }
+    }
+}
+
+/// The tracing level of kube-webhook-certgen's `--log-level` (`fatal` and `panic` log errors).
+pub fn kwc_log_level(level: Option<super::kwc::KwcLogLevel>) -> &'static str {
+    use super::kwc::KwcLogLevel as L;
+    match level {
+        Some(L::Trace) => "trace",
+        Some(L::Debug) => "debug",
+        None | Some(L::Info) => "info",
+        Some(L::Warn) => "warn",
+        Some(L::Error | L::Fatal | L::Panic) => "error",
     }
 }

@@ -148,7 +148,7 @@ pub async fn answer<B>(shared: &Shared, req: &Request<B>) -> Response<Chunks> {
                 // Read once the lock is held: a memo the previous holder left is then never
                 // newer than this scrape's now.
                 let now = time::OffsetDateTime::now_utc();
-                let requests = crate::metrics::snapshot();
+                let requests = crate::api_requests::snapshot();
                 let state = state.read().expect("not poisoned");
                 state.scrape_parts(&config, now, requests, &mut memo)
             })

@@ -2,14 +2,15 @@
 //! each `caBundle` target, `check`'s judgement of them, turned into gauge families by
 //! [`super::health`]. After a run, the same plus the run's outcome.
 //!
-//! It reads through the same store and webhook adapter as a run, and writes nothing.
+//! It reads through the same seams as a run (the Secret store, and the `caBundle` targets'
+//! [`crate::outside::CaBundleTargets`]), never the Kubernetes adapter itself, and writes nothing.
 
 use super::{CaBundleTarget, Family, RunOutcome, TargetState};
 use crate::check::Context;
 use crate::config::Config;
 use crate::error::Error;
-use crate::k8s::{WebhookObserved, WebhookStore, webhooks::describe};
 use crate::observe::{self, Snapshot};
+use crate::outside::{CaBundleTargets, TargetObserved, TrustBundles};
 use crate::report::CheckReport;
 use crate::store::{SecretStore, StoreError};
 
@@ -20,9 +21,9 @@ use crate::store::{SecretStore, StoreError};
 pub async fn checked<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    (webhooks, bundles): (Option<&dyn CaBundleTargets>, Option<&dyn TrustBundles>),
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
-    checked_as(config, store, webhooks, false).await
+    checked_as(config, store, (webhooks, bundles), false).await
 }
 
 /// [`checked`], for one member of `check` over a set of clusters (`in_set`): the verdict is
@@ -30,10 +31,10 @@ pub async fn checked<S: SecretStore>(
 pub async fn checked_as<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    seams: (Option<&dyn CaBundleTargets>, Option<&dyn TrustBundles>),
     in_set: bool,
 ) -> Result<(CheckReport, Vec<Family>, Option<StoreError>), Error> {
-    let mut read = judged(config, store, webhooks, in_set).await?;
+    let mut read = judged(config, store, seams, in_set).await?;
     let first = (!read.unreadable.is_empty()).then(|| read.unreadable.swap_remove(0).1);
     Ok((read.report, read.families, first))
 }
@@ -54,15 +55,18 @@ struct Judged {
 async fn judged<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    (webhooks, bundles): (Option<&dyn CaBundleTargets>, Option<&dyn TrustBundles>),
     in_set: bool,
 ) -> Result<Judged, Error> {
     let (observed, unreadable) = observe::observe_each(store, config).await?;
     let now = store.now();
-    let targets = match webhooks {
+    let mut targets = match webhooks {
         Some(api) => targets(config, &observed, api, now).await?,
         None => vec![],
     };
+    if let Some(api) = bundles {
+        targets.extend(trust_bundles(config, &observed, api, now).await?);
+    }
     let ctx = Context {
         undos: Default::default(),
         propagation_delay: crate::config::propagation_delay(None, store.namespace().is_none()),
@@ -91,29 +95,25 @@ async fn judged<S: SecretStore>(
 async fn targets(
     config: &Config,
     observed: &Snapshot,
-    api: &WebhookStore,
+    api: &dyn CaBundleTargets,
     now: time::OffsetDateTime,
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::with_capacity(config.webhooks.len());
     for t in &config.webhooks {
-        let kind = describe(t.kind, &t.name);
-        let kind = kind
-            .split_once(' ')
-            .map_or(kind.as_str(), |(k, _)| k)
-            .to_string();
+        let kind = t.kind.as_str().to_string();
         let mut writer = None;
-        let state = match api.get(t.kind, &t.name).await {
+        let state = match api.read(t.kind, &t.name).await {
             Err(StoreError::Api(f)) if f.status == Some(403) => {
                 tracing::warn!(
-                    "{}: caBundle not checked: this identity may not {} it (403)",
-                    describe(t.kind, &t.name),
+                    "{kind} {}: caBundle not checked: this identity may not {} it (403)",
+                    t.name,
                     f.verb
                 );
                 TargetState::Refused
             }
             Err(e) => return Err(e.into()),
-            Ok(WebhookObserved::Absent) => TargetState::Absent,
-            Ok(WebhookObserved::Present(o)) => {
+            Ok(TargetObserved::Absent) => TargetState::Absent,
+            Ok(TargetObserved::Present(o)) => {
                 let missing = o.bundles.iter().any(Vec::is_empty);
                 let recorded = crate::observe::writers::history(o.recorded.as_deref());
                 writer = crate::attribution::of_target(
@@ -130,10 +130,6 @@ async fn targets(
             state,
         });
     }
-    if !config.trust_bundles.is_empty() {
-        let bundles = crate::k8s::TrustBundleStore::new(api.client());
-        out.extend(trust_bundles(config, observed, &bundles, now).await?);
-    }
     Ok(out)
 }
 
@@ -142,7 +138,7 @@ async fn targets(
 async fn trust_bundles(
     config: &Config,
     observed: &Snapshot,
-    api: &crate::k8s::TrustBundleStore,
+    api: &dyn TrustBundles,
     now: time::OffsetDateTime,
 ) -> Result<Vec<CaBundleTarget>, Error> {
     let mut out = Vec::new();
@@ -230,19 +226,19 @@ pub struct Left {
 pub async fn left<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    seams: (Option<&dyn CaBundleTargets>, Option<&dyn TrustBundles>),
 ) -> Result<Left, Error> {
-    left_as(config, store, webhooks, false).await
+    left_as(config, store, seams, false).await
 }
 
 /// [`left`], for a member of a set of clusters (`in_set`, as [`checked_as`]).
 pub async fn left_as<S: SecretStore>(
     config: &Config,
     store: &S,
-    webhooks: Option<&WebhookStore>,
+    seams: (Option<&dyn CaBundleTargets>, Option<&dyn TrustBundles>),
     in_set: bool,
 ) -> Result<Left, Error> {
-    let read = judged(config, store, webhooks, in_set).await?;
+    let read = judged(config, store, seams, in_set).await?;
     Ok(Left {
         observed: read.observed,
         complete: read.unreadable.is_empty(),

@@ -16,9 +16,9 @@ pub mod text;
 use time::OffsetDateTime;
 
 pub use self::text::{Family, render};
+use crate::api_requests::ApiRequests;
 pub use crate::check::{CaBundleTarget, TargetState};
 use crate::config::Config;
-use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::observe::parse::{self, Field};
 use crate::pki::Cert;
@@ -50,24 +50,28 @@ pub fn rotation(config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Ro
         phase: "steady",
         since: None,
     };
-    let Some(ca_secret) = observed.ca().present() else {
+    let (Some(ca_secret), Some(ca)) = (
+        observed.ca().present(),
+        observed.ca_parsed(&config.ca.layout),
+    ) else {
         return steady;
     };
-    let ca = parse::ca(ca_secret, &config.ca.layout);
     if matches!(ca.next_cert, Field::Ok(_)) {
         return Rotation {
             phase: "trust",
             since: ca_secret.written_at,
         };
     }
-    let Field::Ok(active) = ca.cert else {
+    let Field::Ok(active) = &ca.cert else {
         return steady;
     };
     let leaves: Vec<_> = config
         .tls
         .iter()
-        .filter_map(|t| Some((observed.get(&t.name).present()?, &t.layout)))
-        .map(|(s, layout)| (s, parse::leaf_in(s, layout)))
+        .filter_map(|t| {
+            let s = observed.get(&t.name).present()?;
+            Some((s, observed.leaf_parsed(&t.name, &t.layout)?))
+        })
         .collect();
     let trusts_active = |b: &Field<parse::Bundle>| {
         b.ok().is_some_and(|b| {
@@ -112,21 +116,21 @@ pub fn certificates<'a>(
     observed: &Snapshot,
 ) -> Vec<(&'a str, &'static str, Cert, std::time::Duration)> {
     let mut out = Vec::new();
-    if let Some(s) = observed.ca().present()
-        && let Field::Ok(cert) = parse::ca(s, &config.ca.layout).cert
+    if let Some(ca) = observed.ca_parsed(&config.ca.layout)
+        && let Field::Ok(cert) = &ca.cert
     {
         out.push((
             config.ca.secret_name.as_str(),
             "ca",
-            cert,
+            cert.clone(),
             config.ca.renew_before,
         ));
     }
     for t in &config.tls {
-        if let Some(s) = observed.get(&t.name).present()
-            && let Field::Ok(cert) = parse::leaf_in(s, &t.layout).cert
+        if let Some(leaf) = observed.leaf_parsed(&t.name, &t.layout)
+            && let Field::Ok(cert) = &leaf.cert
         {
-            out.push((t.name.as_str(), "tls", cert, t.renew_before));
+            out.push((t.name.as_str(), "tls", cert.clone(), t.renew_before));
         }
     }
     out

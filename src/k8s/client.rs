@@ -1,5 +1,5 @@
 //! The Kubernetes client: its configuration (kubeconfig, context, in-cluster) and certgen's
-//! layers over it: bounded retries, the request counter ([`crate::metrics`]) and the API
+//! layers over it: bounded retries, the request counter ([`crate::api_requests`]) and the API
 //! server's clock ([`super::servertime`]).
 
 use crate::config::ConfigError;
@@ -83,7 +83,7 @@ where
     B::Error: Into<tower::BoxError>,
 {
     let counting = tower::util::MapRequestLayer::new(|req: http::Request<kube::client::Body>| {
-        crate::metrics::record(&req);
+        crate::api_requests::record(&req);
         req
     });
     let policy = kube::client::retry::RetryPolicy::new(
@@ -107,7 +107,7 @@ where
     // Every answer the retries see, 429s included (inside the retry layer, so each retried
     // 429 is counted and its Retry-After known to the pokes' pacing).
     let answers = tower::util::MapResponseLayer::new(|res: http::Response<B>| {
-        crate::metrics::record_answer(&res);
+        crate::api_requests::record_answer(&res);
         res
     });
     builder

@@ -96,12 +96,6 @@ impl WebhookStore {
         }
     }
 
-    /// The client it reads through (for the other cluster-scoped trust targets `check` reads,
-    /// the ClusterTrustBundles).
-    pub fn client(&self) -> kube::Client {
-        self.client.clone()
-    }
-
     fn api(&self, kind: WebhookKind) -> Api<DynamicObject> {
         api(&self.client, kind)
     }

@@ -18,7 +18,8 @@
 //! copies of kube-webhook-certgen silently drop it: their `switch` has an empty `case
 //! "Ignore":`).
 //!
-//! Layers as in the rest of certgen: [`request`] turns clap's arguments into validated
+//! Layers as in the rest of certgen: the command line converts clap's arguments into plain
+//! flags (`src/cli/resolve.rs`), [`request`] turns them into validated
 //! requests (no IO), [`plan`] decides from what was read (pure); `crate::run::kwc` reads,
 //! plans, prints and writes: the Secret through the Kubernetes adapter (`crate::k8s::kwc`),
 //! which this module never imports, the targets through the `caBundle` seam
@@ -31,21 +32,11 @@ pub use plan::{
     CreatePlan, NewSecret, ObservedSecret, ObservedTarget, PatchPlan, SecretToCreate, TargetWrite,
     plan_create, plan_patch,
 };
-pub use request::{CreateRequest, FailurePolicy, Keys, PatchMode, PatchRequest, Target};
+pub use request::{
+    CreateFlags, CreateRequest, FailurePolicy, Keys, PatchFlags, PatchMode, PatchRequest, Target,
+};
 
 /// The validity of the CA and the serving certificate `create` issues: 100 years, as
 /// kube-webhook-certgen's, so a chart that runs `create` only on install and upgrade is never
 /// left with an expired certificate.
 pub const VALIDITY: std::time::Duration = std::time::Duration::from_secs(100 * 365 * 86_400);
-
-/// The tracing level of kube-webhook-certgen's `--log-level` (`fatal` and `panic` log errors).
-pub fn log_level(level: Option<crate::cli::kwc::KwcLogLevel>) -> &'static str {
-    use crate::cli::kwc::KwcLogLevel as L;
-    match level {
-        Some(L::Trace) => "trace",
-        Some(L::Debug) => "debug",
-        None | Some(L::Info) => "info",
-        Some(L::Warn) => "warn",
-        Some(L::Error | L::Fatal | L::Panic) => "error",
-    }
-}

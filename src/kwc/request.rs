@@ -1,10 +1,49 @@
-//! Validated requests of `certgen create` and `certgen patch`, from clap's arguments, before
-//! any request to the cluster. Every error names the flag and says how to fix it (exit 2).
+//! Validated requests of `certgen create` and `certgen patch`, from their flags as plain
+//! values ([`CreateFlags`], [`PatchFlags`]: the command line converts clap's arguments into
+//! them, `src/cli/resolve.rs`), before any request to the cluster. Every error names the flag
+//! and says how to fix it (exit 2).
 
 use std::net::IpAddr;
+use std::time::Duration;
 
-use crate::cli::kwc::{KwcCreateArgs, KwcPatchArgs};
 use crate::config::{ConfigError, WebhookKind};
+
+/// `certgen create`'s flags, as given (kube-webhook-certgen's, and certgen's renewal ones).
+#[derive(Debug, Clone, Default)]
+pub struct CreateFlags {
+    pub host: Option<String>,
+    pub secret_name: Option<String>,
+    pub namespace: Option<String>,
+    pub secret_type: String,
+    pub ca_name: String,
+    pub cert_name: String,
+    pub key_name: String,
+    pub validity: Option<Duration>,
+    pub renew_before: Option<Duration>,
+    pub webhook_name: Option<String>,
+    pub apiservice_name: Option<String>,
+    pub patch_validating: bool,
+    pub patch_mutating: bool,
+    pub ca_secret_name: Option<String>,
+    pub propagation_delay: Option<Duration>,
+    pub timeout: Option<Duration>,
+}
+
+/// `certgen patch`'s flags, as given.
+#[derive(Debug, Clone, Default)]
+pub struct PatchFlags {
+    pub secret_name: Option<String>,
+    pub namespace: Option<String>,
+    pub secret_type: Option<String>,
+    pub ca_name: String,
+    pub webhook_name: Option<String>,
+    pub apiservice_name: Option<String>,
+    pub patch_validating: bool,
+    pub patch_mutating: bool,
+    pub patch_failure_policy: Option<String>,
+    pub patch_mode: String,
+    pub propagation_delay: Option<Duration>,
+}
 
 /// The keys of the Secret `create` writes and `patch` reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +211,7 @@ const PRESCRIBED_TYPES: &[&str] = &[
 
 impl CreateRequest {
     /// Validates `create`'s flags.
-    pub fn from_args(args: &KwcCreateArgs) -> Result<Self, ConfigError> {
+    pub fn from_flags(args: &CreateFlags) -> Result<Self, ConfigError> {
         let host = required(
             "--host",
             &args.host,
@@ -255,7 +294,7 @@ impl CreateRequest {
             }
             hosts.push(h.to_string());
         }
-        let renewal = Renewal::from_args(args, &secret_name)?;
+        let renewal = Renewal::from_flags(args, &secret_name)?;
         Ok(Self {
             namespace,
             secret_name,
@@ -271,7 +310,7 @@ impl CreateRequest {
 
 impl PatchRequest {
     /// Validates `patch`'s flags.
-    pub fn from_args(args: &KwcPatchArgs) -> Result<Self, ConfigError> {
+    pub fn from_flags(args: &PatchFlags) -> Result<Self, ConfigError> {
         let secret_name = required(
             "--secret-name",
             &args.secret_name,
@@ -385,7 +424,7 @@ fn targets(
 
 impl Renewal {
     /// Validates `create`'s renewal flags (certgen's additions).
-    fn from_args(args: &KwcCreateArgs, secret_name: &str) -> Result<Self, ConfigError> {
+    fn from_flags(args: &CreateFlags, secret_name: &str) -> Result<Self, ConfigError> {
         let validity = args.validity.unwrap_or(super::VALIDITY);
         if !(MIN_VALIDITY..=super::VALIDITY).contains(&validity) {
             return Err(bad(
@@ -476,7 +515,7 @@ mod tests {
         let Some(Command::Create(a)) = cli.command else {
             panic!("not create")
         };
-        CreateRequest::from_args(&a)
+        CreateRequest::from_flags(&a.flags())
     }
 
     fn patch(args: &[&str]) -> Result<PatchRequest, ConfigError> {
@@ -484,7 +523,7 @@ mod tests {
         let Some(Command::Patch(a)) = cli.command else {
             panic!("not patch")
         };
-        PatchRequest::from_args(&a)
+        PatchRequest::from_flags(&a.flags())
     }
 
     const BASE: [&str; 2] = ["--secret-name=s", "--namespace=ns"];

@@ -58,6 +58,7 @@ pub fn installed(config: &Config, ca: &(CaKey, Issued), at: OffsetDateTime) -> S
             ],
         )),
         secrets: BTreeMap::new(),
+        ..Snapshot::default()
     };
     for t in &config.tls {
         let leaf = issue_leaf(&t.leaf, &ca.0, at).unwrap();

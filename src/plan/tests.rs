@@ -964,6 +964,7 @@ fn kwc_world(ca: &(CaKey, Issued), at: OffsetDateTime) -> World {
     let state = Snapshot {
         ca: Some(Observed::Absent),
         secrets: BTreeMap::from([(t.name.clone(), secret)]),
+        ..Snapshot::default()
     };
     World { config, state }
 }

@@ -12,8 +12,8 @@ use serde::Serialize;
 
 pub use self::check::{BundleEntry, CheckReport, NextRun, PlannedWrite, Row, TargetRow, WriterRow};
 pub use self::pods::{GatePod, GateReport, PodReport, Pokes, merge as merge_pods};
+use crate::api_requests::ApiRequests;
 use crate::config::Reload;
-use crate::metrics::ApiRequests;
 use crate::pki::Cert;
 use crate::plan::{Action, CaPlan, Kind, Plan, SecretPlan};
 use crate::timefmt::{parse_rfc3339, rfc3339};

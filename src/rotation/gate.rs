@@ -244,7 +244,7 @@ impl Push<'_> {
     /// answers: at most the budget's pokes in flight, paced (`pace.rs`); a throttled one is
     /// asked again at a later look, after its Retry-After, while the others go on.
     async fn send(&self, ev: &mut Evidence, due: &[(PodView, String)], now: OffsetDateTime) {
-        let started = (Instant::now(), crate::metrics::throttled());
+        let started = (Instant::now(), crate::api_requests::throttled());
         let answers = self
             .pacer
             .run(due, |(p, fp)| self.pods.poke(&p.name, &p.uid, fp, now))
@@ -323,7 +323,7 @@ impl Push<'_> {
         }
         // Each throttled answer the gate saw came after the client's own retries, each a 429
         // counted by the client (none in the simulation, which has no client).
-        let answered = crate::metrics::throttled().saturating_sub(started.1);
+        let answered = crate::api_requests::throttled().saturating_sub(started.1);
         tally.throttled = tally.throttled.max(answered);
         ev.tally.0.add(&tally);
         crate::report::merge_pods(&mut ev.pods, lines);

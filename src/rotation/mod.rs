@@ -42,7 +42,10 @@ use crate::error::Error;
 use crate::lock::{self, LockError};
 use crate::outside::{CaBundleTargets, Endpoints, PodsApi, TrustBundles, Workloads};
 use crate::plan::Phase;
-use crate::report::{ConsumerReport, Entry, Report};
+use crate::report::{
+    ConsumerReport, Entry, EventLine, GateReport, LockReport, PodReport, Pokes, Report,
+    WindowReport, WriterRow,
+};
 use crate::store::SecretStore;
 
 /// How many steps one invocation may take: trust, gate, leaves, gate, cleanup, and retries.
@@ -133,45 +136,12 @@ pub async fn run<S: SecretStore>(
         seen.note(Learned::OtherWritten(at));
     }
     let options = seen.plan_options(&inv.options);
-    let mut looked = if inv.options.dry_run {
-        dry_look(store, inv.config, options, seen.known()).await
+    let looked = if inv.options.dry_run {
+        let looked = dry_look(store, inv.config, options, seen.known()).await;
+        dry_look_again(store, &inv, (looked, &mut seen), dry_targets.as_ref()).await
     } else {
         look(store, inv.config, options, seen.known()).await
     };
-    // A dry run plans as the run's first step will, under the lock: an --overwrite the look
-    // found acted on (a rotation under way) is not acted on again (`locked`), and a caBundle
-    // target that drifted from its Secret's stored bundle is written first, that step's gate
-    // counting from then (`first_targets`).
-    if let (true, Ok(l)) = (inv.options.dry_run, &looked) {
-        let mut again = false;
-        if l.ca_written {
-            seen.note(Learned::CaWritten);
-            again = true;
-        }
-        if let Some(t) = &dry_targets
-            && t.behind_stored(&inv, &l.observed)
-        {
-            seen.note(Learned::OtherWritten(store.now()));
-            again = true;
-        }
-        // The ClusterTrustBundles as `steps` counts them: their stored write, and a bundle
-        // behind its Secret's stored bundle written first.
-        if !fresh_install(&inv, l) {
-            let bundles_at = trust_bundles::written_at(inv.trust_bundles, inv.config).await?;
-            if let Some(at) = bundles_at.values().max() {
-                seen.note(Learned::OtherWritten(*at));
-                again = true;
-            }
-            if trust_bundles::behind(inv.trust_bundles, inv.config, l).await? {
-                seen.note(Learned::OtherWritten(store.now()));
-                again = true;
-            }
-        }
-        if again {
-            let options = seen.plan_options(&inv.options);
-            looked = dry_look(store, inv.config, options, seen.known()).await;
-        }
-    }
     let look = match looked {
         // Without the lock, another run may be between two writes: judge again under the lock,
         // where a real problem still stops the run before anything is written.
@@ -182,7 +152,7 @@ pub async fn run<S: SecretStore>(
         other => Some(other?),
     };
     let Some(look) = look else {
-        return locked(store, &inv, None, false, Vec::new()).await;
+        return locked(store, &inv, None, false, (Vec::new(), None)).await;
     };
     // The other writers the run found before it wrote anything (issue 45).
     let mut writers = look.report.other_writers.clone();
@@ -211,7 +181,7 @@ pub async fn run<S: SecretStore>(
         };
     if !needs_lock {
         // Nothing to write: what the look saw is the final state.
-        let (reports, mut verdict) = inv
+        let (consumers, mut verdict) = inv
             .consumers(
                 store,
                 &look,
@@ -223,13 +193,14 @@ pub async fn run<S: SecretStore>(
         let bundles = trust_bundles::planned(inv.trust_bundles, inv.config, &look).await?;
         let mut report = look.report;
         report.secrets.extend(bundles);
-        report.other_writers = writers;
-        report.dry_run = false;
-        report.consumers = reports;
-        report.skipped.extend(refusals.into_iter().map(|r| r.note));
-        let refused = refused_lines(&report, verdict.restarts_refused.take(), None);
-        report.skipped.extend(refused);
-        return Ok((report, verdict.into_error()));
+        let end = End {
+            consumers,
+            refused: refusals.into_iter().map(|r| r.note).collect(),
+            restarts_refused: verdict.restarts_refused.take(),
+            writers: Some((writers, Found::Replace)),
+            ..End::of(report)
+        };
+        return Ok((finish(end), verdict.into_error()));
     }
     // Every write of a fresh install is a create, which the API server refuses when the object
     // exists: two runs cannot both create a Secret, and the one that loses takes the lock, then
@@ -244,11 +215,51 @@ pub async fn run<S: SecretStore>(
             "fresh install: creates only, each fenced by the Secret's absence; no run lock"
         );
     }
-    let (mut report, failure) = locked(store, &inv, Some(&look), fresh, refusals).await?;
-    if report.other_writers.is_empty() {
-        report.other_writers = writers;
+    locked(store, &inv, Some(&look), fresh, (refusals, Some(writers))).await
+}
+
+/// A dry run plans as the run's first step will, under the lock: an --overwrite the look
+/// found acted on (a rotation under way) is not acted on again (`locked`), and a caBundle
+/// target that drifted from its Secret's stored bundle is written first, that step's gate
+/// counting from then (`first_targets`). The dry run's look, again when either is so.
+async fn dry_look_again<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    (looked, seen): (Result<Outcome, Error>, &mut Progress),
+    targets: Option<&webhooks::Targets>,
+) -> Result<Outcome, Error> {
+    let Ok(l) = &looked else {
+        return looked;
+    };
+    let mut again = false;
+    if l.ca_written {
+        seen.note(Learned::CaWritten);
+        again = true;
     }
-    Ok((report, failure))
+    if let Some(t) = targets
+        && t.behind_stored(inv, &l.observed)
+    {
+        seen.note(Learned::OtherWritten(store.now()));
+        again = true;
+    }
+    // The ClusterTrustBundles as `steps` counts them: their stored write, and a bundle
+    // behind its Secret's stored bundle written first.
+    if !fresh_install(inv, l) {
+        let bundles_at = trust_bundles::written_at(inv.trust_bundles, inv.config).await?;
+        if let Some(at) = bundles_at.values().max() {
+            seen.note(Learned::OtherWritten(*at));
+            again = true;
+        }
+        if trust_bundles::behind(inv.trust_bundles, inv.config, l).await? {
+            seen.note(Learned::OtherWritten(store.now()));
+            again = true;
+        }
+    }
+    if !again {
+        return looked;
+    }
+    let options = seen.plan_options(&inv.options);
+    dry_look(store, inv.config, options, seen.known()).await
 }
 
 /// A dry run's report: every outside action its first step would take, from `look` (the
@@ -260,36 +271,50 @@ async fn dry_run<S: SecretStore>(
     look: Outcome,
     targets: Option<webhooks::Targets>,
 ) -> Result<Report, Error> {
-    let (reports, problems) = inv
+    let (consumers, problems) = inv
         .consumers(store, &look, (false, false, true), None)
         .await?;
     let (pods, pods_refused) = match inv.push() {
         Some(push) if !look.written.is_empty() => push.planned(&look).await?,
         _ => (vec![], None),
     };
-    let mut report = look.report.clone();
-    if let Some(targets) = &targets {
-        let planned = targets.planned(inv, &look);
-        report.secrets.extend(planned.iter().map(|p| p.entry()));
-        report
-            .skipped
-            .extend(targets.refusals.iter().map(|r| r.note.clone()));
-    }
-    report
-        .secrets
-        .extend(trust_bundles::planned(inv.trust_bundles, inv.config, &look).await?);
+    let (mut planned, refused): (Vec<Entry>, Vec<String>) = match &targets {
+        Some(targets) => (
+            targets
+                .planned(inv, &look)
+                .iter()
+                .map(|p| p.entry())
+                .collect(),
+            targets.refusals.iter().map(|r| r.note.clone()).collect(),
+        ),
+        None => (Vec::new(), Vec::new()),
+    };
+    planned.extend(trust_bundles::planned(inv.trust_bundles, inv.config, &look).await?);
     // The Events of what it plans, caBundle targets' after their Secrets', as a run records.
-    report.events = crate::events::of_step(&look.phase, &report.secrets);
-    report.held = look.held.map(|b| set::held_name(b, &look.phase));
-    report.consumers = reports;
-    report.pods = pods;
-    let refused = refused_lines(&report, problems.restarts_refused, pods_refused);
-    report.skipped.extend(refused);
-    if let Some(warning) = missing_namespace(store, &look).await {
+    let secrets: Vec<Entry> = look
+        .report
+        .secrets
+        .iter()
+        .chain(&planned)
+        .cloned()
+        .collect();
+    let warning = missing_namespace(store, &look).await;
+    if let Some(warning) = &warning {
         tracing::warn!("{warning}");
-        report.warnings.push(warning);
     }
-    Ok(report)
+    Ok(finish(End {
+        dry_run: true,
+        planned,
+        events: crate::events::of_step(&look.phase, &secrets),
+        held: look.held.map(|b| set::held_name(b, &look.phase)),
+        consumers,
+        pods,
+        pods_refused,
+        refused,
+        restarts_refused: problems.restarts_refused,
+        warning,
+        ..End::of(look.report)
+    }))
 }
 
 /// A dry run in a cluster that found nothing stored: whether that is because the namespace
@@ -315,13 +340,16 @@ fn fresh_install(inv: &Invocation<'_>, look: &Outcome) -> bool {
 
 /// Takes the lock (none for a `fresh` install until one of its creates loses a race, see
 /// [`run`]), runs the steps, releases the lock. `refused`: `caBundle` targets the API server
-/// refused before it.
+/// refused before it; `writers`: the other writers the run found before it wrote.
 async fn locked<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
     look: Option<&Outcome>,
     fresh: bool,
-    refused: Vec<webhooks::Refusal>,
+    (refused, writers): (
+        Vec<webhooks::Refusal>,
+        Option<Vec<crate::report::WriterRow>>,
+    ),
 ) -> Result<(Report, Option<Error>), Error> {
     let held = std::sync::Mutex::new(if fresh {
         lock::Held::Unlocked
@@ -360,9 +388,13 @@ async fn locked<S: SecretStore>(
     // (running without the lock the identity may not take is a skipped feature).
     progress.note(Learned::Lock(held.release().await));
     result
-        .map(|(mut report, e)| {
-            progress.lock_into(&mut report);
-            (report, e)
+        .map(|(end, e)| {
+            let end = End {
+                lock: progress.lock.clone(),
+                writers: writers.map(|w| (w, Found::Fill)),
+                ..end
+            };
+            (finish(end), e)
         })
         .map_err(|e| e.after(writes))
 }
@@ -377,7 +409,7 @@ async fn take_lock(inv: &Invocation<'_>) -> Result<lock::Held, Error> {
 }
 
 /// The steps of a run, from `look` when there was one; a `fresh` install plans its first step
-/// from the look's read (see [`run`]).
+/// from the look's read (see [`run`]). How they ended, for [`finish`] once the lock is released.
 async fn steps<S: SecretStore>(
     store: &S,
     inv: &Invocation<'_>,
@@ -386,7 +418,7 @@ async fn steps<S: SecretStore>(
     held: &std::sync::Mutex<lock::Held>,
     progress: &mut Progress,
     member: Option<&set::Member<'_>>,
-) -> Result<(Report, Option<Error>), Error> {
+) -> Result<(End, Option<Error>), Error> {
     let push = inv.push();
     let mut evidence = evidence::Evidence::new(inv.config);
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
@@ -432,28 +464,19 @@ async fn steps<S: SecretStore>(
         let seed = (index == 0 && fresh)
             .then(|| look.map(|l| l.observed.clone()))
             .flatten();
-        let (mut options, known) = (progress.plan_options(&inv.options), progress.known());
-        let outcome = match member {
-            None => step(store, inv.config, options, known, guard, seed).await?,
-            Some(m) => {
-                options.hold = Some(m.hold());
-                let in_set = m.in_set();
-                let outcome =
-                    step_in_set(store, inv.config, (options, known), guard, &in_set).await;
-                m.stepped();
-                outcome?
-            }
-        };
+        let outcome = next_step(store, inv, guard, progress, (member, seed)).await?;
         // A member of a set whose next step waits for the others: the barrier.
         if let (Some(m), Some(barrier)) = (member, outcome.held) {
             m.at_rest(&outcome);
             match m.arrive(barrier, &outcome.phase).await {
                 set::Arrival::Go => continue,
                 set::Arrival::Stop { note, error } => {
-                    let mut report = finish(&outcome, progress, &evidence);
-                    report.note = note;
-                    report.held = Some(set::held_name(barrier, &outcome.phase));
-                    return Ok((report, error));
+                    let end = End {
+                        note,
+                        held: Some(set::held_name(barrier, &outcome.phase)),
+                        ..End::stepped(&outcome, progress, &evidence)
+                    };
+                    return Ok((end, error));
                 }
             }
         }
@@ -476,7 +499,7 @@ async fn steps<S: SecretStore>(
         let webhook_wrote = synced.iter().any(|e| e.action.writes());
         let problems = reload(store, inv, &outcome, &synced, progress).await?;
         if let Some(e) = problems.into_error() {
-            return Ok((finish(&outcome, progress, &evidence), Some(e)));
+            return Ok((End::stepped(&outcome, progress, &evidence), Some(e)));
         }
         match &outcome.phase {
             Phase::Steady | Phase::Cleanup { last: true } => {
@@ -484,7 +507,7 @@ async fn steps<S: SecretStore>(
                     m.at_rest(&outcome);
                     m.done(false);
                 }
-                return Ok((finish(&outcome, progress, &evidence), None));
+                return Ok((End::stepped(&outcome, progress, &evidence), None));
             }
             Phase::Trust | Phase::Leaves | Phase::Cleanup { last: false } => continue,
             // A gate computed before a caBundle write: plan again, counting from that write.
@@ -498,15 +521,39 @@ async fn steps<S: SecretStore>(
                             // Only a cleanup waits behind an optional gate.
                             m.done(true);
                         }
-                        let mut report = finish(&outcome, progress, &evidence);
-                        report.note = note;
-                        return Ok((report, error));
+                        let end = End {
+                            note,
+                            ..End::stepped(&outcome, progress, &evidence)
+                        };
+                        return Ok((end, error));
                     }
                 }
             }
         }
     }
     Err(Error::Unfinished(MAX_STEPS))
+}
+
+/// The run's next step, as `progress` has it; a member of a set steps within the set.
+/// `seed`: what a fresh install's first step plans from (see [`run`]).
+async fn next_step<S: SecretStore>(
+    store: &S,
+    inv: &Invocation<'_>,
+    guard: &Guard<'_>,
+    progress: &Progress,
+    (member, seed): (Option<&set::Member<'_>>, Option<crate::observe::Snapshot>),
+) -> Result<Outcome, Error> {
+    let (mut options, known) = (progress.plan_options(&inv.options), progress.known());
+    match member {
+        None => step(store, inv.config, options, known, guard, seed).await,
+        Some(m) => {
+            options.hold = Some(m.hold());
+            let in_set = m.in_set();
+            let outcome = step_in_set(store, inv.config, (options, known), guard, &in_set).await;
+            m.stepped();
+            outcome
+        }
+    }
 }
 
 /// A fresh install's creates lost a race: another run got there first. What they wrote is
@@ -535,26 +582,151 @@ async fn raced(
     Ok(())
 }
 
-/// The report of the steps so far, the last being `outcome`.
-fn finish(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence) -> Report {
-    let mut report = Report::after_steps(
-        &outcome.report,
-        progress.written.clone(),
-        progress.consumers.clone(),
-        progress.attempts,
-    );
-    report.events = progress.events.clone();
-    report.renewal_window = progress.window.clone();
-    report.pods = evidence.pods.clone();
-    report.gates = progress.gates.clone();
-    report.pokes = evidence.pokes_in_run();
-    report.skipped = progress.refused.values().cloned().collect();
-    let refused = refused_lines(
-        &report,
-        progress.restarts_refused.clone(),
-        evidence.refused.clone(),
-    );
+/// How a run ended, as plain values: what its report is made of. Every ending of a run (a dry
+/// run, nothing to write, a missed restart that failed, the steps done or stopped at a gate or a
+/// set's barrier) builds one, and [`finish`] writes the report from it, as [`Progress::note`]
+/// is the one author of the run's memory: a new report field is set there only.
+struct End {
+    /// The plan's report of the look, or of the last step.
+    last: Report,
+    /// When steps were taken, what the run's record says of them: the report is then the
+    /// steps' ([`Report::after_steps`]), not the last plan's.
+    steps: Option<Stepped>,
+    /// A dry run's report (the look's flag kept); every other run's is not.
+    dry_run: bool,
+    /// The consumers' report lines.
+    consumers: Vec<ConsumerReport>,
+    /// The run's Events, in order.
+    events: Vec<EventLine>,
+    /// `caBundle` target writes a dry run plans, after its Secrets'.
+    planned: Vec<Entry>,
+    /// The report lines of what the API server refused (403), before the refused restarts'.
+    refused: Vec<String>,
+    /// Why restarts were skipped, said for each consumer it left alone.
+    restarts_refused: Option<String>,
+    /// The pods' report lines, the run's pokes, and why pokes were refused.
+    pods: Vec<PodReport>,
+    pokes: Option<Pokes>,
+    pods_refused: Option<String>,
+    /// Why the run stopped short (a gate, a set's barrier), and the set's barrier it holds at.
+    note: Option<String>,
+    held: Option<String>,
+    /// A warning for the report (a dry run's missing namespace).
+    warning: Option<String>,
+    /// The other writers the run found before it wrote (the look's, and the `caBundle`
+    /// targets' when it read them), and whether they replace the last plan's list or only fill
+    /// it when the plan found none (as after the steps and a missed restart).
+    writers: Option<(Vec<WriterRow>, Found)>,
+    /// What became of the run lock.
+    lock: lock::Outcome,
+}
+
+/// How [`End::writers`] enter the report.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// In place of the last plan's (nothing to write: the look's plus the targets').
+    Replace,
+    /// Only where the last plan found none.
+    Fill,
+}
+
+/// What the run's record says of its steps, for [`End::steps`].
+struct Stepped {
+    written: Vec<Entry>,
+    attempts: u32,
+    window: Option<WindowReport>,
+    gates: Vec<GateReport>,
+}
+
+impl End {
+    /// An ending with nothing but `last`, the look's report.
+    fn of(last: Report) -> Self {
+        Self {
+            last,
+            steps: None,
+            dry_run: false,
+            consumers: Vec::new(),
+            events: Vec::new(),
+            planned: Vec::new(),
+            refused: Vec::new(),
+            restarts_refused: None,
+            pods: Vec::new(),
+            pokes: None,
+            pods_refused: None,
+            note: None,
+            held: None,
+            warning: None,
+            writers: None,
+            lock: lock::Outcome::default(),
+        }
+    }
+
+    /// The ending after the steps so far, the last being `outcome`: what `progress` recorded
+    /// and what `evidence` saw of the pods.
+    fn stepped(outcome: &Outcome, progress: &Progress, evidence: &evidence::Evidence) -> Self {
+        Self {
+            steps: Some(Stepped {
+                written: progress.written.clone(),
+                attempts: progress.attempts,
+                window: progress.window.clone(),
+                gates: progress.gates.clone(),
+            }),
+            consumers: progress.consumers.clone(),
+            events: progress.events.clone(),
+            refused: progress.refused.values().cloned().collect(),
+            restarts_refused: progress.restarts_refused.clone(),
+            pods: evidence.pods.clone(),
+            pokes: evidence.pokes_in_run(),
+            pods_refused: evidence.refused.clone(),
+            ..Self::of(outcome.report.clone())
+        }
+    }
+}
+
+/// The run's report, from how it ended: the one place the driver writes a report's fields.
+fn finish(end: End) -> Report {
+    let mut report = match end.steps {
+        Some(s) => {
+            let mut report = Report::after_steps(&end.last, s.written, Vec::new(), s.attempts);
+            report.renewal_window = s.window;
+            report.gates = s.gates;
+            report
+        }
+        None => end.last,
+    };
+    report.dry_run &= end.dry_run;
+    report.consumers = end.consumers;
+    report.secrets.extend(end.planned);
+    report.events = end.events;
+    report.pods = end.pods;
+    report.pokes = end.pokes;
+    report.note = end.note;
+    report.held = end.held;
+    match end.writers {
+        Some((writers, Found::Replace)) => report.other_writers = writers,
+        Some((writers, Found::Fill)) if report.other_writers.is_empty() => {
+            report.other_writers = writers
+        }
+        _ => {}
+    }
+    report.skipped.extend(end.refused);
+    let refused = refused_lines(&report, end.restarts_refused, end.pods_refused);
     report.skipped.extend(refused);
+    // A refused lock is a skipped feature; a held Lease says whether it was taken over from a
+    // crashed run and how its renewals went.
+    report
+        .skipped
+        .extend(end.lock.refused().map(str::to_string));
+    if let lock::Outcome::Lease(l) = end.lock {
+        report.lock = Some(LockReport {
+            lease: l.what,
+            took_over: l.took_over,
+            renewals: l.renewals,
+            renewal_failures: l.renewal_failures,
+            lost: l.lost,
+        });
+    }
+    report.warnings.extend(end.warning);
     report
 }
 
@@ -579,7 +751,7 @@ async fn missed_restarts<S: SecretStore>(
     look: Option<&Outcome>,
     fresh: bool,
     progress: &mut Progress,
-) -> Result<Option<(Report, Option<Error>)>, Error> {
+) -> Result<Option<(End, Option<Error>)>, Error> {
     let (Some(look), Some(_), false) = (look, inv.workloads, fresh) else {
         return Ok(None);
     };
@@ -594,13 +766,13 @@ async fn missed_restarts<S: SecretStore>(
     }
     let events = crate::events::of_restarts(&reports);
     if let Some(e) = problems.into_error() {
-        let mut report = look.report.clone();
-        report.dry_run = false;
-        report.consumers = reports;
-        report.events = events;
-        let refused = refused_lines(&report, progress.restarts_refused.clone(), None);
-        report.skipped.extend(refused);
-        return Ok(Some((report, Some(e))));
+        let end = End {
+            consumers: reports,
+            events,
+            restarts_refused: progress.restarts_refused.clone(),
+            ..End::of(look.report.clone())
+        };
+        return Ok(Some((end, Some(e))));
     }
     // Only a restart it made belongs in the report: the steps report the rest.
     for r in &mut reports {

@@ -10,7 +10,7 @@
 //!   default `workload-low` and `global-default` levels on its own;
 //! - at most [`PER_SECOND`] requests started per second, evenly paced (no burst);
 //! - after a 429, nothing new starts before its Retry-After has passed
-//!   ([`crate::metrics::quiet_until`], and [`Pacer::quiet`] for a poke still throttled after
+//!   ([`crate::api_requests::quiet_until`], and [`Pacer::quiet`] for a poke still throttled after
 //!   the client's retries).
 //!
 //! [`Pacer::run`] is the one driver: a fixed number of requests in flight
@@ -108,7 +108,7 @@ impl Pacer {
         };
         tokio::time::sleep_until(at).await;
         // A 429 answered meanwhile, to any request of this process.
-        if let Some(quiet) = crate::metrics::quiet_until() {
+        if let Some(quiet) = crate::api_requests::quiet_until() {
             tokio::time::sleep_until(Instant::from_std(quiet)).await;
         }
     }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::evidence::{Evidence, PodProbe};
 use super::step::Outcome;
-use crate::config::{Config, Reload};
+use crate::config::{Config, Consumer, Probe, Reload};
 use crate::outside::{EndpointPod, Endpoints, PodView};
 use crate::pki::Cert;
 use crate::plan::Phase;
@@ -107,7 +107,8 @@ struct Target {
 /// (listed in `pods`, same UID when the endpoint gives one) mounts the Secret the probe names
 /// and still waits for it; records the results in `ev`. A Service whose endpoints cannot be
 /// read (absent, refused) is not asked again at this gate (said at debug level): its pods keep
-/// their other evidence.
+/// their other evidence. In four jobs: [`select`] the endpoints, [`dial`] each, [`interpret`]
+/// what it answered, [`record`] the results.
 pub async fn round(
     config: &Config,
     endpoints: &dyn Endpoints,
@@ -115,19 +116,53 @@ pub async fn round(
     pods: &[PodView],
     ev: &mut Evidence,
 ) {
-    let hot: Vec<_> = config
-        .consumers
-        .iter()
-        .filter(|c| c.reload == Reload::Hot)
-        .filter_map(|c| Some((c, c.probe.as_ref()?)))
-        .filter_map(|(c, p)| Some((c, p, p.service.as_ref()?)))
-        .collect();
+    let hot = hot(config);
     if hot.is_empty() {
         return;
     }
     let Some(check) = Check::of(outcome) else {
         return;
     };
+    let targets = select(hot, endpoints, pods, ev).await;
+    let (check, leaves) = (&check, &outcome.leaves);
+    let results: Vec<(PodProbe, Option<String>)> = futures::stream::iter(targets)
+        .map(|t| async move {
+            let started = Instant::now();
+            let result = tokio::time::timeout(PROBE_TIMEOUT, dial(check, leaves, &t))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(NotPassed::Because(format!(
+                        "no answer within {PROBE_TIMEOUT:?}"
+                    )))
+                });
+            interpret(t, started, result)
+        })
+        .buffer_unordered(PROBES_IN_FLIGHT)
+        .collect()
+        .await;
+    record(results, ev);
+}
+
+/// The hot-reloading consumers whose probe names a Service: with the probe and the Service.
+fn hot(config: &Config) -> Vec<(&Consumer, &Probe, &String)> {
+    config
+        .consumers
+        .iter()
+        .filter(|c| c.reload == Reload::Hot)
+        .filter_map(|c| Some((c, c.probe.as_ref()?)))
+        .filter_map(|(c, p)| Some((c, p, p.service.as_ref()?)))
+        .collect()
+}
+
+/// The endpoints to probe at this gate: each ready endpoint of a `hot` consumer's Service
+/// whose pod mounts the Secret its probe names and still waits for it (the consumers whose
+/// endpoints cannot be read are marked in `ev` and not asked again).
+async fn select(
+    hot: Vec<(&Consumer, &Probe, &String)>,
+    endpoints: &dyn Endpoints,
+    pods: &[PodView],
+    ev: &mut Evidence,
+) -> Vec<Target> {
     let mut targets = Vec::new();
     for (consumer, p, service) in hot {
         if ev.unprobeable.contains(&consumer.name)
@@ -166,83 +201,85 @@ pub async fn round(
             });
         }
     }
-    let check = &check;
-    let outcome_leaves = &outcome.leaves;
-    let results: Vec<(PodProbe, Option<String>)> = futures::stream::iter(targets)
-        .map(|t| async move {
-            let started = Instant::now();
-            let attempt = async {
-                match check {
-                    Check::Trust { identity, roots } => {
-                        // One attempt: `until` now.
-                        match probe::client_trust(
-                            &t.address,
-                            &t.server_name,
-                            roots,
-                            identity,
-                            Instant::now(),
-                        )
-                        .await
-                        {
-                            ClientTrust::Proven => Ok(()),
-                            ClientTrust::VerifiesNothing => Err(NotPassed::VerifiesNothing),
-                            ClientTrust::NotShown => Err(NotPassed::Because(
-                                "it does not accept a client certificate from the new CA yet"
-                                    .to_string(),
-                            )),
-                        }
-                    }
-                    Check::Leaf { identity, issuer } => {
-                        let Some(leaf) = outcome_leaves.get(&t.secret) else {
-                            return Err(NotPassed::Because(format!(
-                                "no leaf stored in Secret {}",
-                                t.secret
-                            )));
-                        };
-                        let expected = Expected {
-                            secret: t.secret.clone(),
-                            leaf: leaf.clone(),
-                            issuer: (**issuer).clone(),
-                        };
-                        probe::serves(
-                            &t.address,
-                            &t.server_name,
-                            std::slice::from_ref(&**issuer),
-                            &expected,
-                            identity,
-                            PROBE_TIMEOUT,
-                        )
-                        .await
-                        .map_err(NotPassed::Because)
-                    }
-                }
-            };
-            let result = tokio::time::timeout(PROBE_TIMEOUT, attempt)
+    targets
+}
+
+/// One attempt at `t` for what `check` asks (`leaves`: the leaf stored in each Secret).
+async fn dial(
+    check: &Check,
+    leaves: &std::collections::BTreeMap<String, Cert>,
+    t: &Target,
+) -> Result<(), NotPassed> {
+    match check {
+        Check::Trust { identity, roots } => {
+            // One attempt: `until` now.
+            match probe::client_trust(&t.address, &t.server_name, roots, identity, Instant::now())
                 .await
-                .unwrap_or_else(|_| {
-                    Err(NotPassed::Because(format!(
-                        "no answer within {PROBE_TIMEOUT:?}"
-                    )))
-                });
-            let verifies_nothing = matches!(result, Err(NotPassed::VerifiesNothing));
-            let result = result.map_err(|why| format!("{}: {why}", t.address));
-            match &result {
-                Ok(()) => tracing::info!(pod = %t.pod.name, endpoint = %t.address, "probe of pod {} shows it holds Secret {}", t.pod.name, t.secret),
-                // Said once per pod and gate, below.
-                Err(_) if verifies_nothing => {}
-                Err(why) => tracing::debug!(pod = %t.pod.name, "probe of pod {} did not pass: {why}", t.pod.name),
+            {
+                ClientTrust::Proven => Ok(()),
+                ClientTrust::VerifiesNothing => Err(NotPassed::VerifiesNothing),
+                ClientTrust::NotShown => Err(NotPassed::Because(
+                    "it does not accept a client certificate from the new CA yet".to_string(),
+                )),
             }
-            let probe = PodProbe {
-                pod: t.pod,
-                secret: t.secret,
-                started,
-                result,
+        }
+        Check::Leaf { identity, issuer } => {
+            let Some(leaf) = leaves.get(&t.secret) else {
+                return Err(NotPassed::Because(format!(
+                    "no leaf stored in Secret {}",
+                    t.secret
+                )));
             };
-            (probe, verifies_nothing.then_some(t.address))
-        })
-        .buffer_unordered(PROBES_IN_FLIGHT)
-        .collect()
-        .await;
+            let expected = Expected {
+                secret: t.secret.clone(),
+                leaf: leaf.clone(),
+                issuer: (**issuer).clone(),
+            };
+            probe::serves(
+                &t.address,
+                &t.server_name,
+                std::slice::from_ref(&**issuer),
+                &expected,
+                identity,
+                PROBE_TIMEOUT,
+            )
+            .await
+            .map_err(NotPassed::Because)
+        }
+    }
+}
+
+/// What one attempt at `t` (begun at `started`) shows, for the evidence: its result, said in
+/// the log, and the endpoint when the pod verifies nothing.
+fn interpret(
+    t: Target,
+    started: Instant,
+    result: Result<(), NotPassed>,
+) -> (PodProbe, Option<String>) {
+    let verifies_nothing = matches!(result, Err(NotPassed::VerifiesNothing));
+    let result = result.map_err(|why| format!("{}: {why}", t.address));
+    match &result {
+        Ok(()) => {
+            tracing::info!(pod = %t.pod.name, endpoint = %t.address, "probe of pod {} shows it holds Secret {}", t.pod.name, t.secret)
+        }
+        // Said once per pod and gate, in `record`.
+        Err(_) if verifies_nothing => {}
+        Err(why) => {
+            tracing::debug!(pod = %t.pod.name, "probe of pod {} did not pass: {why}", t.pod.name)
+        }
+    }
+    let probe = PodProbe {
+        pod: t.pod,
+        secret: t.secret,
+        started,
+        result,
+    };
+    (probe, verifies_nothing.then_some(t.address))
+}
+
+/// Records a round's results in `ev`: a pod that verifies nothing is said once and not
+/// probed again at this gate.
+fn record(results: Vec<(PodProbe, Option<String>)>, ev: &mut Evidence) {
     let mut probes = Vec::with_capacity(results.len());
     for (probe, verifies_nothing) in results {
         if let Some(endpoint) = verifies_nothing

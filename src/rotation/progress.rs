@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use crate::config::RunOptions;
 use crate::lock;
 use crate::plan;
-use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport, LockReport, Report};
+use crate::report::{self, ConsumerReport, Entry, EventLine, GateReport};
 
 /// What a run has done and learned so far.
 #[derive(Debug, Default, Clone)]
@@ -141,23 +141,6 @@ impl Progress {
                     (a, b) => b.or(a),
                 };
             }
-        }
-    }
-
-    /// What the report says of the run lock: a refused one is a skipped feature; a held
-    /// Lease, whether it was taken over from a crashed run and how its renewals went.
-    pub fn lock_into(&self, report: &mut Report) {
-        report
-            .skipped
-            .extend(self.lock.refused().map(str::to_string));
-        if let lock::Outcome::Lease(l) = &self.lock {
-            report.lock = Some(LockReport {
-                lease: l.what.clone(),
-                took_over: l.took_over.clone(),
-                renewals: l.renewals,
-                renewal_failures: l.renewal_failures,
-                lost: l.lost.clone(),
-            });
         }
     }
 

@@ -984,9 +984,12 @@ async fn member_run<S: SecretStore>(
     let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
     progress.note(super::Learned::Lock(held.release().await));
     result
-        .map(|(mut report, e)| {
-            progress.lock_into(&mut report);
-            (report, e)
+        .map(|(end, e)| {
+            let end = super::End {
+                lock: progress.lock.clone(),
+                ..end
+            };
+            (super::finish(end), e)
         })
         .map_err(|e| e.after(writes))
 }

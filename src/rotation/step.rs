@@ -223,20 +223,7 @@ async fn run<S: SecretStore>(
         }
         // A member of a set of clusters: a step the set's barrier holds back writes nothing.
         if let Some(barrier) = options.hold.and_then(|h| h.stops(&plan.phase)) {
-            let mut held = looked(store, config, plan, observed);
-            held.written.clear();
-            held.planned.clear();
-            held.held = Some(barrier);
-            for e in &mut held.report.secrets {
-                if e.action.writes() {
-                    e.action = plan::Action::Keep;
-                    e.reason = format!(
-                        "held: the {} step waits until every member of the set is ready for it",
-                        barrier.name()
-                    );
-                }
-            }
-            return Ok(held);
+            return Ok(held_back(looked(store, config, plan, observed), barrier));
         }
         // A rotation under way is the rotation an `--overwrite` asks for: the run finishes it
         // and begins no other.
@@ -244,39 +231,18 @@ async fn run<S: SecretStore>(
             acted.0 = true;
             ca_written = true;
         }
-        match mode {
-            Mode::Look => {
-                let mut look = looked(store, config, plan, observed);
-                look.ca_written = ca_written;
-                return Ok(look);
-            }
-            Mode::DryRun => {
-                let mut look =
-                    dry_run(store, config, plan, observed, (now, options), guard).await?;
-                look.ca_written = ca_written;
-                return Ok(look);
-            }
-            Mode::Write => {}
+        if !matches!(mode, Mode::Write) {
+            let look = match mode {
+                Mode::DryRun => {
+                    dry_run(store, config, plan, observed, (now, options), guard).await?
+                }
+                _ => looked(store, config, plan, observed),
+            };
+            return Ok(Outcome { ca_written, ..look });
         }
         let phase = plan.phase.clone();
-        let mut progress = Applied {
-            layouts: layouts(config),
-            given_ca: set.and_then(|s| s.ca.cloned()),
-            ..Applied::default()
-        };
-        let verify =
-            |after: &Applied| check_step(store, config, &observed, after, (now, options), set);
-        let result = apply(
-            store,
-            plan,
-            &observed,
-            now,
-            &mut progress,
-            guard,
-            &verify,
-            false,
-        )
-        .await;
+        let (result, mut progress) =
+            apply_step(store, config, (plan, &observed), (now, options), guard, set).await;
         ca_written |= progress.new_ca_written;
         hmac_written |= progress.hmac_written;
         // A stored CA has acted on --overwrite, and stored HMAC bytes on --rotate-hmac.
@@ -284,37 +250,77 @@ async fn run<S: SecretStore>(
         acted.1 |= progress.hmac_written;
         crate::report::merge(&mut done, std::mem::take(&mut progress.entries));
         let raced = seeded && matches!(result, Err(ApplyError::Store(StoreError::Conflict { .. })));
-        match result {
-            Ok(()) => {
-                let mut outcome =
-                    outcome(store, config, (attempt, done), progress, phase, observed);
-                outcome.report.renewal_window = window.map(|w| *w);
-                return Ok(Outcome {
-                    ca_written,
-                    hmac_written,
-                    ..outcome
-                });
-            }
-            // A plan from an earlier read (a fresh install's creates, made without the lock)
-            // that lost a race: another run got there first, and the caller goes on under the
-            // lock instead of re-planning here. The CA Secret (a fresh install's first write)
-            // appeared under the run either way: --overwrite has been acted on.
-            Err(_) if raced => {
-                let outcome = outcome(store, config, (attempt, done), progress, phase, observed);
-                return Ok(Outcome {
-                    raced: true,
-                    ca_written: true,
-                    hmac_written,
-                    ..outcome
-                });
-            }
-            Err(e) => {
-                let pause = again(e, attempt)?;
-                attempt += 1;
-                tokio::time::sleep(pause).await;
-            }
+        // Done; or a plan from an earlier read (a fresh install's creates, made without the
+        // lock) that lost a race: another run got there first, and the caller goes on under the
+        // lock instead of re-planning here. The CA Secret (a fresh install's first write)
+        // appeared under the run either way: --overwrite has been acted on.
+        if let Err(e) = result
+            && !raced
+        {
+            let pause = again(e, attempt)?;
+            attempt += 1;
+            tokio::time::sleep(pause).await;
+            continue;
+        }
+        let mut outcome = outcome(store, config, (attempt, done), progress, phase, observed);
+        if !raced {
+            outcome.report.renewal_window = window.map(|w| *w);
+        }
+        return Ok(Outcome {
+            raced,
+            ca_written: ca_written || raced,
+            hmac_written,
+            ..outcome
+        });
+    }
+}
+
+/// A member's step that the set's `barrier` holds back: the look, writing nothing, each write
+/// it planned said to wait for the set.
+fn held_back(mut held: Outcome, barrier: plan::Barrier) -> Outcome {
+    held.written.clear();
+    held.planned.clear();
+    held.held = Some(barrier);
+    for e in &mut held.report.secrets {
+        if e.action.writes() {
+            e.action = plan::Action::Keep;
+            e.reason = format!(
+                "held: the {} step waits until every member of the set is ready for it",
+                barrier.name()
+            );
         }
     }
+    held
+}
+
+/// Applies `plan`, made from `observed`, checking the step before its first write
+/// ([`check_step`]); the result, and what was applied.
+async fn apply_step<S: SecretStore>(
+    store: &S,
+    config: &Config,
+    (plan, observed): (plan::Plan, &Snapshot),
+    (now, options): (OffsetDateTime, Options),
+    guard: &Guard<'_>,
+    set: Option<&InSet<'_>>,
+) -> (Result<(), ApplyError>, Applied) {
+    let mut progress = Applied {
+        layouts: layouts(config),
+        given_ca: set.and_then(|s| s.ca.cloned()),
+        ..Applied::default()
+    };
+    let verify = |after: &Applied| check_step(store, config, observed, after, (now, options), set);
+    let result = apply(
+        store,
+        plan,
+        observed,
+        now,
+        &mut progress,
+        guard,
+        &verify,
+        false,
+    )
+    .await;
+    (result, progress)
 }
 
 /// Whether the CA Secret's version differs from the first one this step read (`first`, set by

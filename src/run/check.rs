@@ -19,13 +19,15 @@ pub async fn run(target: cli::TargetArgs) -> Result<(), Error> {
     let (report, families, unreadable) = match &local {
         Some(dir) => {
             let store = local_store(dir, &config, false).reporting_exposed_keys();
-            exposition::collect::checked(&config, &store, None).await?
+            exposition::collect::checked(&config, &store, (None, None)).await?
         }
         None => {
             let client = k8s::client(target.cluster()).await?;
             let store = KubeStore::new(client.clone(), &config.namespace);
-            let webhooks = k8s::WebhookStore::new(client);
-            exposition::collect::checked(&config, &store, Some(&webhooks)).await?
+            let webhooks = k8s::WebhookStore::new(client.clone());
+            let bundles = k8s::TrustBundleStore::new(client);
+            let bundles = (!config.trust_bundles.is_empty()).then_some(&bundles as _);
+            exposition::collect::checked(&config, &store, (Some(&webhooks), bundles)).await?
         }
     };
     match target.output {

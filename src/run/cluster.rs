@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::k8s::KubeStore;
-use crate::{access, config, k8s, lock, metrics, report, rotation};
+use crate::{access, api_requests, config, k8s, lock, report, rotation};
 
 /// What a run in one cluster needs besides its options, made for what this identity may do:
 /// the config adapted to it, the Secret store, the stores of the other objects the run reads
@@ -113,7 +113,7 @@ pub async fn job(
     // The caBundle targets, restarts, pokes and the run lock it may not take (carried back in
     // the report by the run, as data).
     skipped.extend(report.skipped.iter().cloned());
-    let report = report.in_cluster(metrics::snapshot(), skipped);
+    let report = report.in_cluster(api_requests::snapshot(), skipped);
     // Overdue or not by the store's clock after the run (a renewal left to the next run).
     let now = crate::store::SecretStore::now(store);
     Ok((report.with_next_renewal(config, now), failure))

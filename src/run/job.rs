@@ -6,7 +6,7 @@ use crate::cli::{OutputFormat, RunArgs};
 use crate::error::Error;
 use crate::k8s::KubeStore;
 use crate::store::SecretStore;
-use crate::{config, events, exposition, k8s, lock, metrics, report, rotation};
+use crate::{api_requests, config, events, exposition, k8s, lock, report, rotation};
 
 /// certgen's main job: resolve, run, print the report; with `--metrics-file`,
 /// `--pushgateway` or `--output prometheus`, the metrics of the state it left and of its
@@ -38,28 +38,14 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
             Err(e) => (None, Err(e)),
         },
     };
-    let api_requests = local.is_none().then(metrics::snapshot);
+    let api_requests = local.is_none().then(api_requests::snapshot);
     let prometheus = args.target.output == OutputFormat::Prometheus;
     let wants_metrics = sinks.any() || prometheus;
     let wants_events = args.events && local.is_none() && !args.dry_run && outcome.is_ok();
-    // A member of a set of clusters whose own run found the shared CA due: a Warning Event on
-    // the CA Secret, so that the people who watch this cluster see what to run.
     if let (true, false, Some(client), Err(Error::SharedCaDue { message, .. })) =
         (args.events, args.dry_run, client.as_ref(), &outcome)
     {
-        let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
-        let mut lines = [crate::report::EventLine {
-            type_: "Warning",
-            reason: "SharedCADue",
-            kind: "Secret",
-            name: config.ca.secret_name.clone(),
-            action: "check",
-            note: message.clone(),
-            outcome: "planned",
-        }];
-        for refusal in k8s::events::record_all(&recorder, &mut lines).await {
-            tracing::warn!("{refusal}");
-        }
+        shared_ca_due(client, &config, message).await;
     }
     // What the run left, read once for both (`check`'s reads; the caBundle targets only for
     // the metrics).
@@ -80,33 +66,13 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
         .await;
     }
     let metrics = if wants_metrics {
-        let (exit_code, writes) = match &outcome {
-            Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
-            Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
-            Err(e) => (e.code(), 0),
-        };
-        let run = exposition::RunOutcome {
-            exit_code,
-            finished_at: time::OffsetDateTime::now_utc(),
-            duration: started.elapsed(),
-            writes,
-            dry_run: args.dry_run,
-            api_requests,
-        };
-        let text = exposition::collect::after_run(&config, left.as_ref(), run);
-        let grouping = [
-            ("namespace", config.namespace.as_str()),
-            ("profile", config.profile.as_str()),
-        ];
-        for problem in sinks.deliver(&text, &grouping).await {
-            tracing::warn!("{problem}");
-        }
-        Some(text)
+        let run = (&outcome, started, args.dry_run, api_requests);
+        Some(deliver_metrics(&config, run, left.as_ref(), &sinks).await)
     } else {
         None
     };
     if local.is_none() {
-        let all = metrics::snapshot();
+        let all = api_requests::snapshot();
         tracing::debug!(
             requests = all.total,
             get = all.get,
@@ -134,6 +100,66 @@ pub async fn run(args: RunArgs) -> Result<(), Error> {
     }
 }
 
+/// What a run ended with: the report and the failure that ended it after it had started, or
+/// the error that stopped it.
+type Outcome = Result<(report::Report, Option<Error>), Error>;
+
+/// A member of a set of clusters whose own run found the shared CA due: a Warning Event on
+/// the CA Secret, so that the people who watch this cluster see what to run.
+async fn shared_ca_due(client: &kube::Client, config: &config::Config, message: &str) {
+    let recorder = k8s::events::KubeEvents::new(client.clone(), &config.namespace);
+    let mut lines = [crate::report::EventLine {
+        type_: "Warning",
+        reason: "SharedCADue",
+        kind: "Secret",
+        name: config.ca.secret_name.clone(),
+        action: "check",
+        note: message.to_string(),
+        outcome: "planned",
+    }];
+    for refusal in k8s::events::record_all(&recorder, &mut lines).await {
+        tracing::warn!("{refusal}");
+    }
+}
+
+/// The metrics of the state the run `left` and of its outcome (the job's `outcome`, when it
+/// `started`, whether a dry run, its API requests), delivered to the `sinks`. The exposition
+/// text.
+async fn deliver_metrics(
+    config: &config::Config,
+    (outcome, started, dry_run, api_requests): (
+        &Outcome,
+        std::time::Instant,
+        bool,
+        Option<api_requests::ApiRequests>,
+    ),
+    left: Option<&Result<exposition::collect::Left, Error>>,
+    sinks: &exposition::sink::Sinks,
+) -> String {
+    let (exit_code, writes) = match outcome {
+        Ok((report, failure)) => (failure.as_ref().map_or(0, Error::code), report.writes),
+        Err(e @ Error::AfterWrites { written, .. }) => (e.code(), written.len()),
+        Err(e) => (e.code(), 0),
+    };
+    let run = exposition::RunOutcome {
+        exit_code,
+        finished_at: time::OffsetDateTime::now_utc(),
+        duration: started.elapsed(),
+        writes,
+        dry_run,
+        api_requests,
+    };
+    let text = exposition::collect::after_run(config, left, run);
+    let grouping = [
+        ("namespace", config.namespace.as_str()),
+        ("profile", config.profile.as_str()),
+    ];
+    for problem in sinks.deliver(&text, &grouping).await {
+        tracing::warn!("{problem}");
+    }
+    text
+}
+
 /// What a run left, read once after it for its Events and metrics (`targets`: the `caBundle`
 /// targets too). `None` when a cluster run has no client (it failed to connect).
 async fn read_left(
@@ -145,12 +171,17 @@ async fn read_left(
     match (local, client) {
         (Some(dir), _) => {
             let store = local_store(dir, config, false);
-            Some(exposition::collect::left(config, &store, None).await)
+            Some(exposition::collect::left(config, &store, (None, None)).await)
         }
         (None, Some(client)) => {
             let store = KubeStore::new(client.clone(), &config.namespace);
             let webhooks = k8s::WebhookStore::new(client.clone());
-            Some(exposition::collect::left(config, &store, targets.then_some(&webhooks)).await)
+            let bundles = k8s::TrustBundleStore::new(client.clone());
+            let seams = (
+                targets.then_some(&webhooks as _),
+                (targets && !config.trust_bundles.is_empty()).then_some(&bundles as _),
+            );
+            Some(exposition::collect::left(config, &store, seams).await)
         }
         (None, None) => None,
     }

@@ -19,7 +19,7 @@ pub type Report = Vec<String>;
 
 /// `certgen create`.
 pub async fn create(args: &KwcCreateArgs) -> Result<Report, Error> {
-    let req = CreateRequest::from_args(args)?;
+    let req = CreateRequest::from_flags(&args.flags())?;
     if args.print_config {
         return print_config(&req);
     }
@@ -165,7 +165,7 @@ pub fn renew_options(
 /// `certgen patch`: the Secret read through kube-webhook-certgen's adapter, the targets
 /// through the `caBundle` seam ([`crate::outside::CaBundleTargets`]), each by its name.
 pub async fn patch(args: &KwcPatchArgs) -> Result<Report, Error> {
-    let req = PatchRequest::from_args(args)?;
+    let req = PatchRequest::from_flags(&args.flags())?;
     let client = crate::k8s::client_for(args.common.kubeconfig.as_deref(), None).await?;
     let observed = api::get_secret(&client, &req.namespace, &req.secret_name).await?;
     let bundle = patch_bundle(&req, &observed)?;

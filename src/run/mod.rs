@@ -5,7 +5,7 @@
 //! - [`job`]: the main job (a run, its Events and metrics), in a cluster or locally;
 //! - [`cluster`]: the rotation driver wired to the API server, shared by the main job and
 //!   `create`'s renewal ([`kwc`]);
-//! - [`check`]: `certgen check`;
+//! - [`check`]: `certgen check`; [`exporter`]: `certgen exporter`;
 //! - [`kwc`]: `certgen create` and `patch`; [`handover`]: `certgen handover cert-manager`.
 
 use std::io::Write;
@@ -16,6 +16,7 @@ use crate::store::LocalStore;
 
 pub mod check;
 pub mod cluster;
+pub mod exporter;
 pub mod handover;
 pub mod job;
 pub mod kwc;

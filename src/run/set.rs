@@ -13,7 +13,7 @@ use crate::config::{self, Config, ConfigError, Strategy};
 use crate::error::Error;
 use crate::k8s::{self, KubeStore};
 use crate::set::{Record, Standing};
-use crate::{lock, metrics, observe, rotation};
+use crate::{api_requests, lock, observe, rotation};
 
 /// How long the set's standing after a run waits for a member.
 const AFTER_RUN: Duration = Duration::from_secs(10);
@@ -219,8 +219,15 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
     let metrics = if sinks.any() || prometheus {
         let mut per = Vec::new();
         for (mr, p) in outcome.members.iter().zip(&all) {
-            let left =
-                crate::exposition::collect::left_as(&p.config, &p.store, Some(&p.webhooks), true);
+            let left = crate::exposition::collect::left_as(
+                &p.config,
+                &p.store,
+                (
+                    Some(&p.webhooks),
+                    (!p.config.trust_bundles.is_empty()).then_some(&p.trust_bundles as _),
+                ),
+                true,
+            );
             let mut families = match tokio::time::timeout(AFTER_RUN, left).await {
                 Ok(Ok(left)) => left.families,
                 Ok(Err(e)) => {
@@ -272,7 +279,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
         );
         // The API requests are the whole process's (one counter for every member): the set's
         // report says them once.
-        let mut report = report.in_cluster(metrics::snapshot(), skipped);
+        let mut report = report.in_cluster(api_requests::snapshot(), skipped);
         report.api_requests = None;
         let report = report.with_next_renewal(&p.config, crate::store::SecretStore::now(&p.store));
         reports.push((mr.name.clone(), mr.uid.clone(), report));
@@ -296,7 +303,7 @@ pub async fn run(args: RunArgs, contexts: &[String]) -> Result<(), Error> {
                 "set": outcome.record.as_ref().map(|r| serde_json::json!({"id": r.id, "members": r.members, "generation": r.generation})),
                 "standing": line,
                 "note": outcome.note,
-                "apiRequests": metrics::snapshot(),
+                "apiRequests": api_requests::snapshot(),
                 "members": members,
                 "error": failure.as_ref().map(Error::to_object),
             });
@@ -366,9 +373,16 @@ pub async fn check(target: TargetArgs, contexts: &[String]) -> Result<(), Error>
         let config = member_config(&config, &m.context)?;
         let store = KubeStore::new(m.client.clone(), &config.namespace);
         let webhooks = k8s::WebhookStore::new(m.client.clone());
+        let bundles = k8s::TrustBundleStore::new(m.client.clone());
+        let bundles = (!config.trust_bundles.is_empty()).then_some(&bundles as _);
         let checked = tokio::time::timeout(
             timeout,
-            crate::exposition::collect::checked_as(&config, &store, Some(&webhooks), true),
+            crate::exposition::collect::checked_as(
+                &config,
+                &store,
+                (Some(&webhooks), bundles),
+                true,
+            ),
         )
         .await;
         let up = matches!(checked, Ok(Ok(_)));

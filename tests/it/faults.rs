@@ -160,7 +160,7 @@ fn pods_fake(script: Vec<u16>) -> (kube::Client, Requests) {
 async fn a_poke_answered_429_is_retried_after_its_retry_after_and_the_429s_are_counted() {
     let (client, calls) = pods_fake(vec![429, 429, 200]);
     let pods = certgen::k8s::Pods::new(client, "ns");
-    let before = certgen::metrics::throttled();
+    let before = certgen::api_requests::throttled();
     let started = tokio::time::Instant::now();
     let answer = pods
         .poke("proxy-a", "u1", "fp", time::OffsetDateTime::UNIX_EPOCH)
@@ -173,7 +173,7 @@ async fn a_poke_answered_429_is_retried_after_its_retry_after_and_the_429s_are_c
         "waited for Retry-After twice: {:?}",
         started.elapsed()
     );
-    assert!(certgen::metrics::throttled() >= before + 2);
+    assert!(certgen::api_requests::throttled() >= before + 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -171,6 +171,7 @@ mod found {
                 None,
             )),
             secrets: BTreeMap::new(),
+            ..Snapshot::default()
         };
         for t in &config.tls {
             let leaf = issue_leaf(&t.leaf, &active, NOW).unwrap();
@@ -233,6 +234,7 @@ mod found {
                 Some(END_OF_TIME),
             )),
             secrets: BTreeMap::new(),
+            ..Snapshot::default()
         };
         let mut observed = observed;
         for t in &config.tls {

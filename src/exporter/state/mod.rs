@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 
 use time::OffsetDateTime;
 
+use crate::api_requests::ApiRequests;
 use crate::config::{Config, WebhookKind};
 use crate::exposition::{self, CaBundleTarget, Family, TargetState};
 use crate::k8s::watch::{Change, Labelled, TargetSeen};
 use crate::k8s::webhooks::topology_namespace;
-use crate::metrics::ApiRequests;
 use crate::observe::Snapshot;
 use crate::secret::{Observed, StoredSecret};
 
@@ -449,7 +449,7 @@ impl State {
         now: OffsetDateTime,
         requests: ApiRequests,
     ) -> Vec<Family> {
-        let mut out = self.health(config, now);
+        let mut out = self.health(config, &self.snapshot(config), now);
         out.extend(self.own(requests));
         out
     }
@@ -481,11 +481,13 @@ impl State {
             m.generation == self.generation && m.from <= now && m.until.is_none_or(|u| now < u)
         });
         if !fresh {
+            // One snapshot, parsed once, for both.
+            let observed = self.snapshot(config);
             *memo = Some(Memo {
                 generation: self.generation,
                 from: now,
-                until: self.next_boundary(config, now),
-                text: exposition::render(&self.health(config, now)).into(),
+                until: self.next_boundary(config, &observed, now),
+                text: exposition::render(&self.health(config, &observed, now)).into(),
             });
         }
         let health = memo.as_ref().expect("just set").text.clone();
@@ -496,27 +498,38 @@ impl State {
     /// comparison `check`, the planner and the rotation phase make with `now` is against a
     /// certificate's notBefore, notAfter, or notAfter minus a renewBefore of the config, or a
     /// gate's opening (a Secret's last write plus the propagation delay).
-    fn next_boundary(&self, config: &Config, now: OffsetDateTime) -> Option<OffsetDateTime> {
-        use crate::observe::parse::{self, Field};
+    fn next_boundary(
+        &self,
+        config: &Config,
+        observed: &Snapshot,
+        now: OffsetDateTime,
+    ) -> Option<OffsetDateTime> {
+        use crate::observe::parse::Field;
         let mut renew_before: Vec<std::time::Duration> = std::iter::once(config.ca.renew_before)
             .chain(config.tls.iter().map(|t| t.renew_before))
             .collect();
         renew_before.sort();
         renew_before.dedup();
+        // Of the Secrets the config names (no other moves a health metric), as `observed`
+        // parsed them.
         let mut certs = Vec::new();
-        for (name, s) in &self.secrets {
+        for name in self.secrets.keys() {
             if *name == config.ca.secret_name {
-                let ca = parse::ca(s, &config.ca.layout);
+                let Some(ca) = observed.ca_parsed(&config.ca.layout) else {
+                    continue;
+                };
                 certs.extend(ca.cert.ok().cloned());
                 certs.extend(ca.next_cert.ok().cloned());
-                if let Field::Ok(b) = ca.bundle {
-                    certs.extend(b.certs);
+                if let Field::Ok(b) = &ca.bundle {
+                    certs.extend(b.certs.iter().cloned());
                 }
             } else {
-                let leaf = parse::leaf_in(s, &config.layout_of(name));
+                let Some(leaf) = observed.leaf_parsed(name, &config.layout_of(name)) else {
+                    continue;
+                };
                 certs.extend(leaf.cert.ok().cloned());
-                if let Field::Ok(b) = leaf.bundle {
-                    certs.extend(b.certs);
+                if let Field::Ok(b) = &leaf.bundle {
+                    certs.extend(b.certs.iter().cloned());
                 }
             }
         }
@@ -548,26 +561,25 @@ impl State {
     }
 
     /// `check`'s families at `now`, once the Secrets are listed.
-    fn health(&self, config: &Config, now: OffsetDateTime) -> Vec<Family> {
+    fn health(&self, config: &Config, observed: &Snapshot, now: OffsetDateTime) -> Vec<Family> {
         if self.secrets_sync != Sync::Synced {
             return Vec::new();
         }
-        let observed = self.snapshot(config);
         let ctx = crate::check::Context {
             undos: self.undos.clone(),
             propagation_delay: crate::config::CLUSTER_PROPAGATION_DELAY,
-            targets: self.targets(config, &observed, now),
+            targets: self.targets(config, observed, now),
             unreadable: Vec::new(),
             in_set: false,
         };
         let report = crate::check::check(
             config,
-            &observed,
+            observed,
             now,
             format!("namespace {}", config.namespace),
             &ctx,
         );
-        exposition::health(config, &observed, &report, now)
+        exposition::health(config, observed, &report, now)
     }
 
     /// The exporter's own families.
