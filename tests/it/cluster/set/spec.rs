@@ -403,15 +403,46 @@ async fn the_set_rotation_checks_accept_a_rotation_mirrored_from_m0() {
         .clone()
         .unwrap();
     let before = leaves(&set.snapshots(&f.ns.name).await);
+    // Right by construction only while the mirror's copies land well inside m0's gates: under
+    // CI's load its watch-then-write lagged past a 3 s gate once (8 failed handshakes with m1,
+    // a mirror artefact, not certgen's), so m0's gates get 15 s here.
     let cmd = f
         .certgen(&set, &["m0"])
+        .propagation_delay("15s")
         .args(["--overwrite", "--timeout", "120s"])
         .command();
     let (r, seen, phases) = watched_rotation(&set, &f, &old, cmd).await;
     assert_eq!(r.code, 0, "--overwrite in m0: {}", r.stderr);
+    // The mirror has copied m0's last writes before it stops.
+    mirrored(&set, &f.ns.name, Duration::from_secs(30)).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     drop(mirror);
     assert_set_rotation(&set, &f, &old, &before, &seen, &phases).await;
+}
+
+/// Waits until m1's and m2's CA and leaf Secrets hold m0's data (the mirror caught up).
+async fn mirrored(set: &Set, ns: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    let data = |s: k8s_openapi::api::core::v1::Secret| s.data.unwrap_or_default();
+    loop {
+        let mut behind = Vec::new();
+        for name in std::iter::once(CA_SECRET).chain(LEAF_SECRETS.iter().copied()) {
+            let want = data(set.member("m0").secrets(ns).get(name).await.unwrap());
+            for m in ["m1", "m2"] {
+                if data(set.member(m).secrets(ns).get(name).await.unwrap()) != want {
+                    behind.push(format!("{m}/{name}"));
+                }
+            }
+        }
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the mirror never caught up: {behind:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// And the same checks refuse a rotation that is wrong: m2 mirrored 6 s late, longer than m0's
