@@ -156,6 +156,38 @@ fn names(verbs: &[Verb]) -> String {
         .join(", ")
 }
 
+/// The error for a feature the user asked for (`flag`) that needs `verbs` this identity
+/// lacks in `namespace` (on object `name`): a 403 naming the first verb, with how to grant it.
+fn refused(verbs: &[Verb], namespace: &str, name: &str, flag: &str) -> StoreError {
+    let first = verbs[0];
+    StoreError::Api(Box::new(ApiFailure {
+        verb: first.verb,
+        resource: first.resource,
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        status: Some(403),
+        message: format!(
+            "{flag} was given, but this identity may not {} in namespace {namespace} (forbidden, 403, says a SelfSubjectRulesReview)",
+            names(verbs)
+        ),
+        hint: format!(
+            "; grant the {} verb on {}{} in namespace {namespace} to this identity{} (certgen's own chart Role has them), or run without {flag}",
+            first.verb,
+            first.resource,
+            if first.group.is_empty() {
+                String::new()
+            } else {
+                format!(" (group {})", first.group)
+            },
+            if verbs.len() > 1 {
+                format!(", and {}", names(&verbs[1..]))
+            } else {
+                String::new()
+            }
+        ),
+    }))
+}
+
 /// Adapts `config` to what this identity may do: a restart-only consumer whose workload
 /// verbs are missing is not restarted, a probe whose Service/EndpointSlice verbs are missing is
 /// dropped, each with a note for the report (returned, and on the consumer). When the user
@@ -166,35 +198,6 @@ pub fn adapt(
     asked: Asked,
 ) -> Result<Vec<String>, StoreError> {
     let namespace = config.namespace.clone();
-    let refused = |verbs: &[Verb], name: &str, flag: &str| {
-        let first = verbs[0];
-        StoreError::Api(Box::new(ApiFailure {
-            verb: first.verb,
-            resource: first.resource,
-            namespace: namespace.clone(),
-            name: name.to_string(),
-            status: Some(403),
-            message: format!(
-                "{flag} was given, but this identity may not {} in namespace {namespace} (forbidden, 403, says a SelfSubjectRulesReview)",
-                names(verbs)
-            ),
-            hint: format!(
-                "; grant the {} verb on {}{} in namespace {namespace} to this identity{} (certgen's own chart Role has them), or run without {flag}",
-                first.verb,
-                first.resource,
-                if first.group.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (group {})", first.group)
-                },
-                if verbs.len() > 1 {
-                    format!(", and {}", names(&verbs[1..]))
-                } else {
-                    String::new()
-                }
-            ),
-        }))
-    };
     let mut notes = Vec::new();
     // caBundle targets (src/store/webhook.rs): read and updated by name, cluster-wide.
     config.webhooks.retain(|w| {
@@ -237,7 +240,7 @@ pub fn adapt(
                     Workload::Selector(s) => s.clone(),
                 };
                 if asked.wait {
-                    return Err(refused(&missing, &what, "--wait"));
+                    return Err(refused(&missing, &namespace, &what, "--wait"));
                 }
                 let note = format!(
                     "not restarted: this identity may not {} in namespace {namespace}; restart it after a rotation (kubectl rollout restart), or grant those verbs",
@@ -258,7 +261,7 @@ pub fn adapt(
             ]);
             if !missing.is_empty() {
                 if asked.probe {
-                    return Err(refused(&missing, service, "--probe"));
+                    return Err(refused(&missing, &namespace, service, "--probe"));
                 }
                 let note = format!(
                     "not probed: this identity may not {} in namespace {namespace}",

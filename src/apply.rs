@@ -257,22 +257,15 @@ impl Made {
 /// stops the step with nothing written.
 pub type Check<'a> = &'a dyn Fn(&Applied) -> Result<(), crate::plan::Invalid>;
 
-/// Executes `plan` (made from `observed` at `now`): the CA Secret first, then the other
-/// Secrets, concurrently. Every write goes through `guard`, and none is made unless `check`
-/// accepts what the step leaves; what was done is recorded in `applied`, also when a write
-/// fails. With `dry`, it stops after `check`: keys and certificates made, nothing written.
-#[allow(clippy::too_many_arguments)] // the step's inputs, each used once
-pub async fn apply<S: SecretStore>(
+/// Everything `plan` issues, made before any write: every key this step needs (generated side
+/// by side) and the certificates, the new CA's (or `given_ca`, the set's) and each leaf's, by
+/// Secret name.
+fn make<'p, S: SecretStore>(
     store: &S,
-    plan: Plan,
-    observed: &Snapshot,
+    plan: &'p Plan,
+    given_ca: Option<CaKey>,
     now: OffsetDateTime,
-    applied: &mut Applied,
-    guard: &Guard<'_>,
-    check: Check<'_>,
-    dry: bool,
-) -> Result<(), ApplyError> {
-    let phase = plan.phase.name();
+) -> Result<(Made, BTreeMap<&'p str, Issued>), ApplyError> {
     // Every key this step needs, generated side by side (RSA keys take long and are
     // independent of each other): the new CA's, then each issued leaf's.
     let issues: Vec<(&str, &Issue)> = plan
@@ -280,7 +273,6 @@ pub async fn apply<S: SecretStore>(
         .iter()
         .filter_map(|s| Some((s.name.as_str(), s.write.as_ref()?.issue.as_ref()?)))
         .collect();
-    let given_ca = applied.given_ca.clone();
     let algorithms: Vec<_> = plan
         .ca
         .new
@@ -310,7 +302,62 @@ pub async fn apply<S: SecretStore>(
         let leaf = issue_leaf_with_key(&issue.spec, key, made.key(&issue.signer), issue_at)?;
         issued.insert(name, leaf);
     }
+    Ok((made, issued))
+}
 
+/// The step's writes after the CA Secret's (every other Secret, and a relink of the CA's
+/// files), side by side (at most [`CONCURRENCY`] at once), each through `guard` and logged
+/// for `phase`; an HMAC Secret written is recorded in `applied`. Every write is tried; the
+/// first error is returned.
+async fn put_all<S: SecretStore>(
+    store: &S,
+    writes: Vec<(SecretWrite, Kind, Action, String)>,
+    guard: &Guard<'_>,
+    phase: &str,
+    applied: &mut Applied,
+) -> Result<(), ApplyError> {
+    let results: Vec<Result<Kind, ApplyError>> = futures::stream::iter(writes)
+        .map(|(write, kind, action, reason)| async move {
+            put(store, &write, guard).await?;
+            log_write(store, phase, &write.name, action, &reason);
+            Ok(kind)
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(Kind::Hmac) => applied.hmac_written = true,
+            Ok(_) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Executes `plan` (made from `observed` at `now`): the CA Secret first, then the other
+/// Secrets, concurrently. Every write goes through `guard`, and none is made unless `check`
+/// accepts what the step leaves; what was done is recorded in `applied`, also when a write
+/// fails. With `dry`, it stops after `check`: keys and certificates made, nothing written.
+#[allow(clippy::too_many_arguments)] // the step's inputs, each used once
+pub async fn apply<S: SecretStore>(
+    store: &S,
+    plan: Plan,
+    observed: &Snapshot,
+    now: OffsetDateTime,
+    applied: &mut Applied,
+    guard: &Guard<'_>,
+    check: Check<'_>,
+    dry: bool,
+) -> Result<(), ApplyError> {
+    let phase = plan.phase.name();
+    let (made, issued) = make(store, &plan, applied.given_ca.clone(), now)?;
     let ca = &plan.ca;
     let mut writes = Vec::new();
     let mut ca_write = None;
@@ -364,28 +411,7 @@ pub async fn apply<S: SecretStore>(
         log_write(store, phase, &ca.name, ca.action, &ca.reason);
     }
     // The CA is stored; the Secrets it signs are independent of each other.
-    let results: Vec<Result<Kind, ApplyError>> = futures::stream::iter(writes)
-        .map(|(write, kind, action, reason)| async move {
-            put(store, &write, guard).await?;
-            log_write(store, phase, &write.name, action, &reason);
-            Ok(kind)
-        })
-        .buffer_unordered(CONCURRENCY)
-        .collect()
-        .await;
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok(Kind::Hmac) => applied.hmac_written = true,
-            Ok(_) => {}
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e);
-    }
+    put_all(store, writes, guard, phase, applied).await?;
     // Every write durable before the run reports it (and before the lock is released).
     store.flush().await?;
     Ok(())

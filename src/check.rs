@@ -501,6 +501,126 @@ fn from_plan(plan: &Plan) -> NextRun {
     }
 }
 
+/// The TLS Secrets' rows, appended to `rows` (a missing Secret's says so, unless it could not
+/// be read), judged against the CAs `issuers` shows; and the leaves they hold, for the check
+/// of trust between them.
+fn leaf_rows(
+    config: &Config,
+    observed: &Snapshot,
+    ctx: &Context,
+    issuers: &Issuers<'_>,
+    now: OffsetDateTime,
+    rows: &mut Vec<Checked>,
+) -> Vec<Leaf> {
+    let mut leaves: Vec<Leaf> = Vec::new();
+    for t in &config.tls {
+        let Some(s) = observed.get(&t.name).present() else {
+            let mut r = Checked::new(&t.name, "tls");
+            if ctx.unread(&t.name).is_none() {
+                r.findings.push(Finding::Missing);
+            }
+            rows.push(r);
+            continue;
+        };
+        let data = observed
+            .leaf_parsed(&t.name, &t.layout)
+            .expect("the Secret is present");
+        let (r, leaf) = leaf_row(t, (s, &data), issuers, now);
+        if let Some((leaf, bundle)) = leaf {
+            leaves.push(Leaf {
+                row: rows.len(),
+                cert: leaf,
+                bundle,
+                usages: t.leaf.usages,
+            });
+        }
+        rows.push(r);
+    }
+    leaves
+}
+
+/// certgen's own CA Secret gone with its key while leaves it signed remain: never healthy,
+/// whatever the leaves' expiry (the planner's same finding makes a plain run refuse). Said on
+/// the CA's row (`rows[0]`); its leaves are fine as they are, their issuer the lost CA.
+fn own_ca_lost(observed: &Snapshot, leaves: &[Leaf], now: OffsetDateTime, rows: &mut [Checked]) {
+    let held = leaves.iter().map(|l| {
+        (
+            rows[l.row].row.secret.as_str(),
+            &l.cert,
+            l.bundle.as_slice(),
+        )
+    });
+    if let Some(lost) = crate::plan::lost_ca(observed, held, now) {
+        rows[0].findings.retain(|f| *f != Finding::NoCa);
+        rows[0].findings.push(Finding::LostCa(lost.problem()));
+        // Its leaves are fine as they are: their issuer is the lost CA, which the CA row says.
+        for r in rows
+            .iter_mut()
+            .filter(|r| lost.secrets.contains(&r.row.secret))
+        {
+            r.findings.retain(|f| *f != Finding::UnknownIssuer);
+            r.row.issuer = Some(lost.ca.short_fingerprint());
+        }
+    }
+}
+
+/// Each row's Secret that could not be read, and (local mode) the files consumers read that
+/// are not certgen's own copy: judge what consumers read, not only what certgen stores.
+fn unread_and_divergent(config: &Config, observed: &Snapshot, ctx: &Context, rows: &mut [Checked]) {
+    for r in rows {
+        if let Some(why) = ctx.unread(&r.row.secret) {
+            r.findings.push(Finding::Unreadable(why));
+        }
+        let stored = observed
+            .named(&r.row.secret, &config.ca.secret_name)
+            .and_then(Observed::present);
+        for d in stored.into_iter().flat_map(|s| &s.divergent) {
+            r.findings.push(Finding::Divergent(d.clone()));
+        }
+    }
+}
+
+/// The caBundle targets' rows; a run writes the drifted ones (after its Secrets' writes, if
+/// any), and a target a run cannot choose stops it before it writes anything (`next`).
+fn with_targets(next: &mut NextRun, ctx: &Context) -> Vec<TargetRow> {
+    let (targets, drifted) = target_rows(ctx);
+    if !drifted.is_empty() {
+        match next {
+            NextRun::Nothing => *next = NextRun::Writes { writes: drifted },
+            NextRun::Writes { writes } => writes.extend(drifted),
+            NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
+        }
+    }
+    if let Some(t) = ctx
+        .targets
+        .iter()
+        .find(|t| t.state == TargetState::Ambiguous)
+        && !matches!(next, NextRun::Refuses { .. })
+    {
+        *next = NextRun::Refuses {
+            object: format!("{} {}", t.kind, t.name),
+            message: t.state.text().into(),
+        };
+    }
+    targets
+}
+
+/// A routine rotation held for the renewal window `w`: healthy (a plain run writes nothing
+/// and exits 0), but said as such on each row it holds, with the window it waits for.
+fn waiting_for(w: &crate::report::WindowReport, rows: &mut [Row]) {
+    for row in rows.iter_mut().filter(|r| r.status == "ok") {
+        if let Some(held) = w.waiting.iter().find(|h| h.secret == row.secret) {
+            row.status = "waiting";
+            row.notes = vec![format!(
+                "{} ({}) waits for the renewal window opening at {}",
+                held.what,
+                held.due,
+                w.next_start.as_deref().unwrap_or("-")
+            )];
+        }
+    }
+}
+
 /// Checks every Secret of `config` as stored (`observed`), and the `caBundle` targets and
 /// unreadable Secrets of `ctx`: each problem on its row, and the verdict of a plain run.
 pub fn check(
@@ -537,74 +657,19 @@ pub fn check(
     let mut rows = vec![row];
 
     // The leaves, then trust between them.
-    let mut leaves: Vec<Leaf> = Vec::new();
-    for t in &config.tls {
-        let Some(s) = observed.get(&t.name).present() else {
-            let mut r = Checked::new(&t.name, "tls");
-            if ctx.unread(&t.name).is_none() {
-                r.findings.push(Finding::Missing);
-            }
-            rows.push(r);
-            continue;
-        };
-        let issuer = Issuers {
-            active: active.as_ref(),
-            known: &known,
-            unknown: ca_unreadable,
-        };
-        let data = observed
-            .leaf_parsed(&t.name, &t.layout)
-            .expect("the Secret is present");
-        let (r, leaf) = leaf_row(t, (s, &data), &issuer, now);
-        if let Some((leaf, bundle)) = leaf {
-            leaves.push(Leaf {
-                row: rows.len(),
-                cert: leaf,
-                bundle,
-                usages: t.leaf.usages,
-            });
-        }
-        rows.push(r);
-    }
+    let issuers = Issuers {
+        active: active.as_ref(),
+        known: &known,
+        unknown: ca_unreadable,
+    };
+    let leaves = leaf_rows(config, observed, ctx, &issuers, now, &mut rows);
     trust_between(&leaves, &mut rows, &verifier, now);
-    // certgen's own CA Secret gone with its key while leaves it signed remain: never healthy,
-    // whatever the leaves' expiry (the planner's same finding makes a plain run refuse).
-    let held = leaves.iter().map(|l| {
-        (
-            rows[l.row].row.secret.as_str(),
-            &l.cert,
-            l.bundle.as_slice(),
-        )
-    });
-    if let Some(lost) = crate::plan::lost_ca(observed, held, now) {
-        rows[0].findings.retain(|f| *f != Finding::NoCa);
-        rows[0].findings.push(Finding::LostCa(lost.problem()));
-        // Its leaves are fine as they are: their issuer is the lost CA, which the CA row says.
-        for r in rows
-            .iter_mut()
-            .filter(|r| lost.secrets.contains(&r.row.secret))
-        {
-            r.findings.retain(|f| *f != Finding::UnknownIssuer);
-            r.row.issuer = Some(lost.ca.short_fingerprint());
-        }
-    }
+    own_ca_lost(observed, &leaves, now, &mut rows);
 
     for h in &config.hmac {
         rows.push(hmac_row(h, observed, ctx.unread(&h.name).is_some()));
     }
-
-    // Local mode: judge what consumers read, not only certgen's own copy.
-    for r in &mut rows {
-        if let Some(why) = ctx.unread(&r.row.secret) {
-            r.findings.push(Finding::Unreadable(why));
-        }
-        let stored = observed
-            .named(&r.row.secret, &config.ca.secret_name)
-            .and_then(Observed::present);
-        for d in stored.into_iter().flat_map(|s| &s.divergent) {
-            r.findings.push(Finding::Divergent(d.clone()));
-        }
-    }
+    unread_and_divergent(config, observed, ctx, &mut rows);
 
     // The verdict: what a plain run does. Each write or refusal it makes is explained on its
     // row, by a finding above or by the planner's own reason.
@@ -618,47 +683,15 @@ pub fn check(
         next = NextRun::Refuses { object, message };
     }
     explain(&next, &mut rows);
-    // The caBundle targets a run writes (after its Secrets' writes, if any).
-    let (targets, drifted) = target_rows(ctx);
-    if !drifted.is_empty() {
-        match &mut next {
-            NextRun::Nothing => next = NextRun::Writes { writes: drifted },
-            NextRun::Writes { writes } => writes.extend(drifted),
-            NextRun::Waits { .. } | NextRun::Refuses { .. } => {}
-        }
-    }
-    // A target a run cannot choose stops it before it writes anything.
-    if let Some(t) = ctx
-        .targets
-        .iter()
-        .find(|t| t.state == TargetState::Ambiguous)
-        && !matches!(next, NextRun::Refuses { .. })
-    {
-        next = NextRun::Refuses {
-            object: format!("{} {}", t.kind, t.name),
-            message: t.state.text().into(),
-        };
-    }
+    let targets = with_targets(&mut next, ctx);
     let quiet = next == NextRun::Nothing;
     let window = match &planned {
         Some(Ok(p)) => crate::report::WindowReport::of(&config.renewal, &p.window),
         _ => None,
     };
     let mut rows: Vec<Row> = rows.into_iter().map(|r| r.finish(quiet)).collect();
-    // A routine rotation held for a renewal window: healthy (a plain run writes nothing and
-    // exits 0), but said as such, with the window it waits for.
     if let Some(w) = &window {
-        for row in rows.iter_mut().filter(|r| r.status == "ok") {
-            if let Some(held) = w.waiting.iter().find(|h| h.secret == row.secret) {
-                row.status = "waiting";
-                row.notes = vec![format!(
-                    "{} ({}) waits for the renewal window opening at {}",
-                    held.what,
-                    held.due,
-                    w.next_start.as_deref().unwrap_or("-")
-                )];
-            }
-        }
+        waiting_for(w, &mut rows);
     }
     let mut report = CheckReport::new(config, store, rotation, rows, targets, next, now);
     report.renewal_window = window;

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::certmanager::{HANDED_OVER, INJECT_CA_FROM};
-use crate::config::{Config, WebhookKind};
+use crate::config::{Config, TlsSecret, WebhookKind};
 use crate::pki::KeyAlgorithm;
 use crate::plan::Invalid;
 use crate::report::CheckReport;
@@ -50,8 +50,10 @@ impl TargetAnnotation {
     pub const KEY: &'static str = INJECT_CA_FROM;
 }
 
-/// The hand-over of `config`'s Secrets, judged on `check`'s report of what is stored.
-pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
+/// Whether cert-manager can take over `config`'s Secrets as they are laid out: it issues
+/// only TLS Secrets in the `kubernetes.io/tls` layout, and its CA Issuer reads only that
+/// layout too. Refused (with nothing written) otherwise.
+fn layouts_fit(config: &Config) -> Result<(), Invalid> {
     if config.tls.is_empty() {
         return Err(Invalid {
             object: format!("profile {}", config.profile),
@@ -80,6 +82,52 @@ pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
             fix: "nothing was written; the tools that read this CA Secret would lose it: keep certgen for this profile".into(),
         });
     }
+    Ok(())
+}
+
+/// The Certificate cert-manager issues Secret `t` from, with the Issuer `issuer_name`, marked
+/// with `marks` as certgen's hand-over.
+fn certificate(config: &Config, t: &TlsSecret, issuer_name: &str, marks: &Value) -> Value {
+    let leaf = &t.leaf;
+    let mut usages = vec!["digital signature"];
+    if is_rsa(leaf.key_algorithm) {
+        usages.push("key encipherment");
+    }
+    if leaf.usages.server {
+        usages.push("server auth");
+    }
+    if leaf.usages.client {
+        usages.push("client auth");
+    }
+    let mut spec = json!({
+        "secretName": t.name,
+        "commonName": leaf.common_name,
+        "duration": go_duration(leaf.validity),
+        "renewBefore": go_duration(t.renew_before),
+        "privateKey": private_key(leaf.key_algorithm),
+        "usages": usages,
+        "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": issuer_name},
+        "secretTemplate": {"annotations": marks, "labels": config.labels},
+        "revisionHistoryLimit": 1,
+    });
+    if !leaf.dns_names.is_empty() {
+        spec["dnsNames"] = json!(leaf.dns_names);
+    }
+    if !leaf.ip_addresses.is_empty() {
+        let ips: Vec<String> = leaf.ip_addresses.iter().map(|i| i.to_string()).collect();
+        spec["ipAddresses"] = json!(ips);
+    }
+    json!({
+        "apiVersion": "cert-manager.io/v1",
+        "kind": "Certificate",
+        "metadata": {"name": t.name, "namespace": config.namespace, "annotations": marks},
+        "spec": spec,
+    })
+}
+
+/// The hand-over of `config`'s Secrets, judged on `check`'s report of what is stored.
+pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
+    layouts_fit(config)?;
     if !check.healthy || check.rotation.is_some() {
         let mut problems: Vec<String> = check
             .secrets
@@ -110,43 +158,7 @@ pub fn plan(config: &Config, check: &CheckReport) -> Result<HandOver, Invalid> {
     let certificates = config
         .tls
         .iter()
-        .map(|t| {
-            let leaf = &t.leaf;
-            let mut usages = vec!["digital signature"];
-            if is_rsa(leaf.key_algorithm) {
-                usages.push("key encipherment");
-            }
-            if leaf.usages.server {
-                usages.push("server auth");
-            }
-            if leaf.usages.client {
-                usages.push("client auth");
-            }
-            let mut spec = json!({
-                "secretName": t.name,
-                "commonName": leaf.common_name,
-                "duration": go_duration(leaf.validity),
-                "renewBefore": go_duration(t.renew_before),
-                "privateKey": private_key(leaf.key_algorithm),
-                "usages": usages,
-                "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": issuer_name},
-                "secretTemplate": {"annotations": marks, "labels": config.labels},
-                "revisionHistoryLimit": 1,
-            });
-            if !leaf.dns_names.is_empty() {
-                spec["dnsNames"] = json!(leaf.dns_names);
-            }
-            if !leaf.ip_addresses.is_empty() {
-                let ips: Vec<String> = leaf.ip_addresses.iter().map(|i| i.to_string()).collect();
-                spec["ipAddresses"] = json!(ips);
-            }
-            json!({
-                "apiVersion": "cert-manager.io/v1",
-                "kind": "Certificate",
-                "metadata": {"name": t.name, "namespace": ns, "annotations": marks},
-                "spec": spec,
-            })
-        })
+        .map(|t| certificate(config, t, &issuer_name, &marks))
         .collect();
     let targets = config
         .webhooks

@@ -129,6 +129,77 @@ pub fn plan(
     Ok(plan)
 }
 
+/// Local mode: a Secret kept as it is still gets back the files consumers read (a repair
+/// that relinks them), the CA's and each leaf's.
+fn relink_kept(observed: &Snapshot, ca_plan: &mut CaPlan, all: &mut [SecretPlan]) {
+    if let Some(stored) = observed.ca().present()
+        && !ca_plan.action.writes()
+        && let Some((write, reason)) = writes::relink(stored)
+    {
+        (ca_plan.action, ca_plan.reason, ca_plan.write) = (Action::Repair, reason, Some(write));
+    }
+    for s in all.iter_mut().filter(|s| s.action == Action::Keep) {
+        if let Some(stored) = observed.get(&s.name).present()
+            && let Some((write, reason)) = writes::relink(stored)
+        {
+            (s.action, s.reason, s.write) = (Action::Repair, reason, Some(write));
+        }
+    }
+}
+
+/// The leaves step of a rotation under way: a held leaf not yet signed by certgen's active
+/// CA, in a bundle that already trusts it (a run stopped after the promotion).
+fn leaves_under_way(ca: &CaSecret, leaves: &[LeafIn<'_>]) -> bool {
+    match &ca.active {
+        Some(Active::Keyed(k)) => leaves
+            .iter()
+            .filter_map(LeafIn::ok)
+            .any(|l| !k.cert.signed(&l.cert) && l.bundle.contains(&k.cert)),
+        _ => false,
+    }
+}
+
+impl Gate {
+    /// The gate before the next step: it counts from the newest write to any TLS Secret (a
+    /// write time in the future, from a clock that went back, counts as now), and a write
+    /// counts as no older than the writer's clock says either (a step of one clock alone
+    /// never shortens a gate).
+    fn of(
+        config: &Config,
+        observed: &Snapshot,
+        now: OffsetDateTime,
+        options: Options,
+        known: Known,
+    ) -> Gate {
+        let state = observed.digest();
+        let last_write = config
+            .tls
+            .iter()
+            .filter_map(|t| observed.get(&t.name).present())
+            .filter_map(|s| {
+                let stamp = s.annotations.get(crate::store::WRITER_CLOCK);
+                let w = s.written_at?;
+                Some(crate::store::written_no_older_than(
+                    w,
+                    stamp,
+                    now,
+                    known.writer_now,
+                ))
+            })
+            .chain(known.other_written_at)
+            .map(|w| w.min(now))
+            .max();
+        let ready_at = last_write.map_or(now, |w| after(w, options.propagation_delay));
+        Gate {
+            ready_at: known.unobserved_until.map_or(ready_at, |u| ready_at.max(u)),
+            state,
+            waited: known.gate_waited == Some(state)
+                && known.other_written_at.is_none_or(|w| w <= now)
+                && known.unobserved_until.is_none_or(|u| u <= now),
+        }
+    }
+}
+
 /// [`plan`], without the record of undos.
 fn plan_writes(
     config: &Config,
@@ -169,51 +240,13 @@ fn plan_writes(
     }
     let hmac = hmac::plans(&judge, config, observed, options)?;
 
-    // The gate counts from the newest write to any TLS Secret (a write time in the future, from
-    // a clock that went back, counts as now).
-    let state = observed.digest();
-    // A write counts as no older than the writer's clock says either (a step of one clock
-    // alone never shortens a gate).
-    let last_write = config
-        .tls
-        .iter()
-        .filter_map(|t| observed.get(&t.name).present())
-        .filter_map(|s| {
-            let stamp = s.annotations.get(crate::store::WRITER_CLOCK);
-            let w = s.written_at?;
-            Some(crate::store::written_no_older_than(
-                w,
-                stamp,
-                now,
-                known.writer_now,
-            ))
-        })
-        .chain(known.other_written_at)
-        .map(|w| w.min(now))
-        .max();
-    let ready_at = last_write.map_or(now, |w| after(w, options.propagation_delay));
-    let gate = Gate {
-        ready_at: known.unobserved_until.map_or(ready_at, |u| ready_at.max(u)),
-        state,
-        waited: known.gate_waited == Some(state)
-            && known.other_written_at.is_none_or(|w| w <= now)
-            && known.unobserved_until.is_none_or(|u| u <= now),
-    };
-
+    let gate = Gate::of(config, observed, now, options, known);
     let held = leaves.iter().filter_map(|l| {
         l.ok()
             .map(|leaf| (l.cfg.name.as_str(), &leaf.cert, leaf.bundle.as_slice()))
     });
     let lost_ca = lost::find(observed, held, now);
-    // The leaves step of a rotation under way: a held leaf not yet signed by certgen's active
-    // CA, in a bundle that already trusts it (a run stopped after the promotion).
-    let leaves_under_way = match &ca.active {
-        Some(Active::Keyed(k)) => leaves
-            .iter()
-            .filter_map(LeafIn::ok)
-            .any(|l| !k.cert.signed(&l.cert) && l.bundle.contains(&k.cert)),
-        _ => false,
-    };
+    let leaves_under_way = leaves_under_way(&ca, &leaves);
     // Renewal windows: only outside every window do they hold anything.
     let window = std::cell::RefCell::new(WindowNote {
         outside: match config.renewal.position(now) {
@@ -240,20 +273,7 @@ fn plan_writes(
     let mut ca_plan = ca_plan.finish(config);
     let mut all = secrets;
     all.extend(hmac);
-    // Local mode: a Secret kept as it is still gets back the files consumers read.
-    if let Some(stored) = observed.ca().present()
-        && !ca_plan.action.writes()
-        && let Some((write, reason)) = writes::relink(stored)
-    {
-        (ca_plan.action, ca_plan.reason, ca_plan.write) = (Action::Repair, reason, Some(write));
-    }
-    for s in all.iter_mut().filter(|s| s.action == Action::Keep) {
-        if let Some(stored) = observed.get(&s.name).present()
-            && let Some((write, reason)) = writes::relink(stored)
-        {
-            (s.action, s.reason, s.write) = (Action::Repair, reason, Some(write));
-        }
-    }
+    relink_kept(observed, &mut ca_plan, &mut all);
     Ok(Plan {
         ca: ca_plan,
         secrets: all,

@@ -92,6 +92,49 @@ pub fn new_id(members: &BTreeSet<&str>) -> String {
         .collect()
 }
 
+/// The membership changes the command line names, checked against the set's record
+/// `newest`: the UIDs of the members `--add-member` adds (each must be a `--context` of the
+/// run) and of those `--remove-member` removes (each must be a recorded member the run does
+/// not go over).
+fn changes<'m>(
+    members: &'m [(String, String)],
+    newest: &Record,
+    (added, removed): (&'m [String], &'m [String]),
+) -> Result<(BTreeSet<&'m str>, BTreeSet<&'m str>), String> {
+    let by_context = |c: &str| {
+        members
+            .iter()
+            .find(|(ctx, _)| ctx == c)
+            .map(|(_, u)| u.as_str())
+    };
+    // Removed: the UID of a member the run does not go over.
+    for r in removed {
+        if by_context(r).is_some() {
+            return Err(format!(
+                "--remove-member {r}: {r} is on the command line (--context {r}); a member taken out of the set is one the run does not go over: leave its --context off"
+            ));
+        }
+        if !newest.members.iter().any(|m| m == r) {
+            return Err(format!(
+                "--remove-member {r}: no member of the set {} has the kube-system UID {r} (its members: {}); give the UID the set's record shows",
+                newest.id,
+                newest.members.join(", ")
+            ));
+        }
+    }
+    let removed_uids: BTreeSet<&str> = removed.iter().map(String::as_str).collect();
+    let mut added_uids: BTreeSet<&str> = BTreeSet::new();
+    for a in added {
+        let Some(uid) = by_context(a) else {
+            return Err(format!(
+                "--add-member {a}: {a} is not among the --context flags; a member added to the set is one the run goes over: pass --context {a} too"
+            ));
+        };
+        added_uids.insert(uid);
+    }
+    Ok((added_uids, removed_uids))
+}
+
 /// The members a set's run is over, by UID, against what the reachable members record: the
 /// record to write, or why the run is refused. `recorded`: each member's record, if any (by
 /// context); `added`, `removed`: the membership changes the command line names.
@@ -126,37 +169,7 @@ pub fn membership(
         });
     };
     let recorded_uids: BTreeSet<&str> = newest.members.iter().map(String::as_str).collect();
-    let by_context = |c: &str| {
-        members
-            .iter()
-            .find(|(ctx, _)| ctx == c)
-            .map(|(_, u)| u.as_str())
-    };
-    // Removed: the UID of a member the run does not go over.
-    for r in removed {
-        if by_context(r).is_some() {
-            return Err(format!(
-                "--remove-member {r}: {r} is on the command line (--context {r}); a member taken out of the set is one the run does not go over: leave its --context off"
-            ));
-        }
-        if !recorded_uids.contains(r.as_str()) {
-            return Err(format!(
-                "--remove-member {r}: no member of the set {} has the kube-system UID {r} (its members: {}); give the UID the set's record shows",
-                newest.id,
-                newest.members.join(", ")
-            ));
-        }
-    }
-    let removed_uids: BTreeSet<&str> = removed.iter().map(String::as_str).collect();
-    let mut added_uids: BTreeSet<&str> = BTreeSet::new();
-    for a in added {
-        let Some(uid) = by_context(a) else {
-            return Err(format!(
-                "--add-member {a}: {a} is not among the --context flags; a member added to the set is one the run goes over: pass --context {a} too"
-            ));
-        };
-        added_uids.insert(uid);
-    }
+    let (added_uids, removed_uids) = changes(members, newest, (added, removed))?;
     let missing: Vec<&str> = recorded_uids
         .iter()
         .filter(|u| !uids.contains(*u) && !removed_uids.contains(*u))

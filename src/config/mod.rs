@@ -520,18 +520,11 @@ impl Config {
         local: bool,
     ) -> Result<Self, String> {
         let clusters = validate::clusters(&file.clusters)?;
-        let member = match (context, clusters.first()) {
-            (_, None) => None,
-            (Some(c), Some(_)) => Some(clusters.iter().find(|m| m.context == c).ok_or_else(|| {
-                format!(
-                    "context {c:?} is not in the config's clusters: list ({}); name a listed context, or add it to clusters: (with its name)",
-                    clusters.iter().map(|m| m.context.as_str()).collect::<Vec<_>>().join(", ")
-                )
-            })?),
-            // A run in one directory, or one that names its cluster: the file's own values.
-            (None, Some(_)) if local || overrides.cluster_name.is_some() => None,
-            (None, Some(first)) => Some(first),
-        };
+        let member = member_of(
+            &clusters,
+            context,
+            local || overrides.cluster_name.is_some(),
+        )?;
         let namespace = match (&overrides.namespace, &env.certgen_namespace) {
             (Some(n), _) | (None, Some(n)) => n.clone(),
             // Envoy Gateway's variable names Envoy Gateway's namespace: it applies to the
@@ -571,16 +564,7 @@ impl Config {
             (None, Some(m)) => m.name.clone(),
             (None, None) => None,
         };
-        let unnamed = match (member, context) {
-            (Some(m), _) => format!(
-                "member {} has no name: give it one in the config's clusters: list (- context: {}, name: NAME; Cilium's cluster.name)",
-                m.context, m.context
-            ),
-            (None, Some(c)) => format!(
-                "the config names no cluster for context {c}: list it under clusters: with its name (- context: {c}, name: NAME; Cilium's cluster.name), or pass --cluster-name NAME for a run in this cluster alone"
-            ),
-            (None, None) => "this run names no cluster: pass --cluster-name NAME (Cilium's cluster.name), or run with --context and a config whose clusters: list names it".to_string(),
-        };
+        let unnamed = unnamed(member, context);
         let names = Names {
             namespace: &namespace,
             cluster_domain: &cluster_domain,
@@ -588,28 +572,7 @@ impl Config {
         };
 
         let ca = validate::ca(&file)?;
-        let mut tls = Vec::new();
-        let mut hmac = Vec::new();
-        let mut seen = vec![ca.secret_name.clone()];
-        for (i, s) in file.secrets.iter().enumerate() {
-            let field = format!("secrets[{i}]");
-            validate::dns1123_subdomain(&s.name)
-                .map_err(|e| format!("{field}.name {:?}: {e}", s.name))?;
-            if seen.contains(&s.name) {
-                return Err(format!(
-                    "{field}.name {:?} is used twice (the CA Secret counts too); give each Secret its own name",
-                    s.name
-                ));
-            }
-            seen.push(s.name.clone());
-            match s.r#type {
-                SecretType::Tls => tls.push(validate::tls(&field, s, &names, &ca)?),
-                SecretType::Hmac => hmac.push(validate::hmac(&field, s)?),
-            }
-        }
-        if tls.is_empty() && hmac.is_empty() {
-            return Err("secrets: the list is empty; declare at least one Secret".into());
-        }
+        let (tls, hmac) = secrets(&file, &names, &ca)?;
         let mut consumers: Vec<Consumer> = Vec::new();
         for (i, c) in file.consumers.iter().enumerate() {
             let field = format!("consumers[{i}]");
@@ -619,33 +582,7 @@ impl Config {
             consumers.push(validate::consumer(&field, c, &names, &tls, &hmac)?);
         }
         let labels = validate::labels(&file.labels)?;
-        let mut webhooks: Vec<Webhook> = Vec::new();
-        for (i, w) in file.webhooks.iter().enumerate() {
-            let field = format!("webhooks[{i}]");
-            let hook = validate::webhook(&field, w, &namespace, &tls)?;
-            if webhooks
-                .iter()
-                .any(|k| k.kind == hook.kind && k.name == hook.name)
-            {
-                return Err(format!(
-                    "{field}: {:?} {} is listed twice",
-                    hook.kind, hook.name
-                ));
-            }
-            webhooks.push(hook);
-        }
-        let mut trust_bundles: Vec<TrustBundle> = Vec::new();
-        for (i, b) in file.cluster_trust_bundles.iter().enumerate() {
-            let field = format!("clusterTrustBundles[{i}]");
-            let bundle = validate::trust_bundle(&field, b, &namespace, &tls)?;
-            if trust_bundles.iter().any(|k| k.signer == bundle.signer) {
-                return Err(format!(
-                    "{field}.signerName {:?} is listed twice; one entry per signer",
-                    bundle.signer
-                ));
-            }
-            trust_bundles.push(bundle);
-        }
+        let (webhooks, trust_bundles) = targets(&file, &namespace, &tls)?;
         let renewal = validate::renewal(file.renewal.as_ref())?;
         Ok(Self {
             profile: file.name,
@@ -664,6 +601,111 @@ impl Config {
             renewal,
         })
     }
+}
+
+/// The member of the config's `clusters:` list a run is in: the one `context` names (refused
+/// when it is not listed), else the first; none when the list is empty, or when the run has
+/// values of its own (`own`: one directory, or `--cluster-name`) and names no context.
+fn member_of<'c>(
+    clusters: &'c [Cluster],
+    context: Option<&str>,
+    own: bool,
+) -> Result<Option<&'c Cluster>, String> {
+    Ok(match (context, clusters.first()) {
+        (_, None) => None,
+        (Some(c), Some(_)) => Some(clusters.iter().find(|m| m.context == c).ok_or_else(|| {
+            format!(
+                "context {c:?} is not in the config's clusters: list ({}); name a listed context, or add it to clusters: (with its name)",
+                clusters.iter().map(|m| m.context.as_str()).collect::<Vec<_>>().join(", ")
+            )
+        })?),
+        // A run in one directory, or one that names its cluster: the file's own values.
+        (None, Some(_)) if own => None,
+        (None, Some(first)) => Some(first),
+    })
+}
+
+/// Why `{cluster}` cannot be rendered when the run has no cluster name: what to name, where.
+fn unnamed(member: Option<&Cluster>, context: Option<&str>) -> String {
+    match (member, context) {
+        (Some(m), _) => format!(
+            "member {} has no name: give it one in the config's clusters: list (- context: {}, name: NAME; Cilium's cluster.name)",
+            m.context, m.context
+        ),
+        (None, Some(c)) => format!(
+            "the config names no cluster for context {c}: list it under clusters: with its name (- context: {c}, name: NAME; Cilium's cluster.name), or pass --cluster-name NAME for a run in this cluster alone"
+        ),
+        (None, None) => "this run names no cluster: pass --cluster-name NAME (Cilium's cluster.name), or run with --context and a config whose clusters: list names it".to_string(),
+    }
+}
+
+/// The file's Secrets, validated, TLS and HMAC apart: each named once (the CA Secret counts
+/// too), and at least one.
+fn secrets(
+    file: &ConfigFile,
+    names: &Names<'_>,
+    ca: &Ca,
+) -> Result<(Vec<TlsSecret>, Vec<HmacSecret>), String> {
+    let mut tls = Vec::new();
+    let mut hmac = Vec::new();
+    let mut seen = vec![ca.secret_name.clone()];
+    for (i, s) in file.secrets.iter().enumerate() {
+        let field = format!("secrets[{i}]");
+        validate::dns1123_subdomain(&s.name)
+            .map_err(|e| format!("{field}.name {:?}: {e}", s.name))?;
+        if seen.contains(&s.name) {
+            return Err(format!(
+                "{field}.name {:?} is used twice (the CA Secret counts too); give each Secret its own name",
+                s.name
+            ));
+        }
+        seen.push(s.name.clone());
+        match s.r#type {
+            SecretType::Tls => tls.push(validate::tls(&field, s, names, ca)?),
+            SecretType::Hmac => hmac.push(validate::hmac(&field, s)?),
+        }
+    }
+    if tls.is_empty() && hmac.is_empty() {
+        return Err("secrets: the list is empty; declare at least one Secret".into());
+    }
+    Ok((tls, hmac))
+}
+
+/// The file's `caBundle` targets and ClusterTrustBundles, validated against its TLS Secrets:
+/// each target listed once, one entry per signer.
+fn targets(
+    file: &ConfigFile,
+    namespace: &str,
+    tls: &[TlsSecret],
+) -> Result<(Vec<Webhook>, Vec<TrustBundle>), String> {
+    let mut webhooks: Vec<Webhook> = Vec::new();
+    for (i, w) in file.webhooks.iter().enumerate() {
+        let field = format!("webhooks[{i}]");
+        let hook = validate::webhook(&field, w, namespace, tls)?;
+        if webhooks
+            .iter()
+            .any(|k| k.kind == hook.kind && k.name == hook.name)
+        {
+            return Err(format!(
+                "{field}: {:?} {} is listed twice",
+                hook.kind, hook.name
+            ));
+        }
+        webhooks.push(hook);
+    }
+    let mut trust_bundles: Vec<TrustBundle> = Vec::new();
+    for (i, b) in file.cluster_trust_bundles.iter().enumerate() {
+        let field = format!("clusterTrustBundles[{i}]");
+        let bundle = validate::trust_bundle(&field, b, namespace, tls)?;
+        if trust_bundles.iter().any(|k| k.signer == bundle.signer) {
+            return Err(format!(
+                "{field}.signerName {:?} is listed twice; one entry per signer",
+                bundle.signer
+            ));
+        }
+        trust_bundles.push(bundle);
+    }
+    Ok((webhooks, trust_bundles))
 }
 
 impl Config {

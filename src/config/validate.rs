@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::{
     Ca, Cluster, ClusterFile, ConfigFile, Consumer, ConsumerFile, DataKeysFile, HmacSecret, Kind,
-    Names, Probe, SecretFile, TlsSecret, Workload, default_key, parse_ip, render, usages,
+    Names, Probe, ProbeFile, SecretFile, TlsSecret, Workload, default_key, parse_ip, render,
+    usages,
 };
 use crate::pki::{CaSpec, LeafSpec};
 use crate::secret::{Layout, TYPE_OPAQUE, TYPE_TLS};
@@ -397,6 +398,70 @@ pub fn selector(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A consumer's probe (in `field`): a service or static `host:port` addresses, a port, the
+/// TLS Secret whose CA it checks (by default the consumer's first mount, `first_mount`) and
+/// the name the server must present.
+fn probe(
+    field: &str,
+    p: &ProbeFile,
+    first_mount: &str,
+    names: &Names<'_>,
+    tls: &[TlsSecret],
+) -> Result<Probe, String> {
+    if p.service.is_none() && p.addresses.is_empty() {
+        return Err(format!(
+            "{field}.probe: give a service (cluster) or addresses (local mode)"
+        ));
+    }
+    if let Some(s) = &p.service {
+        dns1123_label(s).map_err(|e| format!("{field}.probe.service {s:?}: {e}"))?;
+    }
+    if p.port == 0 {
+        return Err(format!("{field}.probe.port must be 1 to 65535"));
+    }
+    for (j, a) in p.addresses.iter().enumerate() {
+        let ok = a
+            .rsplit_once(':')
+            .is_some_and(|(h, port)| !h.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0));
+        if !ok {
+            return Err(format!(
+                "{field}.probe.addresses[{j}] {a:?} is not host:port"
+            ));
+        }
+    }
+    let secret = p.secret.clone().unwrap_or_else(|| first_mount.to_owned());
+    if !tls.iter().any(|t| t.name == secret) {
+        return Err(format!(
+            "{field}.probe.secret {secret:?} is not a TLS Secret of this config"
+        ));
+    }
+    let server_name = match (&p.server_name, &p.service) {
+        (Some(n), _) => render(
+            n,
+            &Names {
+                cluster_domain: "",
+                ..*names
+            },
+        )
+        .map_err(|e| format!("{field}.probe.serverName: {e}"))?,
+        (None, Some(s)) => format!("{s}.{}.svc", names.namespace),
+        (None, None) => {
+            return Err(format!(
+                "{field}.probe.serverName is required with static addresses"
+            ));
+        }
+    };
+    Ok(Probe {
+        service: p.service.clone(),
+        port: p.port,
+        addresses: p.addresses.clone(),
+        server_name,
+        secret,
+    })
+}
+
+/// A consumer (in `field`): the workload it names and how it reloads, the managed Secrets it
+/// mounts (each one of this config's), and its probe.
 pub fn consumer(
     field: &str,
     c: &ConsumerFile,
@@ -463,58 +528,7 @@ pub fn consumer(
     }
     let probe = match &c.probe {
         None => None,
-        Some(p) => {
-            if p.service.is_none() && p.addresses.is_empty() {
-                return Err(format!(
-                    "{field}.probe: give a service (cluster) or addresses (local mode)"
-                ));
-            }
-            if let Some(s) = &p.service {
-                dns1123_label(s).map_err(|e| format!("{field}.probe.service {s:?}: {e}"))?;
-            }
-            if p.port == 0 {
-                return Err(format!("{field}.probe.port must be 1 to 65535"));
-            }
-            for (j, a) in p.addresses.iter().enumerate() {
-                let ok = a.rsplit_once(':').is_some_and(|(h, port)| {
-                    !h.is_empty() && port.parse::<u16>().is_ok_and(|n| n > 0)
-                });
-                if !ok {
-                    return Err(format!(
-                        "{field}.probe.addresses[{j}] {a:?} is not host:port"
-                    ));
-                }
-            }
-            let secret = p.secret.clone().unwrap_or_else(|| c.mounts[0].clone());
-            if !tls.iter().any(|t| t.name == secret) {
-                return Err(format!(
-                    "{field}.probe.secret {secret:?} is not a TLS Secret of this config"
-                ));
-            }
-            let server_name = match (&p.server_name, &p.service) {
-                (Some(n), _) => render(
-                    n,
-                    &Names {
-                        cluster_domain: "",
-                        ..*names
-                    },
-                )
-                .map_err(|e| format!("{field}.probe.serverName: {e}"))?,
-                (None, Some(s)) => format!("{s}.{}.svc", names.namespace),
-                (None, None) => {
-                    return Err(format!(
-                        "{field}.probe.serverName is required with static addresses"
-                    ));
-                }
-            };
-            Some(Probe {
-                service: p.service.clone(),
-                port: p.port,
-                addresses: p.addresses.clone(),
-                server_name,
-                secret,
-            })
-        }
+        Some(p) => Some(probe(field, p, &c.mounts[0], names, tls)?),
     };
     Ok(Consumer {
         name: c.name.clone(),

@@ -198,6 +198,20 @@ pub struct Workloads {
     namespace: String,
 }
 
+/// The rollout's last word, with why a pod of it cannot be scheduled after kubectl's counts
+/// (replacing an earlier such reason).
+fn note_unschedulable(
+    last: &std::sync::Mutex<BTreeMap<String, String>>,
+    target: &Target,
+    why: &str,
+) {
+    let mut last = last.lock().unwrap();
+    let label = target.label();
+    let counts = last.get(&label).cloned().unwrap_or_default();
+    let counts = counts.split("; pod ").next().unwrap_or_default();
+    last.insert(label, format!("{counts}; {why}"));
+}
+
 impl Workloads {
     /// Workloads in `namespace`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
@@ -362,6 +376,36 @@ impl Workloads {
         })
     }
 
+    /// A watch error that is a refusal (401, 403), as the API failure of the verb refused
+    /// (`list` for the initial list, `watch` otherwise); `None` for errors retrying may heal.
+    fn refused(&self, e: &watcher::Error, kind: Kind, target: &Target) -> Option<RolloutError> {
+        let (code, message) = match e {
+            watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
+                matches!(s.code, 401 | 403).then(|| (s.code, s.message.clone()))
+            }
+            watcher::Error::WatchError(s) if matches!(s.code, 401 | 403) => {
+                Some((s.code, s.message.clone()))
+            }
+            _ => None,
+        }?;
+        let verb = if matches!(e, watcher::Error::InitialListFailed(_)) {
+            "list"
+        } else {
+            "watch"
+        };
+        Some(RolloutError::Refused(api_failure(
+            verb,
+            kind,
+            &self.namespace,
+            &target.name,
+            kube::Error::Api(Box::new(
+                kube::core::Status::failure(&message, "Forbidden").with_code(code),
+            )),
+        )))
+    }
+
     async fn wait_as<K: Kinded>(
         &self,
         target: &Target,
@@ -386,11 +430,7 @@ impl Workloads {
             let event = match tokio::time::timeout_at(look_at, stream.next()).await {
                 Err(_) => {
                     if let Some(why) = self.unschedulable(template.as_ref()).await {
-                        let mut last = last.lock().unwrap();
-                        let label = target.label();
-                        let counts = last.get(&label).cloned().unwrap_or_default();
-                        let counts = counts.split("; pod ").next().unwrap_or_default();
-                        last.insert(label, format!("{counts}; {why}"));
+                        note_unschedulable(last, target, &why);
                     }
                     if Instant::now() >= deadline {
                         return Ok(None);
@@ -401,32 +441,8 @@ impl Workloads {
                 Ok(Some(Err(e))) => {
                     // Refusals (403, 401) do not heal by retrying: report them as API failures.
                     // Anything else (a dropped connection, a 5xx) is retried with backoff.
-                    let refused = match &e {
-                        watcher::Error::InitialListFailed(kube::Error::Api(s))
-                        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-                        | watcher::Error::WatchFailed(kube::Error::Api(s)) => {
-                            matches!(s.code, 401 | 403).then(|| (s.code, s.message.clone()))
-                        }
-                        watcher::Error::WatchError(s) if matches!(s.code, 401 | 403) => {
-                            Some((s.code, s.message.clone()))
-                        }
-                        _ => None,
-                    };
-                    if let Some((code, message)) = refused {
-                        let verb = if matches!(e, watcher::Error::InitialListFailed(_)) {
-                            "list"
-                        } else {
-                            "watch"
-                        };
-                        return Err(RolloutError::Refused(api_failure(
-                            verb,
-                            kind,
-                            &self.namespace,
-                            &target.name,
-                            kube::Error::Api(Box::new(
-                                kube::core::Status::failure(&message, "Forbidden").with_code(code),
-                            )),
-                        )));
+                    if let Some(refused) = self.refused(&e, kind, target) {
+                        return Err(refused);
                     }
                     tracing::debug!(workload = %target.name, kind = %kind, "watch error, retrying: {e}");
                     continue;

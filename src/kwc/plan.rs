@@ -122,6 +122,68 @@ fn refuse(source: &str, message: String) -> ConfigError {
     }
 }
 
+/// The CA bundle and certificate of an existing Secret `create` keeps: exactly the three keys
+/// it writes, each usable (the bundle and certificate parse, the key matches the certificate)
+/// and a CA in the bundle that signed the certificate. Refused otherwise, naming `object`.
+fn stored_pair(
+    req: &CreateRequest,
+    data: &BTreeMap<String, Vec<u8>>,
+    object: &str,
+) -> Result<(Vec<Cert>, Cert), ConfigError> {
+    let expected = req.keys.all();
+    let foreign: Vec<&str> = data
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !expected.contains(k))
+        .collect();
+    let missing: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|k| !data.contains_key(*k))
+        .collect();
+    if !foreign.is_empty() || !missing.is_empty() {
+        let mut what = Vec::new();
+        if !foreign.is_empty() {
+            what.push(format!(
+                "keys certgen does not write: {}",
+                foreign.join(", ")
+            ));
+        }
+        if !missing.is_empty() {
+            what.push(format!("missing: {}", missing.join(", ")));
+        }
+        return Err(refuse(
+            object,
+            format!(
+                "exists but is not the Secret `create` writes with keys {} ({}); nothing was written. If another tool owns it, pass another --secret-name; if it was created with other --ca-name/--cert-name/--key-name, pass those; to start over, delete it",
+                expected.join(", "),
+                what.join("; ")
+            ),
+        ));
+    }
+    let unusable = |key: &str, why: String| {
+        refuse(
+            object,
+            format!(
+                "{key}: {why}; nothing was written. Delete the Secret to have it created again"
+            ),
+        )
+    };
+    let bundle =
+        parse_cert_chain(&data[&req.keys.ca]).map_err(|e| unusable(&req.keys.ca, e.to_string()))?;
+    let leaf = parse_single_cert(&data[&req.keys.cert])
+        .map_err(|e| unusable(&req.keys.cert, e.to_string()))?;
+    load_signing_key(&leaf, &data[&req.keys.key])
+        .map_err(|e| unusable(&req.keys.key, e.to_string()))?;
+    if !bundle.iter().any(|ca| ca.signed(&leaf)) {
+        return Err(unusable(
+            &req.keys.ca,
+            format!("no CA in it signed the certificate in {}", req.keys.cert),
+        ));
+    }
+    Ok((bundle, leaf))
+}
+
 /// `create`: a new Secret when none exists; otherwise the existing one is checked and kept.
 ///
 /// kube-webhook-certgen keeps any existing Secret that has a CA key. certgen keeps one that
@@ -148,57 +210,7 @@ pub fn plan_create(
         }
     };
     let (data, mut notes) = data;
-    let expected = req.keys.all();
-    let foreign: Vec<&str> = data
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !expected.contains(k))
-        .collect();
-    let missing: Vec<&str> = expected
-        .iter()
-        .copied()
-        .filter(|k| !data.contains_key(*k))
-        .collect();
-    if !foreign.is_empty() || !missing.is_empty() {
-        let mut what = Vec::new();
-        if !foreign.is_empty() {
-            what.push(format!(
-                "keys certgen does not write: {}",
-                foreign.join(", ")
-            ));
-        }
-        if !missing.is_empty() {
-            what.push(format!("missing: {}", missing.join(", ")));
-        }
-        return Err(refuse(
-            &object,
-            format!(
-                "exists but is not the Secret `create` writes with keys {} ({}); nothing was written. If another tool owns it, pass another --secret-name; if it was created with other --ca-name/--cert-name/--key-name, pass those; to start over, delete it",
-                expected.join(", "),
-                what.join("; ")
-            ),
-        ));
-    }
-    let unusable = |key: &str, why: String| {
-        refuse(
-            &object,
-            format!(
-                "{key}: {why}; nothing was written. Delete the Secret to have it created again"
-            ),
-        )
-    };
-    let bundle =
-        parse_cert_chain(&data[&req.keys.ca]).map_err(|e| unusable(&req.keys.ca, e.to_string()))?;
-    let leaf = parse_single_cert(&data[&req.keys.cert])
-        .map_err(|e| unusable(&req.keys.cert, e.to_string()))?;
-    load_signing_key(&leaf, &data[&req.keys.key])
-        .map_err(|e| unusable(&req.keys.key, e.to_string()))?;
-    if !bundle.iter().any(|ca| ca.signed(&leaf)) {
-        return Err(unusable(
-            &req.keys.ca,
-            format!("no CA in it signed the certificate in {}", req.keys.cert),
-        ));
-    }
+    let (bundle, leaf) = stored_pair(req, data, &object)?;
     let stored_type = match observed {
         ObservedSecret::Present { type_, .. } => type_.as_str(),
         ObservedSecret::Absent => unreachable!("an absent Secret is created above"),

@@ -307,23 +307,13 @@ fn residual(seconds: i64) -> String {
 }
 
 impl CheckReport {
-    /// The table for people.
-    pub fn to_text(&self) -> String {
-        let width = self
-            .secrets
-            .iter()
-            .map(|r| r.secret.len())
-            .max()
-            .unwrap_or(6)
-            .max(6);
+    /// The table of Secrets for people: expiry, residual time, issuer and status, the names
+    /// `width` wide.
+    fn secrets_text(&self, width: usize) -> String {
         let mut out = format!(
-            "certgen check: profile {}, {}\n\n",
-            self.profile, self.store
-        );
-        out.push_str(&format!(
             "{:<width$}  {:<4}  {:<20}  {:<8}  {:<16}  {}\n",
             "SECRET", "KIND", "EXPIRES", "RESIDUAL", "ISSUER", "STATUS"
-        ));
+        );
         for r in &self.secrets {
             let expires = r
                 .not_after
@@ -342,7 +332,13 @@ impl CheckReport {
                 r.status
             ));
         }
-        out.push_str("\nTRUST BUNDLES\n");
+        out
+    }
+
+    /// The CAs each Secret's bundle holds (`TRUST BUNDLES`), then the `caBundle` targets and
+    /// how each stands (`CABUNDLE TARGETS`).
+    fn bundles_text(&self, width: usize) -> String {
+        let mut out = String::from("\nTRUST BUNDLES\n");
         for r in self.secrets.iter().filter(|r| !r.bundle.is_empty()) {
             let cas: Vec<String> = r
                 .bundle
@@ -377,13 +373,13 @@ impl CheckReport {
                 ));
             }
         }
-        if let Some(rot) = &self.rotation {
-            out.push_str(&format!("\nROTATION: {rot}\n"));
-        }
-        out.push_str(&format!("\nNEXT RUN: {}\n", self.next_run.to_text()));
-        if let Some(w) = &self.renewal_window {
-            out.push_str(&w.to_text());
-        }
+        out
+    }
+
+    /// What `ACTION DUE` lists: each Secret's problems, the drifted `caBundle` targets, the
+    /// fights with other writers; or, when none is named and the check is not healthy, what
+    /// the next run does.
+    fn problems(&self) -> Vec<String> {
         let mut problems: Vec<String> = self
             .secrets
             .iter()
@@ -411,12 +407,6 @@ impl CheckReport {
                     }
                 }),
         );
-        if !self.other_writers.is_empty() {
-            out.push_str("\nOTHER WRITERS\n");
-            for w in &self.other_writers {
-                out.push_str(&format!("  {}\n", w.text));
-            }
-        }
         problems.extend(
             self.other_writers
                 .iter()
@@ -430,6 +420,38 @@ impl CheckReport {
         );
         if problems.is_empty() && !self.healthy {
             problems.push(format!("  the next run {}", self.next_run.to_text()));
+        }
+        problems
+    }
+
+    /// The table for people.
+    pub fn to_text(&self) -> String {
+        let width = self
+            .secrets
+            .iter()
+            .map(|r| r.secret.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let mut out = format!(
+            "certgen check: profile {}, {}\n\n",
+            self.profile, self.store
+        );
+        out.push_str(&self.secrets_text(width));
+        out.push_str(&self.bundles_text(width));
+        if let Some(rot) = &self.rotation {
+            out.push_str(&format!("\nROTATION: {rot}\n"));
+        }
+        out.push_str(&format!("\nNEXT RUN: {}\n", self.next_run.to_text()));
+        if let Some(w) = &self.renewal_window {
+            out.push_str(&w.to_text());
+        }
+        let problems = self.problems();
+        if !self.other_writers.is_empty() {
+            out.push_str("\nOTHER WRITERS\n");
+            for w in &self.other_writers {
+                out.push_str(&format!("  {}\n", w.text));
+            }
         }
         let notes: Vec<String> = self
             .secrets

@@ -706,18 +706,10 @@ impl Report {
         serde_json::to_string_pretty(self).expect("the report serializes") + "\n"
     }
 
-    /// The text table.
-    pub fn to_text(&self) -> String {
-        let mut out = format!(
-            "certgen: profile {}, {}{}\n",
-            self.profile,
-            self.store,
-            if self.dry_run {
-                " (dry run: nothing is written)"
-            } else {
-                ""
-            }
-        );
+    /// The text report's table of Secrets (name, kind, action, reason), then the `caBundle`
+    /// targets, each with what it became.
+    fn secrets_text(&self) -> String {
+        let mut out = String::new();
         let (targets, secrets): (Vec<&Entry>, Vec<&Entry>) =
             self.secrets.iter().partition(|e| e.kind == Kind::Webhook);
         let width = secrets.iter().map(|e| e.secret.len()).max().unwrap_or(0);
@@ -745,6 +737,13 @@ impl Report {
                 e.undone_by_text()
             ));
         }
+        out
+    }
+
+    /// The text report's consumers: how each reloads, then its workloads (restarted, and how
+    /// the rollout went) and its probes.
+    fn consumers_text(&self) -> String {
+        let mut out = String::new();
         if !self.consumers.is_empty() {
             out.push_str("Consumers:\n");
         }
@@ -784,10 +783,12 @@ impl Report {
                 ));
             }
         }
-        out.push_str(&pods::text(&self.pods, &self.gates));
-        if let Some(p) = &self.pokes {
-            out.push_str(&format!("Pokes in this run: {}\n", p.text()));
-        }
+        out
+    }
+
+    /// The text report's summary line: the writes done or planned, or why there are none
+    /// (held for the set or a renewal window, or nothing to do).
+    fn summary_text(&self) -> String {
         let changes = self.secrets.iter().filter(|e| e.action.writes()).count();
         // A member of a set of clusters whose next step waits for the others.
         let held = self.secrets.iter().any(|e| e.reason.starts_with("held: "));
@@ -796,7 +797,7 @@ impl Report {
             .renewal_window
             .as_ref()
             .filter(|w| !w.waiting.is_empty());
-        out.push_str(&match (self.dry_run, changes) {
+        match (self.dry_run, changes) {
             (_, 0) if held => {
                 "Held: the next step waits until every member of the set is ready for it.\n"
                     .to_string()
@@ -822,7 +823,51 @@ impl Report {
                 format!("{n} write(s) planned. Run without --dry-run to apply.\n")
             }
             (false, n) => format!("{n} write(s) done.\n"),
-        });
+        }
+    }
+
+    /// The text report's lines about the run lock: taken over, renewals that failed, lost.
+    fn lock_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(l) = &self.lock {
+            if let Some(old) = &l.took_over {
+                out.push_str(&format!(
+                    "Lock: took over {} from {old}, whose run stopped renewing it\n",
+                    l.lease
+                ));
+            }
+            if l.renewal_failures > 0 {
+                out.push_str(&format!(
+                    "Lock: {} renewal(s) of {} failed\n",
+                    l.renewal_failures, l.lease
+                ));
+            }
+            if let Some(why) = &l.lost {
+                out.push_str(&format!("Lock: {} was lost: {why}\n", l.lease));
+            }
+        }
+        out
+    }
+
+    /// The text table.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "certgen: profile {}, {}{}\n",
+            self.profile,
+            self.store,
+            if self.dry_run {
+                " (dry run: nothing is written)"
+            } else {
+                ""
+            }
+        );
+        out.push_str(&self.secrets_text());
+        out.push_str(&self.consumers_text());
+        out.push_str(&pods::text(&self.pods, &self.gates));
+        if let Some(p) = &self.pokes {
+            out.push_str(&format!("Pokes in this run: {}\n", p.text()));
+        }
+        out.push_str(&self.summary_text());
         if let Some(note) = &self.note {
             out.push_str(&format!("Later: {note}\n"));
         }
@@ -846,23 +891,7 @@ impl Report {
         if let Some(w) = &self.renewal_window {
             out.push_str(&w.to_text());
         }
-        if let Some(l) = &self.lock {
-            if let Some(old) = &l.took_over {
-                out.push_str(&format!(
-                    "Lock: took over {} from {old}, whose run stopped renewing it\n",
-                    l.lease
-                ));
-            }
-            if l.renewal_failures > 0 {
-                out.push_str(&format!(
-                    "Lock: {} renewal(s) of {} failed\n",
-                    l.renewal_failures, l.lease
-                ));
-            }
-            if let Some(why) = &l.lost {
-                out.push_str(&format!("Lock: {} was lost: {why}\n", l.lease));
-            }
-        }
+        out.push_str(&self.lock_text());
         if let Some(next) = &self.next_renewal {
             out.push_str(&next.text_with(self.renewal_window.as_ref()));
         }

@@ -459,18 +459,26 @@ fn earliest_deadline<S>(members: &[MemberRun<'_, S>]) -> tokio::time::Instant {
         .expect("a set has members")
 }
 
-/// Decides the set's CA from what each member holds (`looks`, in the members' order).
-fn shared_ca<S: SecretStore>(
-    members: &[MemberRun<'_, S>],
-    looks: &[Outcome],
-    overwrite: bool,
-) -> Result<Shared, Error> {
+/// Whether a member's look holds `ca`, pending or as the CA it signs with.
+fn holds(l: &Outcome, ca: &CaKey) -> bool {
     let fp = |k: &CaKey| k.cert.fingerprint();
-    // A pending CA anywhere is the set's rotation under way: every member gets it.
+    l.pending.as_ref().is_some_and(|p| fp(p) == fp(ca))
+        || l.signer.as_ref().is_some_and(|s| fp(s) == fp(ca))
+}
+
+/// The set's rotation under way: the pending CA some member holds (every member gets it),
+/// with the first member holding it. Members holding different pending CAs are refused: a
+/// set has one CA.
+fn pending_ca<'m, S>(
+    members: &'m [MemberRun<'_, S>],
+    looks: &'m [Outcome],
+) -> Result<Option<(&'m str, &'m CaKey)>, Error> {
     let mut pending: BTreeMap<[u8; 32], (&str, &CaKey)> = BTreeMap::new();
     for (m, l) in members.iter().zip(looks) {
         if let Some(p) = &l.pending {
-            pending.entry(fp(p)).or_insert((m.name.as_str(), p));
+            pending
+                .entry(p.cert.fingerprint())
+                .or_insert((m.name.as_str(), p));
         }
     }
     if pending.len() > 1 {
@@ -490,11 +498,94 @@ fn shared_ca<S: SecretStore>(
             which.join(", ")
         )));
     }
-    let holds = |l: &Outcome, k: &CaKey| {
-        l.pending.as_ref().is_some_and(|p| fp(p) == fp(k))
-            || l.signer.as_ref().is_some_and(|s| fp(s) == fp(k))
+    Ok(pending.into_values().next())
+}
+
+/// The set's CA among the active ones: the CA most members hold (certgen holding its key),
+/// then the newest, then the first in the order of the command line; with the first member
+/// holding it. Members with another CA move to it through a trust step (a member restored
+/// from an older backup moves forward, and the fewest members change). `None`: no member
+/// holds a CA certgen can sign with.
+fn most_held<'m, S>(
+    members: &'m [MemberRun<'_, S>],
+    looks: &'m [Outcome],
+) -> Option<(&'m str, &'m CaKey)> {
+    let fp = |k: &CaKey| k.cert.fingerprint();
+    let mut count: BTreeMap<[u8; 32], usize> = BTreeMap::new();
+    for l in looks {
+        if let Some(s) = &l.signer {
+            *count.entry(fp(s)).or_default() += 1;
+        }
+    }
+    members
+        .iter()
+        .zip(looks)
+        .filter_map(|(m, l)| Some((m.name.as_str(), l.signer.as_ref()?)))
+        .enumerate()
+        .max_by_key(|(i, (_, s))| (count[&fp(s)], s.cert.not_before, std::cmp::Reverse(*i)))
+        .map(|(_, a)| a)
+}
+
+/// Members that enter the set's CA `active` (held by `from`) in this run: those with nothing
+/// stored, and those holding another CA (which move to it through a trust step). `None` when
+/// every member already holds it. A rotation (asked, or due) then waits for the next run.
+fn entering<S>(
+    members: &[MemberRun<'_, S>],
+    looks: &[Outcome],
+    (from, active): (&str, &CaKey),
+    overwrite: bool,
+) -> Option<Shared> {
+    let fresh: Vec<bool> = looks.iter().map(|l| l.observed.nothing_stored()).collect();
+    let joining: Vec<&str> = members
+        .iter()
+        .zip(looks)
+        .zip(&fresh)
+        .filter(|((_, l), fresh)| !**fresh && !holds(l, active))
+        .map(|((m, _), _)| m.name.as_str())
+        .collect();
+    if joining.is_empty() && !fresh.iter().any(|f| *f) {
+        return None;
+    }
+    let entering: Vec<&str> = members
+        .iter()
+        .zip(&fresh)
+        .filter(|(_, f)| **f)
+        .map(|(m, _)| m.name.as_str())
+        .chain(joining.iter().copied())
+        .collect();
+    let later = if overwrite || looks.iter().any(|l| l.new_ca) {
+        "; the set's rotation waits for the next run, once every member trusts one CA"
+    } else {
+        ""
     };
-    if let Some((_, (from, ca))) = pending.into_iter().next() {
+    Some(Shared {
+        ca: Some(active.clone()),
+        overwrite: looks
+            .iter()
+            .zip(&fresh)
+            .map(|(l, f)| (!f && !holds(l, active)).then_some(OverwriteWhy::JoinsSet))
+            .collect(),
+        note: Some(format!(
+            "{} {} the set's CA {} (from {from}){later}",
+            entering.join(", "),
+            if entering.len() == 1 {
+                "enters"
+            } else {
+                "enter"
+            },
+            active.cert.short_fingerprint()
+        )),
+    })
+}
+
+/// Decides the set's CA from what each member holds (`looks`, in the members' order).
+fn shared_ca<S: SecretStore>(
+    members: &[MemberRun<'_, S>],
+    looks: &[Outcome],
+    overwrite: bool,
+) -> Result<Shared, Error> {
+    // A pending CA anywhere is the set's rotation under way: every member gets it.
+    if let Some((from, ca)) = pending_ca(members, looks)? {
         let overwrite = looks
             .iter()
             .map(|l| (!holds(l, ca)).then_some(OverwriteWhy::JoinsSet))
@@ -508,25 +599,7 @@ fn shared_ca<S: SecretStore>(
             )),
         });
     }
-    let fresh: Vec<bool> = looks.iter().map(|l| l.observed.nothing_stored()).collect();
-    // The set's CA: the active CA most members hold (certgen holding its key), then the
-    // newest, then the first in the order of the command line; members with another CA move
-    // to it through a trust step (a member restored from an older backup moves forward, and
-    // the fewest members change).
-    let mut count: BTreeMap<[u8; 32], usize> = BTreeMap::new();
-    for l in looks {
-        if let Some(s) = &l.signer {
-            *count.entry(fp(s)).or_default() += 1;
-        }
-    }
-    let active = members
-        .iter()
-        .zip(looks)
-        .filter_map(|(m, l)| Some((m.name.as_str(), l.signer.as_ref()?)))
-        .enumerate()
-        .max_by_key(|(i, (_, s))| (count[&fp(s)], s.cert.not_before, std::cmp::Reverse(*i)))
-        .map(|(_, a)| a);
-    let Some((from, active)) = active else {
+    let Some((from, active)) = most_held(members, looks) else {
         // No member holds a CA certgen can sign with: one new CA for all.
         return Ok(Shared {
             ca: Some(new_ca(members)?),
@@ -534,44 +607,8 @@ fn shared_ca<S: SecretStore>(
             note: None,
         });
     };
-    let joining: Vec<&str> = members
-        .iter()
-        .zip(looks)
-        .zip(&fresh)
-        .filter(|((_, l), fresh)| !**fresh && !holds(l, active))
-        .map(|((m, _), _)| m.name.as_str())
-        .collect();
-    if !joining.is_empty() || fresh.iter().any(|f| *f) {
-        let entering: Vec<&str> = members
-            .iter()
-            .zip(&fresh)
-            .filter(|(_, f)| **f)
-            .map(|(m, _)| m.name.as_str())
-            .chain(joining.iter().copied())
-            .collect();
-        let later = if overwrite || looks.iter().any(|l| l.new_ca) {
-            "; the set's rotation waits for the next run, once every member trusts one CA"
-        } else {
-            ""
-        };
-        return Ok(Shared {
-            ca: Some(active.clone()),
-            overwrite: looks
-                .iter()
-                .zip(&fresh)
-                .map(|(l, f)| (!f && !holds(l, active)).then_some(OverwriteWhy::JoinsSet))
-                .collect(),
-            note: Some(format!(
-                "{} {} the set's CA {} (from {from}){later}",
-                entering.join(", "),
-                if entering.len() == 1 {
-                    "enters"
-                } else {
-                    "enter"
-                },
-                active.cert.short_fingerprint()
-            )),
-        });
+    if let Some(shared) = entering(members, looks, (from, active), overwrite) {
+        return Ok(shared);
     }
     // A member in the leaves step of the set's last rotation (a look finds a rotation under
     // way): this run finishes it, and begins no other (one rotation per due).
@@ -627,18 +664,13 @@ fn usage(message: String) -> Error {
     })
 }
 
-/// Runs certgen's main job over a set of clusters. `record`: the membership this run writes
-/// (made by [`crate::set::membership`] from what the members record).
-pub async fn run<S: SecretStore + Sync>(
-    mut members: Vec<MemberRun<'_, S>>,
-    record: Record,
-) -> Result<SetOutcome, Error> {
-    let deadline = earliest_deadline(&members);
-    let (read, shared) = decide(&members, deadline).await?;
-    shared.apply(&mut members);
-
-    // The lock in every member, in the order of their UIDs, so that two runs over (parts of)
-    // one set never hold a lock each that the other waits for.
+/// The lock in every member, in the order of their UIDs, so that two runs over (parts of)
+/// one set never hold a lock each that the other waits for. A member whose lock is refused or
+/// not answered by `deadline` stops the run, and the locks taken are released.
+async fn lock_all<S>(
+    members: &[MemberRun<'_, S>],
+    deadline: tokio::time::Instant,
+) -> Result<Vec<Option<lock::Held>>, Error> {
     let mut order: Vec<usize> = (0..members.len()).collect();
     order.sort_by(|a, b| members[*a].uid.cmp(&members[*b].uid));
     let mut locks: Vec<Option<lock::Held>> = (0..members.len()).map(|_| None).collect();
@@ -661,6 +693,109 @@ pub async fn run<S: SecretStore + Sync>(
         };
         locks[i] = Some(held);
     }
+    Ok(locks)
+}
+
+/// How a member's run in the set's ended: its report and the failure it ended with (or the
+/// error that ended it before a report), and whether it only waited at the barrier.
+type Ended = (Result<(Report, Option<Error>), Error>, bool);
+
+/// One member's run in the set's: its steps under its lock, ended by `deadline` (and
+/// [`GRACE`]); a failure of its own is told to the barrier, so the others stop there. Also
+/// whether it only waited at the barrier for another member.
+async fn member_at_barrier<S: SecretStore>(
+    m: &MemberRun<'_, S>,
+    held: lock::Held,
+    member: Member<'_>,
+    deadline: tokio::time::Instant,
+) -> Ended {
+    let barrier = member.barrier;
+    let run = member_run(m.store, &m.inv, held, &member);
+    let result = match tokio::time::timeout_at(deadline + GRACE, run).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Timeout(format!(
+            "it did not answer within --timeout; re-run certgen over the set once {} answers",
+            m.name
+        ))),
+    };
+    let waited = barrier.waited(&m.name);
+    match &result {
+        Ok((_, None)) => {}
+        Ok((_, Some(_))) | Err(_) if waited => {}
+        Ok((_, Some(e))) | Err(e) => {
+            let why = e.to_string();
+            barrier.set(&m.name, At::Failed(why));
+        }
+    }
+    (result, waited)
+}
+
+/// Each member's report from its run's result (a run that ended in an error gets an empty
+/// report).
+fn member_reports<S: SecretStore>(
+    members: &[MemberRun<'_, S>],
+    results: Vec<Ended>,
+) -> Vec<MemberReport> {
+    let mut reports = Vec::new();
+    for (m, (r, waited)) in members.iter().zip(results) {
+        let (report, failure) = match r {
+            Ok((report, failure)) => (report, failure),
+            Err(e) => (
+                Report::new(
+                    &m.inv.config.profile,
+                    m.store.describe(),
+                    false,
+                    0,
+                    Vec::new(),
+                ),
+                Some(e),
+            ),
+        };
+        reports.push(MemberReport {
+            name: m.name.clone(),
+            uid: m.uid.clone(),
+            report,
+            failure,
+            waited,
+        });
+    }
+    reports
+}
+
+/// Members created in this run get the record too, after their steps (not a member that
+/// failed: it may not answer at all). A member that refuses it or does not answer is warned
+/// about: its next run records it.
+async fn record_created<S: SecretStore>(
+    members: &[MemberRun<'_, S>],
+    reports: &[MemberReport],
+    record: &Record,
+) {
+    for (m, r) in members.iter().zip(reports) {
+        if r.failure.is_some() && !r.waited {
+            continue;
+        }
+        let record = async {
+            let observed = crate::observe::observe(m.store, m.inv.config).await?;
+            write_record(m, &observed, record).await
+        };
+        match tokio::time::timeout(GRACE, record).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("member {}: recording the set: {e}", m.name),
+            Err(_) => tracing::warn!("member {}: recording the set: no answer", m.name),
+        }
+    }
+}
+
+/// Runs certgen's main job over a set of clusters. `record`: the membership this run writes
+/// (made by [`crate::set::membership`] from what the members record).
+pub async fn run<S: SecretStore + Sync>(
+    mut members: Vec<MemberRun<'_, S>>,
+    record: Record,
+) -> Result<SetOutcome, Error> {
+    let deadline = earliest_deadline(&members);
+    let (read, shared) = decide(&members, deadline).await?;
+    shared.apply(&mut members);
+    let locks = lock_all(&members, deadline).await?;
 
     // The record first, in every member whose CA Secret exists: from here on its own runs
     // know the CA is shared.
@@ -689,70 +824,18 @@ pub async fn run<S: SecretStore + Sync>(
             ticket: Mutex::new(None),
             alone: Mutex::default(),
         };
-        let barrier = &barrier;
         let span = tracing::info_span!("member", context = %m.name);
-        tracing::Instrument::instrument(async move {
-            let held = held.expect("every member's lock was taken");
-            let run = member_run(m.store, &m.inv, held, &member);
-            let result = match tokio::time::timeout_at(deadline + GRACE, run).await {
-                Ok(r) => r,
-                Err(_) => Err(Error::Timeout(format!(
-                    "it did not answer within --timeout; re-run certgen over the set once {} answers",
-                    m.name
-                ))),
-            };
-            let waited = barrier.waited(&m.name);
-            match &result {
-                Ok((_, None)) => {}
-                Ok((_, Some(_))) | Err(_) if waited => {}
-                Ok((_, Some(e))) | Err(e) => {
-                    let why = e.to_string();
-                    barrier.set(&m.name, At::Failed(why));
-                }
-            }
-            (result, waited)
-        }, span)
+        tracing::Instrument::instrument(
+            async move {
+                let held = held.expect("every member's lock was taken");
+                member_at_barrier(m, held, member, deadline).await
+            },
+            span,
+        )
     });
     let results = futures::future::join_all(runs).await;
-    let mut reports = Vec::new();
-    for (m, (r, waited)) in members.iter().zip(results) {
-        let (report, failure) = match r {
-            Ok((report, failure)) => (report, failure),
-            Err(e) => (
-                Report::new(
-                    &m.inv.config.profile,
-                    m.store.describe(),
-                    false,
-                    0,
-                    Vec::new(),
-                ),
-                Some(e),
-            ),
-        };
-        reports.push(MemberReport {
-            name: m.name.clone(),
-            uid: m.uid.clone(),
-            report,
-            failure,
-            waited,
-        });
-    }
-    // Members created in this run get the record too (not a member that failed: it may not
-    // answer at all).
-    for (m, r) in members.iter().zip(&reports) {
-        if r.failure.is_some() && !r.waited {
-            continue;
-        }
-        let record = async {
-            let observed = crate::observe::observe(m.store, m.inv.config).await?;
-            write_record(m, &observed, &record).await
-        };
-        match tokio::time::timeout(GRACE, record).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("member {}: recording the set: {e}", m.name),
-            Err(_) => tracing::warn!("member {}: recording the set: no answer", m.name),
-        }
-    }
+    let reports = member_reports(&members, results);
+    record_created(&members, &reports, &record).await;
     Ok(SetOutcome {
         members: reports,
         record: Some(record),
@@ -766,18 +849,8 @@ async fn decide<S: SecretStore + Sync>(
     members: &[MemberRun<'_, S>],
     deadline: tokio::time::Instant,
 ) -> Result<(Vec<Outcome>, Shared), Error> {
-    let hold = plan::Options {
-        hold: Some(Hold::ALL),
-        ..plan::Options::default()
-    };
     let looks = futures::future::join_all(members.iter().map(|m| {
-        let options = plan::Options {
-            overwrite: m.inv.options.overwrite,
-            force: m.inv.options.force,
-            strategy: m.inv.options.strategy,
-            propagation_delay: m.inv.options.propagation_delay,
-            ..hold
-        };
+        let options = held_look(&m.inv.options);
         let read = look(m.store, m.inv.config, options, plan::Known::default());
         async move {
             match tokio::time::timeout_at(deadline, read).await {
@@ -838,20 +911,31 @@ fn opens_at_once(looks: &[Outcome]) -> Option<(Barrier, bool)> {
     }
 }
 
-/// `--dry-run` over a set: each member's dry run as the set's run would take its first step
-/// there (the set's decision about the CA made from the same reads, every rotation step held
-/// back as at the run's start), side by side; nothing is written and no lock is taken.
-pub async fn dry_run<S: SecretStore + Sync>(
-    mut members: Vec<MemberRun<'_, S>>,
-    record: Record,
-) -> Result<SetOutcome, Error> {
-    let deadline = earliest_deadline(&members);
-    let (read, shared) = decide(&members, deadline).await?;
-    // The record the run would write first, where it differs (or, for a member the run
-    // creates, after its steps).
+/// The options of a member's first look: its own run's, with every rotation step held back
+/// as at the set's run's start.
+fn held_look(o: &crate::config::RunOptions) -> plan::Options {
+    plan::Options {
+        overwrite: o.overwrite,
+        force: o.force,
+        strategy: o.strategy,
+        propagation_delay: o.propagation_delay,
+        hold: Some(Hold::ALL),
+        ..plan::Options::default()
+    }
+}
+
+/// The dry run's note: what the set's run decides about the CA, and the members where the run
+/// would record the set first (where the record differs, or, for a member the run creates,
+/// after its steps).
+fn dry_run_note<S: SecretStore>(
+    members: &[MemberRun<'_, S>],
+    read: &[Outcome],
+    record: &Record,
+    decided: Option<String>,
+) -> Result<Option<String>, Error> {
     let mut recording = Vec::new();
-    for (m, l) in members.iter().zip(&read) {
-        let write = record_write(m.inv.config, &l.observed, &record, &|n| m.store.object(n))
+    for (m, l) in members.iter().zip(read) {
+        let write = record_write(m.inv.config, &l.observed, record, &|n| m.store.object(n))
             .map_err(|e| named(&m.name, e))?;
         let created = l.observed.ca.as_ref().and_then(|o| o.present()).is_none();
         if write.is_some() || created {
@@ -865,29 +949,27 @@ pub async fn dry_run<S: SecretStore + Sync>(
             recording.join(", ")
         )
     });
-    let note = match (shared.note.clone(), recorded) {
+    Ok(match (decided, recorded) {
         (Some(a), Some(b)) => Some(format!("{a}; {b}")),
         (a, b) => a.or(b),
-    };
-    let asked = members[0].inv.options.overwrite;
-    shared.apply(&mut members);
-    // Where each member's first step would be, with the set's decision: when every member is
-    // at rest (its next step held, or nothing to do) the barrier opens at once, and the run's
-    // first writes are the step it opens, which the dry run then shows.
+    })
+}
+
+/// Where each member's first step would be, with the set's decision applied: the first look
+/// again for a member whose `--overwrite` the decision changed (from `asked`), by `deadline`.
+async fn looks_as_decided<S: SecretStore + Sync>(
+    members: &[MemberRun<'_, S>],
+    read: Vec<Outcome>,
+    asked: bool,
+    deadline: tokio::time::Instant,
+) -> Result<Vec<Outcome>, Error> {
     let mut looks = Vec::new();
     for (m, l) in members.iter().zip(read) {
         if m.inv.options.overwrite == asked {
             looks.push(l);
             continue;
         }
-        let options = plan::Options {
-            overwrite: m.inv.options.overwrite,
-            force: m.inv.options.force,
-            strategy: m.inv.options.strategy,
-            propagation_delay: m.inv.options.propagation_delay,
-            hold: Some(Hold::ALL),
-            ..plan::Options::default()
-        };
+        let options = held_look(&m.inv.options);
         let again = look(m.store, m.inv.config, options, plan::Known::default());
         let l = match tokio::time::timeout_at(deadline, again).await {
             Ok(r) => r.map_err(|e| named(&m.name, e))?,
@@ -900,6 +982,58 @@ pub async fn dry_run<S: SecretStore + Sync>(
         };
         looks.push(l);
     }
+    Ok(looks)
+}
+
+/// One member's dry run, ended by `deadline`: its report, or an empty one with the error.
+async fn member_dry_run<S: SecretStore>(
+    m: MemberRun<'_, S>,
+    deadline: tokio::time::Instant,
+) -> MemberReport {
+    let span = tracing::info_span!("member", context = %m.name);
+    let name = m.name.clone();
+    let uid = m.uid.clone();
+    let describe = m.store.describe();
+    let profile = m.inv.config.profile.clone();
+    let run = tracing::Instrument::instrument(super::run(m.store, m.inv), span);
+    let (report, failure) = match tokio::time::timeout_at(deadline, run).await {
+        Ok(Ok((report, failure))) => (report, failure),
+        Ok(Err(e)) => (
+            Report::new(&profile, describe, true, 0, Vec::new()),
+            Some(e),
+        ),
+        Err(_) => (
+            Report::new(&profile, describe, true, 0, Vec::new()),
+            Some(Error::Timeout(format!(
+                "it did not answer within --timeout; re-run the dry run once {name} answers"
+            ))),
+        ),
+    };
+    MemberReport {
+        name,
+        uid,
+        report,
+        failure,
+        waited: false,
+    }
+}
+
+/// `--dry-run` over a set: each member's dry run as the set's run would take its first step
+/// there (the set's decision about the CA made from the same reads, every rotation step held
+/// back as at the run's start), side by side; nothing is written and no lock is taken.
+pub async fn dry_run<S: SecretStore + Sync>(
+    mut members: Vec<MemberRun<'_, S>>,
+    record: Record,
+) -> Result<SetOutcome, Error> {
+    let deadline = earliest_deadline(&members);
+    let (read, shared) = decide(&members, deadline).await?;
+    let note = dry_run_note(&members, &read, &record, shared.note.clone())?;
+    let asked = members[0].inv.options.overwrite;
+    shared.apply(&mut members);
+    // Where each member's first step would be, with the set's decision: when every member is
+    // at rest (its next step held, or nothing to do) the barrier opens at once, and the run's
+    // first writes are the step it opens, which the dry run then shows.
+    let looks = looks_as_decided(&members, read, asked, deadline).await?;
     let opens = opens_at_once(&looks);
     for (m, l) in members.iter_mut().zip(&looks) {
         let opened = l
@@ -911,34 +1045,9 @@ pub async fn dry_run<S: SecretStore + Sync>(
             cleanup: opened != Some(Barrier::Cleanup),
         });
     }
-    let runs = members.into_iter().map(|m| async move {
-        let span = tracing::info_span!("member", context = %m.name);
-        let name = m.name.clone();
-        let uid = m.uid.clone();
-        let describe = m.store.describe();
-        let profile = m.inv.config.profile.clone();
-        let run = tracing::Instrument::instrument(super::run(m.store, m.inv), span);
-        let (report, failure) = match tokio::time::timeout_at(deadline, run).await {
-            Ok(Ok((report, failure))) => (report, failure),
-            Ok(Err(e)) => (
-                Report::new(&profile, describe, true, 0, Vec::new()),
-                Some(e),
-            ),
-            Err(_) => (
-                Report::new(&profile, describe, true, 0, Vec::new()),
-                Some(Error::Timeout(format!(
-                    "it did not answer within --timeout; re-run the dry run once {name} answers"
-                ))),
-            ),
-        };
-        MemberReport {
-            name,
-            uid,
-            report,
-            failure,
-            waited: false,
-        }
-    });
+    let runs = members
+        .into_iter()
+        .map(|m| async move { member_dry_run(m, deadline).await });
     let members = futures::future::join_all(runs).await;
     Ok(SetOutcome {
         members,

@@ -84,6 +84,23 @@ struct Contents {
     switched: Option<(i64, u32)>,
 }
 
+/// The files of one Secret's directory as read: its data, certgen's records (the annotations
+/// file of a version directory) and the newest data file's modification time.
+#[derive(Default)]
+struct Files {
+    data: BTreeMap<String, Vec<u8>>,
+    annotations: BTreeMap<String, String>,
+    modified: Option<(i64, u32)>,
+}
+
+/// What a write leaves in a Secret's directory: its data and certgen's records, and the keys
+/// that were there before it (those it drops are removed after the switch).
+struct Merged {
+    data: BTreeMap<String, Vec<u8>>,
+    annotations: BTreeMap<String, String>,
+    old_keys: Vec<String>,
+}
+
 /// Secrets as directories under one root.
 pub struct LocalStore {
     root: PathBuf,
@@ -300,6 +317,237 @@ impl LocalStore {
         }
     }
 
+    /// What a write leaves in Secret `write.name` (at `path`), read as `current`: its data and
+    /// certgen's records merged into what is there, and the keys there before. Refused when
+    /// the Secret is not as the write expects (a conflict), or a key is not a file name.
+    fn merged(
+        write: &SecretWrite,
+        current: Option<Contents>,
+        path: &Path,
+    ) -> Result<Merged, StoreError> {
+        match (&write.expect, &current) {
+            (Expect::Absent, None) => {}
+            (Expect::Version(v), Some(c)) if *v == digest(&c.data) => {}
+            (Expect::Absent, Some(_)) => {
+                return Err(StoreError::Conflict {
+                    what: path.display().to_string(),
+                    detail: "it was created by someone else after certgen found it missing".into(),
+                });
+            }
+            (Expect::Version(_), _) => {
+                return Err(StoreError::Conflict {
+                    what: path.display().to_string(),
+                    detail: "its files changed after certgen read them".into(),
+                });
+            }
+        }
+        let (mut data, mut annotations) = match current {
+            Some(c) => (c.data, c.annotations),
+            None => (BTreeMap::new(), BTreeMap::new()),
+        };
+        let old_keys: Vec<String> = data.keys().cloned().collect();
+        data.extend(write.data.iter().map(|(k, v)| (k.clone(), v.clone())));
+        for key in &write.remove {
+            data.remove(key);
+        }
+        annotations.extend(write.annotations.clone());
+        // When it is written on the machine's monotonic clock (see `clock.rs`).
+        if let Some(stamp) = clock::stamp() {
+            annotations.insert(clock::WRITTEN_BOOT.to_string(), stamp);
+        }
+        annotations.insert(TYPE_RECORD.into(), write.type_.into());
+        if let Some(key) = data
+            .keys()
+            .find(|k| k.contains('/') || k.starts_with('.') || k.is_empty())
+        {
+            return Err(Self::err(
+                path,
+                format!("cannot write key {key:?}: not a file name"),
+            ));
+        }
+        Ok(Merged {
+            data,
+            annotations,
+            old_keys,
+        })
+    }
+
+    /// Every key of a new version (and certgen's records) in a fresh hidden directory
+    /// `version` (at `vpath`) in the Secret's directory `dir`, not yet synced: the files and
+    /// the directory, open for the next sync round. Secret keys get mode 0600, others 0644.
+    fn stage(
+        dir: BorrowedFd<'_>,
+        (version, vpath): (&str, &Path),
+        (data, annotations): (&BTreeMap<String, Vec<u8>>, &BTreeMap<String, String>),
+        secret_key: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<OwnedFd>, StoreError> {
+        let vdir = beneath::make_dir(dir, version, 0o700)
+            .map_err(|r| refused(vpath, "create directory", r))?;
+        let mut written = Vec::with_capacity(data.len() + 2);
+        for (key, value) in data {
+            let mode = if secret_key(key) { 0o600 } else { 0o644 };
+            written.push(
+                beneath::create_file(vdir.fd.as_fd(), key, value, mode)
+                    .map_err(|e| Self::err(&vpath.join(key), format!("cannot write: {e}")))?,
+            );
+        }
+        let json = serde_json::to_vec_pretty(annotations).expect("annotations serialize");
+        written.push(
+            beneath::create_file(vdir.fd.as_fd(), ANNOTATIONS, &json, 0o600)
+                .map_err(|e| Self::err(&vpath.join(ANNOTATIONS), format!("cannot write: {e}")))?,
+        );
+        written.push(vdir.fd);
+        Ok(written)
+    }
+
+    /// After a switch to `version` in the Secret's directory `dir` (at `path`): every other
+    /// version directory (the one replaced, and any a killed or failed run left behind,
+    /// perhaps holding old private keys) goes once this switch is durable, as the kubelet's
+    /// atomic writer does; temporary links of a killed run go now.
+    fn tidy(&self, dir: &Arc<OwnedFd>, path: &Path, version: &str) -> Result<(), StoreError> {
+        let dir_fd = dir.as_fd();
+        let entries =
+            beneath::list(dir_fd).map_err(|e| Self::err(path, format!("cannot list: {e}")))?;
+        let mut state = self.state();
+        for (name, _) in entries {
+            if name == DATA || name == version {
+                continue;
+            }
+            if name.starts_with("..") {
+                state.obsolete.push((dir.clone(), path.to_path_buf(), name));
+            } else if name.starts_with('.') && name.contains(".certgen-") {
+                let _ = beneath::remove_file(dir_fd, &name);
+            }
+        }
+        Ok(())
+    }
+
+    /// Where `dir`'s `..data` link (at `data_path`) points: a version directory beside it, or
+    /// `None` when there is no link (a Secret of plain files). Anything else is refused.
+    fn data_link(dir: BorrowedFd<'_>, data_path: &Path) -> Result<Option<String>, StoreError> {
+        match beneath::read_link(dir, DATA) {
+            Ok(Some(target)) => {
+                if !target.starts_with("..")
+                    || target.contains('/')
+                    || target == DATA
+                    || target == ".."
+                {
+                    return Err(Self::err(
+                        data_path,
+                        format!(
+                            "points to {target:?}, not to a version directory beside it; delete {DATA} to reset"
+                        ),
+                    ));
+                }
+                Ok(Some(target))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(Self::err(
+                data_path,
+                format!("is not a symbolic link certgen can read ({e}); move it away"),
+            )),
+        }
+    }
+
+    /// The files of Secret `name`'s current version directory `version` (in `dir`, at
+    /// `path`; `..data` at `data_path`): its data and certgen's records. `None` when the
+    /// version is missing and `--force` writes the Secret afresh; refused when it is missing
+    /// otherwise, or holds anything but regular files.
+    fn read_version(
+        &self,
+        name: &str,
+        dir: BorrowedFd<'_>,
+        (path, data_path): (&Path, &Path),
+        version: &str,
+    ) -> Result<Option<Files>, StoreError> {
+        let vpath = path.join(version);
+        let vdir = match beneath::open_dir(dir, version) {
+            Ok(Some(vdir)) => vdir,
+            Ok(None) if self.replace_dangling => {
+                tracing::warn!(
+                    "{} points to {version}, which is missing; the Secret is written afresh because of --force",
+                    data_path.display()
+                );
+                return Ok(None);
+            }
+            Ok(None) => {
+                return Err(Self::err(
+                    data_path,
+                    format!(
+                        "points to {version}, which does not exist (a run was interrupted, or the directory was changed by hand); nothing was written: run certgen with --force to write this Secret afresh, or delete {DATA} to have its plain files read"
+                    ),
+                ));
+            }
+            Err(r) => return Err(refused(&vpath, "read", r)),
+        };
+        let vdir = vdir.as_fd();
+        let entries =
+            beneath::list(vdir).map_err(|e| Self::err(&vpath, format!("cannot list: {e}")))?;
+        let mut files = Files::default();
+        for (key, kind) in entries {
+            if key == ANNOTATIONS {
+                let json = beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
+                    .map_err(|r| refused(&vpath.join(&key), "read", r))?
+                    .bytes;
+                files.annotations = serde_json::from_slice(&json).map_err(|e| {
+                    Self::err(
+                        &vpath.join(&key),
+                        format!("is not valid JSON ({e}); delete it to reset certgen's records"),
+                    )
+                })?;
+            } else if key.starts_with('.') {
+                continue;
+            } else if kind == Kind::File {
+                let (bytes, t) = self.read_file(name, vdir, &vpath, &key)?;
+                files.modified = files.modified.max(Some(t));
+                files.data.insert(key, bytes);
+            } else {
+                // certgen writes only regular files here.
+                return Err(refused(
+                    &vpath.join(&key),
+                    "read",
+                    beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
+                        .err()
+                        .unwrap_or(Refusal::Untrusted("is not a regular file".into())),
+                ));
+            }
+        }
+        Ok(Some(files))
+    }
+
+    /// The plain files of Secret `name` (no `..data` link) in `dir`, at `path`: every regular
+    /// file but hidden ones; a symbolic link is refused.
+    fn read_plain(
+        &self,
+        name: &str,
+        dir: BorrowedFd<'_>,
+        path: &Path,
+    ) -> Result<Files, StoreError> {
+        let entries =
+            beneath::list(dir).map_err(|e| Self::err(path, format!("cannot list: {e}")))?;
+        let mut files = Files::default();
+        for (key, kind) in entries {
+            if key.starts_with('.') {
+                continue; // temp files, editors' swap files
+            }
+            match kind {
+                Kind::Link => {
+                    return Err(Self::err(
+                        &path.join(&key),
+                        "is a symbolic link; certgen does not follow links: replace it with a regular file",
+                    ));
+                }
+                Kind::File => {
+                    let (bytes, t) = self.read_file(name, dir, path, &key)?;
+                    files.modified = files.modified.max(Some(t));
+                    files.data.insert(key, bytes);
+                }
+                Kind::Dir | Kind::Other => {}
+            }
+        }
+        Ok(files)
+    }
+
     /// One read, `..data` resolved once (its target put in `seen`).
     fn read_once(
         &self,
@@ -317,113 +565,23 @@ impl LocalStore {
         };
         let dir = dir.as_fd();
         let data_path = path.join(DATA);
-        let current = match beneath::read_link(dir, DATA) {
-            Ok(Some(target)) => {
-                if !target.starts_with("..")
-                    || target.contains('/')
-                    || target == DATA
-                    || target == ".."
-                {
-                    return Err(Self::err(
-                        &data_path,
-                        format!(
-                            "points to {target:?}, not to a version directory beside it; delete {DATA} to reset"
-                        ),
-                    ));
-                }
-                Some(target)
-            }
-            Ok(None) => None,
-            Err(e) => {
-                return Err(Self::err(
-                    &data_path,
-                    format!("is not a symbolic link certgen can read ({e}); move it away"),
-                ));
-            }
-        };
+        let current = Self::data_link(dir, &data_path)?;
         seen.clone_from(&current);
-        let mut data = BTreeMap::new();
-        let mut annotations = BTreeMap::new();
-        let mut modified: Option<(i64, u32)> = None;
         let mut switched = None;
-        if let Some(version) = &current {
+        let files = if let Some(version) = &current {
             switched = beneath::mtime(dir, DATA).ok();
-            let vpath = path.join(version);
-            let vdir = match beneath::open_dir(dir, version) {
-                Ok(Some(vdir)) => vdir,
-                Ok(None) if self.replace_dangling => {
-                    tracing::warn!(
-                        "{} points to {version}, which is missing; the Secret is written afresh because of --force",
-                        data_path.display()
-                    );
-                    return Ok(None);
-                }
-                Ok(None) => {
-                    return Err(Self::err(
-                        &data_path,
-                        format!(
-                            "points to {version}, which does not exist (a run was interrupted, or the directory was changed by hand); nothing was written: run certgen with --force to write this Secret afresh, or delete {DATA} to have its plain files read"
-                        ),
-                    ));
-                }
-                Err(r) => return Err(refused(&vpath, "read", r)),
-            };
-            let vdir = vdir.as_fd();
-            let entries =
-                beneath::list(vdir).map_err(|e| Self::err(&vpath, format!("cannot list: {e}")))?;
-            for (key, kind) in entries {
-                if key == ANNOTATIONS {
-                    let json = beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
-                        .map_err(|r| refused(&vpath.join(&key), "read", r))?
-                        .bytes;
-                    annotations = serde_json::from_slice(&json).map_err(|e| {
-                        Self::err(
-                            &vpath.join(&key),
-                            format!(
-                                "is not valid JSON ({e}); delete it to reset certgen's records"
-                            ),
-                        )
-                    })?;
-                } else if key.starts_with('.') {
-                    continue;
-                } else if kind == Kind::File {
-                    let (bytes, t) = self.read_file(name, vdir, &vpath, &key)?;
-                    modified = modified.max(Some(t));
-                    data.insert(key, bytes);
-                } else {
-                    // certgen writes only regular files here.
-                    return Err(refused(
-                        &vpath.join(&key),
-                        "read",
-                        beneath::read_file(vdir, &key, MAX_FILE, Exposed::Public)
-                            .err()
-                            .unwrap_or(Refusal::Untrusted("is not a regular file".into())),
-                    ));
-                }
+            match self.read_version(name, dir, (&path, &data_path), version)? {
+                Some(files) => files,
+                None => return Ok(None),
             }
         } else {
-            let entries =
-                beneath::list(dir).map_err(|e| Self::err(&path, format!("cannot list: {e}")))?;
-            for (key, kind) in entries {
-                if key.starts_with('.') {
-                    continue; // temp files, editors' swap files
-                }
-                match kind {
-                    Kind::Link => {
-                        return Err(Self::err(
-                            &path.join(&key),
-                            "is a symbolic link; certgen does not follow links: replace it with a regular file",
-                        ));
-                    }
-                    Kind::File => {
-                        let (bytes, t) = self.read_file(name, dir, &path, &key)?;
-                        modified = modified.max(Some(t));
-                        data.insert(key, bytes);
-                    }
-                    Kind::Dir | Kind::Other => {}
-                }
-            }
-        }
+            self.read_plain(name, dir, &path)?
+        };
+        let Files {
+            data,
+            annotations,
+            modified,
+        } = files;
         if data.is_empty() {
             return Ok(None);
         }
@@ -564,47 +722,12 @@ impl SecretStore for LocalStore {
             return Err(Self::err(&path, "is not a Secret name certgen can write"));
         }
         let current = self.read(&write.name)?;
-        match (&write.expect, &current) {
-            (Expect::Absent, None) => {}
-            (Expect::Version(v), Some(c)) if *v == digest(&c.data) => {}
-            (Expect::Absent, Some(_)) => {
-                return Err(StoreError::Conflict {
-                    what: path.display().to_string(),
-                    detail: "it was created by someone else after certgen found it missing".into(),
-                });
-            }
-            (Expect::Version(_), _) => {
-                return Err(StoreError::Conflict {
-                    what: path.display().to_string(),
-                    detail: "its files changed after certgen read them".into(),
-                });
-            }
-        }
-        let (mut data, mut annotations) = match current {
-            Some(c) => (c.data, c.annotations),
-            None => (BTreeMap::new(), BTreeMap::new()),
-        };
-        let old_keys: Vec<String> = data.keys().cloned().collect();
-        data.extend(write.data.iter().map(|(k, v)| (k.clone(), v.clone())));
-        for key in &write.remove {
-            data.remove(key);
-        }
-        annotations.extend(write.annotations.clone());
-        // When it is written on the machine's monotonic clock (see `clock.rs`).
-        if let Some(stamp) = clock::stamp() {
-            annotations.insert(clock::WRITTEN_BOOT.to_string(), stamp);
-        }
-        annotations.insert(TYPE_RECORD.into(), write.type_.into());
+        let Merged {
+            data,
+            annotations,
+            old_keys,
+        } = Self::merged(write, current, &path)?;
         let secret_key = |k: &str| write.secret_keys.iter().any(|s| s == k) || self.is_secret(k);
-        if let Some(key) = data
-            .keys()
-            .find(|k| k.contains('/') || k.starts_with('.') || k.is_empty())
-        {
-            return Err(Self::err(
-                &path,
-                format!("cannot write key {key:?}: not a file name"),
-            ));
-        }
 
         let root = self
             .open_root(true)?
@@ -616,26 +739,12 @@ impl SecretStore for LocalStore {
         // 1. Every key of the new version in a fresh hidden directory, not yet synced.
         let version = format!("..{}", hex(&crate::pki::random_bytes(8)));
         let vpath = path.join(&version);
-        let staged = (|| -> Result<Vec<OwnedFd>, StoreError> {
-            let vdir = beneath::make_dir(dir_fd, &version, 0o700)
-                .map_err(|r| refused(&vpath, "create directory", r))?;
-            let mut written = Vec::with_capacity(data.len() + 2);
-            for (key, value) in &data {
-                let mode = if secret_key(key) { 0o600 } else { 0o644 };
-                written.push(
-                    beneath::create_file(vdir.fd.as_fd(), key, value, mode)
-                        .map_err(|e| Self::err(&vpath.join(key), format!("cannot write: {e}")))?,
-                );
-            }
-            let json = serde_json::to_vec_pretty(&annotations).expect("annotations serialize");
-            written.push(
-                beneath::create_file(vdir.fd.as_fd(), ANNOTATIONS, &json, 0o600).map_err(|e| {
-                    Self::err(&vpath.join(ANNOTATIONS), format!("cannot write: {e}"))
-                })?,
-            );
-            written.push(vdir.fd);
-            Ok(written)
-        })();
+        let staged = Self::stage(
+            dir_fd,
+            (&version, &vpath),
+            (&data, &annotations),
+            &secret_key,
+        );
         let written = match staged {
             Ok(written) => written,
             Err(e) => {
@@ -686,23 +795,8 @@ impl SecretStore for LocalStore {
             beneath::remove_file(dir_fd, key)
                 .map_err(|e| partial(Self::err(&path.join(key), format!("cannot remove: {e}"))))?;
         }
-        // 6. Every other version directory (the one replaced, and any a killed or failed run
-        // left behind, perhaps holding old private keys) goes once this switch is durable, as
-        // the kubelet's atomic writer does; temporary links of a killed run go now.
-        let entries = beneath::list(dir_fd)
-            .map_err(|e| partial(Self::err(&path, format!("cannot list: {e}"))))?;
-        let mut state = self.state();
-        for (name, _) in entries {
-            if name == DATA || name == version {
-                continue;
-            }
-            if name.starts_with("..") {
-                state.obsolete.push((dir.clone(), path.clone(), name));
-            } else if name.starts_with('.') && name.contains(".certgen-") {
-                let _ = beneath::remove_file(dir_fd, &name);
-            }
-        }
-        Ok(())
+        // 6. The versions this switch replaces go once it is durable.
+        self.tidy(&dir, &path, &version).map_err(partial)
     }
 
     /// The file system's clock, the one write times are on (`clock.rs`).
