@@ -974,6 +974,77 @@ mod tests {
         assert_eq!(run.next_renewal.unwrap().secret, "envoy");
     }
 
+    /// The report's closing lines keep one order, whatever else it holds: what was done, then
+    /// what comes later, who else writes, key files, what was skipped, warnings, the renewal
+    /// window, the lock and the next renewal (the snapshot tests' fixtures hold none of the
+    /// lines after the summary, so this order was not pinned anywhere).
+    #[test]
+    fn the_closing_lines_come_in_one_order() {
+        let written = Entry {
+            secret: "envoy".into(),
+            kind: crate::plan::Kind::Tls,
+            action: Action::UpdateBundle,
+            reason: String::new(),
+            ca_sha256: None,
+            not_after: None,
+            cas: vec![],
+            step: None,
+            undone_by: None,
+        };
+        let mut r = Report::new("envoy-gateway", "s".into(), false, 1, vec![written]);
+        r.note = Some("the next step after the gate".into());
+        r.other_writers = vec![crate::report::check::WriterRow {
+            kind: "Secret".into(),
+            name: "envoy".into(),
+            manager: "kustomize-controller".into(),
+            operation: "Apply".into(),
+            time: None,
+            fields: vec!["data/ca.crt".into()],
+            removed: false,
+            origin: "overwrote",
+            fight: vec![],
+            text: "kustomize-controller wrote envoy".into(),
+        }];
+        r.key_modes = vec!["mode 0644 made 0600".into()];
+        r.skipped = vec!["a consumer".into()];
+        r.warnings = vec!["a warning".into()];
+        r.renewal_window = Some(WindowReport {
+            open: true,
+            ..WindowReport::default()
+        });
+        r.lock = Some(LockReport {
+            lease: "Lease ns/certgen".into(),
+            renewal_failures: 1,
+            ..LockReport::default()
+        });
+        r.next_renewal = Some(NextRenewal {
+            due: "2030-01-01T00:00:00Z".into(),
+            secret: "envoy".into(),
+            overdue: false,
+        });
+        let text = r.to_text();
+        let starts = [
+            "1 write(s) done.",
+            "Later: ",
+            "Other writer: ",
+            "Key file: ",
+            "Skipped: ",
+            "Warning: ",
+            "Renewal window: ",
+            "Lock: ",
+            "Next renewal due: ",
+        ];
+        let at: Vec<usize> = starts
+            .iter()
+            .map(|p| {
+                text.lines()
+                    .position(|l| l.starts_with(p))
+                    .unwrap_or_else(|| panic!("no line starts with {p:?} in:\n{text}"))
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{at:?} in:\n{text}");
+    }
+
     fn consumer(name: &str, deployments: &[(&str, &str)]) -> ConsumerReport {
         ConsumerReport {
             name: name.into(),
