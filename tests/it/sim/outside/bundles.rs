@@ -925,8 +925,10 @@ fn random_trajectories_with_clustertrustbundles() {
 /// bundle. A write a run did not make now counts from when it learned of it
 /// (`rotation::evidence`, `Written::ours`): the pod is poked again. (A real kubelet stalled so
 /// would in fact sync the pod at once when continued, as its periodic sync fell due during the
-/// stall; this model restarts the sync period at the stall's end. Either way the re-run had no
-/// evidence, and after a cut, which breaks the kubelet's watches, none could be inferred.)
+/// stall: measured on the real node, 23 of 24 Secrets whose pods' syncs fell in a 16 s SIGSTOP
+/// reached the volumes 0.10-0.31 s after SIGCONT, CONTRIBUTING.md "Kubelet faults"; this model
+/// restarts the sync period at the stall's end. Either way the re-run had no evidence, and
+/// after a cut, which breaks the kubelet's watches, none could be inferred.)
 #[test]
 fn a_kubelet_stalled_between_a_crash_and_the_rerun() {
     let steps = [
