@@ -100,6 +100,13 @@ pub(super) struct Written {
     by: OffsetDateTime,
     /// When this run learned of it (monotonic): a kubelet gap seen after it moves it.
     at: Instant,
+    /// Made by this run. A write it did not make (an earlier run's, another writer's) counts
+    /// from when this run learned of it: what a kubelet did between that write and this run's
+    /// first look at its Lease is unknown (stalled or cut off meanwhile, which an earlier run
+    /// may have seen and this one cannot), so its pods are poked again, and opened by evidence
+    /// or by a whole timer from then (the simulation's
+    /// `a_kubelet_stalled_between_a_crash_and_the_rerun`).
+    ours: bool,
 }
 
 /// A poke that landed.
@@ -457,6 +464,7 @@ impl Evidence {
                     epoch: self.epoch,
                     by,
                     at,
+                    ours: true,
                 },
             );
         }
@@ -490,12 +498,12 @@ impl Evidence {
     /// certgen's bundles of each signer, by its mount name), earlier runs' too: counted like a
     /// Secret's stored write time.
     pub(super) fn stored_other(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
-        self.stored(written_at);
+        self.stored(written_at, &|_| true);
     }
 
     /// What is stored now: write times (see [`Evidence::stored`]) and contents' digests.
     pub(super) fn observe(&mut self, outcome: &Outcome) {
-        self.stored(&outcome.written_at);
+        self.stored(&outcome.written_at, &|n| outcome.written.contains(n));
         self.digests = outcome.digests.clone();
     }
 
@@ -503,7 +511,11 @@ impl Evidence {
     /// runs, and any other writer's since this run last looked. A stored time later than every
     /// write this run knows of for that Secret is a write it did not make: only pokes sent
     /// after now count for it.
-    fn stored(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
+    fn stored(
+        &mut self,
+        written_at: &BTreeMap<String, OffsetDateTime>,
+        ours: &dyn Fn(&str) -> bool,
+    ) {
         let now = Instant::now();
         for (n, at) in written_at {
             if self.writes.get(n).is_some_and(|w| *at <= w.by) {
@@ -516,6 +528,7 @@ impl Evidence {
                     epoch: self.epoch,
                     by: *at,
                     at: now,
+                    ours: ours(n),
                 },
             );
         }
@@ -568,12 +581,20 @@ impl Evidence {
         delay: Duration,
     ) -> Stand {
         let (eff_at, eff_by, behind) = self.as_seen(pod, w, delay);
+        // A write this run did not make: from when this run learned of it (`Written::ours`).
+        let (by, eff_by) = if w.ours {
+            (w.by, eff_by)
+        } else {
+            let waited = mono.saturating_duration_since(w.at);
+            let learned = now - time::Duration::try_from(waited).unwrap_or(time::Duration::ZERO);
+            (w.by.max(learned), eff_by.max(learned))
+        };
         let timer = timer_of(eff_by, delay);
         let node = pod.node.as_deref().unwrap_or("");
         let kubelet = pod.node.as_ref().and_then(|n| self.kubelets.get(n));
         // Silent since before the write's timer passed: it may not have projected it.
         if let Some((_, silent, since)) = kubelet.and_then(|k| k.down)
-            && timer_of(w.by, delay) > since
+            && timer_of(by, delay) > since
         {
             return Stand::Held(format!(
                 "its kubelet (node {node}) has not renewed its Lease for {}s",

@@ -23,7 +23,8 @@
 //!   restored backup, a write during a trust gate): `rotation::another_writer`,
 //!   `cluster::foreign`, and in the simulation `sim::foreign` with its cases in `sim::cases`
 //! - pushed propagation (pod pokes, gates opened on evidence): `cluster::pokes`,
-//!   `cluster::real_node`, `cluster::rotation_speed`
+//!   `cluster::real_node`, `cluster::rotation_speed`; real kubelet faults through a run's gates:
+//!   `cluster::real_node_faults`, and through the chart's hook: `cluster::real_node_hook`
 //! - Envoy Gateway compatibility: `eg_compat`, `cluster::eg_compat`
 //! - the built-in profiles for Cilium's Hubble TLS and Contour, against their tools' recorded
 //!   runs, and `profile list`: `profiles_compat`, `cluster::profiles_compat`

@@ -257,11 +257,14 @@ async fn a_write_by_someone_else_after_a_poke_needs_a_new_poke() {
     ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
     ev.saw(NODE, lease(2, T0 + secs(2)), t0 + dur(2), T0 + secs(2));
     // The stored time of this run's own write does not count as a new write.
-    ev.stored(&BTreeMap::from([("envoy".to_string(), T0)]));
+    ev.stored(&BTreeMap::from([("envoy".to_string(), T0)]), &|_| false);
     let (m, n) = at(t0, 2 + POKE_SETTLE.as_secs());
     assert_eq!(open_by(&ev.verdict(&pods, n, m, DELAY)).len(), 1);
     // Another writer changed the Secret after that poke: it proves nothing for that write.
-    ev.stored(&BTreeMap::from([("envoy".to_string(), T0 + secs(3))]));
+    ev.stored(
+        &BTreeMap::from([("envoy".to_string(), T0 + secs(3))]),
+        &|_| false,
+    );
     assert!(matches!(
         ev.verdict(&pods, n, m, DELAY),
         Verdict::Wait { .. }
@@ -664,4 +667,53 @@ async fn a_kubelet_seen_down_still_holds_a_probed_pod() {
     let (m, n) = at(t0, 14);
     ev.saw(NODE, lease(1, T0), m, n);
     assert!(held(&ev.verdict(&pods, n, m, DELAY)));
+}
+
+/// A gate resumed from an earlier run: that run's write, stored 10 minutes ago (its timer long
+/// passed), proves nothing about a kubelet this run has not watched since (the earlier run may
+/// have seen it cut off throughout: cluster::real_node_hook). Its pod is poked again and opens
+/// on that evidence, or on a whole timer from when this run learned of the write.
+#[tokio::test(start_paused = true)]
+async fn an_earlier_runs_write_counts_from_when_this_run_learned_of_it() {
+    let t0 = Instant::now();
+    let mut ev = Evidence::default();
+    ev.stored(
+        &BTreeMap::from([("envoy".to_string(), T0 - secs(600))]),
+        &|_| false,
+    );
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    let pods = vec![pod("proxy-a", "u1", "envoy", T0 - secs(900))];
+    assert!(matches!(
+        ev.verdict(&pods, T0, t0, DELAY),
+        Verdict::Wait { .. }
+    ));
+    assert_eq!(ev.due(&pods, (T0, t0), DELAY).len(), 1);
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    ev.saw(NODE, lease(2, T0 + secs(4)), t0 + dur(4), T0 + secs(4));
+    let (m, n) = at(t0, 4 + POKE_SETTLE.as_secs());
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [("proxy-a", "poke plus live kubelet")]
+    );
+    // Without a poke (lost), the whole timer from when this run learned of the write.
+    let mut ev = Evidence::default();
+    ev.stored(
+        &BTreeMap::from([("envoy".to_string(), T0 - secs(600))]),
+        &|_| false,
+    );
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    ev.record(&pods[0], Err("refused".into()), t0);
+    let v = ev.verdict(&pods, T0 + secs(60), t0 + dur(60), DELAY);
+    assert!(
+        matches!(v, Verdict::Wait { timer: Some(t), .. } if t == T0 + secs(120)),
+        "{v:?}"
+    );
+    // The same write by this run: its own timer, long passed.
+    let mut ev = Evidence::default();
+    ev.stored(
+        &BTreeMap::from([("envoy".to_string(), T0 - secs(600))]),
+        &|_| true,
+    );
+    ev.saw(NODE, lease(1, T0), t0, T0);
+    assert!(matches!(ev.verdict(&pods, T0, t0, DELAY), Verdict::Open(_)));
 }

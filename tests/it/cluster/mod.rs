@@ -45,6 +45,7 @@ mod read_side;
 mod real_node;
 mod real_node_ctb;
 mod real_node_faults;
+mod real_node_hook;
 mod real_node_kinds;
 mod real_node_set;
 mod real_node_writers;
@@ -803,20 +804,25 @@ pub fn helm() -> Option<PathBuf> {
 
 /// Runs helm; its stdout, or a panic with its stderr.
 pub fn run_helm(helm: &Path, args: &[&str]) -> String {
-    // No user configuration or repositories: the chart is rendered from the tree alone.
-    let home = std::env::temp_dir().join("certgen-test-helm");
-    let out = Command::new(helm)
-        .args(args)
-        .env("HELM_CONFIG_HOME", &home)
-        .env("HELM_CACHE_HOME", &home)
-        .env("HELM_DATA_HOME", &home)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = try_helm(helm, args);
     assert!(
         out.status.success(),
         "helm {args:?} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs helm, whatever it ends with (for a test that expects it to fail).
+pub fn try_helm(helm: &Path, args: &[&str]) -> std::process::Output {
+    // No user configuration or repositories: the chart is rendered from the tree alone.
+    let home = std::env::temp_dir().join("certgen-test-helm");
+    Command::new(helm)
+        .args(args)
+        .env("HELM_CONFIG_HOME", &home)
+        .env("HELM_CACHE_HOME", &home)
+        .env("HELM_DATA_HOME", &home)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
 }

@@ -28,14 +28,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Namespace, Pod, Secret};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Cluster, TestNs, chart_dir, cluster, deployment, helm, rolled_out, run_helm};
+use super::{Cluster, TestNs, chart_dir, cluster, deployment, helm, rolled_out, try_helm};
 
 const RELEASE: &str = "rn";
 const JOB: &str = "rn-certgen";
@@ -415,20 +415,27 @@ pub(super) fn peer_deployment(node: &Node, results: &Path, peer: Peer) -> Deploy
 }
 
 /// The hook pod's log, read from the node's disk (the API server cannot reach this kubelet).
-fn hook_log(node: &Node, ns: &str) -> String {
-    let mut out = String::new();
+pub(super) fn hook_log(node: &Node, ns: &str) -> String {
+    hook_logs(node, ns).into_values().collect()
+}
+
+/// The logs of the hook pods of namespace `ns` still on the node's disk, by pod directory.
+pub(super) fn hook_logs(node: &Node, ns: &str) -> BTreeMap<String, String> {
+    let mut logs = BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir(node.dir.join("pod-logs")) {
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with(&format!("{ns}_{JOB}-")) {
+                let mut out = String::new();
                 for f in walk(&e.path()) {
                     let _ = writeln!(out, "--- {}", f.display());
                     out.push_str(&std::fs::read_to_string(&f).unwrap_or_default());
                 }
+                logs.insert(name, out);
             }
         }
     }
-    out
+    logs
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
@@ -447,17 +454,33 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// The hook Job after Helm returned: it succeeded on the real node; returns its duration.
 async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
-    let job = Api::<Job>::namespaced(c.client.clone(), rel)
-        .get(JOB)
-        .await
-        .unwrap();
-    let status = job.status.clone().unwrap_or_default();
+    let (status, terminated) = hook_run(c, node, rel, "Succeeded").await;
     assert_eq!(
         status.succeeded,
         Some(1),
         "the hook Job did not succeed: {status:?}\n{}",
         hook_log(node, rel)
     );
+    assert_eq!(terminated.exit_code, 0);
+    let start = status.start_time.unwrap().0;
+    let end = status.completion_time.unwrap().0;
+    end.duration_since(start).as_secs_f64()
+}
+
+/// The hook Job after Helm returned, and its pod that ended in `phase` (`Succeeded`, `Failed`):
+/// a real container on the real node ran the built image with a read-only root. Returns the
+/// Job's status and how its container ended.
+pub(super) async fn hook_run(
+    c: &Cluster,
+    node: &Node,
+    rel: &str,
+    phase: &str,
+) -> (JobStatus, ContainerStateTerminated) {
+    let job = Api::<Job>::namespaced(c.client.clone(), rel)
+        .get(JOB)
+        .await
+        .unwrap();
+    let status = job.status.clone().unwrap_or_default();
     // This Job's pods only: Helm deletes the previous hook Job, not necessarily its pods yet.
     let uid = job.metadata.uid.clone().unwrap();
     let pods = Api::<Pod>::namespaced(c.client.clone(), rel)
@@ -467,8 +490,8 @@ async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
     let pod = pods
         .items
         .iter()
-        .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded"))
-        .expect("a succeeded hook pod");
+        .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some(phase))
+        .unwrap_or_else(|| panic!("no hook pod {phase}: {status:?}\n{}", hook_log(node, rel)));
     let spec = pod.spec.as_ref().unwrap();
     assert_eq!(spec.node_name.as_deref(), Some(node.name.as_str()));
     let container = &spec.containers[0];
@@ -491,7 +514,6 @@ async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
         .clone()
         .unwrap();
     let terminated = state.terminated.expect("the certgen container terminated");
-    assert_eq!(terminated.exit_code, 0);
     // A real container ran it (kwok's pods have no container IDs).
     assert!(
         terminated
@@ -501,9 +523,7 @@ async fn hook_job(c: &Cluster, node: &Node, rel: &str) -> f64 {
             .starts_with("containerd://"),
         "{terminated:?}"
     );
-    let start = status.start_time.unwrap().0;
-    let end = status.completion_time.unwrap().0;
-    end.duration_since(start).as_secs_f64()
+    (status, terminated)
 }
 
 /// Waits (bounded) until every pod of the hot peers has loaded the current Secret, and every
@@ -613,6 +633,70 @@ pub(super) async fn real_namespace(c: &Cluster, node: &Node, prefix: &str) -> (T
     (ns, results)
 }
 
+/// `helm VERB` of the chart as release `RELEASE` in namespace `rel`, waiting (`--wait`, up to
+/// 300 s) for what it installs, then `extra`.
+pub(super) fn chart_args(verb: &str, kubeconfig: &Path, rel: &str, extra: &[&str]) -> Vec<String> {
+    let chart = chart_dir();
+    let mut a: Vec<String> = [
+        verb,
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--namespace",
+        rel,
+        "--wait",
+        "--timeout",
+        "300s",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    a.extend(extra.iter().map(|s| s.to_string()));
+    a
+}
+
+/// The chart's values that put its Secrets in namespace `tgt` and its pods on the real node,
+/// with `propagation` as its `propagationDelay`.
+pub(super) fn node_values(node: &Node, tgt: &str, propagation: Duration) -> Vec<String> {
+    vec![
+        "--set".to_string(),
+        format!("namespace={tgt}"),
+        "--set".into(),
+        format!("propagationDelay={}s", propagation.as_secs()),
+        "--set-json".into(),
+        format!(
+            "nodeSelector={}",
+            json!({"kubernetes.io/hostname": node.name})
+        ),
+        "--set-json".into(),
+        r#"tolerations=[{"key":"certgen.dev/real-node","operator":"Exists","effect":"NoSchedule"}]"#
+            .into(),
+    ]
+}
+
+/// Runs helm off the runtime's threads, whatever it ends with.
+pub(super) async fn helm_async(helm: &Path, args: Vec<String>) -> std::process::Output {
+    let helm = helm.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        try_helm(&helm, &refs)
+    })
+    .await
+    .unwrap()
+}
+
+/// The release was deployed: helm's stdout, or a panic with what it said.
+pub(super) fn deployed(out: std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && stdout.contains("STATUS: deployed"),
+        "helm failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     let Some(c) = cluster().await else { return };
@@ -668,52 +752,12 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     };
 
     // ---------------------------------------------------------------- helm install
-    let chart = chart_dir();
-    let kubeconfig = c.kubeconfig.to_str().unwrap().to_string();
-    let helm_args = |verb: &str, extra: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = [
-            verb,
-            RELEASE,
-            chart.to_str().unwrap(),
-            "--kubeconfig",
-            &kubeconfig,
-            "--namespace",
-            &rel.name,
-            "--wait",
-            "--timeout",
-            "300s",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.extend(extra.iter().map(|s| s.to_string()));
-        a
-    };
-    let values = [
-        "--set".to_string(),
-        format!("namespace={}", tgt.name),
-        "--set".into(),
-        format!("propagationDelay={}s", gate.as_secs()),
-        "--set-json".into(),
-        format!(
-            "nodeSelector={}",
-            json!({"kubernetes.io/hostname": node.name})
-        ),
-        "--set-json".into(),
-        r#"tolerations=[{"key":"certgen.dev/real-node","operator":"Exists","effect":"NoSchedule"}]"#
-            .into(),
-    ];
-    let run_helm_async = |args: Vec<String>| {
-        let helm = helm.clone();
-        tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            run_helm(&helm, &refs)
-        })
-    };
+    let kubeconfig = c.kubeconfig.clone();
+    let helm_args = |verb: &str, extra: &[&str]| chart_args(verb, &kubeconfig, &rel.name, extra);
+    let values = node_values(&node, &tgt.name, gate);
     let mut args = helm_args("install", &[]);
     args.extend(values.iter().cloned());
-    let out = run_helm_async(args).await.unwrap();
-    assert!(out.contains("STATUS: deployed"), "{out}");
+    deployed(helm_async(&helm, args).await);
     // The chart's image defaults name the image tests/testenv/node-up built and imported.
     let install_secs = hook_job(&c, &node, &rel.name).await;
     let _ = writeln!(
@@ -862,8 +906,7 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     let staged_from = now_ms();
     let mut args = helm_args("upgrade", &["--reuse-values"]);
     args.extend(["--set".into(), "job.extraArgs={--overwrite}".into()]);
-    let out = run_helm_async(args).await.unwrap();
-    assert!(out.contains("STATUS: deployed"), "{out}");
+    deployed(helm_async(&helm, args).await);
     let staged_secs = hook_job(&c, &node, &rel.name).await;
     // Read now: the next upgrade's hook Job replaces this one, and its log with it.
     let staged_log = hook_log(&node, &rel.name);
@@ -886,8 +929,7 @@ async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
         "--set".into(),
         "job.extraArgs={--overwrite,--strategy,immediate}".into(),
     ]);
-    let out = run_helm_async(args).await.unwrap();
-    assert!(out.contains("STATUS: deployed"), "{out}");
+    deployed(helm_async(&helm, args).await);
     let immediate_secs = hook_job(&c, &node, &rel.name).await;
     let immediate_to = converged(&c, &tgt.name, &results, settle).await + 3000;
     tokio::time::sleep(Duration::from_millis(3000)).await;

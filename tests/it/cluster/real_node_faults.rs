@@ -43,16 +43,16 @@ use super::{Cluster, cluster, data, rolled_out};
 
 /// What the peer outside the node saw.
 #[derive(Default)]
-struct Outside {
-    ok: AtomicU64,
+pub(super) struct Outside {
+    pub(super) ok: AtomicU64,
     /// Dials that found nothing listening (the pod between two containers): not handshakes.
     unreachable: AtomicU64,
     failed: Mutex<Vec<String>>,
-    stop: AtomicBool,
+    pub(super) stop: AtomicBool,
 }
 
 impl Outside {
-    fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         let failed = self.failed.lock().unwrap();
         format!(
             "{} handshakes, {} failed ({} dials found nothing listening){}",
@@ -135,7 +135,7 @@ fn spawn_outside(c: &Cluster, ns: &str, port: u16) -> Arc<Outside> {
 }
 
 /// Runs `tests/testenv/kubelet-fault VERB` on the node's state directory.
-fn fault(node: &Node, verb: &str) {
+pub(super) fn fault(node: &Node, verb: &str) {
     let state = node.dir.parent().unwrap();
     let out = std::process::Command::new(crate::util::root().join("tests/testenv/kubelet-fault"))
         .args([verb, state.to_str().unwrap()])
@@ -149,7 +149,7 @@ fn fault(node: &Node, verb: &str) {
 }
 
 /// Heals and continues the kubelet however the test ends.
-struct Healed<'a>(&'a Node);
+pub(super) struct Healed<'a>(pub(super) &'a Node);
 
 impl Drop for Healed<'_> {
     fn drop(&mut self) {
@@ -178,6 +178,29 @@ async fn setup(c: &Cluster, node: &Node, prefix: &str) -> Setup {
     let (ns, results) = real_namespace(c, node, prefix).await;
     let r = c.certgen(&ns.name).run_async().await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let (port, outside) = hot_pod(c, node, &ns.name, &results).await;
+    let dir = tempfile::tempdir().unwrap();
+    let pause = dir.path().join("pause");
+    Setup {
+        ns,
+        outside,
+        pause,
+        port,
+        dials: None,
+        results: results.clone(),
+        _dir: dir,
+    }
+}
+
+/// The hot `envoy-gateway` peer pod on the real node in namespace `ns` (whose Secrets exist),
+/// serving on a free 127.0.0.1 port and recording into `results`, rolled out, and the outside
+/// peer handshaking with it without a failure: the port and that peer.
+pub(super) async fn hot_pod(
+    c: &Cluster,
+    node: &Node,
+    ns: &str,
+    results: &std::path::Path,
+) -> (u16, Arc<Outside>) {
     let (port, _) = free_ports();
     let peer = Peer {
         name: "envoy-gateway",
@@ -190,16 +213,16 @@ async fn setup(c: &Cluster, node: &Node, prefix: &str) -> Setup {
             .collect(),
         extra_volumes: vec![],
     };
-    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), &ns.name);
+    let deployments: Api<Deployment> = Api::namespaced(c.client.clone(), ns);
     deployments
         .create(
             &PostParams::default(),
-            &peer_deployment(node, &results, peer),
+            &peer_deployment(node, results, peer),
         )
         .await
         .unwrap();
     rolled_out(&deployments, "envoy-gateway", Duration::from_secs(120)).await;
-    let outside = spawn_outside(c, &ns.name, port);
+    let outside = spawn_outside(c, ns, port);
     let deadline = Instant::now() + Duration::from_secs(60);
     while outside.ok.load(Ordering::SeqCst) < 8 {
         assert!(
@@ -214,17 +237,7 @@ async fn setup(c: &Cluster, node: &Node, prefix: &str) -> Setup {
         "{}",
         outside.line()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let pause = dir.path().join("pause");
-    Setup {
-        ns,
-        outside,
-        pause,
-        port,
-        dials: None,
-        results: results.clone(),
-        _dir: dir,
-    }
+    (port, outside)
 }
 
 /// Starts `certgen --overwrite` paused before the pokes of its `step`-th step (1: trust, 2:
@@ -347,7 +360,7 @@ async fn finish(s: &Setup, run: tokio::task::JoinHandle<crate::util::Run>) -> (V
 
 /// The outcome line the test prints (tests/run-all shows them) and writes to
 /// `target/tmp/kubelet-faults.txt`.
-fn record(name: &str, took: Duration, gates: &str, outside: &Outside) {
+pub(super) fn record(name: &str, took: Duration, gates: &str, outside: &Outside) {
     let line = format!(
         "{name}: {:.0} s; gates: {gates}; outside peer: {}",
         took.as_secs_f64(),
@@ -363,7 +376,7 @@ fn record(name: &str, took: Duration, gates: &str, outside: &Outside) {
     std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
 }
 
-fn assert_clean(outside: &Outside) {
+pub(super) fn assert_clean(outside: &Outside) {
     assert!(outside.ok.load(Ordering::SeqCst) > 20, "{}", outside.line());
     assert!(
         outside.failed.lock().unwrap().is_empty(),
