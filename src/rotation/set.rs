@@ -24,8 +24,9 @@ use std::sync::Mutex;
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 
+use super::invocation::Invocation;
+use super::progress::Progress;
 use super::step::{InSet, Others, Outcome, look};
-use super::{Invocation, Progress};
 use crate::apply::Guard;
 use crate::config::OverwriteWhy;
 use crate::error::Error;
@@ -676,7 +677,7 @@ async fn lock_all<S>(
     let mut locks: Vec<Option<lock::Held>> = (0..members.len()).map(|_| None).collect();
     for i in order {
         let m = &members[i];
-        let taken = tokio::time::timeout_at(deadline, super::take_lock(&m.inv)).await;
+        let taken = tokio::time::timeout_at(deadline, super::driver::take_lock(&m.inv)).await;
         let held = match taken {
             Ok(Ok(held)) => held,
             Ok(Err(e)) => {
@@ -876,14 +877,7 @@ fn before_trust(phase: &Phase) -> bool {
     matches!(phase, Phase::Cleanup { last: false })
 }
 
-/// The name of a held step in reports: `leaves`, `cleanup`, or `cleanup-before-trust`.
-pub fn held_name(barrier: Barrier, phase: &Phase) -> String {
-    if barrier == Barrier::Cleanup && before_trust(phase) {
-        "cleanup-before-trust".into()
-    } else {
-        barrier.name().into()
-    }
-}
+pub use super::step::held_name;
 
 /// The step the barrier opens at once for members whose first steps are `looks` (as
 /// [`SetBarrier`] decides, when no member has anything to write or wait for first).
@@ -995,7 +989,7 @@ async fn member_dry_run<S: SecretStore>(
     let uid = m.uid.clone();
     let describe = m.store.describe();
     let profile = m.inv.config.profile.clone();
-    let run = tracing::Instrument::instrument(super::run(m.store, m.inv), span);
+    let run = tracing::Instrument::instrument(super::driver::run(m.store, m.inv), span);
     let (report, failure) = match tokio::time::timeout_at(deadline, run).await {
         Ok(Ok((report, failure))) => (report, failure),
         Ok(Err(e)) => (
@@ -1078,7 +1072,7 @@ async fn member_run<S: SecretStore>(
     let (result, writes) = {
         let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);
-        let result = super::steps(
+        let result = super::driver::steps(
             store,
             inv,
             &guard,
@@ -1091,14 +1085,14 @@ async fn member_run<S: SecretStore>(
         (result, guard.written())
     };
     let held = held.into_inner().unwrap_or_else(|e| e.into_inner());
-    progress.note(super::Learned::Lock(held.release().await));
+    progress.note(super::progress::Learned::Lock(held.release().await));
     result
         .map(|(end, e)| {
-            let end = super::End {
+            let end = super::end::End {
                 lock: progress.lock.clone(),
                 ..end
             };
-            (super::finish(end), e)
+            (super::end::finish(end), e)
         })
         .map_err(|e| e.after(writes))
 }

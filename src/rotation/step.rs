@@ -277,6 +277,16 @@ async fn run<S: SecretStore>(
 
 /// A member's step that the set's `barrier` holds back: the look, writing nothing, each write
 /// it planned said to wait for the set.
+/// The name of a held step in reports: `leaves`, `cleanup`, or `cleanup-before-trust` (a
+/// cleanup of a rotation held before a new rotation's trust step).
+pub fn held_name(barrier: plan::Barrier, phase: &Phase) -> String {
+    if barrier == plan::Barrier::Cleanup && matches!(phase, Phase::Cleanup { last: false }) {
+        "cleanup-before-trust".into()
+    } else {
+        barrier.name().into()
+    }
+}
+
 fn held_back(mut held: Outcome, barrier: plan::Barrier) -> Outcome {
     held.written.clear();
     held.planned.clear();

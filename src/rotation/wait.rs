@@ -6,9 +6,11 @@
 
 use tokio::time::Instant;
 
+use super::consumers;
+use super::gate::{self, CLEANUP_WAIT, Evidence, Waited};
+use super::invocation::Invocation;
 use super::progress::{Learned, Progress};
 use super::step::Outcome;
-use super::{CLEANUP_WAIT, Invocation, consumers, evidence, gate};
 use crate::error::Error;
 use crate::plan::Phase;
 use crate::report::{GatePod, GateReport};
@@ -74,7 +76,7 @@ pub(super) async fn at_gate<S: SecretStore>(
     inv: &Invocation<'_>,
     outcome: &Outcome,
     push: Option<&gate::Push<'_>>,
-    evidence: &mut evidence::Evidence,
+    evidence: &mut Evidence,
     progress: &mut Progress,
 ) -> Result<GateEnd, Error> {
     let Phase::Gate {
@@ -127,13 +129,13 @@ pub(super) async fn at_gate<S: SecretStore>(
             )
             .await?;
         match waited {
-            evidence::Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
-            evidence::Waited::Stopped {
+            Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
+            Waited::Stopped {
                 held,
                 waiting,
                 timer,
             } => return Ok(at.stopped(&held, &waiting, timer, evidence, progress)),
-            evidence::Waited::Unobservable => {}
+            Waited::Unobservable => {}
         }
     }
     // The pods cannot be observed: probes can still open it early, else the timer.
@@ -169,7 +171,7 @@ impl Reached<'_> {
         inv: &Invocation<'_>,
         outcome: &Outcome,
         until: Instant,
-        evidence: &evidence::Evidence,
+        evidence: &Evidence,
         progress: &mut Progress,
     ) -> GateEnd {
         if probed(inv, outcome, until).await {
@@ -229,12 +231,7 @@ impl Reached<'_> {
     }
 
     /// Every pod that mounts what changed holds it: the gate opens.
-    fn opened(
-        &self,
-        pods: Vec<GatePod>,
-        evidence: &evidence::Evidence,
-        progress: &mut Progress,
-    ) -> GateEnd {
+    fn opened(&self, pods: Vec<GatePod>, evidence: &Evidence, progress: &mut Progress) -> GateEnd {
         tracing::info!(
             phase = "gate",
             "{} gate: every pod that mounts what changed holds it ({})",
@@ -256,7 +253,7 @@ impl Reached<'_> {
         };
         let mut r = self.report(by, None, pods);
         r.pokes = evidence.pokes_at_gate();
-        let events = crate::events::of_gate(self.ca, &r, &evidence.held);
+        let events = crate::events::of_gate(self.ca, &r, evidence.held());
         progress.note(Learned::GateOpened {
             report: r,
             state: Some(self.state),
@@ -272,10 +269,10 @@ impl Reached<'_> {
         held: &[String],
         waiting: &[String],
         timer: Option<time::OffsetDateTime>,
-        evidence: &evidence::Evidence,
+        evidence: &Evidence,
         progress: &mut Progress,
     ) -> GateEnd {
-        let kubelets = &evidence.held;
+        let kubelets = evidence.held();
         let mut pods: Vec<GatePod> = held
             .iter()
             .chain(waiting)

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::Invocation;
+use super::invocation::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
 use crate::certmanager::{Injected, injected_note};
 use crate::config::{Webhook, WebhookKind};

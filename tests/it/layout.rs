@@ -345,3 +345,202 @@ fn nothing_calls_back_into_the_crate_root() {
         "the crate root is the top: move what is called into src/run/ ({found:?})"
     );
 }
+
+/// The folders whose files must not reach back up: no file imports from the module that
+/// contains it (an item of an enclosing `mod.rs`), and no two files of one folder import each
+/// other, even through others (a sibling above it).
+const NO_ARROWS_UP: &[&str] = &["rotation", "rotation/gate"];
+
+/// A module path inside the crate, as segments (`["rotation", "gate", "push"]`).
+type ModPath = Vec<String>;
+
+/// The module path a file under `src/` defines (`rotation/gate/mod.rs` → rotation, gate).
+fn module_path(rel: &Path) -> ModPath {
+    let mut segs: ModPath = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if segs.last().is_some_and(|s| s == "mod") {
+        segs.pop();
+    }
+    segs
+}
+
+/// Every path `code` names from `crate::`, `super::` or `self::`, resolved to absolute
+/// segments from the crate root, as far as it names identifiers (a group `{a::X, b}` gives one
+/// path per item). `here`: the module the code is in.
+fn paths(code: &str, here: &[String]) -> Vec<ModPath> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut out = Vec::new();
+    let text = code;
+    for start in ["crate::", "super::", "self::"] {
+        for (i, _) in text.match_indices(start) {
+            let before = text[..i].chars().next_back();
+            if before.is_some_and(|c| ident(c) || c == ':') {
+                continue;
+            }
+            // The base, with every leading `super::`.
+            let mut base: ModPath = match start {
+                "crate::" => Vec::new(),
+                "self::" => here.to_vec(),
+                _ => here[..here.len().saturating_sub(1)].to_vec(),
+            };
+            let mut rest = &text[i + start.len()..];
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            out.extend(expand(base, rest));
+        }
+    }
+    out
+}
+
+/// The paths `rest` names after `prefix`: identifiers joined by `::`, and a group `{a::X, b}`
+/// at any depth expanded into one path per item (`self` in a group names the module itself).
+fn expand(prefix: ModPath, rest: &str) -> Vec<ModPath> {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    let mut path = prefix;
+    let mut rest = rest.trim_start();
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            let mut items = Vec::new();
+            let (mut depth, mut item) = (0, String::new());
+            for c in group.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        items.push(std::mem::take(&mut item));
+                        continue;
+                    }
+                    _ => {}
+                }
+                item.push(c);
+            }
+            items.push(item);
+            return items.iter().flat_map(|i| expand(path.clone(), i)).collect();
+        }
+        let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        if &rest[..end] != "self" {
+            path.push(rest[..end].to_string());
+        }
+        match rest[end..].strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    vec![path]
+}
+
+/// The arrows back up inside the folders of [`NO_ARROWS_UP`], from the sources under `src`:
+/// each as "file: what it names, and why that runs back up".
+fn arrows_up(src: &Path) -> Vec<String> {
+    let mut all = Vec::new();
+    files(src, src, &mut all);
+    let tests = |p: &Path| {
+        p.file_name()
+            .is_some_and(|f| f.to_string_lossy().ends_with("tests.rs"))
+    };
+    let sources: Vec<(ModPath, String, String)> = all
+        .iter()
+        .filter(|(_, p)| !tests(p))
+        .map(|(_, p)| {
+            let rel = p.strip_prefix(src).unwrap();
+            (
+                module_path(rel),
+                rel.display().to_string(),
+                code(&std::fs::read_to_string(p).unwrap()),
+            )
+        })
+        .collect();
+    let modules: BTreeSet<ModPath> = sources.iter().map(|(m, _, _)| m.clone()).collect();
+    let mut found = Vec::new();
+    for folder in NO_ARROWS_UP {
+        let folder: ModPath = folder.split('/').map(str::to_string).collect();
+        let inside = |m: &ModPath| m.len() > folder.len() && m.starts_with(&folder);
+        // Sibling → sibling, by the folder's children each file belongs to.
+        let mut graph: Graph = BTreeMap::new();
+        for (here, file, code) in sources.iter().filter(|(m, _, _)| inside(m)) {
+            let child = here[folder.len()].clone();
+            graph.entry(child.clone()).or_default();
+            for path in paths(code, here) {
+                if !path.starts_with(&folder) {
+                    continue;
+                }
+                // The module the path ends in: its longest prefix that is a module.
+                let target = (0..=path.len())
+                    .rev()
+                    .map(|n| path[..n].to_vec())
+                    .find(|p| modules.contains(p) || *p == folder)
+                    .unwrap_or_default();
+                if here.starts_with(&target) && target.len() < here.len() {
+                    found.push(format!(
+                        "{file}: {} is defined in {}, which contains it",
+                        path.join("::"),
+                        target.join("/")
+                    ));
+                } else if inside(&target) && target[folder.len()] != child {
+                    graph
+                        .entry(child.clone())
+                        .or_default()
+                        .insert(target[folder.len()].clone());
+                }
+            }
+        }
+        for m in graph.keys().cloned().collect::<Vec<_>>() {
+            for n in graph[&m].clone() {
+                graph.entry(n).or_default();
+            }
+        }
+        for m in graph.keys() {
+            if reach(&graph, m).contains(m) {
+                found.push(format!(
+                    "{}/{m} imports a sibling that imports it back (through {:?})",
+                    folder.join("/"),
+                    reach(&graph, m)
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn nothing_inside_the_driver_and_the_gate_imports_back_up() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = arrows_up(&src);
+    assert!(
+        found.is_empty(),
+        "arrows that run back up (move what is shared into a leaf module the container re-exports, as rotation/invocation.rs): {found:#?}"
+    );
+}
+
+#[test]
+fn the_reader_resolves_super_and_crate_paths() {
+    let here: ModPath = ["rotation", "gate", "push"].map(String::from).into();
+    let found = paths(
+        "use super::evidence::{Evidence, X};\nuse super::super::Invocation;\nuse crate::rotation::{step::Outcome, gate::{self, Y}};\nfn f() { super::CLEANUP_WAIT; self::g(); }",
+        &here,
+    );
+    let s: Vec<String> = found.iter().map(|p| p.join("::")).collect();
+    for want in [
+        "rotation::gate::evidence::Evidence",
+        "rotation::Invocation",
+        "rotation::step::Outcome",
+        "rotation::gate",
+        "rotation::gate::CLEANUP_WAIT",
+        "rotation::gate::push::g",
+    ] {
+        assert!(s.contains(&want.to_string()), "{want} not in {s:?}");
+    }
+}

@@ -12,12 +12,17 @@ use tokio::time::Instant;
 
 use super::evidence::{Evidence, MAX_THROTTLED, Owners, PROGRESS, RECHECK, Tally, Verdict, Waited};
 use super::pace::Pacer;
-use super::step::Outcome;
 use crate::config::{Config, Workload};
 use crate::error::Error;
 use crate::outside::{Endpoints, PodView, PodsApi, PokeAnswer, Workloads};
 use crate::report::PodReport;
+use crate::rotation::step::Outcome;
 use crate::store::StoreError;
+
+/// How far away a cleanup gate may be for a run that cannot open it on evidence to wait for
+/// it (without `--wait`): further than this, the run ends at once and leaves the cleanup to the
+/// next run (the chart's CronJob), since every consumer works as things are.
+pub const CLEANUP_WAIT: Duration = Duration::from_secs(30);
 
 /// Test hook (cargo feature `test-hooks`): `N:PATH` stops the run before the pokes that follow
 /// its `N`-th step with pods to poke (1: the trust step of a rotation): it creates `PATH.reached`
@@ -89,7 +94,7 @@ impl Push<'_> {
     /// of its kind). `None` when a consumer's workloads cannot be listed: then no pod is
     /// called unowned.
     async fn owners(&self, ev: &mut Evidence) {
-        if ev.owners.is_some() {
+        if ev.owners_known() {
             return;
         }
         let mut owners = Owners::new();
@@ -117,7 +122,7 @@ impl Push<'_> {
                 );
             }
         }
-        ev.owners = Some(owners);
+        ev.observe_owners(owners);
     }
 
     /// Takes a 403 as the reason to stop poking for the rest of the run (pokes are an extra:
@@ -130,21 +135,21 @@ impl Push<'_> {
         if failure.status != Some(403) {
             return Err(e);
         }
-        let note = ev.refused.get_or_insert_with(|| {
-            let note = format!(
-                "pods not poked: this identity may not {} pods in namespace {} (403); gates wait out --propagation-delay instead (grant list and patch on pods to speed rotations up)",
-                failure.verb,
-                self.pods.namespace()
-            );
-            tracing::warn!("{note}");
-            note
-        });
-        Ok(note.clone())
+        if let Some(note) = ev.pokes_refused() {
+            return Ok(note.clone());
+        }
+        let note = format!(
+            "pods not poked: this identity may not {} pods in namespace {} (403); gates wait out --propagation-delay instead (grant list and patch on pods to speed rotations up)",
+            failure.verb,
+            self.pods.namespace()
+        );
+        tracing::warn!("{note}");
+        Ok(ev.observe_refusal(note))
     }
 
     /// Lists the pods, or `None` (pokes off for the rest of the run) when refused.
     async fn list(&self, ev: &mut Evidence) -> Result<Option<Vec<PodView>>, Error> {
-        if ev.refused.is_some() {
+        if ev.pokes_refused().is_some() {
             return Ok(None);
         }
         match self.pods.list().await {
@@ -169,7 +174,7 @@ impl Push<'_> {
         now: OffsetDateTime,
         store_now: &dyn Fn() -> OffsetDateTime,
     ) -> Result<(), Error> {
-        ev.observe(outcome);
+        ev.observe_stored(&outcome.written_at, &outcome.written, &outcome.digests);
         ev.next_gate();
         let Some(pods) = self.list(ev).await? else {
             return Ok(());
@@ -198,7 +203,7 @@ impl Push<'_> {
         let nodes: Vec<String> = ev
             .nodes(pods, (store_now(), Instant::now()), self.delay)
             .into_iter()
-            .filter(|n| ev.kubelets.get(n).is_none_or(|k| k.unreadable.is_none()))
+            .filter(|n| !ev.lease_unreadable(n))
             .collect();
         let reads = self
             .pacer
@@ -273,12 +278,7 @@ impl Push<'_> {
             }
             let (action, detail) = match &answer {
                 Ok(PokeAnswer::Done) => ("poked", None),
-                Ok(PokeAnswer::Throttled(_))
-                    if ev
-                        .throttled
-                        .get(&p.uid)
-                        .is_some_and(|(_, n)| n + 1 >= MAX_THROTTLED) =>
-                {
+                Ok(PokeAnswer::Throttled(_)) if ev.throttled_times(&p.uid) + 1 >= MAX_THROTTLED => {
                     (
                         "failed",
                         Some(format!(
@@ -312,11 +312,11 @@ impl Push<'_> {
                 secrets: p
                     .secrets
                     .iter()
-                    .filter(|s| ev.writes.contains_key(*s))
+                    .filter(|s| ev.written(s))
                     .cloned()
                     .collect(),
                 action: action.into(),
-                consumer: owner_name(ev, p),
+                consumer: ev.owner_of(p),
                 detail,
             });
             ev.record(p, answer, at);
@@ -325,13 +325,12 @@ impl Push<'_> {
         // counted by the client (none in the simulation, which has no client).
         let answered = crate::api_requests::throttled().saturating_sub(started.1);
         tally.throttled = tally.throttled.max(answered);
-        ev.tally.0.add(&tally);
-        crate::report::merge_pods(&mut ev.pods, lines);
+        ev.observe_pokes(tally, lines);
     }
 
     /// Waits at a gate for evidence, until `until` at the latest. An `impatient` gate (a cleanup
     /// nobody waits for) stops as soon as what is left is a kubelet not live, or timers more than
-    /// [`super::CLEANUP_WAIT`] away.
+    /// [`CLEANUP_WAIT`] away.
     pub async fn wait(
         &self,
         ev: &mut Evidence,
@@ -340,9 +339,9 @@ impl Push<'_> {
         store_now: &dyn Fn() -> OffsetDateTime,
         (until, impatient): (Instant, bool),
     ) -> Result<Waited, Error> {
-        ev.observe(outcome);
+        ev.observe_stored(&outcome.written_at, &outcome.written, &outcome.digests);
         // A caBundle target written by an earlier run (or repaired) counts as well.
-        ev.other_stored = other_written_at;
+        ev.observe_other_stored(other_written_at);
         let mut said = Instant::now();
         loop {
             let Some(pods) = self.list(ev).await? else {
@@ -372,7 +371,7 @@ impl Push<'_> {
                 return Ok(Waited::Open(pods));
             };
             let timer_left = timer.map(|t| Duration::try_from(t - now).unwrap_or(Duration::ZERO));
-            let far = timer_left.is_some_and(|l| l > super::CLEANUP_WAIT);
+            let far = timer_left.is_some_and(|l| l > CLEANUP_WAIT);
             let next = match (recheck, timer_left) {
                 (Some(r), Some(l)) => r.min(Instant::now() + l),
                 (Some(r), None) => r,
@@ -411,11 +410,11 @@ impl Push<'_> {
     ) -> Result<(Vec<PodReport>, Option<String>), Error> {
         let mut ev = Evidence::default();
         let Some(pods) = self.list(&mut ev).await? else {
-            return Ok((vec![], ev.refused));
+            return Ok((vec![], ev.pokes_refused().cloned()));
         };
         self.owners(&mut ev).await;
         ev.unowned(&pods, &self.managed());
-        let mut lines = ev.pods.clone();
+        let mut lines = ev.pod_lines().to_vec();
         // As a run would: running pods that reload by themselves (a restart-only consumer's
         // pods are restarted instead, as the consumers' lines say).
         for p in pods
@@ -439,13 +438,8 @@ impl Push<'_> {
                 detail: None,
             });
         }
-        Ok((lines, ev.refused))
+        Ok((lines, ev.pokes_refused().cloned()))
     }
-}
-
-fn owner_name(ev: &Evidence, p: &PodView) -> Option<String> {
-    let d = p.owner.as_ref()?;
-    ev.owners.as_ref()?.get(d).map(|(c, _, _)| c.clone())
 }
 
 /// The value a poke sets: the fingerprint of the managed Secrets `pod` mounts, as written.

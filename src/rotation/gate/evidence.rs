@@ -1,6 +1,9 @@
-//! What opens a gate: the evidence (pushed propagation, "pokes", and what a kubelet shows of
-//! having acted on them), judged by pure functions over plain values. The driver that pokes and
-//! reads the Leases through the seam is `gate.rs`.
+//! The gate's state machine: what opens a gate, the evidence (pushed propagation, "pokes", and
+//! what a kubelet shows of having acted on them), judged by pure functions over plain values.
+//! [`Evidence`] is fed each observation as a plain value (a write, a poke's answer, a Lease
+//! read, a round of probes, ...) and keeps its state private; asked, it says which pods it still
+//! waits for and why ([`Evidence::verdict`]). The driver that pokes and reads the Leases
+//! through the seam is `push.rs`.
 //!
 //! A kubelet refreshes a pod's Secret volumes when it syncs the pod: every `syncFrequency`
 //! (1 min by default) plus up to 50 % jitter, and also whenever the pod object changes. So
@@ -68,7 +71,6 @@ use tokio::time::Instant;
 use crate::config::{Config, Kind, Reload};
 use crate::outside::{EndpointPod, KubeletLease, PodView, PokeAnswer};
 use crate::report::{GatePod, PodReport, Pokes};
-use crate::rotation::step::Outcome;
 
 /// How long after a kubelet was seen live after a poke certgen takes it to have re-projected
 /// the pod's Secrets: ten times the largest delay measured on an idle real kubelet (0.51 s,
@@ -122,7 +124,7 @@ pub(super) struct Poked {
 #[derive(Debug, Clone)]
 pub struct Kubelet {
     /// Why its Lease cannot be used (refused, absent, no renewal time): its pods wait the timer.
-    pub(super) unreadable: Option<String>,
+    unreadable: Option<String>,
     /// How often it renews (a quarter of its Lease's duration).
     interval: Duration,
     /// The last read: when (monotonic), the version it showed, the renewal time it showed, and
@@ -294,34 +296,34 @@ impl Stand {
 #[derive(Debug, Default)]
 pub struct Evidence {
     epoch: u64,
-    pub(super) writes: BTreeMap<String, Written>,
+    writes: BTreeMap<String, Written>,
     /// Pods (by UID) whose poke landed.
-    pub(super) poked: BTreeMap<String, Poked>,
+    poked: BTreeMap<String, Poked>,
     /// Pods (by UID) whose poke was lost, and why: they wait for the timer.
     lost: BTreeMap<String, String>,
     /// Pods (by UID) whose poke the API server throttled (429) and that are not poked yet:
     /// not before when to ask again, and how many times it was throttled.
-    pub(super) throttled: BTreeMap<String, (Instant, u32)>,
+    throttled: BTreeMap<String, (Instant, u32)>,
     /// The pokes since the last gate, and over the whole run.
-    pub(super) tally: (Tally, Tally),
+    tally: (Tally, Tally),
     /// The kubelets seen, by node.
-    pub(super) kubelets: BTreeMap<String, Kubelet>,
+    kubelets: BTreeMap<String, Kubelet>,
     /// Pods (by UID) a gate waited for: their name and node, to say "gone" once they are.
     tracked: BTreeMap<String, (String, Option<String>)>,
     /// Pods whose kubelet held a gate (not live) or put it behind (back from a gap), by name:
     /// (node, what was seen). Each gets a Warning Event.
-    pub held: BTreeMap<String, (String, String)>,
+    held: BTreeMap<String, (String, String)>,
     /// The pods' report lines.
-    pub pods: Vec<PodReport>,
+    pods: Vec<PodReport>,
     /// Why pokes are off for the rest of the run, once the API server refused a pod request
     /// (403): the report line.
-    pub refused: Option<String>,
+    refused: Option<String>,
     /// Which consumer owns which workload, once resolved.
-    pub(super) owners: Option<Owners>,
+    owners: Option<Owners>,
     /// The last write to a `caBundle` target in this run (monotonic clock).
     other: Option<Instant>,
     /// The last write to a `caBundle` target as stored (store clock; earlier runs' too).
-    pub(super) other_stored: Option<OffsetDateTime>,
+    other_stored: Option<OffsetDateTime>,
     /// The TLS Secrets no declared consumer mounts (from the config, for the whole run:
     /// [`Evidence::new`]): one that no pod mounts either may be held by what the gate cannot
     /// observe (a process outside the cluster, a controller that reads it through the API), so
@@ -349,11 +351,11 @@ pub struct Evidence {
     probe_failed: BTreeMap<String, String>,
     /// Consumers whose Service's endpoints could not be read at the gate under way (absent,
     /// refused): not asked again until the next gate.
-    pub(super) unprobeable: BTreeSet<String>,
+    unprobeable: BTreeSet<String>,
     /// Pods whose server accepted a client certificate from a CA nobody trusts at the gate under
     /// way (by pod name): no trust probe of them can pass, so they are not probed again, and it
     /// is said once, until the next gate.
-    pub(super) verifies_nothing: BTreeSet<String>,
+    verifies_nothing: BTreeSet<String>,
 }
 
 /// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
@@ -497,14 +499,21 @@ impl Evidence {
     /// Writes of other objects read back as stored (ClusterTrustBundles: the newest write to
     /// certgen's bundles of each signer, by its mount name), earlier runs' too: counted like a
     /// Secret's stored write time.
-    pub(super) fn stored_other(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
+    pub fn stored_other(&mut self, written_at: &BTreeMap<String, OffsetDateTime>) {
         self.stored(written_at, &|_| true);
     }
 
-    /// What is stored now: write times (see [`Evidence::stored`]) and contents' digests.
-    pub(super) fn observe(&mut self, outcome: &Outcome) {
-        self.stored(&outcome.written_at, &|n| outcome.written.contains(n));
-        self.digests = outcome.digests.clone();
+    /// What is stored now, as a step read it: each managed Secret's write time (see
+    /// [`Evidence::stored`]; `written`: the Secrets this run's step wrote) and its contents'
+    /// digest.
+    pub(super) fn observe_stored(
+        &mut self,
+        written_at: &BTreeMap<String, OffsetDateTime>,
+        written: &BTreeSet<String>,
+        digests: &BTreeMap<String, String>,
+    ) {
+        self.stored(written_at, &|n| written.contains(n));
+        self.digests = digests.clone();
     }
 
     /// Writes as stored (`written_at`: the stored write times, rounded up): those of earlier
@@ -1167,6 +1176,102 @@ impl Evidence {
             });
         }
         crate::report::merge_pods(&mut self.pods, lines);
+    }
+}
+
+/// What the driver hands the gate besides pokes and Leases, and what it asks back: plain
+/// values in, plain values out (the fields stay the gate's).
+impl Evidence {
+    /// Whether the consumers' workloads were resolved already ([`Evidence::observe_owners`]).
+    pub(super) fn owners_known(&self) -> bool {
+        self.owners.is_some()
+    }
+
+    /// Which consumer owns which workload, resolved once per run by the driver.
+    pub(super) fn observe_owners(&mut self, owners: Owners) {
+        self.owners = Some(owners);
+    }
+
+    /// The consumer that owns `pod`'s workload, once resolved.
+    pub(super) fn owner_of(&self, pod: &PodView) -> Option<String> {
+        let d = pod.owner.as_ref()?;
+        self.owners.as_ref()?.get(d).map(|(c, _, _)| c.clone())
+    }
+
+    /// The API server refused a pod request (403): pokes are off for the rest of the run, and
+    /// `note` is the report's line unless an earlier refusal's is kept. The line kept.
+    pub(super) fn observe_refusal(&mut self, note: String) -> String {
+        self.refused.get_or_insert(note).clone()
+    }
+
+    /// Why pokes are off for the rest of the run (a 403 seen), the report's line.
+    pub fn pokes_refused(&self) -> Option<&String> {
+        self.refused.as_ref()
+    }
+
+    /// Whether `node`'s kubelet Lease was found unreadable (refused, absent, no renewal time):
+    /// it is not asked for again.
+    pub(super) fn lease_unreadable(&self, node: &str) -> bool {
+        self.kubelets
+            .get(node)
+            .is_some_and(|k| k.unreadable.is_some())
+    }
+
+    /// Whether this run knows of a write to `secret` that a gate waits for.
+    pub(super) fn written(&self, secret: &str) -> bool {
+        self.writes.contains_key(secret)
+    }
+
+    /// How many times the API server throttled the poke of the pod `uid` (429) since it was
+    /// last poked.
+    pub(super) fn throttled_times(&self, uid: &str) -> u32 {
+        self.throttled.get(uid).map_or(0, |(_, n)| *n)
+    }
+
+    /// A batch of pokes sent: what they cost, and the pods' report lines.
+    pub(super) fn observe_pokes(&mut self, tally: Tally, lines: Vec<PodReport>) {
+        self.tally.0.add(&tally);
+        crate::report::merge_pods(&mut self.pods, lines);
+    }
+
+    /// The last write to a `caBundle` target as stored (store clock; earlier runs' too), read
+    /// when a gate begins to wait.
+    pub(super) fn observe_other_stored(&mut self, at: Option<OffsetDateTime>) {
+        self.other_stored = at;
+    }
+
+    /// The pods' report lines.
+    pub fn pod_lines(&self) -> &[PodReport] {
+        &self.pods
+    }
+
+    /// Pods whose kubelet held a gate (not live) or put it behind (back from a gap), by name:
+    /// (node, what was seen).
+    pub fn held(&self) -> &BTreeMap<String, (String, String)> {
+        &self.held
+    }
+
+    /// Whether the endpoints of `consumer`'s Service could not be read at the gate under way.
+    pub(super) fn unprobeable(&self, consumer: &str) -> bool {
+        self.unprobeable.contains(consumer)
+    }
+
+    /// The endpoints of `consumer`'s Service could not be read (absent, refused): not asked
+    /// again until the next gate.
+    pub(super) fn observe_unprobeable(&mut self, consumer: &str) {
+        self.unprobeable.insert(consumer.to_string());
+    }
+
+    /// Whether `pod`'s server accepted a client certificate from a CA nobody trusts at the
+    /// gate under way.
+    pub(super) fn verifies_nothing(&self, pod: &str) -> bool {
+        self.verifies_nothing.contains(pod)
+    }
+
+    /// `pod`'s server accepted a client certificate from a CA nobody trusts: not probed again
+    /// until the next gate. Whether this is news at this gate (it is said once).
+    pub(super) fn observe_verifies_nothing(&mut self, pod: &str) -> bool {
+        self.verifies_nothing.insert(pod.to_string())
     }
 }
 

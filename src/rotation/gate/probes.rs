@@ -13,12 +13,12 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use super::evidence::{Evidence, PodProbe};
-use super::step::Outcome;
 use crate::config::{Config, Consumer, Probe, Reload};
 use crate::outside::{EndpointPod, Endpoints, PodView};
 use crate::pki::Cert;
 use crate::plan::Phase;
 use crate::probe::{self, ClientIdentity, ClientTrust, Expected};
+use crate::rotation::step::Outcome;
 
 /// The most one probe attempt may take (its handshakes included).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
@@ -165,8 +165,7 @@ async fn select(
 ) -> Vec<Target> {
     let mut targets = Vec::new();
     for (consumer, p, service) in hot {
-        if ev.unprobeable.contains(&consumer.name)
-            || !pods.iter().any(|pod| ev.probe_wanted(pod, &p.secret))
+        if ev.unprobeable(&consumer.name) || !pods.iter().any(|pod| ev.probe_wanted(pod, &p.secret))
         {
             continue;
         }
@@ -174,7 +173,7 @@ async fn select(
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(consumer = %consumer.name, "no per-pod probes at this gate: {e}");
-                ev.unprobeable.insert(consumer.name.clone());
+                ev.observe_unprobeable(&consumer.name);
                 continue;
             }
         };
@@ -189,7 +188,7 @@ async fn select(
             };
             if !view.secrets.contains(&p.secret)
                 || !ev.probe_wanted(view, &p.secret)
-                || ev.verifies_nothing.contains(&pod.name)
+                || ev.verifies_nothing(&pod.name)
             {
                 continue;
             }
@@ -283,7 +282,7 @@ fn record(results: Vec<(PodProbe, Option<String>)>, ev: &mut Evidence) {
     let mut probes = Vec::with_capacity(results.len());
     for (probe, verifies_nothing) in results {
         if let Some(endpoint) = verifies_nothing
-            && ev.verifies_nothing.insert(probe.pod.name.clone())
+            && ev.observe_verifies_nothing(&probe.pod.name)
         {
             tracing::warn!(
                 pod = %probe.pod.name,

@@ -1,5 +1,5 @@
 //! The budget of the requests a gate fans out, one per pod or node: the pokes after each step
-//! and the node Lease reads at each look (`gate.rs`). Without one, a rotation of 1,000 pods
+//! and the node Lease reads at each look (`push.rs`). Without one, a rotation of 1,000 pods
 //! sends 1,000 PATCHes at once, three times, from a CronJob; API Priority and Fairness (APF)
 //! would queue them or answer 429.
 //!

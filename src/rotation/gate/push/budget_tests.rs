@@ -11,7 +11,7 @@ use time::macros::datetime;
 
 use super::*;
 use crate::outside::KubeletLease;
-use crate::rotation::evidence::POKE_SETTLE;
+use crate::rotation::gate::POKE_SETTLE;
 
 const T0: OffsetDateTime = datetime!(2026-11-25 03:00:00 UTC);
 const DELAY: Duration = Duration::from_secs(120);
