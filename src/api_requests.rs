@@ -1,7 +1,7 @@
 //! A client-side count of Kubernetes API requests, by verb, for the run's JSON report and the
 //! benchmarks. Counted as requests leave the client (retries included); and the 429 answers
 //! (API Priority and Fairness' rejections), with how long the latest asked clients to wait,
-//! which the pokes' pacing honours (`rotation::gate`).
+//! which the pokes' pacing honours (`rotation::gate`, its driver `push.rs`).
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -42,7 +42,7 @@ pub struct RunOptions {
     /// Push Secret changes to the pods that mount them (not `--no-poke`).
     pub poke: bool,
     /// At most this many of a gate's requests started per second (`--poke-rate`); `None`: the
-    /// default budget (100 a second, `rotation/pace.rs`).
+    /// default budget (100 a second, `rotation/gate/pace.rs`).
     pub poke_rate: Option<std::num::NonZeroU32>,
     /// The bound on the whole run (`--timeout`).
     pub timeout: Duration,

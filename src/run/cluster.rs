@@ -62,7 +62,7 @@ pub(super) async fn parts(
     Ok(Parts {
         workloads: k8s::Workloads::new(client.clone(), &config.namespace),
         webhooks: k8s::WebhookStore::new(client.clone()),
-        // Pushed propagation (src/rotation/gate.rs): an extra like restarts, so a 403 turns
+        // Pushed propagation (src/rotation/gate/push.rs): an extra like restarts, so a 403 turns
         // it off for the run with a report line, and the gates wait out the delay.
         pods: k8s::Pods::new(client.clone(), &config.namespace).projecting(
             config
