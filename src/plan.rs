@@ -84,11 +84,14 @@ struct Gate {
     state: [u8; 32],
     /// This run already waited for exactly this state.
     waited: bool,
+    /// The newest write is older than this run's first look, and this run can observe the pods
+    /// ([`Known::observing_since`]): the timer alone does not open the gate.
+    resumed: bool,
 }
 
 impl Gate {
     fn open(&self, now: OffsetDateTime) -> bool {
-        self.waited || now >= self.ready_at
+        self.waited || (now >= self.ready_at && !self.resumed)
     }
 
     fn phase(&self, reason: String, pending: Option<[u8; 32]>, optional: bool) -> Phase {
@@ -196,6 +199,10 @@ impl Gate {
             waited: known.gate_waited == Some(state)
                 && known.other_written_at.is_none_or(|w| w <= now)
                 && known.unobserved_until.is_none_or(|u| u <= now),
+            resumed: known
+                .observing_since
+                .zip(last_write)
+                .is_some_and(|(since, w)| w <= since),
         }
     }
 }

@@ -130,6 +130,12 @@ pub struct Known {
     /// The writer's own clock now ([`crate::store::SecretStore::writer_now`]): a write that
     /// recorded it counts as no older than this clock says, besides the store's.
     pub writer_now: Option<OffsetDateTime>,
+    /// This run pokes the pods that mount what changed and watches their kubelets, and first
+    /// looked at the store then (on the store's clock). A gate whose newest write is no later
+    /// (an earlier run's, a run ended at `--timeout` or killed) is open only once this run has
+    /// waited at it, on its own evidence: the stored write's time alone says nothing of what a
+    /// kubelet did before this run looked (cut off throughout, its pods never got the write).
+    pub observing_since: Option<OffsetDateTime>,
 }
 
 /// What this step does, and so what comes after it.

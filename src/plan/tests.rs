@@ -822,6 +822,62 @@ fn the_prior_ca_is_dropped_only_after_the_gate() {
     }
 }
 
+/// A run that observes pods and finds the gate's newest write older than its own first look
+/// (an earlier run's: one that ended at `--timeout` with a kubelet cut off, say) does not take
+/// that gate as open on the stored time: it waits at it, on its own evidence, and once it has
+/// (`gate_waited`) the step goes on. A run that cannot observe pods keeps the stored timer, as
+/// does one whose newest write came after its first look.
+#[test]
+fn a_resumed_gate_opens_on_this_runs_evidence_not_the_stored_time() {
+    let old = new_ca(NOW - DAY * 10);
+    let ca = new_ca(NOW - DAY * 2);
+    let mut world = World::installed(&ca, NOW - DAY * 2);
+    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
+    for name in [
+        "envoy-gateway-ca",
+        "envoy-gateway",
+        "envoy",
+        "envoy-rate-limit",
+    ] {
+        world.edit(name, |s| {
+            s.data.insert("ca.crt".into(), two.clone());
+            s.written_at = Some(NOW - time::Duration::seconds(300));
+        });
+    }
+    let options = Options {
+        propagation_delay: Duration::from_secs(10),
+        ..Options::default()
+    };
+    let with = |known: Known| {
+        plan(&world.config, &world.state, NOW, options, known, &object).unwrap()
+    };
+    // The stored write is 300 s old, the delay 10 s: without pods to observe, the cleanup is due.
+    assert_eq!(with(Known::default()).phase, Phase::Cleanup { last: true });
+    // Observing since a minute ago: the gate waits for this run's evidence.
+    let resumed = Known {
+        observing_since: Some(NOW - time::Duration::seconds(60)),
+        ..Known::default()
+    };
+    let gated = with(resumed);
+    assert!(!gated.writes(), "{:?}", actions(&gated));
+    let Phase::Gate { state, optional, .. } = gated.phase else {
+        panic!("{:?}", gated.phase);
+    };
+    assert!(optional, "the cleanup's gate");
+    // Once this run waited at it for this state, the step goes on.
+    let waited = Known {
+        gate_waited: Some(state),
+        ..resumed
+    };
+    assert_eq!(with(waited).phase, Phase::Cleanup { last: true });
+    // A write after the first look (this run's own) keeps the timer's rule.
+    let before_the_write = Known {
+        observing_since: Some(NOW - time::Duration::seconds(400)),
+        ..Known::default()
+    };
+    assert_eq!(with(before_the_write).phase, Phase::Cleanup { last: true });
+}
+
 /// Another tool replaced every leaf and bundle with its own CA (Envoy Gateway's certgen
 /// `--overwrite`) and left certgen's CA Secret alone: certgen's CA is trusted by no held
 /// bundle, so it is staged (the CA Secret records it as pending, the other tool's CA as the

@@ -390,6 +390,11 @@ pub(super) async fn steps<S: SecretStore>(
 ) -> Result<(End, Option<Error>), Error> {
     let push = inv.push();
     let mut evidence = gate::Evidence::new(inv.config);
+    // A run that observes pods opens a gate it resumes (an earlier run's writes) on its own
+    // evidence, not on the stored write's time alone (plan::Known::observing_since).
+    if push.is_some() {
+        progress.note(Learned::Observing(store.now()));
+    }
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }

@@ -30,6 +30,8 @@ pub struct Progress {
     pub other_written_at: Option<OffsetDateTime>,
     /// Until when readers the gate cannot observe may hold the old trust ([`Learned::UnobservedUntil`]).
     pub unobserved_until: Option<OffsetDateTime>,
+    /// When this run, able to observe pods, first looked ([`Learned::Observing`]).
+    pub observing_since: Option<OffsetDateTime>,
     /// The entries of every write (Secrets and `caBundle` targets), in order.
     pub written: Vec<Entry>,
     /// The consumers' report lines, merged over the steps.
@@ -68,6 +70,10 @@ pub enum Learned {
     /// Readers of a ClusterTrustBundle the gate cannot observe may hold the old trust until
     /// this store time (a projection by name, behind the kubelet's cache).
     UnobservedUntil(OffsetDateTime),
+    /// The run pokes pods and watches their kubelets, and first looked at this store time:
+    /// a gate for writes stored before it opens on this run's evidence
+    /// ([`plan::Known::observing_since`]).
+    Observing(OffsetDateTime),
     /// The consumers' lines after a step, and its Events.
     Consumers {
         reports: Vec<ConsumerReport>,
@@ -108,6 +114,10 @@ impl Progress {
             // The latest: a timer pushed past a kubelet's cache is never pulled back.
             Learned::UnobservedUntil(at) => {
                 self.unobserved_until = Some(self.unobserved_until.map_or(at, |t| t.max(at)));
+            }
+            // The first look only: later looks see this run's own writes.
+            Learned::Observing(at) => {
+                self.observing_since.get_or_insert(at);
             }
             Learned::OtherWritten(at) => {
                 self.other_written_at = Some(self.other_written_at.map_or(at, |t| t.max(at)));
@@ -157,6 +167,7 @@ impl Progress {
             other_written_at: self.other_written_at,
             unobserved_until: self.unobserved_until,
             writer_now: None,
+            observing_since: self.observing_since,
         }
     }
 }

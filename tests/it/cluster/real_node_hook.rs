@@ -9,14 +9,15 @@
 //! next upgrade's hook (a plain run, as the CronJob's) finishes the rotation.
 //!
 //! The same with the kubelet cut off from the API server from the moment the hook's container
-//! starts, so that neither its volumes nor its Secret cache see the trust step's writes: a known
-//! failure, ignored. The next upgrade's run cannot know what the held run saw (it starts after
-//! the kubelet is back, long past `propagationDelay` from the stored trust write), so its plan
-//! takes the trust gate as open on the stored write's time and writes the new leaves at once,
-//! without a poke: the kubelet then projects trust and leaves together, one pod before the
-//! other. On 2026-11-28 one run of it failed a handshake that way (the server pod loaded the
-//! new leaf 118 ms before the client pod loaded the new trust); the test now also asks that the
-//! next run open its trust gate on evidence, which it never does yet. After a stop (SIGSTOP)
+//! starts, so that neither its volumes nor its Secret cache see the trust step's writes. The
+//! next upgrade's run cannot know what the held run saw (it starts after the kubelet is back,
+//! long past `propagationDelay` from the stored trust write). It once took the trust gate as
+//! open on the stored write's time and wrote the new leaves at once, without a poke: the
+//! kubelet then projected trust and leaves together, one pod before the other, and on
+//! 2026-11-28 one run failed a handshake that way (the server pod loaded the new leaf 118 ms
+//! before the client pod loaded the new trust). A run that observes pods now opens a gate it
+//! resumes on its own evidence (`plan::Known::observing_since`), and the test asks that the
+//! next run's trust gate open so. After a stop (SIGSTOP)
 //! the same run is safe in practice: the continued kubelet syncs every pod whose periodic sync
 //! fell in the stop at once (its work queue holds due times on the wall clock,
 //! `pkg/kubelet/util/queue/work_queue.go`, checked every second), and its watches never broke.
@@ -64,7 +65,6 @@ async fn a_kubelet_stopped_during_the_hooks_trust_gate_holds_it_and_the_next_upg
 /// The kubelet cut off from the API server as soon as the hook's container starts (before the
 /// trust step's writes, so its Secret cache misses them), healed once the hook has ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a known failure: the next run opens a resumed trust gate on the stored write's time (module doc)"]
 async fn a_kubelet_cut_off_before_the_hooks_trust_writes_holds_it_and_the_next_upgrade_finishes() {
     through_the_hook(
         "kubelet cut off before the hook's trust writes, next upgrade finishes",
