@@ -19,7 +19,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::time::Instant;
 
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::pem::PemObject;
+use time::OffsetDateTime;
+
 use crate::config::WebhookKind;
+use crate::pki::{CaKey, Cert, KeyAlgorithm, LeafSpec, Usages, issue_leaf};
 use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
 
@@ -357,7 +362,84 @@ pub struct ReadyEndpoint {
     pub pod: Option<EndpointPod>,
 }
 
-/// The namespace's Services: where `--probe` dials.
+// What a probe's dial presents and answers: the vocabulary of [`Endpoints::trust`] and
+// [`Endpoints::serves`] (re-exported by `crate::probe`, which makes the real handshakes).
+
+/// What a server is expected to present.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// The Secret the server mounts, for messages.
+    pub secret: String,
+    /// The leaf now stored in that Secret.
+    pub leaf: Cert,
+    /// The CA that signs current leaves.
+    pub issuer: Cert,
+}
+
+/// A short-lived client certificate from the active CA, for probing servers that require one
+/// ([`crate::probe`] presents it).
+pub struct ClientIdentity {
+    pub(crate) chain: Vec<CertificateDer<'static>>,
+    pub(crate) key: PrivateKeyDer<'static>,
+}
+
+impl ClientIdentity {
+    /// A client certificate from a throwaway CA that nobody trusts: the control that shows a
+    /// server verifies client certificates at all.
+    pub fn untrusted(now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
+        let spec = crate::pki::CaSpec {
+            common_name: "certgen-probe-control".into(),
+            validity: Duration::from_secs(15 * 60),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        let (ca, _) = crate::pki::issue_ca(&spec, now)?;
+        Self::issue(&ca, now)
+    }
+
+    /// Issues a 15-minute clientAuth leaf `certgen-probe` from `ca`.
+    pub fn issue(ca: &CaKey, now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
+        let spec = LeafSpec {
+            common_name: "certgen-probe".into(),
+            dns_names: vec!["certgen-probe".into()],
+            ip_addresses: vec![],
+            usages: Usages {
+                server: false,
+                client: true,
+            },
+            validity: Duration::from_secs(15 * 60),
+            key_algorithm: KeyAlgorithm::EcdsaP256,
+        };
+        let issued = issue_leaf(&spec, ca, now)?;
+        let key = PrivateKeyDer::from_pem_slice(issued.key.expose().as_bytes())
+            .map_err(|e| crate::pki::IssueError::Sign(format!("probe key: {e}")))?;
+        Ok(Self {
+            chain: vec![CertificateDer::from(issued.cert.der().to_vec())],
+            key,
+        })
+    }
+
+    /// The client certificate presented (DER), for an implementation of
+    /// [`crate::outside::Endpoints`] that judges it without a handshake (the simulation).
+    pub fn certificate(&self) -> &[u8] {
+        &self.chain[0]
+    }
+}
+
+/// What a server showed of its verification of client certificates ([`crate::probe::client_trust`], [`Endpoints::trust`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTrust {
+    /// It accepted the client and refused a certificate from a CA nobody trusts.
+    Proven,
+    /// It accepted a certificate from a CA nobody trusts too: it verifies nothing a probe can
+    /// see, so no probe of it can ever prove it trusts a CA.
+    VerifiesNothing,
+    /// Neither, before the deadline (it refused the client, or did not answer).
+    NotShown,
+}
+
+/// The namespace's Services: where `--probe` dials, and the dial itself (a TLS handshake in a
+/// cluster, [`crate::probe`]; a verdict from what the pod holds in the simulation). What a
+/// verdict proves is the caller's to judge.
 pub trait Endpoints: Send + Sync {
     /// The ready endpoints behind a Service's port, each with the pod it belongs to.
     fn ready<'a>(
@@ -365,6 +447,29 @@ pub trait Endpoints: Send + Sync {
         service: &'a str,
         port: u16,
     ) -> BoxFuture<'a, Result<Vec<ReadyEndpoint>, EndpointsError>>;
+    /// What `address` shows of its verification of client certificates, presenting `client`
+    /// and verifying its chain against `roots` and `server_name`, retrying until `until`
+    /// ([`crate::probe::client_trust`]).
+    fn trust<'a>(
+        &'a self,
+        address: &'a str,
+        server_name: &'a str,
+        roots: &'a [Cert],
+        client: &'a ClientIdentity,
+        until: Instant,
+    ) -> BoxFuture<'a, ClientTrust>;
+    /// One attempt: whether `address` completes a handshake (its chain verified against
+    /// `roots`, presenting `client`) and presents exactly the leaf `expected`; else why not
+    /// ([`crate::probe::serves`]).
+    fn serves<'a>(
+        &'a self,
+        address: &'a str,
+        server_name: &'a str,
+        roots: &'a [Cert],
+        expected: &'a Expected,
+        client: &'a ClientIdentity,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), String>>;
 }
 
 /// The run lock's Lease as read (or as a write left it).

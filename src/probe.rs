@@ -11,30 +11,20 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls_pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use crate::pki::{CaKey, Cert, KeyAlgorithm, LeafSpec, Usages, issue_leaf};
+use crate::pki::Cert;
 use crate::report::EndpointResult;
+
+pub use crate::outside::{ClientIdentity, ClientTrust, Expected};
 
 /// Test-only: `ADDR=ADDR[,...]` rewrites dial addresses (the API server refuses loopback
 /// addresses in EndpointSlices, so tests point EndpointSlices at TEST-NET addresses and map them
 /// to loopback listeners here). Only with the cargo feature `test-hooks`, never in a release.
 #[cfg(feature = "test-hooks")]
 pub const DIAL_OVERRIDE_ENV: &str = "CERTGEN_TEST_DIAL_OVERRIDE";
-
-/// What a server is expected to present.
-#[derive(Debug, Clone)]
-pub struct Expected {
-    /// The Secret the server mounts, for messages.
-    pub secret: String,
-    /// The leaf now stored in that Secret.
-    pub leaf: Cert,
-    /// The CA that signs current leaves.
-    pub issuer: Cert,
-}
 
 /// The verdict on one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,48 +59,6 @@ pub fn verdict(presented: &[Cert], expected: &Expected, now: OffsetDateTime) -> 
         "it presents an older certificate (serial {}) than the one in Secret {}: it has not reloaded",
         leaf.serial, expected.secret
     ))
-}
-
-/// A short-lived client certificate from the active CA, for probing servers that require one.
-pub struct ClientIdentity {
-    chain: Vec<CertificateDer<'static>>,
-    key: PrivateKeyDer<'static>,
-}
-
-impl ClientIdentity {
-    /// A client certificate from a throwaway CA that nobody trusts: the control that shows a
-    /// server verifies client certificates at all.
-    pub fn untrusted(now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
-        let spec = crate::pki::CaSpec {
-            common_name: "certgen-probe-control".into(),
-            validity: Duration::from_secs(15 * 60),
-            key_algorithm: KeyAlgorithm::EcdsaP256,
-        };
-        let (ca, _) = crate::pki::issue_ca(&spec, now)?;
-        Self::issue(&ca, now)
-    }
-
-    /// Issues a 15-minute clientAuth leaf `certgen-probe` from `ca`.
-    pub fn issue(ca: &CaKey, now: OffsetDateTime) -> Result<Self, crate::pki::IssueError> {
-        let spec = LeafSpec {
-            common_name: "certgen-probe".into(),
-            dns_names: vec!["certgen-probe".into()],
-            ip_addresses: vec![],
-            usages: Usages {
-                server: false,
-                client: true,
-            },
-            validity: Duration::from_secs(15 * 60),
-            key_algorithm: KeyAlgorithm::EcdsaP256,
-        };
-        let issued = issue_leaf(&spec, ca, now)?;
-        let key = PrivateKeyDer::from_pem_slice(issued.key.expose().as_bytes())
-            .map_err(|e| crate::pki::IssueError::Sign(format!("probe key: {e}")))?;
-        Ok(Self {
-            chain: vec![CertificateDer::from(issued.cert.der().to_vec())],
-            key,
-        })
-    }
 }
 
 /// Verifies like rustls' WebPKI verifier (it decides), and remembers what the server presented
@@ -474,18 +422,6 @@ pub async fn client_verdict(
         .unwrap_or_else(|_| ClientVerdict::Unknown(format!("no answer within {timeout:?}")))
 }
 
-/// What a server showed of its verification of client certificates ([`client_trust`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientTrust {
-    /// It accepted the client and refused a certificate from a CA nobody trusts.
-    Proven,
-    /// It accepted a certificate from a CA nobody trusts too: it verifies nothing a probe can
-    /// see, so no probe of it can ever prove it trusts a CA.
-    VerifiesNothing,
-    /// Neither, before the deadline (it refused the client, or did not answer).
-    NotShown,
-}
-
 /// Whether `endpoint` demonstrably verifies client certificates and accepts `client`: a
 /// certificate from a CA nobody trusts must be refused (or the server verifies nothing, and
 /// its acceptance proves nothing), and `client` must be accepted. Retries with backoff until
@@ -564,7 +500,7 @@ mod tests {
     use time::macros::datetime;
 
     use super::*;
-    use crate::pki::{CaSpec, issue_ca};
+    use crate::pki::{CaKey, CaSpec, KeyAlgorithm, LeafSpec, Usages, issue_ca, issue_leaf};
 
     const NOW: OffsetDateTime = datetime!(2026-06-01 12:00 UTC);
 

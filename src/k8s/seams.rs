@@ -16,6 +16,8 @@ use crate::outside::{
     PodsApi, PokeAnswer, Projector, ReadyEndpoint, RolloutProgress, TargetFields, TargetObserved,
     TargetRead, TrustBundles, WorkloadView, Workloads,
 };
+use crate::pki::Cert;
+use crate::probe::{ClientIdentity, ClientTrust, Expected};
 use crate::rollout::{RolloutError, Target};
 use crate::store::StoreError;
 
@@ -167,5 +169,28 @@ impl Endpoints for ServiceEndpoints {
         port: u16,
     ) -> BoxFuture<'a, Result<Vec<ReadyEndpoint>, EndpointsError>> {
         service_endpoints(&self.client, &self.namespace, service, port).boxed()
+    }
+
+    fn trust<'a>(
+        &'a self,
+        address: &'a str,
+        server_name: &'a str,
+        roots: &'a [Cert],
+        client: &'a ClientIdentity,
+        until: Instant,
+    ) -> BoxFuture<'a, ClientTrust> {
+        crate::probe::client_trust(address, server_name, roots, client, until).boxed()
+    }
+
+    fn serves<'a>(
+        &'a self,
+        address: &'a str,
+        server_name: &'a str,
+        roots: &'a [Cert],
+        expected: &'a Expected,
+        client: &'a ClientIdentity,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        crate::probe::serves(address, server_name, roots, expected, client, timeout).boxed()
     }
 }

@@ -17,7 +17,7 @@ use crate::config::{Config, Consumer, Probe, Reload};
 use crate::outside::{EndpointPod, Endpoints, PodView};
 use crate::pki::Cert;
 use crate::plan::Phase;
-use crate::probe::{self, ClientIdentity, ClientTrust, Expected};
+use crate::probe::{ClientIdentity, ClientTrust, Expected};
 use crate::rotation::step::Outcome;
 
 /// The most one probe attempt may take (its handshakes included).
@@ -128,7 +128,7 @@ pub async fn round(
     let results: Vec<(PodProbe, Option<String>)> = futures::stream::iter(targets)
         .map(|t| async move {
             let started = Instant::now();
-            let result = tokio::time::timeout(PROBE_TIMEOUT, dial(check, leaves, &t))
+            let result = tokio::time::timeout(PROBE_TIMEOUT, dial(endpoints, check, leaves, &t))
                 .await
                 .unwrap_or_else(|_| {
                     Err(NotPassed::Because(format!(
@@ -203,8 +203,10 @@ async fn select(
     targets
 }
 
-/// One attempt at `t` for what `check` asks (`leaves`: the leaf stored in each Secret).
+/// One attempt at `t` for what `check` asks (`leaves`: the leaf stored in each Secret),
+/// through `endpoints` (a TLS handshake in a cluster).
 async fn dial(
+    endpoints: &dyn Endpoints,
     check: &Check,
     leaves: &std::collections::BTreeMap<String, Cert>,
     t: &Target,
@@ -212,7 +214,8 @@ async fn dial(
     match check {
         Check::Trust { identity, roots } => {
             // One attempt: `until` now.
-            match probe::client_trust(&t.address, &t.server_name, roots, identity, Instant::now())
+            match endpoints
+                .trust(&t.address, &t.server_name, roots, identity, Instant::now())
                 .await
             {
                 ClientTrust::Proven => Ok(()),
@@ -234,16 +237,17 @@ async fn dial(
                 leaf: leaf.clone(),
                 issuer: (**issuer).clone(),
             };
-            probe::serves(
-                &t.address,
-                &t.server_name,
-                std::slice::from_ref(&**issuer),
-                &expected,
-                identity,
-                PROBE_TIMEOUT,
-            )
-            .await
-            .map_err(NotPassed::Because)
+            endpoints
+                .serves(
+                    &t.address,
+                    &t.server_name,
+                    std::slice::from_ref(&**issuer),
+                    &expected,
+                    identity,
+                    PROBE_TIMEOUT,
+                )
+                .await
+                .map_err(NotPassed::Because)
         }
     }
 }

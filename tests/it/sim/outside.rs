@@ -3,7 +3,11 @@
 //! reach them through the driver's real seams (`certgen::outside`): caBundle writes, restarts
 //! and pokes are outside actions like Secret writes, each one a point where a run can be killed,
 //! lose an answer, or fail before it lands. With `clusterTrustBundles:` configured, the world
-//! also holds the ClusterTrustBundles and a pod that projects them ([`bundles`]).
+//! also holds the ClusterTrustBundles and a pod that projects them ([`bundles`]). With probes
+//! on, the runs dial each hot consumer's pods through its probe Service and are answered from
+//! what each pod actually holds ([`probes`]); with cert-manager's CA injector on the target,
+//! another writer fills its `caBundle` at its own pace and certgen never writes it
+//! ([`injector`]).
 //!
 //! Every pod runs on one of two nodes, whose kubelets renew their Lease (`kube-node-lease`)
 //! every 10 s on their own schedule, and may be stalled (a stopped process: it sees nothing and
@@ -58,6 +62,8 @@ use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
 pub mod bundles;
+pub mod injector;
+pub mod probes;
 
 use super::{
     DELAY, Ended, FOREIGN, Faults, RunSpec, Session, TLS, World, broken, check_current, check_runs,
@@ -328,6 +334,10 @@ pub struct OutsideWorld {
     pub external: Vec<String>,
     /// The ClusterTrustBundles, and what the pods that project them selected ([`bundles`]).
     pub trust: bundles::TrustWorld,
+    /// The probe Services and every dial answered ([`probes`]).
+    pub probes: probes::ProbeWorld,
+    /// cert-manager's CA injector, when it writes the target's `caBundle` ([`injector`]).
+    pub injector: Option<injector::Injector>,
 }
 
 impl OutsideWorld {
@@ -403,6 +413,8 @@ impl OutsideWorld {
             sequence: Vec::new(),
             external: Vec::new(),
             trust: bundles::TrustWorld::default(),
+            probes: probes::ProbeWorld::default(),
+            injector: None,
         };
         if let Some(t) = config.webhooks.first() {
             w.target = Some(TargetState {
@@ -557,6 +569,11 @@ pub enum Mutation {
     /// The pods that project the ClusterTrustBundles are listed without them: the gate does
     /// not know they read them.
     HideProjection,
+    /// Every probe passes, whatever the pod it reached holds (a probe answered from the state
+    /// just written, not from the pod).
+    ProbePassesRegardless,
+    /// cert-manager's CA injector never writes (down, or its write lost).
+    DropInjectorWrite,
 }
 
 impl Sim {
@@ -568,7 +585,13 @@ impl Sim {
             options,
             deadline: tokio::time::Instant::now() + options.timeout,
             workloads: Some(self),
-            endpoints: None,
+            endpoints: self
+                .outside
+                .lock()
+                .unwrap()
+                .probes
+                .enabled
+                .then_some(self as &dyn certgen::outside::Endpoints),
             webhooks: Some(self),
             trust_bundles: (!config.trust_bundles.is_empty())
                 .then_some(self as &dyn certgen::outside::TrustBundles),
@@ -689,9 +712,11 @@ impl Sim {
     ) -> Result<String, StoreError> {
         let drop_it = self.mutation == Mutation::DropCaBundleWrite;
         let run = self.session.run;
+        let world = self.world().clone();
         self.act(
             format!("caBundle {}", read.name),
             move |o, store_now, true_now| {
+                injector::catch_up(&world.lock().unwrap(), o, true_now);
                 let t = o.target.as_mut().ok_or_else(|| conflict(&read.name))?;
                 if fenced && (t.rv.to_string() != read.version || t.uid != read.uid) {
                     return Err(conflict(&read.name));
@@ -729,7 +754,9 @@ impl CaBundleTargets for Sim {
     ) -> BoxFuture<'a, Result<TargetObserved, StoreError>> {
         async move {
             self.read().await?;
-            let o = self.outside.lock().unwrap();
+            let now = self.true_now();
+            let mut o = self.outside.lock().unwrap();
+            injector::catch_up(&self.world().lock().unwrap(), &mut o, now);
             Ok(match &o.target {
                 Some(t) if t.kind == kind && t.name == name => {
                     TargetObserved::Present(Box::new(TargetRead {
@@ -741,7 +768,7 @@ impl CaBundleTargets for Sim {
                         entries: vec![TargetEntry::default()],
                         insecure_skip_tls_verify: false,
                         written_at: t.written_at,
-                        injected: None,
+                        injected: certgen::certmanager::injected(&t.annotations),
                         writes: t.writes.clone(),
                         recorded: t.annotations.get(HISTORY).cloned(),
                         token: None,
@@ -1177,6 +1204,12 @@ pub struct Sizes {
     pub trust_bundle_writes: usize,
     pub unions: usize,
     pub trust_pairs: usize,
+    /// Per-pod probes answered, passed and failed ([`probes`]).
+    pub probes: usize,
+    pub probes_passed: usize,
+    pub probes_failed: usize,
+    /// `caBundle` writes of cert-manager's CA injector ([`injector`]).
+    pub injector_writes: usize,
 }
 
 /// Puts the world in the state `from` names (`next` numbers the runs).
@@ -1231,6 +1264,19 @@ pub async fn trajectory_in(
     steps: &[Step],
     mutation: Mutation,
 ) -> Result<Sizes, String> {
+    trajectory_with(config, external, from, steps, mutation, |_, _| {}).await
+}
+
+/// [`trajectory_in`], with `setup` making the world before it starts (probes on, an
+/// injector).
+pub async fn trajectory_with(
+    config: Config,
+    external: &[&str],
+    from: From,
+    steps: &[Step],
+    mutation: Mutation,
+    setup: impl FnOnce(&mut OutsideWorld, &Config),
+) -> Result<Sizes, String> {
     let world = World::new();
     // The TLS Secrets' layout, which the oracle reads them in (one for all of them).
     if let Some(t) = config.tls.first() {
@@ -1239,6 +1285,7 @@ pub async fn trajectory_in(
     }
     let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
     outside.lock().unwrap().external = external.iter().map(|s| s.to_string()).collect();
+    setup(&mut outside.lock().unwrap(), &config);
     let mut index = 0;
     let mut ended: Vec<Ended> = Vec::new();
     let mut next = || {
@@ -1362,10 +1409,11 @@ pub async fn trajectory_in(
     }
     ended.push(e);
     let w = world.lock().unwrap();
-    let o = outside.lock().unwrap();
+    let mut o = outside.lock().unwrap();
     check_runs(&w, &ended)?;
     check_current(&w, w.true_now())?;
     let end = w.true_now() + time::Duration::try_from(DELAY).unwrap();
+    injector::catch_up(&w, &mut o, end);
     let mut sizes = check_holders(&w, &o, end, first_ok)?;
     bundles::check_settled(&w, &o, &config)?;
     sizes.runs = ended.len();
@@ -1385,64 +1433,31 @@ struct Holding<'a> {
     describe: String,
 }
 
-/// Every holding of every pod, by the rules in the module's comment.
+/// Every holding of every pod, by the rules in the module's comment. A hot pod's holding of a
+/// version ends, besides, where a probe reached the pod while it actually held a newer one
+/// ([`probes::actual`]: what it held, not what the probe answered).
 fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Holding<'a>> {
     let lag = d(DELAY);
     let mut out = Vec::new();
     for p in &o.pods {
-        let node = &o.nodes[&p.node];
-        let gone = p.gone.unwrap_or(end).min(end);
         let versions: Vec<&super::Version> =
             w.versions.iter().filter(|v| v.secret == p.secret).collect();
-        // The version current at `t`, by its index.
-        let current_at = |t: OffsetDateTime| {
-            versions
+        let probed: Vec<(OffsetDateTime, Option<usize>)> = o
+            .probes
+            .answered
+            .iter()
+            .filter(|a| a.uid == p.uid)
+            .map(|a| (a.at, probes::actual_index(o, p, &versions, a.at)))
+            .collect();
+        for (i, from, until) in spans(o, p, &versions, end, |_| lag) {
+            let moved_on = probed
                 .iter()
-                .rposition(|v| v.from <= t && v.until.is_none_or(|u| u > t))
-        };
-        // When the kubelet started the pod, and the version its cache held then.
-        let start = node.sees(p.created);
-        let mounted = current_at(node.cache_at(start));
-        if p.reload == Reload::Restart {
-            // What it read at start, or the first version if it waited for its Secret.
-            let v = mounted
-                .map(|i| versions[i])
-                .or(versions.iter().find(|v| v.from > p.created).copied());
-            if let Some(v) = v {
-                let from = v.from.max(p.created);
-                if from < gone {
-                    out.push(holding(p, v, from, gone));
-                }
-            }
-            continue;
-        }
-        for (i, v) in versions.iter().enumerate() {
-            let from = v.from.max(p.created);
-            let until = match v.until {
-                None => gone,
-                // Replaced before the pod started: it mounted a later one, unless its
-                // kubelet's cache still held this one when it started the pod.
-                Some(replaced) if replaced <= p.created && mounted != Some(i) => continue,
-                Some(replaced) => {
-                    let after = replaced.max(start);
-                    // Certainly projected a newer version: a poke it saw with a newer version
-                    // in its cache, or its periodic sync.
-                    let poked = p
-                        .pokes
-                        .iter()
-                        .filter(|k| **k >= replaced)
-                        .filter_map(|k| {
-                            let seen = node.sees(*k);
-                            let newer = current_at(node.cache_at(seen)).is_some_and(|c| c > i);
-                            newer.then(|| node.done(seen))
-                        })
-                        .min();
-                    let synced = node.synced_by(after, lag);
-                    poked.map_or(synced, |k| k.min(synced)).min(gone)
-                }
-            };
+                .filter(|(at, held)| *at >= from && held.is_some_and(|h| h > i))
+                .map(|(at, _)| *at)
+                .min();
+            let until = moved_on.map_or(until, |m| m.min(until));
             if from < until {
-                out.push(holding(p, v, from, until));
+                out.push(holding(p, versions[i], from, until));
             }
         }
     }
@@ -1462,6 +1477,68 @@ fn holdings<'a>(w: &'a World, o: &OutsideWorld, end: OffsetDateTime) -> Vec<Hold
                 });
             }
         }
+    }
+    out
+}
+
+/// When pod `p` may hold each of `versions` (its Secret's, in order), by the rules in the
+/// module's comment, up to `end`: (index, from, until), possibly empty spans included. `lag(i)`
+/// is how long after its kubelet runs with a fresh cache its periodic sync has projected what
+/// replaced version `i` (the propagation delay for the oracle's bound; less for what a pod
+/// actually did, [`probes::actual`]).
+pub(super) fn spans(
+    o: &OutsideWorld,
+    p: &Pod,
+    versions: &[&super::Version],
+    end: OffsetDateTime,
+    lag: impl Fn(usize) -> time::Duration,
+) -> Vec<(usize, OffsetDateTime, OffsetDateTime)> {
+    let mut out = Vec::new();
+    let node = &o.nodes[&p.node];
+    let gone = p.gone.unwrap_or(end).min(end);
+    // The version current at `t`, by its index.
+    let current_at = |t: OffsetDateTime| {
+        versions
+            .iter()
+            .rposition(|v| v.from <= t && v.until.is_none_or(|u| u > t))
+    };
+    // When the kubelet started the pod, and the version its cache held then.
+    let start = node.sees(p.created);
+    let mounted = current_at(node.cache_at(start));
+    if p.reload == Reload::Restart {
+        // What it read at start, or the first version if it waited for its Secret.
+        let i = mounted.or(versions.iter().position(|v| v.from > p.created));
+        if let Some(i) = i {
+            out.push((i, versions[i].from.max(p.created), gone));
+        }
+        return out;
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let from = v.from.max(p.created);
+        let until = match v.until {
+            None => gone,
+            // Replaced before the pod started: it mounted a later one, unless its
+            // kubelet's cache still held this one when it started the pod.
+            Some(replaced) if replaced <= p.created && mounted != Some(i) => continue,
+            Some(replaced) => {
+                let after = replaced.max(start);
+                // Certainly projected a newer version: a poke it saw with a newer version
+                // in its cache, or its periodic sync.
+                let poked = p
+                    .pokes
+                    .iter()
+                    .filter(|k| **k >= replaced)
+                    .filter_map(|k| {
+                        let seen = node.sees(*k);
+                        let newer = current_at(node.cache_at(seen)).is_some_and(|c| c > i);
+                        newer.then(|| node.done(seen))
+                    })
+                    .min();
+                let synced = node.synced_by(after, lag(i));
+                poked.map_or(synced, |k| k.min(synced)).min(gone)
+            }
+        };
+        out.push((i, from, until));
     }
     out
 }
@@ -1486,6 +1563,8 @@ fn holding<'a>(
 fn run_name(run: usize) -> String {
     if run == FOREIGN {
         "seed".into()
+    } else if run == injector::INJECTOR {
+        "cert-manager's CA injector".into()
     } else {
         run.to_string()
     }
@@ -1502,8 +1581,12 @@ pub fn check_holders(
     end: OffsetDateTime,
     first_ok: Option<OffsetDateTime>,
 ) -> Result<Sizes, String> {
+    if !o.probes.unchecked {
+        probes::check(w, o)?;
+    }
     let mut held = holdings(w, o, end);
     held.extend(bundles::holdings(o, end));
+    let (probes, probes_passed, probes_failed) = probes::counts(o);
     let mut sizes = Sizes {
         versions: w.versions.len(),
         pods: o.pods.len(),
@@ -1525,6 +1608,10 @@ pub fn check_holders(
             .filter(|(_, a)| a.starts_with("ClusterTrustBundle "))
             .count(),
         unions: o.trust.unions.len(),
+        probes,
+        probes_passed,
+        probes_failed,
+        injector_writes: injector::writes(o),
         ..Sizes::default()
     };
     let pair = |a: &Holding, b: &Holding, sizes: &mut Sizes| -> Result<(), String> {
@@ -1564,7 +1651,11 @@ pub fn check_holders(
         // The write that stands carries what its plan put on it, as on the cluster: certgen's
         // mark of the very bundle written (an engine write planned without it, or an
         // annotation decided outside the plan, is caught here).
-        if t.versions.last().is_some_and(|v| v.run != FOREIGN) && !t.raw.is_empty() {
+        if t.versions
+            .last()
+            .is_some_and(|v| v.run != FOREIGN && v.run != injector::INJECTOR)
+            && !t.raw.is_empty()
+        {
             use sha2::Digest as _;
             let want = certgen::pki::hex(&sha2::Sha256::digest(&t.raw));
             let mark = t.annotations.get(BUNDLE_ANNOTATION);
@@ -1593,7 +1684,8 @@ pub fn check_holders(
             // strip it later ([`Step::Strip`]): that empty version is not certgen's, and the
             // next run puts the bundle back.)
             if api.bundle.is_empty() {
-                if let Some(ok) = first_ok
+                // (An injected target is the injector's to fill: certgen never writes it.)
+                if let Some(ok) = first_ok.filter(|_| o.injector.is_none())
                     && api.until > ok + settle
                     && c.from <= ok
                 {
