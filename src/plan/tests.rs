@@ -848,9 +848,8 @@ fn a_resumed_gate_opens_on_this_runs_evidence_not_the_stored_time() {
         propagation_delay: Duration::from_secs(10),
         ..Options::default()
     };
-    let with = |known: Known| {
-        plan(&world.config, &world.state, NOW, options, known, &object).unwrap()
-    };
+    let with =
+        |known: Known| plan(&world.config, &world.state, NOW, options, known, &object).unwrap();
     // The stored write is 300 s old, the delay 10 s: without pods to observe, the cleanup is due.
     assert_eq!(with(Known::default()).phase, Phase::Cleanup { last: true });
     // Observing since a minute ago: the gate waits for this run's evidence.
@@ -860,7 +859,10 @@ fn a_resumed_gate_opens_on_this_runs_evidence_not_the_stored_time() {
     };
     let gated = with(resumed);
     assert!(!gated.writes(), "{:?}", actions(&gated));
-    let Phase::Gate { state, optional, .. } = gated.phase else {
+    let Phase::Gate {
+        state, optional, ..
+    } = gated.phase
+    else {
         panic!("{:?}", gated.phase);
     };
     assert!(optional, "the cleanup's gate");

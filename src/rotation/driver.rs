@@ -66,6 +66,11 @@ pub async fn run<S: SecretStore>(
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
     let mut seen = Progress::default();
+    // As the steps will (see `steps`): a gate the look resumes opens on this run's evidence, so
+    // a dry run shows it as a gate, not as the writes after it.
+    if inv.push().is_some() {
+        seen.note(Learned::Observing(store.now()));
+    }
     trust_bundles::preflight(inv.trust_bundles, inv.config).await?;
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
     // writes, as the run's steps would, and it lists the target writes its first step would

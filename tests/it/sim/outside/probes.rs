@@ -570,10 +570,11 @@ mod tests {
 
     /// The faults of [`a_gap_after_a_probe_opened_the_trust_gate`].
     fn gap_after_a_probe(f: &super::super::Fault) -> bool {
-        let during = f.after == Duration::from_secs(7)
-            && (f.length == Duration::from_secs(200)
-                || (f.kind == FaultKind::Cut && f.length == Duration::from_secs(25)));
-        during || (f.kind == FaultKind::Cut && f.recreate.is_some())
+        f.node == NODES[1]
+            && f.kind == FaultKind::Cut
+            && f.after == Duration::from_secs(7)
+            && f.recreate.is_none()
+            && [25, 200].map(Duration::from_secs).contains(&f.length)
     }
 
     /// Found by the per-pod probes, and not about them: a staged rotation from the steady
@@ -582,12 +583,13 @@ mod tests {
     /// cut off (long enough to lose its watches) before it projects the leaves written at 8 s
     /// (or a pod is recreated on a node cut off since 2 s, and a probe of the others opens it).
     /// The run's cleanup gate sees the kubelet not live and leaves the cleanup to a later run,
-    /// as it says; the plain re-run 90 s later opens the gate by the leaves' timer and drops
-    /// the old CA while that pod still presents its old leaf (its kubelet has not synced since).
+    /// as it says; the plain re-run 90 s later opened the gate by the leaves' timer and dropped
+    /// the old CA while that pod still presented its old leaf (its kubelet had not synced since).
     /// Without probes the trust gate waits for that kubelet, so the leaves never land inside
-    /// its gap. The later run's timer does not hold for a gap its run did not see begin (and,
-    /// for a stall still under way, not at all). Left for the lead (see the report of branch
-    /// h-probesim).
+    /// its gap. Fixed for 5 of the 7 cases found (a resumed gate now opens on the re-run's own
+    /// evidence, `plan::Known::observing_since`: they run in the grid above); left: node-b cut
+    /// off for 25 s or 200 s, where the restart-only `envoy-ratelimit` pod on that node still
+    /// holds run 2's leaf when a later run drops its CA (not yet understood).
     #[test]
     #[ignore = "a known failure of the re-run's gate, not the probes': run with --ignored"]
     fn a_gap_after_a_probe_opened_the_trust_gate() {
