@@ -65,12 +65,8 @@ pub async fn run<S: SecretStore>(
     inv: Invocation<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     // A read-only look first: dry runs and runs with nothing to do never take the lock.
-    let mut seen = Progress::default();
-    // As the steps will (see `steps`): a gate the look resumes opens on this run's evidence, so
-    // a dry run shows it as a gate, not as the writes after it.
-    if inv.push().is_some() {
-        seen.note(Learned::Observing(store.now()));
-    }
+    // A dry run's look too: a gate it resumes is shown as a gate, as the steps will meet it.
+    let mut seen = first_progress(store, &inv);
     trust_bundles::preflight(inv.trust_bundles, inv.config).await?;
     // A dry run's report is all it gives: its gates count from the caBundle targets' last
     // writes, as the run's steps would, and it lists the target writes its first step would
@@ -126,6 +122,18 @@ pub async fn run<S: SecretStore>(
         );
     }
     locked(store, &inv, Some(&look), fresh, (refusals, Some(writers))).await
+}
+
+/// A run's record before its first look: a run that pokes pods and watches their kubelets
+/// notes when it first looked, so that a gate it resumes (its newest write an earlier run's)
+/// opens on this run's own evidence, not on the stored write's time alone
+/// (`plan::Known::observing_since`).
+pub(super) fn first_progress<S: SecretStore>(store: &S, inv: &Invocation<'_>) -> Progress {
+    let mut progress = Progress::default();
+    if inv.push().is_some() {
+        progress.note(Learned::Observing(store.now()));
+    }
+    progress
 }
 
 /// Whether the run must take the lock: the look plans writes, a rotation is under way, or a
@@ -330,7 +338,7 @@ async fn locked<S: SecretStore>(
     } else {
         take_lock(inv).await?
     });
-    let mut progress = Progress::default();
+    let mut progress = first_progress(store, inv);
     // A rotation the look found under way is the one an --overwrite asks for, even if
     // another run finishes it while this one waits for the lock.
     if look.is_some_and(|l| l.ca_written) {
@@ -395,11 +403,6 @@ pub(super) async fn steps<S: SecretStore>(
 ) -> Result<(End, Option<Error>), Error> {
     let push = inv.push();
     let mut evidence = gate::Evidence::new(inv.config);
-    // A run that observes pods opens a gate it resumes (an earlier run's writes) on its own
-    // evidence, not on the stored write's time alone (plan::Known::observing_since).
-    if push.is_some() {
-        progress.note(Learned::Observing(store.now()));
-    }
     if let Some(stop) = missed_restarts(store, inv, look, fresh, progress).await? {
         return Ok(stop);
     }

@@ -25,7 +25,6 @@ use time::OffsetDateTime;
 use tokio::sync::Notify;
 
 use super::invocation::Invocation;
-use super::progress::Progress;
 use super::step::{InSet, Others, Outcome, look};
 use crate::apply::Guard;
 use crate::config::OverwriteWhy;
@@ -1068,7 +1067,7 @@ async fn member_run<S: SecretStore>(
     member: &Member<'_>,
 ) -> Result<(Report, Option<Error>), Error> {
     let held = Mutex::new(held);
-    let mut progress = Progress::default();
+    let mut progress = super::driver::first_progress(store, inv);
     let (result, writes) = {
         let still_held = || !held.lock().unwrap_or_else(|e| e.into_inner()).lost();
         let guard = Guard::new(&still_held);

@@ -111,6 +111,26 @@ pub(super) struct Written {
     ours: bool,
 }
 
+impl Written {
+    /// The write's time and its time as the pod's kubelet may have seen it (`eff_by`), as a
+    /// gate counts them: as stored for a write this run made; for one it did not, no earlier
+    /// than when this run learned of it (`now` and `mono`: the store's and this process's
+    /// clocks now). See [`Written::ours`].
+    fn counted_from(
+        &self,
+        eff_by: OffsetDateTime,
+        now: OffsetDateTime,
+        mono: Instant,
+    ) -> (OffsetDateTime, OffsetDateTime) {
+        if self.ours {
+            return (self.by, eff_by);
+        }
+        let waited = mono.saturating_duration_since(self.at);
+        let learned = now - time::Duration::try_from(waited).unwrap_or(time::Duration::ZERO);
+        (self.by.max(learned), eff_by.max(learned))
+    }
+}
+
 /// A poke that landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Poked {
@@ -590,14 +610,7 @@ impl Evidence {
         delay: Duration,
     ) -> Stand {
         let (eff_at, eff_by, behind) = self.as_seen(pod, w, delay);
-        // A write this run did not make: from when this run learned of it (`Written::ours`).
-        let (by, eff_by) = if w.ours {
-            (w.by, eff_by)
-        } else {
-            let waited = mono.saturating_duration_since(w.at);
-            let learned = now - time::Duration::try_from(waited).unwrap_or(time::Duration::ZERO);
-            (w.by.max(learned), eff_by.max(learned))
-        };
+        let (by, eff_by) = w.counted_from(eff_by, now, mono);
         let timer = timer_of(eff_by, delay);
         let node = pod.node.as_deref().unwrap_or("");
         let kubelet = pod.node.as_ref().and_then(|n| self.kubelets.get(n));
