@@ -788,8 +788,9 @@ fn clipped_leaves_are_not_renewed_by_a_ca_about_to_be_replaced() {
     }
 }
 
-#[test]
-fn the_prior_ca_is_dropped_only_after_the_gate() {
+/// Leaves of the active CA `ca`, every bundle still trusting the prior one too (a cleanup
+/// pending), each Secret last written `ago` seconds before [`NOW`].
+fn cleanup_pending(ago: i64) -> ((CaKey, Issued), World) {
     let old = new_ca(NOW - DAY * 10);
     let ca = new_ca(NOW - DAY * 2);
     let mut world = World::installed(&ca, NOW - DAY * 2);
@@ -802,9 +803,15 @@ fn the_prior_ca_is_dropped_only_after_the_gate() {
     ] {
         world.edit(name, |s| {
             s.data.insert("ca.crt".into(), two.clone());
-            s.written_at = Some(NOW - time::Duration::seconds(30));
+            s.written_at = Some(NOW - time::Duration::seconds(ago));
         });
     }
+    (ca, world)
+}
+
+#[test]
+fn the_prior_ca_is_dropped_only_after_the_gate() {
+    let (ca, world) = cleanup_pending(30);
     let delay = |secs| Options {
         propagation_delay: Duration::from_secs(secs),
         ..Options::default()
@@ -829,21 +836,7 @@ fn the_prior_ca_is_dropped_only_after_the_gate() {
 /// does one whose newest write came after its first look.
 #[test]
 fn a_resumed_gate_opens_on_this_runs_evidence_not_the_stored_time() {
-    let old = new_ca(NOW - DAY * 10);
-    let ca = new_ca(NOW - DAY * 2);
-    let mut world = World::installed(&ca, NOW - DAY * 2);
-    let two = bundle_pem(&[ca.0.cert.clone(), old.0.cert.clone()]).into_bytes();
-    for name in [
-        "envoy-gateway-ca",
-        "envoy-gateway",
-        "envoy",
-        "envoy-rate-limit",
-    ] {
-        world.edit(name, |s| {
-            s.data.insert("ca.crt".into(), two.clone());
-            s.written_at = Some(NOW - time::Duration::seconds(300));
-        });
-    }
+    let (_, world) = cleanup_pending(300);
     let options = Options {
         propagation_delay: Duration::from_secs(10),
         ..Options::default()
