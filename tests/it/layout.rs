@@ -88,22 +88,9 @@ fn uses(code: &str, modules: &BTreeSet<String>, bare: bool) -> BTreeSet<String> 
             out.extend(words(part).into_iter().next());
             continue;
         };
-        let (mut depth, mut item) = (0, String::new());
-        for c in group.chars() {
-            match c {
-                '{' => depth += 1,
-                '}' if depth == 0 => break,
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    out.extend(words(item.trim()).into_iter().next());
-                    item.clear();
-                    continue;
-                }
-                _ => {}
-            }
-            item.push(c);
+        for item in group_items(group) {
+            out.extend(words(item.trim()).into_iter().next());
         }
-        out.extend(words(item.trim()).into_iter().next());
     }
     if bare {
         for m in modules {
@@ -401,6 +388,28 @@ fn paths(code: &str, here: &[String]) -> Vec<ModPath> {
     out
 }
 
+/// The items of a `use` group whose `{` came just before `group`, split at its commas of depth
+/// 0, up to its closing `}` (each as written, nested groups whole).
+fn group_items(group: &str) -> Vec<String> {
+    let mut items = Vec::new();
+    let (mut depth, mut item) = (0, String::new());
+    for c in group.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(std::mem::take(&mut item));
+                continue;
+            }
+            _ => {}
+        }
+        item.push(c);
+    }
+    items.push(item);
+    items
+}
+
 /// The paths `rest` names after `prefix`: identifiers joined by `::`, and a group `{a::X, b}`
 /// at any depth expanded into one path per item (`self` in a group names the module itself).
 fn expand(prefix: ModPath, rest: &str) -> Vec<ModPath> {
@@ -409,23 +418,10 @@ fn expand(prefix: ModPath, rest: &str) -> Vec<ModPath> {
     let mut rest = rest.trim_start();
     loop {
         if let Some(group) = rest.strip_prefix('{') {
-            let mut items = Vec::new();
-            let (mut depth, mut item) = (0, String::new());
-            for c in group.chars() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        items.push(std::mem::take(&mut item));
-                        continue;
-                    }
-                    _ => {}
-                }
-                item.push(c);
-            }
-            items.push(item);
-            return items.iter().flat_map(|i| expand(path.clone(), i)).collect();
+            return group_items(group)
+                .iter()
+                .flat_map(|i| expand(path.clone(), i))
+                .collect();
         }
         let end = rest.find(|c: char| !ident(c)).unwrap_or(rest.len());
         if end == 0 {
