@@ -64,8 +64,8 @@ mod writes;
 use self::draft::CaDraft;
 pub use self::lost::{LostCa, find as lost_ca};
 pub use self::model::{
-    Action, Barrier, CaPlan, CaRef, CasAfter, Emergency, Hold, Invalid, Kind, Known, Options,
-    Phase, Plan, SecretPlan, Signer, Waiting, WindowNote,
+    Action, Barrier, CaPlan, CaRef, CasAfter, Emergency, Hold, InjectedTarget, Invalid, Kind,
+    Known, Options, Phase, Plan, SecretPlan, Signer, Waiting, WindowNote,
 };
 use self::rules::{LeafIn, after};
 pub(crate) use self::stored::pending as pending_ca;
@@ -75,6 +75,10 @@ pub use self::writes::{CA_ANNOTATION, Content, Issue, Write};
 
 /// For a leaf another CA signed, that CA, kept in the leaf's own bundle until the cleanup.
 type OwnPrior<'a> = &'a dyn Fn(&LeafIn) -> Option<Cert>;
+
+/// Why a resumed gate ([`Gate::resumed`]) gives no time, for people.
+const RESUMED: &str =
+    "the last write came before this run first looked, so its stored timer proves nothing";
 
 /// The gate every step that relies on consumers having loaded the last writes waits for.
 struct Gate {
@@ -92,6 +96,18 @@ struct Gate {
 impl Gate {
     fn open(&self, now: OffsetDateTime) -> bool {
         self.waited || (now >= self.ready_at && !self.resumed)
+    }
+
+    /// Shut only because it was resumed ([`Gate::resumed`]): its stored timer passed, so the
+    /// time to give people is not that timer's but this run's evidence.
+    fn on_evidence_only(&self, now: OffsetDateTime) -> bool {
+        !self.open(now) && now >= self.ready_at
+    }
+
+    /// Whether the time to give people for a gate that opens at `at` is not a timer's but this
+    /// run's evidence (see [`RESUMED`]).
+    fn on_evidence(&self, now: OffsetDateTime, at: OffsetDateTime) -> bool {
+        self.on_evidence_only(now) && at <= now
     }
 
     fn phase(&self, reason: String, pending: Option<[u8; 32]>, optional: bool) -> Phase {
@@ -172,7 +188,7 @@ impl Gate {
         observed: &Snapshot,
         now: OffsetDateTime,
         options: Options,
-        known: Known,
+        known: &Known,
     ) -> Gate {
         let state = observed.digest();
         let last_write = config
@@ -247,7 +263,7 @@ fn plan_writes(
     }
     let hmac = hmac::plans(&judge, config, observed, options)?;
 
-    let gate = Gate::of(config, observed, now, options, known);
+    let gate = Gate::of(config, observed, now, options, &known);
     let held = leaves.iter().filter_map(|l| {
         l.ok()
             .map(|leaf| (l.cfg.name.as_str(), &leaf.cert, leaf.bundle.as_slice()))

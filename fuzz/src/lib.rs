@@ -605,7 +605,7 @@ pub fn plan(data: &[u8]) {
         &input.observed,
         input.now,
         input.options,
-        input.known,
+        input.known.clone(),
         &object,
     );
     let again = certgen::plan::plan(
@@ -613,7 +613,7 @@ pub fn plan(data: &[u8]) {
         &input.observed,
         input.now,
         input.options,
-        input.known,
+        input.known.clone(),
         &object,
     );
     assert_eq!(format!("{result:?}"), format!("{again:?}"), "deterministic");

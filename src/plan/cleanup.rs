@@ -240,11 +240,18 @@ impl Input<'_> {
             (Some(_), _) if drop_prior => Phase::Cleanup { last: true },
             (Some(_), true) => Phase::Leaves,
             (Some(p), false) => {
-                let reason = format!(
-                    "every leaf is signed by the current CA; the previous CA {} is dropped after {}, once consumers present the new leaves",
-                    p.short_fingerprint(),
-                    crate::timefmt::at_second(self.gate.ready_at)
-                );
+                let fp = p.short_fingerprint();
+                let reason = if self.gate.on_evidence(self.now, self.gate.ready_at) {
+                    format!(
+                        "every leaf is signed by the current CA; the previous CA {fp} is dropped once this run has seen consumers present the new leaves ({})",
+                        super::RESUMED
+                    )
+                } else {
+                    format!(
+                        "every leaf is signed by the current CA; the previous CA {fp} is dropped after {}, once consumers present the new leaves",
+                        crate::timefmt::at_second(self.gate.ready_at)
+                    )
+                };
                 plan.reason = reason.clone();
                 // (Not left to the next run while a Secret is missing.)
                 self.gate.phase(reason, None, !waits_for_cleanup)
@@ -292,10 +299,17 @@ impl Input<'_> {
                 return Some((plan, secrets, phase));
             }
             if !self.gate.open(self.now) {
-                let why = format!(
-                    "{reason}; waiting until {} so that consumers present leaves of the current CA before the previous one is dropped",
-                    crate::timefmt::at_second(self.gate.ready_at)
-                );
+                let why = if self.gate.on_evidence(self.now, self.gate.ready_at) {
+                    format!(
+                        "{reason}; waiting until this run has seen consumers present leaves of the current CA before the previous one is dropped ({})",
+                        super::RESUMED
+                    )
+                } else {
+                    format!(
+                        "{reason}; waiting until {} so that consumers present leaves of the current CA before the previous one is dropped",
+                        crate::timefmt::at_second(self.gate.ready_at)
+                    )
+                };
                 let mut plan = self.ca_plan(ca, Action::Keep, why.clone());
                 plan.bundle = refs(&ca.bundle);
                 let secrets = self.leaves.iter().map(|l| l.keep("waiting")).collect();

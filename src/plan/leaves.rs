@@ -55,18 +55,44 @@ impl Input<'_> {
         let fp = pending.cert.fingerprint();
         let confirmed = self.known.trust_confirmed == Some(fp);
         let valid_from = pending.cert.not_before;
-        let open = (self.gate.open(self.now) || confirmed) && self.now >= valid_from;
+        // The caBundle targets cert-manager's CA injector writes must hold it too: the API
+        // server calls their webhooks with what the injector put there (a gate of this run
+        // saw them hold it and loaded, or the last read did).
+        let lacking: Vec<&str> = if self.known.injected_loaded == Some(fp) {
+            Vec::new()
+        } else {
+            self.known
+                .injected
+                .iter()
+                .filter(|t| !t.holds.contains(&fp))
+                .map(|t| t.what.as_str())
+                .collect()
+        };
+        let open =
+            (self.gate.open(self.now) || confirmed) && lacking.is_empty() && self.now >= valid_from;
         if !open {
             let ready_at = if self.gate.open(self.now) || confirmed {
                 valid_from
             } else {
                 self.gate.ready_at.max(valid_from)
             };
-            let reason = format!(
-                "every bundle trusts the pending CA {}; leaves wait until consumers have loaded it (at the latest {})",
-                pending.cert.short_fingerprint(),
-                crate::timefmt::at_second(ready_at)
-            );
+            let short = pending.cert.short_fingerprint();
+            let reason = if !lacking.is_empty() {
+                format!(
+                    "every bundle trusts the pending CA {short}; leaves wait until cert-manager's CA injector has added it to the caBundle of {} and the API server has loaded it",
+                    lacking.join(", ")
+                )
+            } else if self.gate.on_evidence(self.now, ready_at) {
+                format!(
+                    "every bundle trusts the pending CA {short}; leaves wait until this run has seen consumers load it ({})",
+                    super::RESUMED
+                )
+            } else {
+                format!(
+                    "every bundle trusts the pending CA {short}; leaves wait until consumers have loaded it (at the latest {})",
+                    crate::timefmt::at_second(ready_at)
+                )
+            };
             let mut plan = self.ca_plan(ca, Action::Keep, reason.clone());
             plan.bundle = trust;
             let phase = Phase::Gate {

@@ -1,6 +1,7 @@
 //! The plan's data: what one step writes to each Secret and why ([`Plan`]), the phase of the
 //! rotation it leaves ([`Phase`]), and the run's flags that change it ([`Options`], [`Known`]).
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -110,9 +111,19 @@ impl Options {
     }
 }
 
+/// A `caBundle` target cert-manager's CA injector writes, as read: certgen never writes it,
+/// but the API server calls its webhook with what the injector put there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InjectedTarget {
+    /// `ValidatingWebhookConfiguration name`.
+    pub what: String,
+    /// The CAs (SHA-256 fingerprints) every entry's `caBundle` holds.
+    pub holds: BTreeSet<[u8; 32]>,
+}
+
 /// What the run has learned so far that changes the plan: derived from the run's record
 /// (`rotation::Progress`) at one site, never a flag. Empty for a run's first look.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Known {
     /// Every hot-reloading consumer was probed and accepted a client certificate from the
     /// pending CA with this fingerprint: the trust step has reached them, whatever the delay.
@@ -136,6 +147,12 @@ pub struct Known {
     /// waited at it, on its own evidence: the stored write's time alone says nothing of what a
     /// kubelet did before this run looked (cut off throughout, its pods never got the write).
     pub observing_since: Option<OffsetDateTime>,
+    /// The `caBundle` targets of the config that cert-manager's CA injector writes, as this
+    /// run last read them: the leaves of a pending CA wait until each holds it.
+    pub injected: Vec<InjectedTarget>,
+    /// A gate of this run saw every injected target hold the pending CA with this fingerprint,
+    /// loaded by the API server (`rotation::gate::Injector`): newer than [`Known::injected`].
+    pub injected_loaded: Option<[u8; 32]>,
 }
 
 /// What this step does, and so what comes after it.

@@ -850,15 +850,23 @@ fn a_resumed_gate_opens_on_this_runs_evidence_not_the_stored_time() {
         observing_since: Some(NOW - time::Duration::seconds(60)),
         ..Known::default()
     };
-    let gated = with(resumed);
+    let gated = with(resumed.clone());
     assert!(!gated.writes(), "{:?}", actions(&gated));
     let Phase::Gate {
-        state, optional, ..
+        state,
+        optional,
+        reason,
+        ..
     } = gated.phase
     else {
         panic!("{:?}", gated.phase);
     };
     assert!(optional, "the cleanup's gate");
+    // Its reason gives no time that has passed: this run's evidence opens it.
+    assert!(
+        reason.contains("once this run has seen consumers") && !reason.contains(" after "),
+        "{reason}"
+    );
     // Once this run waited at it for this state, the step goes on.
     let waited = Known {
         gate_waited: Some(state),

@@ -79,6 +79,9 @@ pub async fn run<S: SecretStore>(
     if let Some(at) = dry_targets.as_ref().and_then(|t| t.written_at(&inv)) {
         seen.note(Learned::OtherWritten(at));
     }
+    if let Some(t) = &dry_targets {
+        seen.note(Learned::InjectedRead(t.injected()));
+    }
     let options = seen.plan_options(&inv.options);
     let looked = if inv.options.dry_run {
         let looked = dry_look(store, inv.config, options, seen.known()).await;
@@ -348,6 +351,7 @@ async fn locked<S: SecretStore>(
         progress.note(Learned::Refused {
             what: r.what,
             note: r.note,
+            injected: r.injected,
         });
     }
     let (result, writes) = {
@@ -628,15 +632,27 @@ async fn first_targets<S: SecretStore>(
     fresh: bool,
     progress: &mut Progress,
 ) -> Result<Option<webhooks::Targets>, Error> {
+    // (A target cert-manager's CA injector writes is read again: what it holds decides the
+    // leaves, `plan::Known::injected`.)
+    let refused = progress
+        .refused
+        .keys()
+        .filter(|k| !progress.injected.contains(*k))
+        .cloned()
+        .collect();
     let targets = if fresh {
         None
     } else {
-        webhooks::Targets::read(inv, &progress.refused.keys().cloned().collect()).await?
+        webhooks::Targets::read(inv, &refused).await?
     };
+    if let Some(t) = &targets {
+        progress.note(Learned::InjectedRead(t.injected()));
+    }
     for r in targets.iter().flat_map(|t| &t.refusals) {
         progress.note(Learned::Refused {
             what: r.what.clone(),
             note: r.note.clone(),
+            injected: r.injected,
         });
     }
     if let Some(at) = targets.as_ref().and_then(|t| t.written_at(inv)) {
@@ -676,6 +692,7 @@ async fn after_step<S: SecretStore>(
         progress.note(Learned::Refused {
             what: r.what,
             note: r.note,
+            injected: r.injected,
         });
     }
     let webhook_wrote = synced.entries.iter().any(|e| e.action.writes());

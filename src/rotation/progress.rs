@@ -4,7 +4,7 @@
 //! [`Progress::known`] (what was learned): the flags themselves ([`RunOptions`]) never change
 //! during a run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use time::OffsetDateTime;
 
@@ -47,6 +47,13 @@ pub struct Progress {
     /// What the API server refused in this run (403), by object, with the report line: left
     /// alone for the rest of the run.
     pub refused: BTreeMap<String, String>,
+    /// Those of them cert-manager's CA injector writes (the `caBundle` targets): a trust gate
+    /// waits until each holds the pending CA.
+    pub injected: BTreeSet<String>,
+    /// Those targets as last read: which CAs each holds ([`Learned::InjectedRead`]).
+    pub injected_reads: Vec<plan::InjectedTarget>,
+    /// A gate saw every one of them hold the pending CA with this fingerprint, loaded.
+    pub injected_loaded: Option<[u8; 32]>,
     /// Why restarts are skipped for the rest of the run, once a workload request was refused
     /// (403, without `--wait`).
     pub restarts_refused: Option<String>,
@@ -90,8 +97,17 @@ pub enum Learned {
     TrustConfirmed([u8; 32]),
     /// The run lock was released (or never taken): what became of it.
     Lock(lock::Outcome),
-    /// The API server refused a request on `what` (403): the report line says what is skipped.
-    Refused { what: String, note: String },
+    /// The API server refused a request on `what` (403), or cert-manager's CA injector writes
+    /// it (`injected`): the report line says what is skipped.
+    Refused {
+        what: String,
+        note: String,
+        injected: bool,
+    },
+    /// The `caBundle` targets cert-manager's CA injector writes, as read.
+    InjectedRead(Vec<plan::InjectedTarget>),
+    /// A trust gate saw every such target hold the pending CA with this fingerprint, loaded.
+    InjectionsLoaded([u8; 32]),
     /// A workload request was refused (403, without `--wait`): no more restarts in this run.
     RestartsRefused(String),
     /// What the renewal windows did in a step (issue 45).
@@ -139,9 +155,18 @@ impl Progress {
             }
             Learned::TrustConfirmed(fp) => self.trust_confirmed = Some(fp),
             Learned::Lock(outcome) => self.lock = outcome,
-            Learned::Refused { what, note } => {
+            Learned::Refused {
+                what,
+                note,
+                injected,
+            } => {
+                if injected {
+                    self.injected.insert(what.clone());
+                }
                 self.refused.entry(what).or_insert(note);
             }
+            Learned::InjectedRead(reads) => self.injected_reads = reads,
+            Learned::InjectionsLoaded(fp) => self.injected_loaded = Some(fp),
             Learned::RestartsRefused(note) => {
                 self.restarts_refused.get_or_insert(note);
             }
@@ -168,6 +193,8 @@ impl Progress {
             unobserved_until: self.unobserved_until,
             writer_now: None,
             observing_since: self.observing_since,
+            injected: self.injected_reads.clone(),
+            injected_loaded: self.injected_loaded,
         }
     }
 }

@@ -209,7 +209,7 @@ async fn run<S: SecretStore>(
         let now = store.now();
         let known = Known {
             writer_now: Some(store.writer_now()),
-            ..known
+            ..known.clone()
         };
         let options = options.after(acted.0, acted.1);
         let plan = plan::plan(config, &observed, now, options, known, &|n| store.object(n))?;

@@ -102,6 +102,10 @@ pub(super) async fn at_gate<S: SecretStore>(
         // when what is left is far away or a kubelet not live: nothing breaks meanwhile.
         impatient: *optional && inv.endpoints.is_some() && !inv.options.wait,
     };
+    // At the trust gate, the caBundle targets cert-manager's CA injector writes must hold the
+    // pending CA, as the API server loaded it, before any leaf it signs is served.
+    evidence.forget_injections();
+    let injector = injector(inv, *pending, progress);
     let probe_until = Instant::now()
         .checked_add(until_ready(store, *ready_at))
         .map_or(inv.deadline, |t| t.min(inv.deadline));
@@ -126,10 +130,14 @@ pub(super) async fn at_gate<S: SecretStore>(
                 other,
                 &store_now,
                 (inv.deadline, at.impatient),
+                injector.as_ref(),
             )
             .await?;
         match waited {
-            Waited::Open(pods) => return Ok(at.opened(pods, evidence, progress)),
+            Waited::Open(pods) => {
+                loaded(injector.as_ref(), progress);
+                return Ok(at.opened(pods, evidence, progress));
+            }
             Waited::Stopped {
                 held,
                 waiting,
@@ -138,10 +146,48 @@ pub(super) async fn at_gate<S: SecretStore>(
             Waited::Unobservable => {}
         }
     }
-    // The pods cannot be observed: probes can still open it early, else the timer.
+    // The pods cannot be observed: the injected targets are looked at alone, then probes can
+    // still open the gate early, else the timer.
+    if let Some(injector) = &injector {
+        let store_now = || store.now();
+        if let Err(waiting) = injector.wait(evidence, &store_now, inv.deadline).await {
+            return Ok(at.stopped(&[], &waiting, None, evidence, progress));
+        }
+        loaded(Some(injector), progress);
+    }
     Ok(at
         .probe_or_timer(store, inv, outcome, probe_until, evidence, progress)
         .await)
+}
+
+/// Notes that every injected target holds the pending CA, loaded (the gate's look saw it):
+/// the next plan need not wait for its last read to show it.
+fn loaded(injector: Option<&gate::Injector<'_>>, progress: &mut Progress) {
+    if let Some(i) = injector {
+        progress.note(Learned::InjectionsLoaded(i.ca));
+    }
+}
+
+/// The trust gate's look at the `caBundle` targets cert-manager's CA injector writes (as this
+/// run's reads found them): `None` at any other gate, or with none.
+fn injector<'a>(
+    inv: &Invocation<'a>,
+    pending: Option<[u8; 32]>,
+    progress: &Progress,
+) -> Option<gate::Injector<'a>> {
+    let (api, ca) = (inv.webhooks?, pending?);
+    let targets: Vec<_> = inv
+        .config
+        .webhooks
+        .iter()
+        .filter(|w| {
+            progress
+                .injected
+                .contains(&crate::outside::describe_target(w.kind, &w.name))
+        })
+        .map(|w| (w.kind, w.name.clone()))
+        .collect();
+    (!targets.is_empty()).then_some(gate::Injector { api, targets, ca })
 }
 
 /// A gate this run reached: what its report and its end need.
@@ -181,7 +227,7 @@ impl Reached<'_> {
                 self.name
             );
             progress.note(Learned::GateOpened {
-                report: self.report("probe", None, vec![]),
+                report: self.report("probe", None, evidence.injection_lines()),
                 state: if self.pending.is_some() {
                     None
                 } else {
@@ -208,7 +254,7 @@ impl Reached<'_> {
         let mut r = self.report(
             "timer",
             Some(crate::timefmt::at_second(self.ready_at)),
-            vec![],
+            evidence.injection_lines(),
         );
         r.pokes = evidence.pokes_at_gate();
         progress.note(Learned::GateOpened {

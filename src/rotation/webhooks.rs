@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::invocation::Invocation;
 use super::step::{MAX_ATTEMPTS, Outcome};
-use crate::certmanager::{Injected, injected_note};
+use crate::certmanager::injected_note;
 use crate::config::{Webhook, WebhookKind};
 use crate::error::Error;
 use crate::observe::Snapshot;
@@ -22,14 +22,27 @@ use crate::plan::{Action, CaRef};
 use crate::report::Entry;
 use crate::store::StoreError;
 
+/// The CAs (fingerprints) that every entry of `o` holds in its `caBundle` (none when an entry
+/// is empty or does not parse).
+fn every_entry_holds(o: &TargetRead) -> BTreeSet<[u8; 32]> {
+    let mut entries = o.bundles.iter().map(|pem| {
+        parse_cert_chain(pem)
+            .map(|certs| certs.iter().map(Cert::fingerprint).collect::<BTreeSet<_>>())
+            .unwrap_or_default()
+    });
+    let first = entries.next().unwrap_or_default();
+    entries.fold(first, |all, e| all.intersection(&e).copied().collect())
+}
+
 /// What a read of one configured target found.
 #[derive(Debug, Clone)]
 pub(super) enum Read {
     /// The API server refused a request on it (403), now or earlier in the run, or
     /// cert-manager's CA injector manages it: left alone.
     Refused,
-    /// cert-manager's CA injector writes its `caBundle`: certgen never does.
-    Injected(Injected),
+    /// cert-manager's CA injector writes its `caBundle` (`injected` is set): certgen never
+    /// does, but a trust gate waits until it holds the pending CA.
+    Injected(Box<TargetRead>),
     Absent,
     Present(Box<TargetRead>),
 }
@@ -43,6 +56,9 @@ pub struct Refusal {
     /// `MutatingWebhookConfiguration name`.
     pub what: String,
     pub note: String,
+    /// cert-manager's CA injector writes it (rather than a 403): a trust gate waits until it
+    /// holds the pending CA (`gate::Injector`).
+    pub injected: bool,
 }
 
 /// The refusal `e` is, when it is a 403 on `target`; `None` for any other error.
@@ -60,6 +76,7 @@ fn refusal(target: &Webhook, e: &StoreError) -> Option<Refusal> {
             "{plural} {}: caBundle not kept in step: this identity may not {} {plural}.{group} (cluster-wide, 403); grant it, or pass --disable-topology-injector for Envoy Gateway's injector",
             target.name, failure.verb
         ),
+        injected: false,
     })
 }
 
@@ -80,7 +97,14 @@ async fn read_one(
             Some(by) => {
                 let what = describe(target.kind, &target.name);
                 let note = injected_note(&what, by);
-                Ok((Read::Injected(by.clone()), Some(Refusal { what, note })))
+                Ok((
+                    Read::Injected(o),
+                    Some(Refusal {
+                        what,
+                        note,
+                        injected: true,
+                    }),
+                ))
             }
             None => Ok((Read::Present(o), None)),
         },
@@ -199,9 +223,31 @@ impl Targets {
         )
     }
 
-    /// The newest write to any target, by the API server's clock.
+    /// The targets cert-manager's CA injector writes, as read: which CAs every entry holds.
+    pub(super) fn injected(&self) -> Vec<crate::plan::InjectedTarget> {
+        self.reads
+            .iter()
+            .filter_map(|r| match r {
+                Read::Injected(o) => Some(crate::plan::InjectedTarget {
+                    what: describe(o.kind, &o.name),
+                    holds: every_entry_holds(o),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The newest write to any target, by the API server's clock (the CA injector's writes
+    /// too: the API server must load them like certgen's).
     pub(super) fn written_at(&self, inv: &Invocation<'_>) -> Option<time::OffsetDateTime> {
-        self.present(inv).filter_map(|(_, o)| o.written_at).max()
+        let injected = self.reads.iter().filter_map(|r| match r {
+            Read::Injected(o) => o.written_at,
+            _ => None,
+        });
+        self.present(inv)
+            .filter_map(|(_, o)| o.written_at)
+            .chain(injected)
+            .max()
     }
 }
 
@@ -347,8 +393,9 @@ pub fn plan(
         };
         match read {
             Read::Refused => {}
-            Read::Injected(by) => plans.push(keep(format!(
-                "managed by cert-manager: its CA injector writes this caBundle ({by}); certgen never does"
+            Read::Injected(o) => plans.push(keep(format!(
+                "managed by cert-manager: its CA injector writes this caBundle ({}); certgen never does",
+                o.injected.as_ref().map(ToString::to_string).unwrap_or_default()
             ))),
             Read::Absent => plans.push(keep(format!(
                 "not found; its caBundle would follow Secret {}",
@@ -606,6 +653,7 @@ pub(super) async fn sync(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certmanager::Injected;
     use crate::pki::{CaKey, CaSpec, KeyAlgorithm, issue_ca};
 
     fn ca() -> CaKey {
@@ -711,7 +759,7 @@ mod tests {
         // Behind its Secret or not, planned or dry-run: kept, saying why.
         let plans = plan(
             &[target("w")],
-            &[Some(Read::Injected(by.clone()))],
+            &[Some(injected(by.clone()))],
             &wanted,
             ("trust", at()),
         );
@@ -724,6 +772,15 @@ mod tests {
             "{reason}"
         );
         assert_eq!(plans[0].entry().action, Action::Keep);
+    }
+
+    /// A target as read that cert-manager's CA injector writes (`by`).
+    fn injected(by: Injected) -> Read {
+        let Read::Present(mut t) = read(b"") else {
+            unreachable!()
+        };
+        t.injected = Some(by);
+        Read::Injected(t)
     }
 
     /// A target whose `caBundle` another manager stripped after certgen's write, with one

@@ -72,6 +72,8 @@ use crate::config::{Config, Kind, Reload};
 use crate::outside::{EndpointPod, KubeletLease, PodView, PokeAnswer};
 use crate::report::{GatePod, PodReport, Pokes};
 
+pub use self::injections::Injection;
+
 /// How long after a kubelet was seen live after a poke certgen takes it to have re-projected
 /// the pod's Secrets: ten times the largest delay measured on an idle real kubelet (0.51 s,
 /// CONTRIBUTING.md, "Pushed propagation"); `bench/poke-settle` measures it under stress.
@@ -376,6 +378,9 @@ pub struct Evidence {
     /// way (by pod name): no trust probe of them can pass, so they are not probed again, and it
     /// is said once, until the next gate.
     verifies_nothing: BTreeSet<String>,
+    /// The `caBundle` targets cert-manager's CA injector writes, at the trust gate under way,
+    /// by target: the latest look at each (`injections.rs`).
+    injections: BTreeMap<String, injections::Injected>,
 }
 
 /// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
@@ -992,6 +997,11 @@ impl Evidence {
                 ));
             }
         }
+        let (injected, again) = self.injections_waiting(now, mono);
+        if let Some(at) = again {
+            soon(at, &mut recheck);
+        }
+        waiting.extend(injected);
         for (name, opens) in self.unobserved_secrets(pods, delay) {
             if now < opens {
                 self.timed.insert(name.clone());
@@ -1044,6 +1054,7 @@ impl Evidence {
                 detail: why,
             });
         }
+        lines.extend(self.injection_lines());
         lines.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
@@ -1139,6 +1150,7 @@ impl Evidence {
         self.probe_failed.clear();
         self.unprobeable.clear();
         self.verifies_nothing.clear();
+        self.forget_injections();
         let gate = std::mem::take(&mut self.tally.0);
         self.tally.1.add(&gate);
     }
@@ -1301,5 +1313,6 @@ struct Beyond {
     waiting: Vec<String>,
 }
 
+mod injections;
 #[cfg(test)]
 mod tests;

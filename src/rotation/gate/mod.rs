@@ -10,6 +10,8 @@
 //! - `push.rs` is the driver ([`Push`]): it lists the pods, pokes them, reads their kubelets'
 //!   Leases through the seam ([`crate::outside::PodsApi`]), hands each answer to the machine,
 //!   and waits until the machine opens the gate.
+//! - `injector.rs` looks, at the trust gate, at the `caBundle` targets cert-manager's CA
+//!   injector writes: whether each holds the pending CA and the API server's cache shows it.
 //! - `probes.rs` dials the per-pod probes a gate may open on and hands their results over.
 //! - `pace.rs` is the budget every one of those requests goes through.
 //!
@@ -17,11 +19,13 @@
 //! the rotation driver above it.
 
 mod evidence;
+mod injector;
 mod pace;
 mod probes;
 mod push;
 
 pub use self::evidence::{Evidence, POKE_SETTLE, WATCHES_BACK, Waited};
+pub use self::injector::Injector;
 pub use self::pace::{IN_FLIGHT, PER_SECOND, Pacer};
 #[cfg(feature = "test-hooks")]
 pub use self::pace::{IN_FLIGHT_ENV, PER_SECOND_ENV};

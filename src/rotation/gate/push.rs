@@ -11,6 +11,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use super::evidence::{Evidence, MAX_THROTTLED, Owners, PROGRESS, RECHECK, Tally, Verdict, Waited};
+use super::injector::Injector;
 use super::pace::Pacer;
 use crate::config::{Config, Workload};
 use crate::error::Error;
@@ -338,6 +339,7 @@ impl Push<'_> {
         other_written_at: Option<OffsetDateTime>,
         store_now: &dyn Fn() -> OffsetDateTime,
         (until, impatient): (Instant, bool),
+        injector: Option<&Injector<'_>>,
     ) -> Result<Waited, Error> {
         ev.observe_stored(&outcome.written_at, &outcome.written, &outcome.digests);
         // A caBundle target written by an earlier run (or repaired) counts as well.
@@ -355,6 +357,10 @@ impl Push<'_> {
             // holds what was written needs no kubelet evidence for that Secret.
             if let Some(endpoints) = self.endpoints {
                 super::probes::round(self.config, endpoints, outcome, &pods, ev).await;
+            }
+            // The caBundle targets cert-manager's CA injector writes (at the trust gate).
+            if let Some(injector) = injector {
+                injector.look(ev).await;
             }
             let now = store_now();
             let verdict = ev.verdict(&pods, now, Instant::now(), self.delay);

@@ -29,9 +29,20 @@ use super::kwc_rotation::{Webhook, configuration, report, under_load};
 use super::{Cluster, cluster, data_map, deployment};
 use crate::util::Run;
 
+/// The one CA injector every test here shares: a test that stops it holds this exclusively,
+/// the others share it, so that no other test's injection waits behind a stopped injector.
+static INJECTOR: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// The test cluster when cert-manager runs beside it, with a shared hold on its CA injector;
+/// `None` (with a note) when it does not run, outside CI.
+async fn with_cert_manager() -> Option<(Cluster, tokio::sync::RwLockReadGuard<'static, ()>)> {
+    let c = with_cert_manager_alone().await?;
+    Some((c, INJECTOR.read().await))
+}
+
 /// The test cluster when cert-manager runs beside it; `None` (with a note) when it does not,
 /// outside CI.
-async fn with_cert_manager() -> Option<Cluster> {
+async fn with_cert_manager_alone() -> Option<Cluster> {
     let c = cluster().await?;
     if std::env::var_os("CERTGEN_CERT_MANAGER").is_none() {
         if std::env::var_os("CI").is_some() {
@@ -145,7 +156,7 @@ async fn webhook_state(c: &Cluster, name: &str) -> (Vec<u8>, Vec<String>) {
 
 #[tokio::test]
 async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
-    let Some(c) = with_cert_manager().await else {
+    let Some((c, _injector)) = with_cert_manager().await else {
         return;
     };
     let ns = c.namespace("certgen-cm-inject").await;
@@ -381,6 +392,199 @@ webhooks:
     assert!(managers.iter().any(|m| m == "certgen"), "{managers:?}");
 }
 
+/// cert-manager's CA injector, stopped (SIGSTOP to its recorded PID), resumed on drop however
+/// the test ends.
+struct StoppedInjector(i32);
+
+impl StoppedInjector {
+    fn stop() -> Self {
+        let dir = std::env::var("TESTENV_DIR").expect("TESTENV_DIR (tests/testenv/up)");
+        let pids = std::fs::read_to_string(format!("{dir}/pids")).unwrap();
+        let pid: i32 = pids
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .rfind(|(n, _)| *n == "cert-manager-cainjector")
+            .and_then(|(_, p)| p.trim().parse().ok())
+            .expect("the CA injector's PID in $TESTENV_DIR/pids");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(
+            String::from_utf8_lossy(&cmdline).contains("cert-manager-cainjector"),
+            "pid {pid} is not the CA injector"
+        );
+        let raw = rustix::process::Pid::from_raw(pid).unwrap();
+        rustix::process::kill_process(raw, rustix::process::Signal::STOP).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while super::set::process_state(pid) != Some('T') {
+            assert!(Instant::now() < deadline, "the CA injector did not stop");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        eprintln!("stopped cert-manager's CA injector (pid {pid})");
+        Self(pid)
+    }
+}
+
+impl Drop for StoppedInjector {
+    fn drop(&mut self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.0) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+            eprintln!("resumed cert-manager's CA injector (pid {})", self.0);
+        }
+    }
+}
+
+/// The trust gate waits for the CA injector: with the injector stopped, a staged `--overwrite`
+/// holds its trust gate until `--timeout` (exit 3, naming the webhook configuration; with
+/// pokes and with `--no-poke`), and writes no leaf while the webhook's `caBundle` lacks the
+/// pending CA. Resumed, the injector adds it; the next run writes the leaves only once the API
+/// server has had the settle time to load that write (each instant seen by polling the two
+/// objects), and its report says the injector opened the gate for the target.
+#[tokio::test]
+async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca() {
+    let Some(c) = with_cert_manager_alone().await else {
+        return;
+    };
+    let _alone = INJECTOR.write().await;
+    let ns = c.namespace("certgen-cm-held").await;
+    let hook = format!("{}-held", ns.name);
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        &dir,
+        &config_with_target(&ns.name, "ValidatingWebhookConfiguration", &hook),
+    );
+    let certgen = c
+        .certgen(&ns.name)
+        .args(["--config", &cfg])
+        .propagation_delay("2s");
+    let first = certgen.run_async().await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let out = c
+        .kubectl()
+        .args([
+            "annotate",
+            "secret",
+            "envoy-gateway",
+            "-n",
+            &ns.name,
+            "cert-manager.io/allow-direct-injection=true",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    apply(
+        &c,
+        &format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {hook}
+  labels: {{certgen.dev/test: "true"}}
+  annotations: {{cert-manager.io/inject-ca-from-secret: {ns}/envoy-gateway}}
+webhooks:
+- name: held.certgen.dev
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig: {{url: "https://127.0.0.1:9/"}}
+  rules: [{{apiGroups: ["certgen.dev"], apiVersions: ["v1"], operations: [CREATE], resources: [nothing]}}]
+"#,
+            ns = ns.name
+        ),
+    );
+    let _hook = super::DeleteOnDrop::new::<ValidatingWebhookConfiguration>(&hook);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while webhook_state(&c, &hook).await.0.is_empty() {
+        assert!(Instant::now() < deadline, "the injector never wrote");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let leaf = || async {
+        data_map(c.secrets(&ns.name).get("envoy-gateway").await.unwrap())["tls.crt"].clone()
+    };
+    let old_leaf = leaf().await;
+
+    let stopped = StoppedInjector::stop();
+    for extra in [&[][..], &["--no-poke"][..]] {
+        let held = certgen
+            .clone()
+            .args(["--overwrite", "--timeout", "12s"])
+            .args(extra.iter().copied())
+            .run_async()
+            .await;
+        assert_eq!(held.code, 3, "{extra:?}: {}\n{}", held.stdout, held.stderr);
+        assert!(
+            held.stderr.contains(&hook) && held.stderr.contains("does not hold the pending CA"),
+            "{extra:?}: the error names the target and why: {}",
+            held.stderr
+        );
+        assert_eq!(leaf().await, old_leaf, "{extra:?}: a leaf was written");
+        let secret = data_map(c.secrets(&ns.name).get("envoy-gateway").await.unwrap());
+        assert_eq!(
+            cas(&secret["ca.crt"]).len(),
+            2,
+            "{extra:?}: trust is staged"
+        );
+    }
+    let pending = {
+        let secret = data_map(c.secrets(&ns.name).get("envoy-gateway").await.unwrap());
+        cas(&secret["ca.crt"])
+            .into_iter()
+            .find(|ca| !ca.signed(&cas(&old_leaf)[0]))
+            .expect("the pending CA")
+    };
+    assert!(
+        !cas(&webhook_state(&c, &hook).await.0).contains(&pending),
+        "the stopped injector wrote"
+    );
+
+    // Resumed; both objects polled: when the caBundle first holds the pending CA, and when the
+    // leaf first changes.
+    let (injected, changed) = {
+        let c2 = Cluster {
+            client: c.client.clone(),
+            kubeconfig: c.kubeconfig.clone(),
+        };
+        let (ns2, hook2) = (ns.name.clone(), hook.clone());
+        let pending = pending.clone();
+        let old_leaf = old_leaf.clone();
+        let poll = tokio::spawn(async move {
+            let (mut injected, mut changed) = (None, None);
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while (injected.is_none() || changed.is_none()) && Instant::now() < deadline {
+                if injected.is_none() && cas(&webhook_state(&c2, &hook2).await.0).contains(&pending)
+                {
+                    injected = Some(Instant::now());
+                }
+                let s = data_map(c2.secrets(&ns2).get("envoy-gateway").await.unwrap());
+                if changed.is_none() && s["tls.crt"] != old_leaf {
+                    changed = Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            (injected, changed)
+        });
+        drop(stopped);
+        let run = certgen.clone().run_async().await;
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let gates = run.json()["gates"].to_string();
+        assert!(
+            gates.contains(&hook) && gates.contains("cert-manager's CA injector"),
+            "the report names what opened the gate for the target: {gates}"
+        );
+        poll.await.unwrap()
+    };
+    let (injected, changed) = (
+        injected.expect("the injector added the pending CA"),
+        changed.expect("the leaves were written"),
+    );
+    let after = changed.saturating_duration_since(injected);
+    eprintln!("the leaves were written {after:?} after the injector's write was first seen");
+    // The settle time (5 s) from the write as stored (rounded up to the second), less what
+    // the polling (two reads every 50 ms, on a loaded machine) may have missed.
+    assert!(
+        changed > injected && after >= Duration::from_secs(4),
+        "the leaves came {after:?} after the injector's write"
+    );
+}
+
 /// What the test's peers are counted over, printed.
 fn counts(what: &str, handshakes: u64, failures: &[String]) {
     eprintln!(
@@ -419,7 +623,7 @@ async fn renew(c: &Cluster, ns: &str, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn handover_to_cert_manager_then_its_renewal_fail_no_handshake() {
-    let Some(c) = with_cert_manager().await else {
+    let Some((c, _injector)) = with_cert_manager().await else {
         return;
     };
     let (ns, _dir, cfg) = harness_namespace(&c, "certgen-cm-to").await;
@@ -625,7 +829,7 @@ async fn handover_to_cert_manager_then_its_renewal_fail_no_handshake() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn handover_from_cert_manager_then_a_staged_rotation_fail_no_handshake() {
-    let Some(c) = with_cert_manager().await else {
+    let Some((c, _injector)) = with_cert_manager().await else {
         return;
     };
     let (ns, _dir, cfg) = harness_namespace(&c, "certgen-cm-from").await;
@@ -751,7 +955,7 @@ spec:
 /// real admission webhook (failurePolicy Fail) called for every ConfigMap created throughout.
 #[tokio::test]
 async fn kube_webhook_certgen_to_cert_manager_in_the_documented_order_rejects_no_call() {
-    let Some(c) = with_cert_manager().await else {
+    let Some((c, _injector)) = with_cert_manager().await else {
         return;
     };
     let ns = c.namespace("certgen-cm-kwc").await;

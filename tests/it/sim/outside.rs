@@ -572,8 +572,14 @@ pub enum Mutation {
     /// Every probe passes, whatever the pod it reached holds (a probe answered from the state
     /// just written, not from the pod).
     ProbePassesRegardless,
-    /// cert-manager's CA injector never writes (down, or its write lost).
-    DropInjectorWrite,
+    /// cert-manager's CA injector is down for [`injector::DOWN`] from a minute after the
+    /// trajectory starts (a crash loop, a lost leader election); back, it writes its source as
+    /// it stands then.
+    InjectorDown,
+    /// The API server's informer keeps the `caBundle` the injector replaced for
+    /// [`injector::UNLOADED`] more, while reads and the watch cache show the injector's write
+    /// at once: what certgen's gate cannot see (the oracle's check, not a fault to survive).
+    InjectorUnloaded,
 }
 
 impl Sim {
@@ -1210,6 +1216,8 @@ pub struct Sizes {
     pub probes_failed: usize,
     /// `caBundle` writes of cert-manager's CA injector ([`injector`]).
     pub injector_writes: usize,
+    /// Runs that ended at `--timeout` (exit 3): a gate held past it.
+    pub timeouts: usize,
 }
 
 /// Puts the world in the state `from` names (`next` numbers the runs).
@@ -1417,6 +1425,7 @@ pub async fn trajectory_with(
     let mut sizes = check_holders(&w, &o, end, first_ok)?;
     bundles::check_settled(&w, &o, &config)?;
     sizes.runs = ended.len();
+    sizes.timeouts = ended.iter().filter(|e| e.code == 3).count();
     Ok(sizes)
 }
 

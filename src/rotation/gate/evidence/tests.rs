@@ -717,3 +717,71 @@ async fn an_earlier_runs_write_counts_from_when_this_run_learned_of_it() {
     ev.saw(NODE, lease(1, T0), t0, T0);
     assert!(matches!(ev.verdict(&pods, T0, t0, DELAY), Verdict::Open(_)));
 }
+
+/// The trust gate and a `caBundle` target cert-manager's CA injector writes: a target whose
+/// `caBundle` lacks the pending CA holds the gate past every timer (it can be observed, so no
+/// timer stands for it); one the API server's cache does not show yet too; once shown, it
+/// counts from its stored write plus the settle time, like certgen's own target writes.
+#[tokio::test(start_paused = true)]
+async fn an_injected_target_holds_the_trust_gate_until_it_holds_the_pending_ca() {
+    let (mut ev, pods, t0) = written();
+    ev.record(&pods[0], Ok(PokeAnswer::Done), t0);
+    let (m, n) = at(t0, 3);
+    ev.saw(NODE, lease(2, n), m, n);
+    let hook = "MutatingWebhookConfiguration injected";
+    // The pod is covered 5 s after its kubelet's renewal; the target still lacks the CA,
+    // long after the pod's timer.
+    for s in [9, 121, 600] {
+        let (m, n) = at(t0, s);
+        ev.saw(NODE, lease(s as u32, n), m, n);
+        ev.observe_injection(hook.into(), Injection::Missing("no pending CA yet".into()));
+        let v = ev.verdict(&pods, n, m, DELAY);
+        assert!(
+            matches!(&v, Verdict::Wait { recheck: Some(r), timer: None, waiting, .. }
+                if *r == m + RECHECK && waiting == &[format!("{hook} (no pending CA yet)")]),
+            "{s}s: {v:?}"
+        );
+    }
+    // It holds the CA, the cache does not show it yet.
+    let (m, n) = at(t0, 601);
+    ev.observe_injection(hook.into(), Injection::Uncached);
+    assert!(matches!(
+        ev.verdict(&pods, n, m, DELAY),
+        Verdict::Wait { .. }
+    ));
+    // Shown; written (as stored) 2 s ago: the settle time counts from that write.
+    let (m, n) = at(t0, 602);
+    ev.observe_injection(hook.into(), Injection::Shown(Some(n - secs(2))));
+    let v = ev.verdict(&pods, n, m, DELAY);
+    assert!(
+        matches!(&v, Verdict::Wait { recheck: Some(r), .. } if *r == m + dur(3)),
+        "{v:?}"
+    );
+    let (m, n) = at(t0, 605);
+    ev.observe_injection(hook.into(), Injection::Shown(Some(n - secs(5))));
+    assert_eq!(
+        open_by(&ev.verdict(&pods, n, m, DELAY)),
+        [(hook, injections::INJECTED), ("proxy-a", "timer")]
+    );
+    // The next gate looks again.
+    ev.next_gate();
+    assert_eq!(ev.injection_lines(), []);
+}
+
+/// A write time the target does not tell counts from the first look that showed it loaded,
+/// not from a later look.
+#[tokio::test(start_paused = true)]
+async fn an_injected_write_of_unknown_time_counts_from_the_first_look_that_showed_it() {
+    let mut ev = Evidence::default();
+    let t0 = Instant::now();
+    let hook = "ValidatingWebhookConfiguration injected";
+    ev.observe_injection(hook.into(), Injection::Shown(None));
+    tokio::time::advance(dur(3)).await;
+    ev.observe_injection(hook.into(), Injection::Shown(None));
+    let (w, r) = ev.injections_waiting(T0 + secs(3), Instant::now());
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(r, Some(t0 + POKE_SETTLE));
+    tokio::time::advance(dur(2)).await;
+    let (w, r) = ev.injections_waiting(T0 + secs(5), Instant::now());
+    assert!(w.is_empty() && r.is_none(), "{w:?} {r:?}");
+}
