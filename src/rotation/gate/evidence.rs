@@ -73,6 +73,7 @@ use crate::outside::{EndpointPod, KubeletLease, PodView, PokeAnswer};
 use crate::report::{GatePod, PodReport, Pokes};
 
 pub use self::injections::Injection;
+use self::injections::Injections;
 
 /// How long after a kubelet was seen live after a poke certgen takes it to have re-projected
 /// the pod's Secrets: ten times the largest delay measured on an idle real kubelet (0.51 s,
@@ -380,7 +381,7 @@ pub struct Evidence {
     verifies_nothing: BTreeSet<String>,
     /// The `caBundle` targets cert-manager's CA injector writes, at the trust gate under way,
     /// by target: the latest look at each (`injections.rs`).
-    injections: BTreeMap<String, injections::Injected>,
+    injections: Injections,
 }
 
 /// A passing per-pod probe: the pod's UID as its endpoint's `targetRef` gave it, and when the
@@ -1138,6 +1139,31 @@ impl Evidence {
         } else {
             format!("its probe proves Secret {} only", proven.join(", "))
         })
+    }
+
+    /// Records a look at the injected `caBundle` target `what` at the trust gate under way
+    /// (`injections.rs`).
+    pub fn observe_injection(&mut self, what: String, seen: Injection) {
+        self.injections.observe(what, seen);
+    }
+
+    /// What the injected targets still hold the gate for, and when to look again.
+    pub fn injections_waiting(
+        &self,
+        now: OffsetDateTime,
+        mono: Instant,
+    ) -> (Vec<String>, Option<Instant>) {
+        self.injections.waiting((now, mono), (POKE_SETTLE, RECHECK))
+    }
+
+    /// The report lines of the injected targets of a gate that opens.
+    pub fn injection_lines(&self) -> Vec<GatePod> {
+        self.injections.lines()
+    }
+
+    /// Forgets the injected targets' looks: the next gate looks again.
+    pub fn forget_injections(&mut self) {
+        self.injections.clear();
     }
 
     /// Starts the record of the next gate: the pods it waits for are its own.

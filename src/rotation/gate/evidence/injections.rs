@@ -7,13 +7,16 @@
 //! every entry, or whose write the API server's cache does not show yet, keeps the gate shut.
 //! No timer opens it for such a target (the timer is for what cannot be observed, and this can
 //! be): a run ends at `--timeout` (exit 3) and the next run goes on. Once the cache shows the
-//! write, it counts like certgen's own `caBundle` writes: [`POKE_SETTLE`] after it was
-//! written, for the API server's informer.
+//! write, it counts like certgen's own `caBundle` writes: the settle time (`POKE_SETTLE`) after
+//! it was written, for the API server's informer. A leaf of the evidence: it imports nothing
+//! from it (the evidence hands it the settle and recheck times).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use time::OffsetDateTime;
 use tokio::time::Instant;
 
-use super::{Evidence, POKE_SETTLE, RECHECK, soon};
 use crate::report::GatePod;
 
 /// The report's word for what opened the gate for an injected target.
@@ -35,43 +38,49 @@ pub enum Injection {
 /// An injected target at the gate under way: the latest look, and when a look first showed
 /// it loaded (monotonic).
 #[derive(Debug, Clone)]
-pub(super) struct Injected {
+struct Injected {
     seen: Injection,
     shown: Option<Instant>,
 }
 
-impl Evidence {
-    /// Records a look at the injected target `what` at the gate under way.
-    pub fn observe_injection(&mut self, what: String, seen: Injection) {
+/// The injected targets at the gate under way, by target.
+#[derive(Debug, Default)]
+pub struct Injections(BTreeMap<String, Injected>);
+
+impl Injections {
+    /// Records a look at the injected target `what`.
+    pub fn observe(&mut self, what: String, seen: Injection) {
         let shown = match &seen {
             Injection::Shown(_) => self
-                .injections
+                .0
                 .get(&what)
                 .and_then(|i| i.shown)
                 .or_else(|| Some(Instant::now())),
             _ => None,
         };
-        self.injections.insert(what, Injected { seen, shown });
+        self.0.insert(what, Injected { seen, shown });
     }
 
     /// What the injected targets still hold the gate for (`now`: the store's clock; `mono`:
-    /// this process's): each one's line, and when to look again. Nothing when every one holds
-    /// the pending CA and the API server has had [`POKE_SETTLE`] to load it.
-    pub fn injections_waiting(
+    /// this process's): each one's line, and when to look again (`recheck` from now while a
+    /// target lacks the CA or the cache does not show it; `settle` after the write once it
+    /// does). Nothing when every one holds the pending CA and the settle time has passed.
+    pub fn waiting(
         &self,
-        now: OffsetDateTime,
-        mono: Instant,
+        (now, mono): (OffsetDateTime, Instant),
+        (settle, recheck): (Duration, Duration),
     ) -> (Vec<String>, Option<Instant>) {
         let mut waiting = Vec::new();
-        let mut recheck = None;
-        for (what, i) in &self.injections {
+        let mut next: Option<Instant> = None;
+        let mut soon = |at: Instant| next = Some(next.map_or(at, |n| n.min(at)));
+        for (what, i) in &self.0 {
             match &i.seen {
                 Injection::Missing(why) => {
-                    soon(mono + RECHECK, &mut recheck);
+                    soon(mono + recheck);
                     waiting.push(format!("{what} ({why})"));
                 }
                 Injection::Uncached => {
-                    soon(mono + RECHECK, &mut recheck);
+                    soon(mono + recheck);
                     waiting.push(format!(
                         "{what} (cert-manager's CA injector added the pending CA; the API server's cache does not show it yet)"
                     ));
@@ -81,13 +90,13 @@ impl Evidence {
                     // from when it was made), else from the first look that showed it.
                     let opens = match written {
                         Some(at) => {
-                            let left = (*at + POKE_SETTLE - now).max(time::Duration::ZERO);
-                            mono + std::time::Duration::try_from(left).unwrap_or(POKE_SETTLE)
+                            let left = (*at + settle - now).max(time::Duration::ZERO);
+                            mono + Duration::try_from(left).unwrap_or(settle)
                         }
-                        None => i.shown.unwrap_or(mono) + POKE_SETTLE,
+                        None => i.shown.unwrap_or(mono) + settle,
                     };
                     if mono < opens {
-                        soon(opens, &mut recheck);
+                        soon(opens);
                         waiting.push(format!(
                             "{what} (cert-manager's CA injector added the pending CA; the API server loads it)"
                         ));
@@ -95,12 +104,12 @@ impl Evidence {
                 }
             }
         }
-        (waiting, recheck)
+        (waiting, next)
     }
 
     /// The report lines of the injected targets of a gate that opens.
-    pub fn injection_lines(&self) -> Vec<GatePod> {
-        self.injections
+    pub fn lines(&self) -> Vec<GatePod> {
+        self.0
             .keys()
             .map(|what| GatePod {
                 name: what.clone(),
@@ -114,8 +123,8 @@ impl Evidence {
             .collect()
     }
 
-    /// Forgets the injected targets' looks: the next gate looks again.
-    pub fn forget_injections(&mut self) {
-        self.injections.clear();
+    /// Forgets every look: the next gate looks again.
+    pub fn clear(&mut self) {
+        self.0.clear();
     }
 }
