@@ -154,6 +154,53 @@ async fn webhook_state(c: &Cluster, name: &str) -> (Vec<u8>, Vec<String>) {
     (bundle, managers)
 }
 
+/// A ValidatingWebhookConfiguration `hook` (its webhook `<entry>.certgen.dev`) whose caBundle
+/// cert-manager's CA injector fills in from certgen's Secret `envoy-gateway` in `ns`, once the
+/// injector has written it; deleted on drop.
+async fn injected_webhook(c: &Cluster, ns: &str, hook: &str, entry: &str) -> super::DeleteOnDrop {
+    // The injector reads a Secret only when the Secret allows it; that annotation does not make
+    // the Secret cert-manager's (certgen still manages it).
+    let annotate = c
+        .kubectl()
+        .args([
+            "annotate",
+            "secret",
+            "envoy-gateway",
+            "-n",
+            ns,
+            "cert-manager.io/allow-direct-injection=true",
+        ])
+        .output()
+        .unwrap();
+    assert!(annotate.status.success());
+    apply(
+        c,
+        &format!(
+            r#"apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: {hook}
+  labels: {{certgen.dev/test: "true"}}
+  annotations: {{cert-manager.io/inject-ca-from-secret: {ns}/envoy-gateway}}
+webhooks:
+- name: {entry}.certgen.dev
+  admissionReviewVersions: [v1]
+  sideEffects: None
+  failurePolicy: Ignore
+  clientConfig: {{url: "https://127.0.0.1:9/"}}
+  rules: [{{apiGroups: ["certgen.dev"], apiVersions: ["v1"], operations: [CREATE], resources: [nothing]}}]
+"#
+        ),
+    );
+    let guard = super::DeleteOnDrop::new::<ValidatingWebhookConfiguration>(hook);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while webhook_state(c, hook).await.0.is_empty() {
+        assert!(Instant::now() < deadline, "the injector never wrote");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    guard
+}
+
 #[tokio::test]
 async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     let Some((c, _injector)) = with_cert_manager().await else {
@@ -169,47 +216,7 @@ async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     let certgen = c.certgen(&ns.name).args(["--config", &cfg]);
     let first = certgen.run_async().await;
     assert_eq!(first.code, 0, "{}", first.stderr);
-    // The injector reads a Secret only when the Secret allows it; that annotation does not make
-    // the Secret cert-manager's (certgen still manages it).
-    let annotate = c
-        .kubectl()
-        .args([
-            "annotate",
-            "secret",
-            "envoy-gateway",
-            "-n",
-            &ns.name,
-            "cert-manager.io/allow-direct-injection=true",
-        ])
-        .output()
-        .unwrap();
-    assert!(annotate.status.success());
-    apply(
-        &c,
-        &format!(
-            r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: {hook}
-  labels: {{certgen.dev/test: "true"}}
-  annotations: {{cert-manager.io/inject-ca-from-secret: {ns}/envoy-gateway}}
-webhooks:
-- name: injected.certgen.dev
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Ignore
-  clientConfig: {{url: "https://127.0.0.1:9/"}}
-  rules: [{{apiGroups: ["certgen.dev"], apiVersions: ["v1"], operations: [CREATE], resources: [nothing]}}]
-"#,
-            ns = ns.name
-        ),
-    );
-    let _hook = super::DeleteOnDrop::new::<ValidatingWebhookConfiguration>(&hook);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while webhook_state(&c, &hook).await.0.is_empty() {
-        assert!(Instant::now() < deadline, "the injector never wrote");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let _hook = injected_webhook(&c, &ns.name, &hook, "injected").await;
 
     // Every version of the object the API server holds from now on, by a watch: the writers
     // of each (a write by certgen would show even if the injector took the field back at once).
@@ -457,45 +464,7 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         .propagation_delay("2s");
     let first = certgen.run_async().await;
     assert_eq!(first.code, 0, "{}", first.stderr);
-    let out = c
-        .kubectl()
-        .args([
-            "annotate",
-            "secret",
-            "envoy-gateway",
-            "-n",
-            &ns.name,
-            "cert-manager.io/allow-direct-injection=true",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    apply(
-        &c,
-        &format!(
-            r#"apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: {hook}
-  labels: {{certgen.dev/test: "true"}}
-  annotations: {{cert-manager.io/inject-ca-from-secret: {ns}/envoy-gateway}}
-webhooks:
-- name: held.certgen.dev
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Ignore
-  clientConfig: {{url: "https://127.0.0.1:9/"}}
-  rules: [{{apiGroups: ["certgen.dev"], apiVersions: ["v1"], operations: [CREATE], resources: [nothing]}}]
-"#,
-            ns = ns.name
-        ),
-    );
-    let _hook = super::DeleteOnDrop::new::<ValidatingWebhookConfiguration>(&hook);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while webhook_state(&c, &hook).await.0.is_empty() {
-        assert!(Instant::now() < deadline, "the injector never wrote");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let _hook = injected_webhook(&c, &ns.name, &hook, "held").await;
     let leaf = || async {
         data_map(c.secrets(&ns.name).get("envoy-gateway").await.unwrap())["tls.crt"].clone()
     };

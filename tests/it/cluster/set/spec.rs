@@ -20,7 +20,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{Api, PostParams};
 use kube::config::Kubeconfig;
 use serde_json::json;
@@ -403,15 +403,13 @@ async fn the_set_rotation_checks_accept_a_rotation_mirrored_from_m0() {
         .clone()
         .unwrap();
     let before = leaves(&set.snapshots(&f.ns.name).await);
-    // Right by construction only while the mirror's copies (and m1's and m2's rollouts of the
-    // restarts it copies) land well inside m0's gates: under CI's load its watch-then-write
-    // lagged past a 3 s gate once (8 failed handshakes with m1, a mirror artefact, not
-    // certgen's), and in a cold run (2 % of the cores idle) m1's restart-only peer still served
-    // its old leaf 15 s after m0's leaves step (1 failed handshake after m0's cleanup), so m0's
-    // gates get 30 s here.
+    // Right by construction only while the mirror's copies land well inside m0's gates: under
+    // CI's load its watch-then-write lagged past a 3 s gate once (8 failed handshakes with m1,
+    // a mirror artefact, not certgen's), so m0's gates get 15 s here. (And only while it copies
+    // a restart after the Secrets it follows, as certgen makes them: see `mirror_m0`.)
     let cmd = f
         .certgen(&set, &["m0"])
-        .propagation_delay("30s")
+        .propagation_delay("15s")
         .args(["--overwrite", "--timeout", "120s"])
         .command();
     let (r, seen, phases) = watched_rotation(&set, &f, &old, cmd).await;
@@ -576,6 +574,7 @@ async fn mirror_m0(set: &Set, ns: &str, m2_lag: Duration) -> Mirror {
         // patch), onto this member's.
         let source: Api<Deployment> = Api::namespaced(set.member("m0").client.clone(), ns);
         let target: Api<Deployment> = Api::namespaced(set.member(member).client.clone(), ns);
+        let secrets = (set.member("m0").secrets(ns), set.member(member).secrets(ns));
         tasks.push(tokio::spawn(async move {
             let annotations = |d: Deployment| {
                 d.spec
@@ -589,6 +588,13 @@ async fn mirror_m0(set: &Set, ns: &str, m2_lag: Duration) -> Mirror {
                     let now = annotations(d);
                     if now != last {
                         tokio::time::sleep(lag).await;
+                        // certgen restarts a consumer after the Secret writes it follows; the
+                        // Secrets' copier is another task, which may fall behind this one under
+                        // load: a restart copied first let the member's restart-only peer start
+                        // from the Secrets before m0's step (9 failed handshakes in a CI run, and
+                        // one in a cold run; a mirror artefact, not certgen's). So the copy of a
+                        // restart waits until the member holds what m0 holds.
+                        caught_up(&secrets.0, &secrets.1, Duration::from_secs(30)).await;
                         let patch =
                             json!({"spec": {"template": {"metadata": {"annotations": now}}}});
                         target
@@ -610,6 +616,29 @@ async fn mirror_m0(set: &Set, ns: &str, m2_lag: Duration) -> Mirror {
         rx.await.expect("the mirror copied what m0 holds");
     }
     Mirror(tasks)
+}
+
+/// Waits until `target` holds the data `source` holds in the CA and leaf Secrets (up to
+/// `within`; then it goes on, and the checks say what that broke).
+async fn caught_up(source: &Api<Secret>, target: &Api<Secret>, within: Duration) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let mut behind = false;
+        for name in std::iter::once(CA_SECRET).chain(LEAF_SECRETS.iter().copied()) {
+            let (a, b) = (source.get_opt(name).await, target.get_opt(name).await);
+            let data = |s: Result<Option<Secret>, kube::Error>| {
+                s.ok().flatten().and_then(|s| s.data).unwrap_or_default()
+            };
+            if data(a) != data(b) {
+                behind = true;
+                break;
+            }
+        }
+        if !behind {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The mirror's tasks, stopped when dropped.
