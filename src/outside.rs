@@ -76,6 +76,38 @@ impl TargetRead {
     pub fn holds(&self, bundle: &[u8]) -> bool {
         self.bundles.iter().all(|b| b == bundle)
     }
+
+    /// The CAs (SHA-256 fingerprints) that every entry's `caBundle` holds (none for an empty
+    /// entry, and none for a configuration without entries); an entry that does not parse is
+    /// an error naming it.
+    pub fn cas_in_every_entry(&self) -> Result<BTreeSet<[u8; 32]>, String> {
+        let mut all: Option<BTreeSet<[u8; 32]>> = None;
+        for (i, pem) in self.bundles.iter().enumerate() {
+            let here: BTreeSet<[u8; 32]> = if pem.is_empty() {
+                BTreeSet::new()
+            } else {
+                crate::pki::parse_cert_chain(pem)
+                    .map_err(|e| format!("entry {i}'s caBundle: {e}"))?
+                    .iter()
+                    .map(Cert::fingerprint)
+                    .collect()
+            };
+            all = Some(match all {
+                None => here,
+                Some(a) => a.intersection(&here).copied().collect(),
+            });
+        }
+        Ok(all.unwrap_or_default())
+    }
+
+    /// Whether every entry's `caBundle` holds the CA with fingerprint `ca` (a configuration
+    /// without entries holds anything: the API server calls no webhook of it).
+    pub fn holds_ca(&self, ca: [u8; 32]) -> Result<bool, String> {
+        if self.bundles.is_empty() {
+            return Ok(true);
+        }
+        Ok(self.cas_in_every_entry()?.contains(&ca))
+    }
 }
 
 /// One entry of a target as read, beside its `caBundle`.

@@ -98,16 +98,11 @@ impl Gate {
         self.waited || (now >= self.ready_at && !self.resumed)
     }
 
-    /// Shut only because it was resumed ([`Gate::resumed`]): its stored timer passed, so the
-    /// time to give people is not that timer's but this run's evidence.
-    fn on_evidence_only(&self, now: OffsetDateTime) -> bool {
-        !self.open(now) && now >= self.ready_at
-    }
-
     /// Whether the time to give people for a gate that opens at `at` is not a timer's but this
-    /// run's evidence (see [`RESUMED`]).
+    /// run's evidence: the gate is shut only because it was resumed ([`Gate::resumed`]), its
+    /// stored timer and `at` passed (see [`RESUMED`]).
     fn on_evidence(&self, now: OffsetDateTime, at: OffsetDateTime) -> bool {
-        self.on_evidence_only(now) && at <= now
+        !self.open(now) && now >= self.ready_at && at <= now
     }
 
     fn phase(&self, reason: String, pending: Option<[u8; 32]>, optional: bool) -> Phase {

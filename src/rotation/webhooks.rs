@@ -22,18 +22,6 @@ use crate::plan::{Action, CaRef};
 use crate::report::Entry;
 use crate::store::StoreError;
 
-/// The CAs (fingerprints) that every entry of `o` holds in its `caBundle` (none when an entry
-/// is empty or does not parse).
-fn every_entry_holds(o: &TargetRead) -> BTreeSet<[u8; 32]> {
-    let mut entries = o.bundles.iter().map(|pem| {
-        parse_cert_chain(pem)
-            .map(|certs| certs.iter().map(Cert::fingerprint).collect::<BTreeSet<_>>())
-            .unwrap_or_default()
-    });
-    let first = entries.next().unwrap_or_default();
-    entries.fold(first, |all, e| all.intersection(&e).copied().collect())
-}
-
 /// What a read of one configured target found.
 #[derive(Debug, Clone)]
 pub(super) enum Read {
@@ -230,7 +218,7 @@ impl Targets {
             .filter_map(|r| match r {
                 Read::Injected(o) => Some(crate::plan::InjectedTarget {
                     what: describe(o.kind, &o.name),
-                    holds: every_entry_holds(o),
+                    holds: o.cas_in_every_entry().unwrap_or_default(),
                 }),
                 _ => None,
             })

@@ -9,7 +9,6 @@ use tokio::time::Instant;
 use super::evidence::{Evidence, Injection, PROGRESS, RECHECK};
 use crate::config::WebhookKind;
 use crate::outside::{CaBundleTargets, TargetObserved, TargetRead, describe_target};
-use crate::pki::parse_cert_chain;
 use crate::report::GatePod;
 
 /// The injected targets a trust gate waits for, and the CA they must hold.
@@ -19,21 +18,6 @@ pub struct Injector<'a> {
     pub targets: Vec<(WebhookKind, String)>,
     /// The pending CA's fingerprint: the next step's leaves are signed by it.
     pub ca: [u8; 32],
-}
-
-/// Whether every entry of `read` holds `ca` (an object without entries holds anything: the
-/// API server calls no webhook of it).
-fn holds(read: &TargetRead, ca: [u8; 32]) -> Result<bool, String> {
-    for (i, pem) in read.bundles.iter().enumerate() {
-        if pem.is_empty() {
-            return Ok(false);
-        }
-        let certs = parse_cert_chain(pem).map_err(|e| format!("entry {i}'s caBundle: {e}"))?;
-        if !certs.iter().any(|c| c.fingerprint() == ca) {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 impl Injector<'_> {
@@ -62,7 +46,7 @@ impl Injector<'_> {
             .as_ref()
             .map(ToString::to_string)
             .unwrap_or_default();
-        match holds(read, self.ca) {
+        match read.holds_ca(self.ca) {
             Ok(true) => {}
             Ok(false) => {
                 return Injection::Missing(format!(

@@ -399,44 +399,23 @@ async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     assert!(managers.iter().any(|m| m == "certgen"), "{managers:?}");
 }
 
-/// cert-manager's CA injector, stopped (SIGSTOP to its recorded PID), resumed on drop however
-/// the test ends.
-struct StoppedInjector(i32);
-
-impl StoppedInjector {
-    fn stop() -> Self {
-        let dir = std::env::var("TESTENV_DIR").expect("TESTENV_DIR (tests/testenv/up)");
-        let pids = std::fs::read_to_string(format!("{dir}/pids")).unwrap();
-        let pid: i32 = pids
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .rfind(|(n, _)| *n == "cert-manager-cainjector")
-            .and_then(|(_, p)| p.trim().parse().ok())
-            .expect("the CA injector's PID in $TESTENV_DIR/pids");
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        assert!(
-            String::from_utf8_lossy(&cmdline).contains("cert-manager-cainjector"),
-            "pid {pid} is not the CA injector"
-        );
-        let raw = rustix::process::Pid::from_raw(pid).unwrap();
-        rustix::process::kill_process(raw, rustix::process::Signal::STOP).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while super::set::process_state(pid) != Some('T') {
-            assert!(Instant::now() < deadline, "the CA injector did not stop");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        eprintln!("stopped cert-manager's CA injector (pid {pid})");
-        Self(pid)
-    }
-}
-
-impl Drop for StoppedInjector {
-    fn drop(&mut self) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.0) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
-            eprintln!("resumed cert-manager's CA injector (pid {})", self.0);
-        }
-    }
+/// Stops cert-manager's CA injector (SIGSTOP to its recorded PID), resumed when the guard is
+/// dropped, however the test ends.
+fn stop_injector() -> super::set::Paused {
+    let dir = std::env::var("TESTENV_DIR").expect("TESTENV_DIR (tests/testenv/up)");
+    let pids = std::fs::read_to_string(format!("{dir}/pids")).unwrap();
+    let pid: i32 = pids
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .rfind(|(n, _)| *n == "cert-manager-cainjector")
+        .and_then(|(_, p)| p.trim().parse().ok())
+        .expect("the CA injector's PID in $TESTENV_DIR/pids");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("cert-manager-cainjector"),
+        "pid {pid} is not the CA injector"
+    );
+    super::set::stop(pid, "cert-manager's CA injector".into())
 }
 
 /// The trust gate waits for the CA injector: with the injector stopped, a staged `--overwrite`
@@ -470,7 +449,7 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
     };
     let old_leaf = leaf().await;
 
-    let stopped = StoppedInjector::stop();
+    let stopped = stop_injector();
     for extra in [&[][..], &["--no-poke"][..]] {
         let held = certgen
             .clone()

@@ -252,18 +252,7 @@ impl Set {
             cmdline.contains("kube-apiserver") && cmdline.contains(dir.to_str().unwrap()),
             "pid {pid} is not {context}'s kube-apiserver: {cmdline:?}"
         );
-        signal(pid, rustix::process::Signal::STOP);
-        let guard = Paused {
-            pid,
-            context: context.to_string(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while process_state(pid) != Some('T') {
-            assert!(Instant::now() < deadline, "{context} did not stop");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        eprintln!("set: paused {context} (kube-apiserver pid {pid})");
-        guard
+        stop(pid, format!("set member {context}'s kube-apiserver"))
     }
 
     /// A fresh namespace of one name in every member, labelled like every test namespace.
@@ -345,25 +334,33 @@ impl Set {
     }
 }
 
-fn signal(pid: i32, sig: rustix::process::Signal) {
-    let pid = rustix::process::Pid::from_raw(pid).expect("a positive PID");
-    rustix::process::kill_process(pid, sig).unwrap();
+/// Stops the process `pid` (SIGSTOP; the caller has checked that the PID is still `what`) and
+/// waits until the kernel shows it stopped; resumed when the guard is dropped.
+pub fn stop(pid: i32, what: String) -> Paused {
+    let raw = rustix::process::Pid::from_raw(pid).expect("a positive PID");
+    rustix::process::kill_process(raw, rustix::process::Signal::STOP).unwrap();
+    let guard = Paused { pid, what };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_state(pid) != Some('T') {
+        assert!(Instant::now() < deadline, "{} did not stop", guard.what);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    eprintln!("stopped {} (pid {pid})", guard.what);
+    guard
 }
 
-/// A paused member: resumed (SIGCONT to the same PID) when dropped, however the test ends.
+/// A stopped process (a paused member's kube-apiserver, cert-manager's CA injector): resumed
+/// (SIGCONT to the same PID) when dropped, however the test ends.
 pub struct Paused {
     pid: i32,
-    context: String,
+    what: String,
 }
 
 impl Drop for Paused {
     fn drop(&mut self) {
         let pid = rustix::process::Pid::from_raw(self.pid).expect("a positive PID");
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
-        eprintln!(
-            "set: resumed {} (kube-apiserver pid {})",
-            self.context, self.pid
-        );
+        eprintln!("resumed {} (pid {})", self.what, self.pid);
     }
 }
 
