@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::{FromDer, X509Certificate};
 
-use super::hex;
+use super::{hex, memo};
 
 /// Why certificate PEM could not be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -189,14 +189,18 @@ impl Cert {
 
     /// Whether `self` (as an issuer) signed `child`: decided by verifying the signature with
     /// this certificate's public key, never by comparing names.
+    /// Asked again for the same two certificates, it answers from memory (`memo.rs`).
     pub fn signed(&self, child: &Cert) -> bool {
-        let Ok((_, issuer)) = X509Certificate::from_der(&self.der) else {
-            return false;
-        };
-        let Ok((_, child)) = X509Certificate::from_der(&child.der) else {
-            return false;
-        };
-        child.verify_signature(Some(issuer.public_key())).is_ok()
+        let asked = memo::question(&[b"Cert::signed", &self.fingerprint, &child.fingerprint]);
+        memo::remembered(asked, || {
+            let Ok((_, issuer)) = X509Certificate::from_der(&self.der) else {
+                return false;
+            };
+            let Ok((_, child)) = X509Certificate::from_der(&child.der) else {
+                return false;
+            };
+            child.verify_signature(Some(issuer.public_key())).is_ok()
+        })
     }
 
     /// The raw public key bits (the SubjectPublicKeyInfo's BIT STRING).

@@ -11,6 +11,7 @@ mod bundle;
 mod cert;
 mod issue;
 mod keys;
+mod memo;
 mod verify;
 
 pub use bundle::{

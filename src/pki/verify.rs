@@ -330,7 +330,7 @@ impl Verifier {
         }
         self.verifications.set(self.verifications.get() + 1);
         let verdict = ee.verify_for_usage(
-            webpki::ALL_VERIFICATION_ALGS,
+            &super::memo::ALGS,
             &anchors,
             &[],
             unix(self.at),
@@ -448,7 +448,7 @@ fn probe_rejects(nc: &[u8], dns_names: &[String], ip_addresses: &[IpAddr]) -> bo
         return true;
     };
     ee.verify_for_usage(
-        webpki::ALL_VERIFICATION_ALGS,
+        &super::memo::ALGS,
         &[anchor],
         &[],
         unix(PROBE_AT + time::Duration::minutes(1)),

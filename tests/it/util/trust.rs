@@ -122,16 +122,8 @@ pub fn webpki_verifies_for(
         ],
     };
     for usage in &usages {
-        ee.verify_for_usage(
-            webpki::ALL_VERIFICATION_ALGS,
-            &anchors,
-            &[],
-            at,
-            *usage,
-            None,
-            None,
-        )
-        .map_err(|e| format!("{e:?}"))?;
+        ee.verify_for_usage(&remembered::ALGS, &anchors, &[], at, *usage, None, None)
+            .map_err(|e| format!("{e:?}"))?;
     }
     Ok(())
 }
@@ -190,4 +182,89 @@ pub fn check_snapshot(s: &Snapshot) -> (Vec<String>, BTreeSet<String>) {
         }
     }
     (failures, cas)
+}
+
+/// rustls-webpki's signature algorithms with their answers remembered for the test process: the
+/// simulation asks the same few signatures hundreds of thousands of times (every pair of every
+/// state of every trajectory), and aws-lc's ECDSA verification was most of its CPU. An answer is
+/// kept under a SHA-256 of everything it depends on (the algorithm, the key, the signed bytes and
+/// the signature), so it is reused only for the same question. Written here, not taken from
+/// certgen's own memory of signatures (`src/pki/memo.rs`): the oracle shares no code with what
+/// it judges.
+mod remembered {
+    use std::collections::HashMap;
+    use std::sync::{LazyLock, Mutex, PoisonError};
+
+    use rustls_pki_types::{AlgorithmIdentifier, InvalidSignature, SignatureVerificationAlgorithm};
+    use sha2::{Digest, Sha256};
+
+    pub static ALGS: LazyLock<Vec<&'static dyn SignatureVerificationAlgorithm>> =
+        LazyLock::new(|| {
+            webpki::ALL_VERIFICATION_ALGS
+                .iter()
+                .map(|&inner| -> &'static dyn SignatureVerificationAlgorithm {
+                    Box::leak(Box::new(Remembered { inner }))
+                })
+                .collect()
+        });
+
+    /// Answers by question; cleared when full, so a long test process stays small.
+    static SEEN: LazyLock<Mutex<HashMap<[u8; 32], bool>>> = LazyLock::new(Mutex::default);
+    const FULL: usize = 1 << 18;
+
+    #[derive(Debug)]
+    struct Remembered {
+        inner: &'static dyn SignatureVerificationAlgorithm,
+    }
+
+    impl SignatureVerificationAlgorithm for Remembered {
+        fn verify_signature(
+            &self,
+            public_key: &[u8],
+            message: &[u8],
+            signature: &[u8],
+        ) -> Result<(), InvalidSignature> {
+            let mut hash = Sha256::new();
+            for part in [
+                self.inner.signature_alg_id().as_ref(),
+                public_key,
+                message,
+                signature,
+            ] {
+                hash.update((part.len() as u64).to_le_bytes());
+                hash.update(part);
+            }
+            let asked: [u8; 32] = hash.finalize().into();
+            let known = SEEN
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&asked)
+                .copied();
+            let valid = known.unwrap_or_else(|| {
+                let valid = self
+                    .inner
+                    .verify_signature(public_key, message, signature)
+                    .is_ok();
+                let mut seen = SEEN.lock().unwrap_or_else(PoisonError::into_inner);
+                if seen.len() >= FULL {
+                    seen.clear();
+                }
+                seen.insert(asked, valid);
+                valid
+            });
+            valid.then_some(()).ok_or(InvalidSignature)
+        }
+
+        fn public_key_alg_id(&self) -> AlgorithmIdentifier {
+            self.inner.public_key_alg_id()
+        }
+
+        fn signature_alg_id(&self) -> AlgorithmIdentifier {
+            self.inner.signature_alg_id()
+        }
+
+        fn fips(&self) -> bool {
+            self.inner.fips()
+        }
+    }
 }
