@@ -70,6 +70,65 @@ pub(super) struct Node {
     pub(super) peer_image: String,
 }
 
+impl Node {
+    /// Waits until certgen's own image is on the node. tests/run-all starts the node without it
+    /// (`CERTGEN_NODE_DEFER_IMAGE=1`) and builds and imports it beside the first real-node tests
+    /// (`tests/testenv/node-image`); until then `certgen-image.pending` is in the node's
+    /// directory. A test that runs the image calls this before it takes the node, so that the
+    /// tests that do not need the image go first. Fails with the import's error, or after 40
+    /// minutes.
+    pub(super) async fn certgen_image_imported(&self) {
+        let pending = self.dir.join("certgen-image.pending");
+        let failed = self.dir.join("certgen-image.failed");
+        let deadline = std::time::Instant::now() + Duration::from_secs(40 * 60);
+        let mut said = false;
+        while pending.exists() {
+            if let Ok(why) = std::fs::read_to_string(&failed) {
+                panic!(
+                    "certgen's image did not reach the real node: {}",
+                    why.trim()
+                );
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "certgen's image is still not on the real node after 40 minutes ({} exists)",
+                pending.display()
+            );
+            if !said {
+                eprintln!(
+                    "waiting for certgen's image to be built and imported (tests/testenv/node-image)"
+                );
+                said = true;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Waits until the kubelet has run 75 s since a test last undid a fault of it (continued,
+    /// restarted or healed it: `tests/testenv/kubelet-fault` records when), as tests/run-all
+    /// waits after the node's start: its Secret watches come back about a minute after it does.
+    /// For a test that measures propagation on a kubelet in its steady state, run after the
+    /// fault tests.
+    pub(super) async fn settled_kubelet(&self) {
+        const SETTLE: u64 = 75;
+        let Ok(undone) = std::fs::read_to_string(self.dir.join("kubelet-fault.undone")) else {
+            return;
+        };
+        let Ok(undone) = undone.trim().parse::<u64>() else {
+            return;
+        };
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let left = (undone + SETTLE).saturating_sub(now);
+        if left > 0 {
+            eprintln!("waiting {left} s for the kubelet to settle after the last fault test");
+            tokio::time::sleep(Duration::from_secs(left)).await;
+        }
+    }
+}
+
 /// The real node has one kubelet. The fault tests stop, cut and restart it, each timing its
 /// gate against its own fault, so each takes the node alone: run together, one test's `heal`,
 /// `cont` or `restart` ended another's fault early, and that one's gate rightly opened before
@@ -701,8 +760,10 @@ pub(super) fn deployed(out: std::process::Output) -> String {
 async fn a_real_kubelet_runs_the_hook_and_staged_rotation_fails_no_handshake() {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    node.certgen_image_imported().await;
     let Some(helm) = helm() else { return };
     let _node = whole_node().await;
+    node.settled_kubelet().await;
     let mut report = String::new();
     let settings = std::fs::read_to_string(node.dir.join("settings")).unwrap_or_default();
     let _ = writeln!(report, "real node: {}", settings.trim().replace('\n', "; "));

@@ -79,6 +79,7 @@ async fn a_kubelet_cut_off_before_the_hooks_trust_writes_holds_it_and_the_next_u
 async fn through_the_hook(name: &str, (fault_verb, undo): (&str, &str), early: bool) {
     let Some(c) = cluster().await else { return };
     let Some(node) = real_node() else { return };
+    node.certgen_image_imported().await;
     let Some(helm) = helm() else { return };
     // The one kubelet's fault: this test's alone (see `real_node::whole_node`).
     let _node = whole_node().await;
