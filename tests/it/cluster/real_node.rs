@@ -117,11 +117,7 @@ impl Node {
         let Ok(undone) = undone.trim().parse::<u64>() else {
             return;
         };
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let left = (undone + SETTLE).saturating_sub(now);
+        let left = (undone + SETTLE).saturating_sub(now_ms() as u64 / 1000);
         if left > 0 {
             eprintln!("waiting {left} s for the kubelet to settle after the last fault test");
             tokio::time::sleep(Duration::from_secs(left)).await;
