@@ -1293,7 +1293,7 @@ pub async fn trajectory(start: Start, ops: &[Op]) -> Result<Outcome, String> {
 }
 
 /// `CERTGEN_SIM_TRACE=1`: a failing trajectory prints every run's end and every version.
-fn tracing_asked() -> bool {
+pub(crate) fn tracing_asked() -> bool {
     std::env::var_os("CERTGEN_SIM_TRACE").is_some()
 }
 

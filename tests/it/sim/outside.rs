@@ -1294,6 +1294,28 @@ pub async fn trajectory_with(
     let outside = OutsideWorld::new(&config, world.lock().unwrap().true_now());
     outside.lock().unwrap().external = external.iter().map(|s| s.to_string()).collect();
     setup(&mut outside.lock().unwrap(), &config);
+    let out = steps_then_settle(&world, &outside, &config, from, steps, mutation).await;
+    if out.is_err() && super::tracing_asked() {
+        eprintln!("{}", world.lock().unwrap().trace());
+        eprintln!("outside (run, what):");
+        for (run, what) in &outside.lock().unwrap().log {
+            eprintln!("  {run:>3} {what}");
+        }
+    }
+    out
+}
+
+/// [`trajectory_with`] once its worlds are set up: the steps, the plain re-runs that settle
+/// them, and the oracle.
+async fn steps_then_settle(
+    world: &Arc<Mutex<World>>,
+    outside: &Arc<Mutex<OutsideWorld>>,
+    config: &Config,
+    from: From,
+    steps: &[Step],
+    mutation: Mutation,
+) -> Result<Sizes, String> {
+    let (world, outside, config) = (world.clone(), outside.clone(), config.clone());
     let mut index = 0;
     let mut ended: Vec<Ended> = Vec::new();
     let mut next = || {
