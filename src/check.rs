@@ -40,6 +40,35 @@ pub struct CaBundleTarget {
     pub state: TargetState,
     /// The other field manager that last wrote its `caBundle`, if one did.
     pub writer: Option<crate::attribution::Writer>,
+    /// For a target cert-manager's CA injector writes: the pending CA of the staged rotation
+    /// under way (short fingerprint) that its `caBundle` does not hold yet
+    /// ([`pending_not_injected`]).
+    pub pending_missing: Option<String>,
+}
+
+/// For a target cert-manager's CA injector writes (`injected`), whose entries hold `entries`
+/// (one `caBundle` each): the pending CA of the staged rotation under way (the CA Secret's
+/// `next.crt`, by its short fingerprint) when an entry does not hold it yet, or cannot be
+/// read. A run's trust gate waits for the injector to add it (`rotation/gate/injector.rs`, by
+/// the same rule: [`crate::outside::holds_ca`]); `check` and the exporter say so on the
+/// target's row.
+pub fn pending_not_injected(
+    config: &Config,
+    observed: &Snapshot,
+    injected: bool,
+    entries: &[Vec<u8>],
+) -> Option<String> {
+    if !injected {
+        return None;
+    }
+    let data = observed.ca_parsed(&config.ca.layout)?;
+    let Field::Ok(next) = &data.next_cert else {
+        return None;
+    };
+    match crate::outside::holds_ca(entries, next.fingerprint()) {
+        Ok(true) => None,
+        Ok(false) | Err(_) => Some(next.short_fingerprint()),
+    }
 }
 
 /// What the read of a `caBundle` target found. A run writes the targets that are
@@ -1028,6 +1057,11 @@ fn target_rows(ctx: &Context) -> (Vec<TargetRow>, Vec<PlannedWrite>) {
             secret: t.secret.clone(),
             status: t.state.name(),
             text: t.state.text(),
+            pending_missing: t.pending_missing.as_ref().map(|fp| {
+                format!(
+                    "its caBundle does not hold the pending CA {fp} yet: a run's trust gate waits for cert-manager's CA injector to add it; check that cert-manager-cainjector runs and that its source holds the pending CA, or remove the annotation so that certgen keeps the caBundle"
+                )
+            }),
         })
         .collect();
     let drifted = ctx

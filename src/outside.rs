@@ -77,37 +77,48 @@ impl TargetRead {
         self.bundles.iter().all(|b| b == bundle)
     }
 
-    /// The CAs (SHA-256 fingerprints) that every entry's `caBundle` holds (none for an empty
-    /// entry, and none for a configuration without entries); an entry that does not parse is
-    /// an error naming it.
+    /// The CAs (SHA-256 fingerprints) that every entry's `caBundle` holds ([`cas_in_every_entry`]).
     pub fn cas_in_every_entry(&self) -> Result<BTreeSet<[u8; 32]>, String> {
-        let mut all: Option<BTreeSet<[u8; 32]>> = None;
-        for (i, pem) in self.bundles.iter().enumerate() {
-            let here: BTreeSet<[u8; 32]> = if pem.is_empty() {
-                BTreeSet::new()
-            } else {
-                crate::pki::parse_cert_chain(pem)
-                    .map_err(|e| format!("entry {i}'s caBundle: {e}"))?
-                    .iter()
-                    .map(Cert::fingerprint)
-                    .collect()
-            };
-            all = Some(match all {
-                None => here,
-                Some(a) => a.intersection(&here).copied().collect(),
-            });
-        }
-        Ok(all.unwrap_or_default())
+        cas_in_every_entry(&self.bundles)
     }
 
-    /// Whether every entry's `caBundle` holds the CA with fingerprint `ca` (a configuration
-    /// without entries holds anything: the API server calls no webhook of it).
+    /// Whether every entry's `caBundle` holds the CA with fingerprint `ca` ([`holds_ca`]).
     pub fn holds_ca(&self, ca: [u8; 32]) -> Result<bool, String> {
-        if self.bundles.is_empty() {
-            return Ok(true);
-        }
-        Ok(self.cas_in_every_entry()?.contains(&ca))
+        holds_ca(&self.bundles, ca)
     }
+}
+
+/// The CAs (SHA-256 fingerprints) that every entry's `caBundle` of `bundles` holds (none for an
+/// empty entry, and none for a configuration without entries); an entry that does not parse
+/// is an error naming it.
+pub fn cas_in_every_entry(bundles: &[Vec<u8>]) -> Result<BTreeSet<[u8; 32]>, String> {
+    let mut all: Option<BTreeSet<[u8; 32]>> = None;
+    for (i, pem) in bundles.iter().enumerate() {
+        let here: BTreeSet<[u8; 32]> = if pem.is_empty() {
+            BTreeSet::new()
+        } else {
+            crate::pki::parse_cert_chain(pem)
+                .map_err(|e| format!("entry {i}'s caBundle: {e}"))?
+                .iter()
+                .map(Cert::fingerprint)
+                .collect()
+        };
+        all = Some(match all {
+            None => here,
+            Some(a) => a.intersection(&here).copied().collect(),
+        });
+    }
+    Ok(all.unwrap_or_default())
+}
+
+/// Whether every entry's `caBundle` of `bundles` holds the CA with fingerprint `ca` (a
+/// configuration without entries holds anything: the API server calls no webhook of it). The
+/// trust gate's rule for a target cert-manager's CA injector writes, and `check`'s.
+pub fn holds_ca(bundles: &[Vec<u8>], ca: [u8; 32]) -> Result<bool, String> {
+    if bundles.is_empty() {
+        return Ok(true);
+    }
+    Ok(cas_in_every_entry(bundles)?.contains(&ca))
 }
 
 /// One entry of a target as read, beside its `caBundle`.

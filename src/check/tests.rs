@@ -623,6 +623,102 @@ fn bundles_a_run_rewrites_are_due() {
     }
 }
 
+/// A target cert-manager's CA injector writes, during a staged rotation, that does not hold
+/// the pending CA yet: a run's trust gate waits for the injector, and `check` names the target
+/// and why (its row, `ACTION DUE`, the JSON), by the gate's own rule; once it holds the
+/// pending CA, or outside a rotation, or when certgen writes the target, nothing is said.
+#[test]
+fn an_injected_target_without_the_pending_ca_is_named() {
+    let mut stored = Stored::installed(NOW - DAY);
+    let old = stored.ca.0.cert.clone();
+    let steady = stored.snapshot.clone();
+    let (next, _) = issue_ca(&stored.config.ca.spec, NOW).unwrap();
+    stored
+        .snapshot
+        .set_bundles(&[next.cert.clone(), old.clone()]);
+    stored.edit("envoy-gateway-ca", |s| {
+        s.data.insert("next.crt".into(), pem(&next.cert));
+        s.data.insert(
+            "next.key".into(),
+            next.key_pem().expose().as_bytes().to_vec(),
+        );
+    });
+    let behind = crate::pki::bundle_pem(std::slice::from_ref(&old)).into_bytes();
+    let holding = crate::pki::bundle_pem(&[next.cert.clone(), old.clone()]).into_bytes();
+    let fp = next.cert.short_fingerprint();
+    let judge = |snapshot: &Snapshot, injected: bool, entries: &[Vec<u8>]| {
+        pending_not_injected(&stored.config, snapshot, injected, entries)
+    };
+    let at = &stored.snapshot;
+    assert_eq!(
+        judge(at, true, std::slice::from_ref(&behind)),
+        Some(fp.clone())
+    );
+    assert_eq!(
+        judge(at, true, &[holding.clone(), behind.clone()]),
+        Some(fp.clone()),
+        "one entry of two behind"
+    );
+    assert_eq!(judge(at, true, &[b"garbage".to_vec()]), Some(fp.clone()));
+    assert_eq!(judge(at, true, std::slice::from_ref(&holding)), None);
+    assert_eq!(judge(at, true, &[]), None, "no entry: no webhook is called");
+    assert_eq!(
+        judge(at, false, std::slice::from_ref(&behind)),
+        None,
+        "certgen's own"
+    );
+    assert_eq!(
+        judge(&steady, true, std::slice::from_ref(&behind)),
+        None,
+        "no rotation"
+    );
+
+    let target = CaBundleTarget {
+        writer: None,
+        kind: "MutatingWebhookConfiguration".into(),
+        name: "injected".into(),
+        secret: "envoy-gateway".into(),
+        state: TargetState::CertManager,
+        pending_missing: judge(at, true, &[behind]),
+    };
+    let ctx = Context {
+        undos: Default::default(),
+        targets: vec![target.clone()],
+        ..Context::default()
+    };
+    let report = stored.check_with(NOW, &ctx);
+    assert!(!report.healthy);
+    let said = report.ca_bundle_targets[0]
+        .pending_missing
+        .clone()
+        .expect("the row says it");
+    assert!(
+        said.contains(&format!("does not hold the pending CA {fp} yet")),
+        "{said}"
+    );
+    let text = report.to_text();
+    let due = text.split("ACTION DUE").nth(1).expect("action due");
+    assert!(
+        due.contains(&format!("MutatingWebhookConfiguration injected: {said}")),
+        "{text}"
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["caBundleTargets"][0]["pendingMissing"], said.as_str());
+    let ctx = Context {
+        undos: Default::default(),
+        targets: vec![CaBundleTarget {
+            pending_missing: None,
+            ..target
+        }],
+        ..Context::default()
+    };
+    let report = stored.check_with(NOW, &ctx);
+    assert!(report.ca_bundle_targets[0].pending_missing.is_none());
+    assert!(!report.to_text().contains("does not hold the pending CA"));
+    let json = serde_json::to_value(&report).unwrap();
+    assert!(json["caBundleTargets"][0].get("pendingMissing").is_none());
+}
+
 /// Issue 32, finding 4: a `caBundle` target a run would write makes `check` unhealthy (the
 /// metrics said `certgen_check_healthy 1` beside `status="drifted"`).
 #[test]
@@ -638,6 +734,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
         name: "injector".into(),
         secret: "envoy-gateway".into(),
         state: TargetState::of_entries(entries, Some(&envoy_bundle)),
+        pending_missing: None,
     };
     for (what, entries) in [
         ("garbage", vec![b"garbage".to_vec()]),
@@ -680,6 +777,7 @@ fn a_drifted_cabundle_target_is_a_write_of_the_next_run() {
             undos: Default::default(),
             targets: vec![CaBundleTarget {
                 state,
+                pending_missing: None,
                 ..target(&[])
             }],
             ..Context::default()
@@ -911,6 +1009,7 @@ fn a_target_whose_secret_is_missing_is_not_called_in_step() {
             name: "injector".into(),
             secret: "envoy-gateway".into(),
             state: TargetState::InSync,
+            pending_missing: None,
         }],
         ..Context::default()
     };

@@ -101,7 +101,7 @@ async fn targets(
     let mut out = Vec::with_capacity(config.webhooks.len());
     for t in &config.webhooks {
         let kind = t.kind.as_str().to_string();
-        let mut writer = None;
+        let (mut writer, mut pending_missing) = (None, None);
         let state = match api.read(t.kind, &t.name).await {
             Err(StoreError::Api(f)) if f.status == Some(403) => {
                 tracing::warn!(
@@ -119,7 +119,10 @@ async fn targets(
                 writer = crate::attribution::of_target(
                     &kind, &t.name, &o.writes, missing, &recorded, now,
                 );
-                TargetState::of_present(config, t, observed, o.injected.is_some(), &o.bundles)
+                let injected = o.injected.is_some();
+                pending_missing =
+                    crate::check::pending_not_injected(config, observed, injected, &o.bundles);
+                TargetState::of_present(config, t, observed, injected, &o.bundles)
             }
         };
         out.push(CaBundleTarget {
@@ -128,6 +131,7 @@ async fn targets(
             name: t.name.clone(),
             secret: t.bundle_from.clone(),
             state,
+            pending_missing,
         });
     }
     Ok(out)
@@ -209,6 +213,7 @@ pub fn trust_bundle_target(
         name: t.signer.clone(),
         secret: t.bundle_from.clone(),
         state,
+        pending_missing: None,
     }
 }
 

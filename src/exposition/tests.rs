@@ -230,6 +230,7 @@ fn statuses_and_targets_are_state_sets() {
             name: name.into(),
             secret: "envoy-gateway".into(),
             state,
+            pending_missing: None,
         });
     }
     let text = rendered(&r, &targets);
@@ -399,6 +400,7 @@ fn a_drifted_target_makes_the_check_unhealthy() {
         name: "injector".into(),
         secret: "envoy-gateway".into(),
         state,
+        pending_missing: None,
     };
     let healthy = |text: &str| {
         sample(text, "certgen_check_healthy{")[0]

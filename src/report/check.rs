@@ -58,6 +58,10 @@ pub struct TargetRow {
     /// What the table says of the status.
     #[serde(skip)]
     pub text: &'static str,
+    /// For a target cert-manager's CA injector writes, during a staged rotation: that its
+    /// `caBundle` does not hold the pending CA yet, what a run's trust gate waits for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_missing: Option<String>,
 }
 
 /// One write a plain run would make: the object, the planner's action and its reason.
@@ -371,6 +375,9 @@ impl CheckReport {
                     "  {} {} (follows {}): {text}\n",
                     t.kind, t.name, t.secret
                 ));
+                if let Some(why) = &t.pending_missing {
+                    out.push_str(&format!("    {why}\n"));
+                }
             }
         }
         out
@@ -407,6 +414,10 @@ impl CheckReport {
                     }
                 }),
         );
+        problems.extend(self.ca_bundle_targets.iter().filter_map(|t| {
+            let why = t.pending_missing.as_ref()?;
+            Some(format!("  {} {}: {why}", t.kind, t.name))
+        }));
         problems.extend(
             self.other_writers
                 .iter()

@@ -103,6 +103,7 @@ fn the_same_families_as_check_from_the_same_secrets() {
         name: injector.name.clone(),
         secret: injector.bundle_from.clone(),
         state: TargetState::InSync,
+        pending_missing: None,
     }];
     let ctx = crate::check::Context {
         undos: Default::default(),

@@ -482,6 +482,38 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         !cas(&webhook_state(&c, &hook).await.0).contains(&pending),
         "the stopped injector wrote"
     );
+    // check names the target the gate waits for, with the pending CA (text and JSON).
+    let check = c
+        .certgen(&ns.name)
+        .check()
+        .args(["--config", &cfg])
+        .run_async()
+        .await;
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    let target = &check.json()["caBundleTargets"][0];
+    assert_eq!(target["status"], "cert_manager", "{}", check.stdout);
+    let said = target["pendingMissing"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains(&format!(
+            "does not hold the pending CA {} yet",
+            pending.short_fingerprint()
+        )),
+        "{}",
+        check.stdout
+    );
+    let mut cmd = crate::util::certgen();
+    cmd.args(["check", "--config", &cfg, "-n", &ns.name])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig);
+    let text = Run::of(&mut cmd).stdout;
+    let due = text.split("ACTION DUE").nth(1).unwrap_or_default();
+    assert!(
+        due.contains(&format!("ValidatingWebhookConfiguration {hook}: {said}")),
+        "{text}"
+    );
 
     // Resumed; both objects polled: when the caBundle first holds the pending CA, and when the
     // leaf first changes.
@@ -531,6 +563,16 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         changed > injected && after >= Duration::from_secs(4),
         "the leaves came {after:?} after the injector's write"
     );
+    // The injector holds the CA the leaves are signed by: check no longer names the target.
+    let check = c
+        .certgen(&ns.name)
+        .check()
+        .args(["--config", &cfg])
+        .run_async()
+        .await;
+    let target = &check.json()["caBundleTargets"][0];
+    assert_eq!(target["status"], "cert_manager", "{}", check.stdout);
+    assert!(target.get("pendingMissing").is_none(), "{}", check.stdout);
 }
 
 /// What the test's peers are counted over, printed.
