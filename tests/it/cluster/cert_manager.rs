@@ -305,12 +305,7 @@ async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     eprintln!("what the CA injector did:\n  {}", seen.join("\n  "));
     // `check` names the caBundle's writer as cert-manager's CA injector (issue 45), and the
     // injector's writes are no fight: it writes a caBundle certgen never writes.
-    let checked = c
-        .certgen(&ns.name)
-        .check()
-        .args(["--config", &cfg])
-        .run_async()
-        .await;
+    let checked = check(&c, &ns.name, &cfg).await;
     let named = checked.json()["otherWriters"].clone();
     let injector = named
         .as_array()
@@ -346,15 +341,10 @@ async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     );
 
     // check and the metrics call it cert-manager's.
-    let check = c
-        .certgen(&ns.name)
-        .check()
-        .args(["--config", &cfg])
-        .run_async()
-        .await;
-    let targets = &check.json()["caBundleTargets"];
-    assert_eq!(targets[0]["name"], hook.as_str(), "{}", check.stdout);
-    assert_eq!(targets[0]["status"], "cert_manager", "{}", check.stdout);
+    let checked = check(&c, &ns.name, &cfg).await;
+    let targets = &checked.json()["caBundleTargets"];
+    assert_eq!(targets[0]["name"], hook.as_str(), "{}", checked.stdout);
+    assert_eq!(targets[0]["status"], "cert_manager", "{}", checked.stdout);
     let check_as = |output: &str| {
         let mut cmd = crate::util::certgen();
         cmd.args([
@@ -483,15 +473,10 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         "the stopped injector wrote"
     );
     // check names the target the gate waits for, with the pending CA (text and JSON).
-    let check = c
-        .certgen(&ns.name)
-        .check()
-        .args(["--config", &cfg])
-        .run_async()
-        .await;
-    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
-    let target = &check.json()["caBundleTargets"][0];
-    assert_eq!(target["status"], "cert_manager", "{}", check.stdout);
+    let checked = check(&c, &ns.name, &cfg).await;
+    assert_eq!(checked.code, 1, "{}\n{}", checked.stdout, checked.stderr);
+    let target = &checked.json()["caBundleTargets"][0];
+    assert_eq!(target["status"], "cert_manager", "{}", checked.stdout);
     let said = target["pendingMissing"]
         .as_str()
         .unwrap_or_default()
@@ -502,7 +487,7 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
             pending.short_fingerprint()
         )),
         "{}",
-        check.stdout
+        checked.stdout
     );
     let mut cmd = crate::util::certgen();
     cmd.args(["check", "--config", &cfg, "-n", &ns.name])
@@ -564,15 +549,19 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         "the leaves came {after:?} after the injector's write"
     );
     // The injector holds the CA the leaves are signed by: check no longer names the target.
-    let check = c
-        .certgen(&ns.name)
+    let checked = check(&c, &ns.name, &cfg).await;
+    let target = &checked.json()["caBundleTargets"][0];
+    assert_eq!(target["status"], "cert_manager", "{}", checked.stdout);
+    assert!(target.get("pendingMissing").is_none(), "{}", checked.stdout);
+}
+
+/// `certgen check --config cfg` in namespace `ns`, as JSON.
+async fn check(c: &Cluster, ns: &str, cfg: &str) -> Run {
+    c.certgen(ns)
         .check()
-        .args(["--config", &cfg])
+        .args(["--config", cfg])
         .run_async()
-        .await;
-    let target = &check.json()["caBundleTargets"][0];
-    assert_eq!(target["status"], "cert_manager", "{}", check.stdout);
-    assert!(target.get("pendingMissing").is_none(), "{}", check.stdout);
+        .await
 }
 
 /// What the test's peers are counted over, printed.
