@@ -932,7 +932,12 @@ spec:
 
 /// docs/cert-manager.md's "From kube-webhook-certgen to cert-manager", step by step, with a
 /// real admission webhook (failurePolicy Fail) called for every ConfigMap created throughout.
-#[tokio::test]
+///
+/// On a multi-threaded runtime: the steps run `kubectl` (apply, annotate) as blocking child
+/// processes, and on the default current-thread runtime the webhook, served from this process,
+/// could not answer while one ran; under CI's load a `kubectl apply` can take longer than the
+/// 5 s the API server gives the webhook, and one admission call of 83 failed that way (stop 56).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_webhook_certgen_to_cert_manager_in_the_documented_order_rejects_no_call() {
     let Some((c, _injector)) = with_cert_manager().await else {
         return;
