@@ -22,6 +22,10 @@ pub const CERTIFICATE_NAME: &str = "cert-manager.io/certificate-name";
 /// Certificate exists, instead of refusing it. The value is the profile handed over.
 pub const HANDED_OVER: &str = "certgen.dev/handed-over-to-cert-manager";
 
+/// What to do when a target the CA injector writes lacks a staged rotation's pending CA: the
+/// fix the trust gate's timeout and `check` both give.
+pub const PENDING_CA_FIX: &str = "check that cert-manager-cainjector runs and that its source holds the pending CA, or remove the annotation so that certgen keeps the caBundle";
+
 /// Why cert-manager's CA injector writes an object's `caBundle`: the annotation it acts on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Injected {

@@ -50,8 +50,8 @@ pub struct CaBundleTarget {
 /// (one `caBundle` each): the pending CA of the staged rotation under way (the CA Secret's
 /// `next.crt`, by its short fingerprint) when an entry does not hold it yet, or cannot be
 /// read. A run's trust gate waits for the injector to add it (`rotation/gate/injector.rs`, by
-/// the same rule: [`crate::outside::holds_ca`]); `check` and the exporter say so on the
-/// target's row.
+/// the same rule: [`crate::outside::holds_ca`]); `check` says so on the target's row and
+/// under `ACTION DUE`.
 pub fn pending_not_injected(
     config: &Config,
     observed: &Snapshot,
@@ -1059,7 +1059,8 @@ fn target_rows(ctx: &Context) -> (Vec<TargetRow>, Vec<PlannedWrite>) {
             text: t.state.text(),
             pending_missing: t.pending_missing.as_ref().map(|fp| {
                 format!(
-                    "its caBundle does not hold the pending CA {fp} yet: a run's trust gate waits for cert-manager's CA injector to add it; check that cert-manager-cainjector runs and that its source holds the pending CA, or remove the annotation so that certgen keeps the caBundle"
+                    "its caBundle does not hold the pending CA {fp} yet: a run's trust gate waits for cert-manager's CA injector to add it; {}",
+                    crate::certmanager::PENDING_CA_FIX
                 )
             }),
         })

@@ -376,7 +376,7 @@ impl State {
             let Some((sync, found)) = self.targets.get(kind) else {
                 continue;
             };
-            let (mut writer, mut pending_missing) = (None, None);
+            let mut writer = None;
             let state = match sync {
                 Sync::Pending => continue,
                 Sync::Refused => TargetState::Refused,
@@ -410,12 +410,6 @@ impl State {
                                 crate::observe::writers::fight(seen_undos, Some(&w.write), now);
                             Some(w)
                         });
-                        pending_missing = crate::check::pending_not_injected(
-                            config,
-                            observed,
-                            seen.injected,
-                            &seen.bundles,
-                        );
                         TargetState::of_present(config, t, observed, seen.injected, &seen.bundles)
                     }
                 },
@@ -426,7 +420,9 @@ impl State {
                 name: t.name.clone(),
                 secret: t.bundle_from.clone(),
                 state,
-                pending_missing,
+                // Said only by `check`: the exporter's report becomes metrics, which do not
+                // carry it.
+                pending_missing: None,
             });
         }
         // The ClusterTrustBundles, judged by `check`'s own rule once their watch has listed them.

@@ -50,7 +50,8 @@ impl Injector<'_> {
             Ok(true) => {}
             Ok(false) => {
                 return Injection::Missing(format!(
-                    "its caBundle does not hold the pending CA {fp} yet: cert-manager's CA injector writes it ({by}), and the API server would reject the webhook's new leaf without it; check that cert-manager-cainjector runs and that its source holds the pending CA, or remove the annotation so that certgen keeps the caBundle"
+                    "its caBundle does not hold the pending CA {fp} yet: cert-manager's CA injector writes it ({by}), and the API server would reject the webhook's new leaf without it; {}",
+                    crate::certmanager::PENDING_CA_FIX
                 ));
             }
             Err(e) => return Injection::Missing(e),
