@@ -345,22 +345,13 @@ async fn the_ca_injector_and_certgen_on_one_webhook_never_fight() {
     let targets = &checked.json()["caBundleTargets"];
     assert_eq!(targets[0]["name"], hook.as_str(), "{}", checked.stdout);
     assert_eq!(targets[0]["status"], "cert_manager", "{}", checked.stdout);
-    let check_as = |output: &str| {
-        let mut cmd = crate::util::certgen();
-        cmd.args([
-            "check", "--config", &cfg, "-n", &ns.name, "--output", output,
-        ])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig);
-        Run::of(&mut cmd)
-    };
-    let text = check_as("text");
+    let text = check_as(&c, &ns.name, &cfg, "text");
     assert!(
         text.stdout.contains("managed by cert-manager"),
         "{}",
         text.stdout
     );
-    let prom = check_as("prometheus");
+    let prom = check_as(&c, &ns.name, &cfg, "prometheus");
     assert!(
         prom.stdout.contains(&format!(
             "target=\"{hook}\",secret=\"envoy-gateway\",status=\"cert_manager\"}} 1"
@@ -489,11 +480,7 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
         "{}",
         checked.stdout
     );
-    let mut cmd = crate::util::certgen();
-    cmd.args(["check", "--config", &cfg, "-n", &ns.name])
-        .arg("--kubeconfig")
-        .arg(&c.kubeconfig);
-    let text = Run::of(&mut cmd).stdout;
+    let text = check_as(&c, &ns.name, &cfg, "text").stdout;
     let due = text.split("ACTION DUE").nth(1).unwrap_or_default();
     assert!(
         due.contains(&format!("ValidatingWebhookConfiguration {hook}: {said}")),
@@ -553,6 +540,15 @@ async fn a_stopped_ca_injector_holds_the_trust_gate_until_it_adds_the_pending_ca
     let target = &checked.json()["caBundleTargets"][0];
     assert_eq!(target["status"], "cert_manager", "{}", checked.stdout);
     assert!(target.get("pendingMissing").is_none(), "{}", checked.stdout);
+}
+
+/// `certgen check --config cfg` in namespace `ns`, with `--output output`.
+fn check_as(c: &Cluster, ns: &str, cfg: &str, output: &str) -> Run {
+    let mut cmd = crate::util::certgen();
+    cmd.args(["check", "--config", cfg, "-n", ns, "--output", output])
+        .arg("--kubeconfig")
+        .arg(&c.kubeconfig);
+    Run::of(&mut cmd)
 }
 
 /// `certgen check --config cfg` in namespace `ns`, as JSON.
